@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "graph/ir.h"
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+std::string ValueType::ToString() const {
+  std::string out(DataTypeName(dtype));
+  if (!has_shape) return out + "[?]";
+  out += "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += ",";
+    if (dims[i].known()) out += std::to_string(dims[i].value);
+    else if (!dims[i].symbol.empty()) out += dims[i].symbol;
+    else out += "?";
+  }
+  return out + "]";
+}
+
+const Attribute* Node::FindAttribute(std::string_view attr_name) const {
+  for (const Attribute& a : attributes) {
+    if (a.name == attr_name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t Node::GetInt(std::string_view attr_name, int64_t default_value) const {
+  const Attribute* a = FindAttribute(attr_name);
+  return a && a->type == AttributeType::kInt ? a->i : default_value;
+}
+
+float Node::GetFloat(std::string_view attr_name, float default_value) const {
+  const Attribute* a = FindAttribute(attr_name);
+  return a && a->type == AttributeType::kFloat ? a->f : default_value;
+}
+
+std::string Node::GetString(std::string_view attr_name, std::string_view default_value) const {
+  const Attribute* a = FindAttribute(attr_name);
+  return a && a->type == AttributeType::kString ? a->s : std::string(default_value);
+}
+
+std::vector<int64_t> Node::GetInts(std::string_view attr_name) const {
+  const Attribute* a = FindAttribute(attr_name);
+  return a && a->type == AttributeType::kInts ? a->ints : std::vector<int64_t>{};
+}
+
+std::vector<float> Node::GetFloats(std::string_view attr_name) const {
+  const Attribute* a = FindAttribute(attr_name);
+  return a && a->type == AttributeType::kFloats ? a->floats : std::vector<float>{};
+}
+
+int Node::num_present_inputs() const {
+  int n = static_cast<int>(inputs.size());
+  while (n > 0 && inputs[static_cast<size_t>(n - 1)] == kNoValue) --n;
+  return n;
+}
+
+int Graph::AddValue(Value value) {
+  const int id = static_cast<int>(values_.size());
+  value_by_name_.emplace(value.name, id);
+  values_.push_back(std::move(value));
+  return id;
+}
+
+int Graph::AddNode(Node node) {
+  const int id = static_cast<int>(nodes_.size());
+  for (int out : node.outputs) {
+    if (out != kNoValue) values_[static_cast<size_t>(out)].producer = id;
+  }
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+int Graph::FindValue(std::string_view value_name) const {
+  auto it = value_by_name_.find(value_name);
+  return it == value_by_name_.end() ? -1 : it->second;
+}
+
+int64_t Graph::OpsetFor(std::string_view domain) const {
+  if (domain == "ai.onnx") domain = "";
+  auto it = opset_imports.find(std::string(domain));
+  return it == opset_imports.end() ? 0 : it->second;
+}
+
+}  // namespace kiln

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "kernels/registry.h"
+
+#include <fmt/format.h>
+
+#include "kernels/ref/ref_kernels.h"
+
+namespace kiln {
+
+const ValueType& KernelInfo::input_type(int i) const {
+  static const ValueType kNone;
+  if (!has_input(i)) return kNone;
+  return graph_.value(node_.inputs[static_cast<size_t>(i)]).type;
+}
+
+const ValueType& KernelInfo::output_type(int i) const {
+  static const ValueType kNone;
+  if (i >= num_outputs() || node_.outputs[static_cast<size_t>(i)] == kNoValue) return kNone;
+  return graph_.value(node_.outputs[static_cast<size_t>(i)]).type;
+}
+
+const OwnedTensor* KernelInfo::constant_input(int i) const {
+  if (!has_input(i)) return nullptr;
+  const Value& v = graph_.value(node_.inputs[static_cast<size_t>(i)]);
+  return v.constant.get();
+}
+
+Result<Tensor> KernelContext::AllocateOutput(int i, DataType dtype, const Shape& shape) {
+  KILN_CHECK(i >= 0 && i < num_outputs(), "output index ", i, " of ", num_outputs());
+  OwnedTensor& slot = outputs_[static_cast<size_t>(i)];
+  KILN_CHECK(!slot.valid(), "output ", i, " allocated twice");
+  KILN_ASSIGN_OR_RETURN(slot, OwnedTensor::Allocate(dtype, shape, allocator_));
+  return slot.view();
+}
+
+const KernelRegistry& KernelRegistry::Global() {
+  static const KernelRegistry* const registry = [] {
+    auto* r = new KernelRegistry();
+    RegisterRefKernels(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+void KernelRegistry::Register(const KernelDef& def) {
+  KILN_CHECK(def.since_version <= def.end_version, "bad opset range for ", def.op_type);
+  KILN_CHECK(def.create != nullptr, "kernel ", def.op_type, " has no factory");
+  defs_.push_back(def);
+}
+
+Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType device) const {
+  const Node& node = info.node();
+  const int64_t opset = info.opset();
+  bool op_known = false;
+  DataType dtype = DataType::kInvalid;
+  const KernelDef* best = nullptr;
+  for (const KernelDef& def : defs_) {
+    if (def.device != device || def.op_type != node.op_type || def.domain != node.domain) continue;
+    if (opset < def.since_version || opset > def.end_version) continue;
+    op_known = true;
+    dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype
+                                : info.output_type(0).dtype;
+    if (dtype != DataType::kInvalid && !(def.types & TypeBit(dtype))) continue;
+    best = &def;  // later registrations win
+  }
+  const std::string where =
+      node.name.empty() ? std::string() : fmt::format(" (node '{}')", node.name);
+  const std::string op =
+      node.domain.empty() ? node.op_type : fmt::format("{}.{}", node.domain, node.op_type);
+  if (!op_known) {
+    return Status::InvalidArgument(fmt::format("op {} (opset {}) is not supported{}", op, opset,
+                                               where));
+  }
+  if (best == nullptr) {
+    return Status::InvalidArgument(fmt::format("op {} (opset {}) is not supported for dtype {}{}",
+                                               op, opset, DataTypeName(dtype), where));
+  }
+  return best;
+}
+
+}  // namespace kiln

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// KernelRegistry: which kernel implements which (op, domain, opset range, device, dtype).
+//
+// Each backend declares its kernels in one table (see ref/ref_kernels.inc) and registers it with
+// a single call. Lookup happens at session load, so an unsupported op fails at load with
+// "op X (opset N) is not supported", never at run time.
+//
+//   const KernelRegistry& reg = KernelRegistry::Global();
+//   KILN_ASSIGN_OR_RETURN(const KernelDef* def, reg.Find(info, DeviceType::kCpu));
+//   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, def->create(info));
+//
+// Thread safety: Register is not thread-safe; Find is safe once registration is done. Global()
+// is fully registered before it returns.
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace kiln {
+
+// Bit mask over DataType values: TypeMask({DataType::kFloat32, DataType::kFloat64}).
+using DataTypeMask = uint32_t;
+constexpr DataTypeMask TypeBit(DataType t) { return 1u << static_cast<unsigned>(t); }
+constexpr DataTypeMask TypeMask(std::initializer_list<DataType> types) {
+  DataTypeMask m = 0;
+  for (DataType t : types) m |= TypeBit(t);
+  return m;
+}
+inline constexpr DataTypeMask kAllTypes = 0xFFFFFFFEu;  // every valid DataType
+
+struct KernelDef {
+  std::string_view op_type;
+  std::string_view domain;  // "" for ONNX
+  int since_version;        // first opset this kernel implements
+  int end_version;          // last opset (inclusive)
+  DeviceType device;
+  // Element types accepted for the type-deciding tensor: input `type_input`, or output 0 when
+  // type_input is -1 (ops like Constant with no inputs). A declared type of kInvalid (unknown)
+  // matches any mask; the kernel then checks at run time.
+  DataTypeMask types;
+  int type_input;
+  KernelFactory create;
+  std::string_view provider;  // "ref", "cpu", "cuda": for profiles and messages
+};
+
+class KernelRegistry {
+ public:
+  // The process-wide registry with every kernel built into this binary.
+  static const KernelRegistry& Global();
+
+  // REQUIRES: def.since_version <= def.end_version.
+  void Register(const KernelDef& def);
+
+  // The best kernel for the node in `info` on `device` (later registrations of a faster provider
+  // win over "ref"). Errors (INVALID_ARGUMENT, naming the node):
+  //   "op X (opset N) is not supported"              no kernel for the op at that opset;
+  //   "op X (opset N) is not supported for dtype T"  the op exists but not for that type.
+  Result<const KernelDef*> Find(const KernelInfo& info, DeviceType device) const;
+
+  std::span<const KernelDef> defs() const { return defs_; }
+
+ private:
+  std::vector<KernelDef> defs_;
+};
+
+}  // namespace kiln
