@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reference elementwise kernels: Add, Sub, Mul, Div (binary, broadcasting) and Relu, Sigmoid,
+// Tanh (unary).
+//
+// NOTE on the approach: each binary op walks the broadcast output once (broadcast.h) and applies
+// a scalar function. Opsets 1-6 use ONNX's legacy rule instead of numpy broadcasting: with
+// broadcast=0 the shapes must be equal; with broadcast=1, B (a single element, or a contiguous
+// run of A's dims starting at `axis`, by default A's trailing dims) is laid onto A's shape and
+// then walked like any other broadcast. Like Caffe2 (whose exports use these opsets), a B dim of
+// size 1 broadcasts along that dim of A (PyTorch exports B [2,1] onto A [2,3] with axis 0).
+//
+// Integers: Add/Sub/Mul wrap modulo 2^n (computed on the unsigned type, so no undefined
+// behaviour). Div truncates toward zero, like C++ and the ONNX reference; a zero divisor makes
+// Compute return INVALID_ARGUMENT before anything is written; INT_MIN / -1 wraps to INT_MIN.
+// Floats follow IEEE (x/0 is inf or nan). Relu keeps NaN (y = x < 0 ? 0 : x).
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/common.h"
+#include "kernels/ref/factories.h"
+
+namespace kiln::ref {
+namespace {
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+template <BinaryOp kOp, typename T>
+T ApplyBinary(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (kOp == BinaryOp::kAdd) return a + b;
+    if constexpr (kOp == BinaryOp::kSub) return a - b;
+    if constexpr (kOp == BinaryOp::kMul) return a * b;
+    if constexpr (kOp == BinaryOp::kDiv) return a / b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    const U ua = static_cast<U>(a), ub = static_cast<U>(b);
+    if constexpr (kOp == BinaryOp::kAdd) return static_cast<T>(ua + ub);
+    if constexpr (kOp == BinaryOp::kSub) return static_cast<T>(ua - ub);
+    if constexpr (kOp == BinaryOp::kMul) return static_cast<T>(ua * ub);
+    // Div: b != 0 was checked by the caller; -1 negates with wrap-around (INT_MIN stays INT_MIN).
+    if constexpr (kOp == BinaryOp::kDiv) return b == -1 ? static_cast<T>(U{0} - ua) : a / b;
+  }
+}
+
+// Opset 1-6 broadcast attributes.
+struct LegacyBroadcast {
+  bool broadcast = false;
+  std::optional<int64_t> axis;
+};
+
+template <BinaryOp kOp>
+class BinaryKernel final : public Kernel {
+ public:
+  BinaryKernel(std::string op, std::optional<LegacyBroadcast> legacy)
+      : op_(std::move(op)), legacy_(legacy) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, op_));
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype()) {
+      return OpError(op_, "inputs have different dtypes {} and {}", DataTypeName(a.dtype()),
+                     DataTypeName(b.dtype()));
+    }
+    Shape out;
+    Shape b_laid = b.shape();  // b's shape as laid against `out`
+    if (legacy_.has_value()) {
+      out = a.shape();
+      KILN_ASSIGN_OR_RETURN(b_laid, LegacyLayout(a.shape(), b.shape()));
+    } else {
+      KILN_ASSIGN_OR_RETURN(out, BroadcastShapes(op_, a.shape(), b.shape()));
+    }
+    const DimArray sa = BroadcastStrides(a.shape(), out);
+    const DimArray sb = BroadcastStrides(b_laid, out);
+    return DispatchType<float, double, int32_t, int64_t>(a.dtype(), op_, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* pa = a.data<const T>();
+      const T* pb = b.data<const T>();
+      if constexpr (kOp == BinaryOp::kDiv && std::is_integral_v<T>) {
+        // Every element of b is read when the output is non-empty.
+        if (out.NumElements() > 0) {
+          for (int64_t i = 0; i < b.num_elements(); ++i) {
+            if (pb[i] == 0) {
+              return OpError(op_, "integer division by zero (divisor element {})", i);
+            }
+          }
+        }
+      }
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, a.dtype(), out));
+      T* py = y.data<T>();
+      ForEachBroadcast(out, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
+        py[o] = ApplyBinary<kOp>(pa[ia], pb[ib]);
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  // B's shape expanded to A's rank under the opset 1-6 rule (see the NOTE above).
+  Result<Shape> LegacyLayout(const Shape& a, const Shape& b) const {
+    if (!legacy_->broadcast) {
+      if (a == b) return b;
+      return OpError(op_,
+                     "shapes {} and {} differ and broadcast=0 (before opset 7 only broadcast=1 "
+                     "broadcasts)",
+                     a.ToString(), b.ToString());
+    }
+    if (b.NumElements() == 1) return Shape();  // a scalar: stride 0 everywhere
+    if (b.rank() > a.rank()) {
+      return OpError(op_, "with broadcast=1, B {} must not have more dims than A {}", b.ToString(),
+                     a.ToString());
+    }
+    const int64_t axis = legacy_->axis.value_or(a.rank() - b.rank());
+    if (axis < 0 || axis + b.rank() > a.rank()) {
+      return OpError(op_, "broadcast axis {} does not fit B {} into A {}", axis, b.ToString(),
+                     a.ToString());
+    }
+    DimArray dims{};
+    for (int i = 0; i < a.rank(); ++i) dims[static_cast<size_t>(i)] = 1;
+    for (int i = 0; i < b.rank(); ++i) {
+      const int ai = static_cast<int>(axis) + i;
+      if (b.dim(i) != a.dim(ai) && b.dim(i) != 1) {
+        return OpError(op_,
+                       "with broadcast=1 and axis {}, B {} must match A {} at dim {} (or be 1)",
+                       axis, b.ToString(), a.ToString(), ai);
+      }
+      dims[static_cast<size_t>(ai)] = b.dim(i);
+    }
+    return Shape(std::span<const int64_t>(dims.data(), static_cast<size_t>(a.rank())));
+  }
+
+  std::string op_;
+  std::optional<LegacyBroadcast> legacy_;  // set for opset < 7
+};
+
+template <BinaryOp kOp>
+Result<std::unique_ptr<Kernel>> CreateBinary(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  AttrReader attrs(info);
+  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("broadcast", 7));
+  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("axis", 7));
+  std::optional<LegacyBroadcast> legacy;
+  if (info.opset() < 7) {
+    legacy.emplace();
+    KILN_ASSIGN_OR_RETURN(legacy->broadcast, attrs.Bool("broadcast", false));
+    if (attrs.Has("axis")) {
+      KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.Int("axis", 0));
+      legacy->axis = axis;
+    }
+  }
+  return std::make_unique<BinaryKernel<kOp>>(info.node().op_type, legacy);
+}
+
+enum class UnaryOp { kRelu, kSigmoid, kTanh };
+
+template <UnaryOp kOp, typename T>
+T ApplyUnary(T x) {
+  if constexpr (kOp == UnaryOp::kRelu) return x < T{0} ? T{0} : x;
+  if constexpr (kOp == UnaryOp::kSigmoid) {
+    // Written so that exp never overflows.
+    if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
+    const T e = std::exp(x);
+    return e / (T{1} + e);
+  }
+  if constexpr (kOp == UnaryOp::kTanh) return std::tanh(x);
+}
+
+template <UnaryOp kOp>
+class UnaryKernel final : public Kernel {
+ public:
+  explicit UnaryKernel(std::string op) : op_(std::move(op)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, op_));
+    const Tensor& x = ctx.input(0);
+    auto run = [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+      const T* px = x.data<const T>();
+      T* py = y.data<T>();
+      for (int64_t i = 0; i < x.num_elements(); ++i) py[i] = ApplyUnary<kOp>(px[i]);
+      return Status::OK();
+    };
+    if constexpr (kOp == UnaryOp::kRelu) {
+      return DispatchType<float, double, int32_t, int64_t>(x.dtype(), op_, run);
+    } else {
+      return DispatchType<float, double>(x.dtype(), op_, run);
+    }
+  }
+
+ private:
+  std::string op_;
+};
+
+template <UnaryOp kOp>
+Result<std::unique_ptr<Kernel>> CreateUnary(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
+  return std::make_unique<UnaryKernel<kOp>>(info.node().op_type);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateAdd(const KernelInfo& info) {
+  return CreateBinary<BinaryOp::kAdd>(info);
+}
+Result<std::unique_ptr<Kernel>> CreateSub(const KernelInfo& info) {
+  return CreateBinary<BinaryOp::kSub>(info);
+}
+Result<std::unique_ptr<Kernel>> CreateMul(const KernelInfo& info) {
+  return CreateBinary<BinaryOp::kMul>(info);
+}
+Result<std::unique_ptr<Kernel>> CreateDiv(const KernelInfo& info) {
+  return CreateBinary<BinaryOp::kDiv>(info);
+}
+Result<std::unique_ptr<Kernel>> CreateRelu(const KernelInfo& info) {
+  return CreateUnary<UnaryOp::kRelu>(info);
+}
+Result<std::unique_ptr<Kernel>> CreateSigmoid(const KernelInfo& info) {
+  return CreateUnary<UnaryOp::kSigmoid>(info);
+}
+Result<std::unique_ptr<Kernel>> CreateTanh(const KernelInfo& info) {
+  return CreateUnary<UnaryOp::kTanh>(info);
+}
+
+}  // namespace kiln::ref

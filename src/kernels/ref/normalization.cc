@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reference normalizations: Softmax and BatchNormalization (inference mode).
+//
+// NOTE on the approach. Softmax views the input as [outer, len, inner] and normalizes each of the
+// outer * inner rows of `len` elements (stride `inner`): before opset 13 the input is coerced to
+// 2-D at `axis` (len = product of dims[axis:], inner = 1); from 13 it runs along dims[axis] only.
+// Each row subtracts its max before exp (no overflow) and sums in double.
+// BatchNormalization computes Y = (X - mean) / sqrt(var + epsilon) * scale + B per channel
+// (dim 1), in double, from the given statistics. Before opset 9, spatial=0 gives per-activation
+// statistics of shape [C, D1..Dn]. Training mode (is_test=0 before 7, the mean/var/saved_*
+// outputs before 14, training_mode=1 from 14) is rejected when the session is created.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/ref/common.h"
+#include "kernels/ref/factories.h"
+
+namespace kiln::ref {
+namespace {
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  SoftmaxKernel(int64_t axis, bool coerce_2d, bool allow_negative_axis)
+      : axis_(axis), coerce_2d_(coerce_2d), allow_negative_axis_(allow_negative_axis) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, "Softmax"));
+    const Tensor& x = ctx.input(0);
+    KILN_ASSIGN_OR_RETURN(int axis,
+                          NormalizeAxis("Softmax", axis_, x.rank(), allow_negative_axis_));
+    const std::span<const int64_t> dims = x.shape().dims();
+    const size_t ax = static_cast<size_t>(axis);
+    const int64_t outer = DimProduct(dims, 0, ax);
+    const int64_t len = coerce_2d_ ? DimProduct(dims, ax, dims.size()) : dims[ax];
+    const int64_t inner = coerce_2d_ ? 1 : DimProduct(dims, ax + 1, dims.size());
+    return DispatchType<float, double>(x.dtype(), "Softmax", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+      const T* px = x.data<const T>();
+      T* py = y.data<T>();
+      std::vector<double> e(static_cast<size_t>(len));
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t base = o * len * inner + i;
+          double max = -std::numeric_limits<double>::infinity();
+          for (int64_t k = 0; k < len; ++k) {
+            max = std::max(max, static_cast<double>(px[base + k * inner]));
+          }
+          double sum = 0;
+          for (int64_t k = 0; k < len; ++k) {
+            e[static_cast<size_t>(k)] = std::exp(static_cast<double>(px[base + k * inner]) - max);
+            sum += e[static_cast<size_t>(k)];
+          }
+          for (int64_t k = 0; k < len; ++k) {
+            py[base + k * inner] = static_cast<T>(e[static_cast<size_t>(k)] / sum);
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  bool coerce_2d_;
+  bool allow_negative_axis_;
+};
+
+// Reads a FP32 or FP64 tensor as doubles.
+std::vector<double> ToDoubles(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.num_elements()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = t.dtype() == DataType::kFloat32 ? static_cast<double>(t.data<const float>()[i])
+                                             : t.data<const double>()[i];
+  }
+  return out;
+}
+
+class BatchNormKernel final : public Kernel {
+ public:
+  BatchNormKernel(double epsilon, bool per_activation, bool mixed_types)
+      : epsilon_(epsilon), per_activation_(per_activation), mixed_types_(mixed_types) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    static constexpr const char* kInputNames[] = {"X", "scale", "B", "mean", "var"};
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 5, "BatchNormalization"));
+    const Tensor& x = ctx.input(0);  // [N, C, D1..Dn]
+    if (x.rank() < 2) {
+      return OpError("BatchNormalization", "X must have rank >= 2 ([N, C, ...]), got {}",
+                     x.shape().ToString());
+    }
+    // Statistics: [C], or [C, D1..Dn] per activation (spatial=0).
+    const Shape param_shape =
+        per_activation_ ? Shape(x.shape().dims().subspan(1)) : Shape{x.dim(1)};
+    for (int i = 1; i < 5; ++i) {
+      const Tensor& p = ctx.input(i);
+      const bool dtype_ok =
+          mixed_types_ ? (p.dtype() == DataType::kFloat32 || p.dtype() == DataType::kFloat64)
+                       : p.dtype() == x.dtype();
+      if (!dtype_ok) {
+        return OpError("BatchNormalization", "input '{}' has dtype {}, expected {}", kInputNames[i],
+                       DataTypeName(p.dtype()),
+                       mixed_types_ ? "FP32 or FP64" : DataTypeName(x.dtype()));
+      }
+      if (!(p.shape() == param_shape)) {
+        return OpError("BatchNormalization", "input '{}' has shape {}, expected {} for X {}",
+                       kInputNames[i], p.shape().ToString(), param_shape.ToString(),
+                       x.shape().ToString());
+      }
+    }
+    const std::vector<double> scale = ToDoubles(ctx.input(1)), bias = ToDoubles(ctx.input(2)),
+                              mean = ToDoubles(ctx.input(3)), var = ToDoubles(ctx.input(4));
+    // Y = (X - mean) * mul + bias with mul = scale / sqrt(var + epsilon).
+    std::vector<double> mul(scale.size());
+    for (size_t i = 0; i < mul.size(); ++i) mul[i] = scale[i] / std::sqrt(var[i] + epsilon_);
+    const int64_t channels = x.dim(1);
+    const int64_t spatial = DimProduct(x.shape().dims(), 2, static_cast<size_t>(x.rank()));
+    return DispatchType<float, double>(x.dtype(), "BatchNormalization", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+      const T* px = x.data<const T>();
+      T* py = y.data<T>();
+      for (int64_t n = 0; n < x.dim(0); ++n) {
+        for (int64_t c = 0; c < channels; ++c) {
+          const int64_t base = (n * channels + c) * spatial;
+          for (int64_t s = 0; s < spatial; ++s) {
+            const size_t p = static_cast<size_t>(per_activation_ ? c * spatial + s : c);
+            py[base + s] =
+                static_cast<T>((static_cast<double>(px[base + s]) - mean[p]) * mul[p] + bias[p]);
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  double epsilon_;
+  bool per_activation_;  // spatial=0 (opset < 9)
+  bool mixed_types_;     // opset >= 14: statistics may be FP32 or FP64 whatever X is
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateSoftmax(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
+  AttrReader attrs(info);
+  const int64_t opset = info.opset();
+  KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.Int("axis", opset >= 13 ? -1 : 1));
+  if (opset < 11 && axis < 0) {
+    return OpError("Softmax", "negative axis {} is not allowed before opset 11 (model uses {})",
+                   axis, opset);
+  }
+  return std::make_unique<SoftmaxKernel>(axis, /*coerce_2d=*/opset < 13,
+                                         /*allow_negative_axis=*/opset >= 11);
+}
+
+Result<std::unique_ptr<Kernel>> CreateBatchNormalization(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 5));
+  AttrReader attrs(info);
+  const int64_t opset = info.opset();
+  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("is_test", 7));
+  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("spatial", 9));
+  KILN_RETURN_IF_ERROR(attrs.RequireOpset("training_mode", 14));
+  KILN_ASSIGN_OR_RETURN(float epsilon, attrs.Float("epsilon", 1e-5f));
+  if (opset < 7) {
+    KILN_ASSIGN_OR_RETURN(int64_t is_test, attrs.Int("is_test", 0));
+    if (is_test == 0) {
+      return OpError("BatchNormalization",
+                     "is_test=0 (training mode, the default before opset 7) is not supported; "
+                     "the reference kernel implements inference only");
+    }
+  }
+  bool per_activation = false;
+  if (opset < 9) {
+    KILN_ASSIGN_OR_RETURN(int64_t spatial, attrs.Int("spatial", 1));
+    per_activation = spatial == 0;
+  }
+  if (opset >= 14) {
+    KILN_ASSIGN_OR_RETURN(bool training, attrs.Bool("training_mode", false));
+    if (training) {
+      return OpError("BatchNormalization",
+                     "training_mode=1 is not supported; the reference kernel implements "
+                     "inference only");
+    }
+  }
+  KILN_RETURN_IF_ERROR(LimitOutputs(
+      info, 1, "the statistics outputs exist only in training mode, which is not supported"));
+  return std::make_unique<BatchNormKernel>(static_cast<double>(epsilon), per_activation,
+                                           /*mixed_types=*/opset >= 14);
+}
+
+}  // namespace kiln::ref

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for the reference kernel table as registered (ref_kernels.inc / ref_kernels.cc): the
+// "not supported" errors at session load, the shape of the opset ranges, and building and
+// running a kernel directly (registry Find + factory + Compute), from several threads at once.
+
+#include "kernels/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "kernels/ref/ref_test_util.h"
+
+namespace kiln::ref::testing {
+namespace {
+
+TEST(RefRegistryTest, UnknownOpFailsAtLoad) {
+  ExpectInvalid(OpTest("Foo", 13).Input(MakeTensor<float>({1}, {1})).Create(),
+                {"op Foo (opset 13) is not supported"});
+}
+
+TEST(RefRegistryTest, KnownOpOutsideItsOpsetsFailsAtLoad) {
+  auto add = [](int64_t opset) {
+    return OpTest("Add", opset)
+        .Input(MakeTensor<float>({1}, {1}))
+        .Input(MakeTensor<float>({1}, {1}))
+        .Create();
+  };
+  ExpectInvalid(add(18), {"op Add (opset 18) is not supported"});
+  ExpectInvalid(add(0), {"op Add (opset 0) is not supported"});
+  EXPECT_TRUE(add(17).ok());
+  EXPECT_TRUE(add(1).ok());
+}
+
+TEST(RefRegistryTest, EveryOpCoversOpsets1To17WithoutOverlap) {
+  std::map<std::string, std::vector<const KernelDef*>> by_op;
+  for (const KernelDef& def : KernelRegistry::Global().defs()) {
+    if (def.provider != "ref") continue;
+    EXPECT_EQ(def.domain, "");
+    EXPECT_EQ(def.device, DeviceType::kCpu);
+    EXPECT_NE(def.create, nullptr);
+    EXPECT_NE(def.types, 0u);
+    by_op[std::string(def.op_type)].push_back(&def);
+  }
+  const std::vector<std::string> expected_ops = {"Add",
+                                                 "AveragePool",
+                                                 "BatchNormalization",
+                                                 "Concat",
+                                                 "Constant",
+                                                 "Conv",
+                                                 "Div",
+                                                 "Flatten",
+                                                 "Gemm",
+                                                 "GlobalAveragePool",
+                                                 "Identity",
+                                                 "MatMul",
+                                                 "MaxPool",
+                                                 "Mul",
+                                                 "Relu",
+                                                 "Reshape",
+                                                 "Sigmoid",
+                                                 "Softmax",
+                                                 "Sub",
+                                                 "Tanh",
+                                                 "Transpose"};
+  std::vector<std::string> ops;
+  for (const auto& [op, defs] : by_op) ops.push_back(op);
+  EXPECT_EQ(ops, expected_ops);
+  for (auto& [op, defs] : by_op) {
+    SCOPED_TRACE(op);
+    std::sort(defs.begin(), defs.end(), [](const KernelDef* a, const KernelDef* b) {
+      return a->since_version < b->since_version;
+    });
+    int next = 1;
+    for (const KernelDef* def : defs) {
+      EXPECT_EQ(def->since_version, next);
+      next = def->end_version + 1;
+    }
+    EXPECT_EQ(next, 18);
+  }
+  // Spot-check boundaries taken from the ONNX changelog.
+  auto bounds = [&](const std::string& op) {
+    std::vector<int> b;
+    for (const KernelDef* def : by_op[op]) b.push_back(def->since_version);
+    return b;
+  };
+  EXPECT_EQ(bounds("Softmax"), (std::vector<int>{1, 11, 13}));
+  EXPECT_EQ(bounds("Reshape"), (std::vector<int>{1, 5, 14}));
+  EXPECT_EQ(bounds("Concat"), (std::vector<int>{1, 4, 11}));
+  EXPECT_EQ(bounds("Gemm"), (std::vector<int>{1, 7, 11}));
+  EXPECT_EQ(bounds("BatchNormalization"), (std::vector<int>{1, 7, 9, 14}));
+  EXPECT_EQ(bounds("MaxPool"), (std::vector<int>{1, 8, 10}));
+}
+
+TEST(RefRegistryTest, SessionReportsTheRefProvider) {
+  Result<std::unique_ptr<Session>> s =
+      Session::Create(OpTest("Relu", 13).Input(MakeTensor<float>({1}, {1})).BuildGraph());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->provider(0), "ref");
+}
+
+TEST(RefRegistryTest, DirectKernelIsThreadSafe) {
+  // Build a Conv kernel without a Session and run it from four threads at once; every thread
+  // must get the same result as a single run.
+  std::mt19937 rng(31);
+  const OwnedTensor x = MakeTensor<float>({1, 3, 8, 8}, RandomValues<float>(192, rng));
+  const OwnedTensor w = MakeTensor<float>({4, 3, 3, 3}, RandomValues<float>(108, rng));
+  std::shared_ptr<const Graph> graph =
+      OpTest("Conv", 11).Attr(IntsAttr("pads", {1, 1, 1, 1})).Input(x).Input(w).BuildGraph();
+  const KernelInfo info(*graph, graph->node(0), 11);
+  Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  Result<std::unique_ptr<Kernel>> kernel = (*def)->create(info);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  const std::vector<Tensor> inputs = {x.view(), w.view()};
+
+  auto compute = [&](OwnedTensor* out) {
+    std::vector<OwnedTensor> outputs(1);
+    KernelContext ctx(inputs, outputs);
+    Status s = (*kernel)->Compute(ctx);
+    if (s.ok()) *out = outputs[0];
+    return s;
+  };
+  OwnedTensor reference;
+  ASSERT_TRUE(compute(&reference).ok());
+  ASSERT_EQ(reference.shape(), (Shape{1, 4, 8, 8}));
+  std::vector<OwnedTensor> results(4);
+  std::vector<Status> statuses(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep) statuses[t] = compute(&results[t]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t t = 0; t < 4; ++t) {
+    ASSERT_TRUE(statuses[t].ok()) << statuses[t].ToString();
+    ExpectTensor<float>(results[t], reference.shape(), ToVector<float>(reference));
+  }
+}
+
+TEST(RefRegistryTest, MissingRequiredInputIsInvalidArgumentNotACrash) {
+  // A Compute call with too few inputs (possible when a kernel is driven directly).
+  std::shared_ptr<const Graph> graph = OpTest("Add", 13)
+                                           .Input(MakeTensor<float>({1}, {1}))
+                                           .Input(MakeTensor<float>({1}, {1}))
+                                           .BuildGraph();
+  const KernelInfo info(*graph, graph->node(0), 13);
+  Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
+  ASSERT_TRUE(def.ok());
+  Result<std::unique_ptr<Kernel>> kernel = (*def)->create(info);
+  ASSERT_TRUE(kernel.ok());
+  const OwnedTensor a = MakeTensor<float>({1}, {1});
+  const std::vector<Tensor> inputs = {a.view()};
+  std::vector<OwnedTensor> outputs(1);
+  KernelContext ctx(inputs, outputs);
+  ExpectInvalid((*kernel)->Compute(ctx), {"Add", "required input 1 is missing"});
+  // And the factory refuses a node without its second input.
+  ExpectInvalid(OpTest("Add", 13).Input(MakeTensor<float>({1}, {1})).Create(),
+                {"Add", "required input 1 is missing"});
+}
+
+}  // namespace
+}  // namespace kiln::ref::testing
