@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "repo/loaded_model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "repo/model_config.h"
+#include "repo/repo_test_util.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::D;
+using ::kiln::testing::FloatInput;
+using ::kiln::testing::FloatValues;
+using ::kiln::testing::ParseConfigOrDie;
+using ::kiln::testing::PassthroughGraph;
+using ::kiln::testing::Sym;
+using ::kiln::testing::ZeroInput;
+using ::testing::HasSubstr;
+
+ModelSignature AddSubSignature() {
+  ModelSignature sig;
+  sig.name = "add_sub";
+  sig.max_batch_size = 8;
+  sig.inputs = {{"INPUT0", DataType::kFloat32, {16}}, {"INPUT1", DataType::kFloat32, {16}}};
+  sig.outputs = {{"OUTPUT0", DataType::kFloat32, {16}}, {"OUTPUT1", DataType::kFloat32, {16}}};
+  return sig;
+}
+
+std::unique_ptr<InferRequest> Request(std::vector<InferInput> inputs,
+                                      std::vector<std::string> outputs = {}) {
+  auto r = std::make_unique<InferRequest>();
+  r->model_name = "add_sub";
+  r->inputs = std::move(inputs);
+  for (std::string& o : outputs) r->outputs.push_back({std::move(o)});
+  return r;
+}
+
+TEST(ValidateInferRequest, AcceptsValidRequests) {
+  const ModelSignature sig = AddSubSignature();
+  for (int64_t b : {1, 3, 8}) {
+    auto r = Request({ZeroInput("INPUT1", DataType::kFloat32, {b, 16}),
+                      ZeroInput("INPUT0", DataType::kFloat32, {b, 16})},
+                     {"OUTPUT1"});
+    EXPECT_TRUE(ValidateInferRequest(sig, *r).ok()) << b;
+  }
+  ModelSignature fixed = sig;
+  fixed.max_batch_size = 0;
+  fixed.inputs[1].dims = {-1, 2};
+  auto r = Request({ZeroInput("INPUT0", DataType::kFloat32, {16}),
+                    ZeroInput("INPUT1", DataType::kFloat32, {0, 2})});
+  EXPECT_TRUE(ValidateInferRequest(fixed, *r).ok());
+}
+
+TEST(ValidateInferRequest, EveryError) {
+  const ModelSignature sig = AddSubSignature();
+  struct Case {
+    std::unique_ptr<InferRequest> request;
+    std::string_view message;
+  };
+  const auto in0 = [](std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
+    return ZeroInput("INPUT0", t, std::move(dims));
+  };
+  const auto in1 = [](std::vector<int64_t> dims) {
+    return ZeroInput("INPUT1", DataType::kFloat32, std::move(dims));
+  };
+  std::vector<Case> cases;
+  cases.push_back({Request({in0({2, 16})}),
+                   "input 'INPUT1' is missing: model 'add_sub' expects inputs ['INPUT0', "
+                   "'INPUT1']"});
+  cases.push_back({Request({in0({2, 16}), in1({2, 16}), in0({2, 16})}),
+                   "input 'INPUT0' is given more than once"});
+  cases.push_back(
+      {Request({in0({2, 16}), in1({2, 16}), ZeroInput("INPUT9", DataType::kFloat32, {2, 16})}),
+       "unexpected inference input 'INPUT9' for model 'add_sub'"});
+  cases.push_back({Request({in0({2, 16}, DataType::kInt32), in1({2, 16})}),
+                   "input 'INPUT0': expected datatype FP32, got INT32"});
+  cases.push_back({Request({in0({2, 15}), in1({2, 16})}),
+                   "input 'INPUT0': expected shape [-1,16], got [2,15]"});
+  cases.push_back(
+      {Request({in0({16}), in1({2, 16})}), "input 'INPUT0': expected shape [-1,16], got [16]"});
+  cases.push_back({Request({in0({2, 16, 1}), in1({2, 16})}),
+                   "input 'INPUT0': expected shape [-1,16], got [2,16,1]"});
+  cases.push_back({Request({in0({9, 16}), in1({9, 16})}),
+                   "input 'INPUT0': batch size 9 is out of range 1..8 (max_batch_size)"});
+  cases.push_back(
+      {Request({in0({0, 16}), in1({0, 16})}), "input 'INPUT0': batch size 0 is out of range 1..8"});
+  cases.push_back({Request({in0({2, 16}), in1({3, 16})}),
+                   "input 'INPUT1': batch size 3 differs from batch size 2 of input 'INPUT0'"});
+  cases.push_back({Request({in0({2, 16}), in1({2, 16})}, {"OUTPUT7"}),
+                   "unexpected inference output 'OUTPUT7' for model 'add_sub'"});
+  cases.push_back({Request({in0({2, 16}), in1({2, 16})}, {"OUTPUT0", "OUTPUT0"}),
+                   "output 'OUTPUT0' is requested more than once"});
+  cases.push_back(
+      {Request({InferInput{"INPUT0", OwnedTensor()}, in1({2, 16})}), "input 'INPUT0' has no data"});
+  for (const Case& c : cases) {
+    Status s = ValidateInferRequest(sig, *c.request);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+  }
+
+  ModelSignature fixed = sig;
+  fixed.max_batch_size = 0;
+  Status s = ValidateInferRequest(fixed, *Request({in0({2, 16}), in1({16})}));
+  EXPECT_THAT(s.message(), HasSubstr("input 'INPUT0': expected shape [16], got [2,16]"));
+}
+
+// A passthrough model (outputs are the inputs) served by LoadedModelImpl; no kernels needed.
+std::shared_ptr<LoadedModelImpl> MakePassthroughModel(std::string_view config_text,
+                                                      std::shared_ptr<Graph> graph, int workers) {
+  inference::ModelConfig config = ParseConfigOrDie(config_text);
+  EXPECT_TRUE(NormalizeModelConfig(&config).ok());
+  EXPECT_TRUE(ValidateModelConfig(config).ok()) << ValidateModelConfig(config).ToString();
+  Status v = ValidateConfigAgainstGraph(config, *graph);
+  EXPECT_TRUE(v.ok()) << v.ToString();
+  Result<std::unique_ptr<Session>> session = Session::Create(std::move(graph));
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  Result<std::unique_ptr<ModelRunner>> runner =
+      ModelRunner::Create(config, std::move(session).value());
+  EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+  Result<std::shared_ptr<LoadedModelImpl>> model =
+      LoadedModelImpl::Create(3, std::move(runner).value(), workers);
+  EXPECT_TRUE(model.ok());
+  return std::move(model).value();
+}
+
+constexpr std::string_view kPairConfig = R"cfg(
+  name: "pair" max_batch_size: 8
+  input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] },
+          { name: "B" data_type: TYPE_FP32 dims: [ -1 ] } ]
+  output [ { name: "B" data_type: TYPE_FP32 dims: [ -1 ] },
+           { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ])cfg";
+
+std::shared_ptr<Graph> PairGraph() {
+  return PassthroughGraph({{"A", DataType::kFloat32, {Sym("batch"), D(4)}},
+                           {"B", DataType::kFloat32, {Sym("batch"), Sym("n")}}});
+}
+
+Result<InferResponse> InferSync(LoadedModel& model, std::unique_ptr<InferRequest> request) {
+  std::promise<Result<InferResponse>> done;
+  std::future<Result<InferResponse>> result = done.get_future();
+  model.Infer(std::move(request),
+              [&done](Result<InferResponse> r) { done.set_value(std::move(r)); });
+  return result.get();
+}
+
+TEST(LoadedModel, RunsAndOrdersOutputs) {
+  auto model = MakePassthroughModel(kPairConfig, PairGraph(), 1);
+  EXPECT_EQ(model->name(), "pair");
+  EXPECT_EQ(model->version(), 3);
+  EXPECT_EQ(model->signature().max_batch_size, 8);
+
+  auto request = std::make_unique<InferRequest>();
+  request->id = "req-1";
+  request->inputs.push_back(FloatInput("B", {1, 2}, {5, 6}));
+  request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+  Result<InferResponse> r = InferSync(*model, std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->model_name, "pair");
+  EXPECT_EQ(r->model_version, 3);
+  EXPECT_EQ(r->id, "req-1");
+  ASSERT_EQ(r->outputs.size(), 2u);  // config order: B, A
+  EXPECT_EQ(r->outputs[0].name, "B");
+  EXPECT_EQ(FloatValues(r->outputs[0].tensor), (std::vector<float>{5, 6}));
+  EXPECT_EQ(r->outputs[1].name, "A");
+  EXPECT_EQ(r->outputs[1].tensor.shape(), (Shape{1, 4}));
+
+  request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("A", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  request->inputs.push_back(FloatInput("B", {2, 1}, {5, 6}));
+  request->outputs = {{"A"}};
+  r = InferSync(*model, std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->outputs.size(), 1u);
+  EXPECT_EQ(r->outputs[0].name, "A");
+  EXPECT_EQ(FloatValues(r->outputs[0].tensor), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST(LoadedModel, ValidationErrorsComeBackOnTheCallerThread) {
+  auto model = MakePassthroughModel(kPairConfig, PairGraph(), 1);
+  auto request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("A", {1, 3}, {1, 2, 3}));
+  request->inputs.push_back(FloatInput("B", {1, 1}, {1}));
+  bool called = false;
+  const std::thread::id caller = std::this_thread::get_id();
+  model->Infer(std::move(request), [&](Result<InferResponse> r) {
+    called = true;
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("input 'A': expected shape [-1,4], got [1,3]"));
+  });
+  EXPECT_TRUE(called);
+  bool null_called = false;
+  model->Infer(nullptr, [&](Result<InferResponse> r) {
+    null_called = true;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(null_called);
+}
+
+TEST(LoadedModel, ReshapeIdiomForBatchOnlyTensors) {
+  // The model's tensor is [batch]; the config says dims [1] + reshape { shape: [] }.
+  auto graph = PassthroughGraph({{"v", DataType::kFloat32, {Sym("batch")}}});
+  auto model = MakePassthroughModel(R"cfg(
+    name: "vec" max_batch_size: 4
+    input { name: "v" data_type: TYPE_FP32 dims: [1] reshape { shape: [] } }
+    output { name: "v" data_type: TYPE_FP32 dims: [1] reshape { shape: [] } })cfg",
+                                    graph, 1);
+  auto request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("v", {3, 1}, {7, 8, 9}));
+  Result<InferResponse> r = InferSync(*model, std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor.shape(), (Shape{3, 1}));
+  EXPECT_EQ(FloatValues(r->outputs[0].tensor), (std::vector<float>{7, 8, 9}));
+}
+
+TEST(LoadedModel, SessionErrorsComeBackThroughTheCallback) {
+  // The config accepts any length for B; the graph insists on 2: Session::Run rejects it.
+  auto graph = PassthroughGraph({{"A", DataType::kFloat32, {Sym("batch"), D(4)}},
+                                 {"B", DataType::kFloat32, {Sym("batch"), D(2)}}});
+  auto model = MakePassthroughModel(kPairConfig, graph, 1);
+  auto request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+  request->inputs.push_back(FloatInput("B", {1, 3}, {1, 2, 3}));
+  Result<InferResponse> r = InferSync(*model, std::move(request));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("input 'B'"));
+}
+
+TEST(LoadedModel, ManyConcurrentRequestsEachAnsweredOnce) {
+  auto model = MakePassthroughModel(kPairConfig, PairGraph(), 3);
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 50;
+  std::atomic<int> ok{0};
+  std::atomic<int> calls{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const float x = static_cast<float>(t * 1000 + i);
+        auto request = std::make_unique<InferRequest>();
+        request->inputs.push_back(FloatInput("A", {1, 4}, {x, x, x, x}));
+        request->inputs.push_back(FloatInput("B", {1, 1}, {-x}));
+        model->Infer(std::move(request), [&, x](Result<InferResponse> r) {
+          calls++;
+          if (r.ok() && FloatValues(r->outputs[0].tensor) == std::vector<float>{-x}) ok++;
+        });
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  model->Shutdown();  // drains the queue
+  EXPECT_EQ(calls.load(), kThreads * kPerThread);
+  EXPECT_EQ(ok.load(), kThreads * kPerThread);
+}
+
+TEST(LoadedModel, ShutdownDrainsQueuedRequestsThenRefuses) {
+  auto model = MakePassthroughModel(kPairConfig, PairGraph(), 1);
+  const auto make_request = [] {
+    auto request = std::make_unique<InferRequest>();
+    request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+    request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
+    return request;
+  };
+  // The first callback blocks the only worker, so later requests stay queued.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> first_running;
+  model->Infer(make_request(), [&](Result<InferResponse> r) {
+    EXPECT_TRUE(r.ok());
+    first_running.set_value();
+    released.wait();
+  });
+  first_running.get_future().wait();
+
+  std::atomic<int> ok{0};
+  std::atomic<int> unavailable{0};
+  const auto count = [&](Result<InferResponse> r) {
+    if (r.ok())
+      ok++;
+    else if (r.status().code() == StatusCode::kUnavailable)
+      unavailable++;
+  };
+  for (int i = 0; i < 5; ++i) model->Infer(make_request(), count);
+  EXPECT_EQ(model->queued(), 5u);
+
+  std::thread stopper([&] { model->Shutdown(); });
+  // Requests keep arriving until Shutdown has begun; every later one is refused synchronously.
+  int accepted = 5;
+  for (;;) {
+    auto refused = std::make_shared<std::atomic<bool>>(false);
+    model->Infer(make_request(), [&count, refused](Result<InferResponse> r) {
+      if (!r.ok() && r.status().code() == StatusCode::kUnavailable) *refused = true;
+      count(std::move(r));
+    });
+    if (*refused) break;
+    ++accepted;
+  }
+  release.set_value();
+  stopper.join();
+  EXPECT_EQ(ok.load(), accepted);  // every accepted request ran
+  EXPECT_EQ(unavailable.load(), 1);
+  EXPECT_EQ(model->queued(), 0u);
+
+  bool refused = false;
+  model->Infer(make_request(), [&](Result<InferResponse> r) {
+    refused = true;
+    EXPECT_THAT(r.status().message(), HasSubstr("model 'pair' version 3 is shutting down"));
+  });
+  EXPECT_TRUE(refused);
+}
+
+TEST(LoadedModel, LastReferenceDroppedInsideItsOwnCallback) {
+  auto model = MakePassthroughModel(kPairConfig, PairGraph(), 2);
+  std::promise<void> done;
+  auto request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+  request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
+  LoadedModel* raw = model.get();
+  // The callback owns the only reference; destroying the model on its worker must not deadlock.
+  std::shared_ptr<LoadedModel> holder = std::move(model);
+  raw->Infer(std::move(request),
+             [&done, keep = std::move(holder)](Result<InferResponse> r) mutable {
+               EXPECT_TRUE(r.ok());
+               keep.reset();
+               done.set_value();
+             });
+  EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+}
+
+}  // namespace
+}  // namespace kiln

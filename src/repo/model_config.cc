@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "repo/model_config.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include "repo/repository.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using inference::ModelConfig;
+using inference::ModelInstanceGroup;
+
+// Collects every text-format problem as "source:line:column: message (in `line text`)"; the
+// line text names the field even when protobuf's message does not ("Expected integer").
+class ConfigErrorCollector final : public google::protobuf::io::ErrorCollector {
+ public:
+  ConfigErrorCollector(std::string_view text, std::string_view source)
+      : text_(text), source_(source) {}
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    errors_.push_back(Format(line, column, message));
+  }
+  void AddWarning(int line, google::protobuf::io::ColumnNumber column,
+                  const std::string& message) override {
+    errors_.push_back(Format(line, column, "warning: " + message));
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::string Format(int line, int column, const std::string& message) const {
+    std::string out = fmt::format("{}:{}:{}: {}", source_, line + 1, column + 1, message);
+    const std::string_view text = LineText(line);
+    if (!text.empty()) out += fmt::format(" (in `{}`)", text);
+    return out;
+  }
+  // Line `line` (0-based) without surrounding blanks, shortened to 80 characters.
+  std::string_view LineText(int line) const {
+    size_t start = 0;
+    for (int i = 0; i < line && start != std::string_view::npos; ++i) {
+      start = text_.find('\n', start);
+      if (start != std::string_view::npos) ++start;
+    }
+    if (start == std::string_view::npos || start >= text_.size()) return {};
+    size_t end = text_.find('\n', start);
+    if (end == std::string_view::npos) end = text_.size();
+    std::string_view l = text_.substr(start, end - start);
+    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\t' || l.back() == '\r')) {
+      l.remove_suffix(1);
+    }
+    return l.substr(0, 80);
+  }
+
+  std::string_view text_;
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+// Config dims with the implicit batch dim prepended (-1) when the model batches, and with the
+// reshape applied when there is one: the shape the graph itself sees.
+std::vector<int64_t> ModelSideShape(const ModelConfig& config,
+                                    const google::protobuf::RepeatedField<int64_t>& dims,
+                                    bool has_reshape,
+                                    const inference::ModelTensorReshape& reshape) {
+  std::vector<int64_t> shape;
+  if (config.max_batch_size() > 0) shape.push_back(-1);
+  const auto& per_item = has_reshape ? reshape.shape() : dims;
+  shape.insert(shape.end(), per_item.begin(), per_item.end());
+  return shape;
+}
+
+std::string GraphShapeString(const ValueType& type) {
+  if (!type.has_shape) return "[?]";
+  std::string out = "[";
+  for (size_t i = 0; i < type.dims.size(); ++i) {
+    if (i) out += ",";
+    const Dim& d = type.dims[i];
+    if (d.known())
+      out += std::to_string(d.value);
+    else if (!d.symbol.empty())
+      out += d.symbol;
+    else
+      out += "?";
+  }
+  return out + "]";
+}
+
+bool DimIsDynamic(const Dim& d) { return !d.known(); }
+
+// Per-item dims of a graph value as a config would state them (-1 for dynamic dims), with the
+// first dim dropped when `batching`.
+std::vector<int64_t> ConfigDimsFromGraph(const ValueType& type, bool batching) {
+  std::vector<int64_t> dims;
+  for (size_t i = batching ? 1 : 0; i < type.dims.size(); ++i) {
+    dims.push_back(type.dims[i].known() ? type.dims[i].value : -1);
+  }
+  return dims;
+}
+
+template <typename TensorConfig>
+Status FillTensorFromGraph(const Graph& graph, int value_id, bool batching, std::string_view kind,
+                           const std::string& model, TensorConfig* t) {
+  const Value& v = graph.value(value_id);
+  if (t->data_type() == inference::TYPE_INVALID) {
+    if (v.type.dtype == DataType::kInvalid) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': cannot derive the datatype of {} '{}' from the model; list it in {}", model,
+          kind, v.name, kConfigFileName));
+    }
+    t->set_data_type(ToConfigDataType(v.type.dtype));
+  }
+  if (t->dims_size() == 0 && !t->has_reshape()) {
+    if (!v.type.has_shape) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': the model does not declare the shape of {} '{}'; list its dims in {}", model,
+          kind, v.name, kConfigFileName));
+    }
+    std::vector<int64_t> dims = ConfigDimsFromGraph(v.type, batching);
+    if (dims.empty()) {
+      // A scalar item: the protocol idiom is dims [1] seen by the model as shape [].
+      t->add_dims(1);
+      t->mutable_reshape();
+    } else {
+      for (int64_t d : dims) t->add_dims(d);
+    }
+  }
+  return Status::OK();
+}
+
+int FindGraphIo(const Graph& graph, const std::vector<int>& ids, std::string_view name) {
+  for (int id : ids) {
+    if (graph.value(id).name == name) return id;
+  }
+  return -1;
+}
+
+template <typename TensorConfig>
+Status ValidateTensorConfig(const ModelConfig& config, const TensorConfig& t, std::string_view kind,
+                            std::set<std::string>* seen) {
+  const std::string& model = config.name();
+  if (t.name().empty()) {
+    return Status::InvalidArgument(fmt::format("model '{}': an {} has no name", model, kind));
+  }
+  if (!seen->insert(t.name()).second) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': {} '{}' is listed more than once", model, kind, t.name()));
+  }
+  if (t.data_type() == inference::TYPE_INVALID || !inference::DataType_IsValid(t.data_type())) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': {} '{}' has no valid data_type", model, kind, t.name()));
+  }
+  for (int64_t d : t.dims()) {
+    if (d < -1) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': {} '{}': dims {} must each be -1 (variable) or >= 0", model,
+                      kind, t.name(), DimsToString(AsSpan(t.dims()))));
+    }
+  }
+  if (t.has_reshape()) {
+    for (int64_t d : t.reshape().shape()) {
+      if (d < -1) {
+        return Status::InvalidArgument(
+            fmt::format("model '{}': {} '{}': reshape {} must have dims -1 or >= 0", model, kind,
+                        t.name(), DimsToString(AsSpan(t.reshape().shape()))));
+      }
+    }
+    const auto count_var = [](const auto& v) { return std::count(v.begin(), v.end(), -1); };
+    const auto fixed_product = [](const auto& v) {
+      int64_t p = 1;
+      for (int64_t d : v) {
+        if (d >= 0) p *= d;
+      }
+      return p;
+    };
+    if (count_var(t.dims()) != count_var(t.reshape().shape()) ||
+        fixed_product(t.dims()) != fixed_product(t.reshape().shape())) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': {} '{}': reshape {} is not compatible with dims {} (same element count "
+          "and the same number of -1 dims required)",
+          model, kind, t.name(), DimsToString(AsSpan(t.reshape().shape())),
+          DimsToString(AsSpan(t.dims()))));
+    }
+  }
+  return Status::OK();
+}
+
+// Compares a config tensor with the graph value it names.
+Status CheckAgainstGraphValue(const ModelConfig& config, std::string_view kind,
+                              const std::string& name, inference::DataType config_dtype,
+                              const std::vector<int64_t>& config_shape, const Value& value) {
+  const std::string& model = config.name();
+  const DataType want = FromConfigDataType(config_dtype);
+  if (value.type.dtype != DataType::kInvalid && value.type.dtype != want) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': {} '{}': config data_type {} does not match the model's {}", model, kind, name,
+        inference::DataType_Name(config_dtype), DataTypeConfigName(value.type.dtype)));
+  }
+  if (!value.type.has_shape) return Status::OK();
+  const std::string shapes = fmt::format("config shape {} (max_batch_size {}{}) vs model shape {}",
+                                         DimsToString(config_shape), config.max_batch_size(),
+                                         config.max_batch_size() > 0 ? ", batch dim first" : "",
+                                         GraphShapeString(value.type));
+  if (config_shape.size() != value.type.dims.size()) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': {} '{}': rank differs: {}", model, kind, name, shapes));
+  }
+  for (size_t i = 0; i < config_shape.size(); ++i) {
+    const Dim& g = value.type.dims[i];
+    if (i == 0 && config.max_batch_size() > 0) {
+      if (g.known()) {
+        return Status::InvalidArgument(fmt::format(
+            "model '{}': {} '{}': max_batch_size {} needs a dynamic first (batch) dim, but the "
+            "model fixes it to {}: {}; set max_batch_size: 0 and list the full shape in dims",
+            model, kind, name, config.max_batch_size(), g.value, shapes));
+      }
+      continue;
+    }
+    if (g.known() && config_shape[i] != -1 && config_shape[i] != g.value) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': {} '{}': dim {} differs: {}", model, kind, name, i, shapes));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+DataType FromConfigDataType(inference::DataType dtype) {
+  const int v = static_cast<int>(dtype);
+  if (v <= 0 || v >= kNumDataTypes) return DataType::kInvalid;
+  return static_cast<DataType>(v);
+}
+
+inference::DataType ToConfigDataType(DataType dtype) {
+  const int v = static_cast<int>(dtype);
+  if (!inference::DataType_IsValid(v)) return inference::TYPE_INVALID;
+  return static_cast<inference::DataType>(v);
+}
+
+std::string DimsToString(std::span<const int64_t> dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(dims[i]);
+  }
+  return out + "]";
+}
+
+Result<inference::ModelConfig> ParseModelConfigText(std::string_view text,
+                                                    std::string_view source) {
+  ModelConfig config;
+  ConfigErrorCollector errors(text, source);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  const bool ok = parser.ParseFromString(std::string(text), &config);
+  if (!ok) {
+    if (errors.errors().empty()) {
+      return Status::InvalidArgument(fmt::format("{}: cannot parse model configuration", source));
+    }
+    return Status::InvalidArgument(Join(errors.errors(), "; "));
+  }
+  return config;
+}
+
+Result<std::optional<inference::ModelConfig>> ReadModelConfigFile(const fs::path& model_dir) {
+  const fs::path path = model_dir / kConfigFileName;
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (ec) {
+    return Status::Unavailable(fmt::format("cannot access {}: {}", path.string(), ec.message()));
+  }
+  if (!exists) return std::optional<inference::ModelConfig>();
+  if (fs::is_directory(path, ec)) {
+    return Status::InvalidArgument(fmt::format("{} is a directory", path.string()));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Unavailable(fmt::format("cannot read {}", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status::Unavailable(fmt::format("error reading {}", path.string()));
+  const std::string source = fmt::format("{}/{}", model_dir.filename().string(), kConfigFileName);
+  KILN_ASSIGN_OR_RETURN(inference::ModelConfig config, ParseModelConfigText(text.str(), source));
+  return std::optional<inference::ModelConfig>(std::move(config));
+}
+
+Status AutoCompleteServerFields(std::string_view model_name, const fs::path& first_version_dir,
+                                inference::ModelConfig* config) {
+  if (config->name().empty()) {
+    config->set_name(std::string(model_name));
+  } else if (config->name() != model_name) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': {} names the model '{}', but the model directory is '{}'",
+                    model_name, kConfigFileName, config->name(), model_name));
+  }
+  if (config->platform().empty() && config->backend().empty()) {
+    const std::string file = config->default_model_filename().empty()
+                                 ? std::string(kOnnxModelFileName)
+                                 : config->default_model_filename();
+    std::error_code ec;
+    const bool found = !first_version_dir.empty() && fs::exists(first_version_dir / file, ec);
+    if (!found) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': cannot tell the model's platform: {} sets neither platform nor backend, "
+          "and version directory '{}' has no '{}' (kiln serves ONNX models)",
+          model_name, kConfigFileName, first_version_dir.filename().string(), file));
+    }
+    config->set_platform(std::string(kOnnxPlatform));
+    config->set_backend(std::string(kOnnxBackend));
+  } else if (config->platform().empty() && config->backend() == kOnnxBackend) {
+    config->set_platform(std::string(kOnnxPlatform));
+  } else if (config->backend().empty() && config->platform() == kOnnxPlatform) {
+    config->set_backend(std::string(kOnnxBackend));
+  }
+  if (config->platform() != kOnnxPlatform || config->backend() != kOnnxBackend) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': platform '{}' / backend '{}' is not supported: kiln serves ONNX models "
+        "(platform '{}', backend '{}')",
+        model_name, config->platform(), config->backend(), kOnnxPlatform, kOnnxBackend));
+  }
+  if (config->default_model_filename().empty()) {
+    config->set_default_model_filename(std::string(kOnnxModelFileName));
+  }
+  return Status::OK();
+}
+
+bool GraphSupportsBatching(const Graph& graph) {
+  const auto batchable = [&](int id) {
+    const ValueType& t = graph.value(id).type;
+    return t.has_shape && !t.dims.empty() && DimIsDynamic(t.dims[0]);
+  };
+  if (graph.inputs.empty() && graph.outputs.empty()) return false;
+  return std::all_of(graph.inputs.begin(), graph.inputs.end(), batchable) &&
+         std::all_of(graph.outputs.begin(), graph.outputs.end(), batchable);
+}
+
+Status AutoCompleteFromGraph(const Graph& graph, int default_max_batch_size,
+                             inference::ModelConfig* config) {
+  if (config->input_size() > 0 && config->output_size() > 0) return Status::OK();
+  const std::string& model = config->name();
+  const bool can_batch = GraphSupportsBatching(graph);
+  if (can_batch && config->max_batch_size() == 0) {
+    config->set_max_batch_size(default_max_batch_size);
+  } else if (!can_batch && config->max_batch_size() > 0) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': max_batch_size is {} but the model cannot batch: every input and output "
+        "needs a dynamic first dimension; set max_batch_size: 0",
+        model, config->max_batch_size()));
+  }
+  const bool batching = config->max_batch_size() > 0;
+
+  if (config->input_size() == 0) {
+    for (int id : graph.inputs) config->add_input()->set_name(graph.value(id).name);
+  }
+  if (config->output_size() == 0) {
+    for (int id : graph.outputs) config->add_output()->set_name(graph.value(id).name);
+  }
+  for (inference::ModelInput& in : *config->mutable_input()) {
+    const int id = FindGraphIo(graph, graph.inputs, in.name());
+    if (id < 0) continue;  // reported by ValidateConfigAgainstGraph
+    KILN_RETURN_IF_ERROR(FillTensorFromGraph(graph, id, batching, "input", model, &in));
+  }
+  for (inference::ModelOutput& out : *config->mutable_output()) {
+    const int id = FindGraphIo(graph, graph.outputs, out.name());
+    if (id < 0) continue;
+    KILN_RETURN_IF_ERROR(FillTensorFromGraph(graph, id, batching, "output", model, &out));
+  }
+  return Status::OK();
+}
+
+Status NormalizeModelConfig(inference::ModelConfig* config) {
+  KILN_CHECK(!config->name().empty(), "NormalizeModelConfig before the name is set");
+  if (!config->has_version_policy()) {
+    config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  }
+  if (config->instance_group_size() == 0) {
+    ModelInstanceGroup* g = config->add_instance_group();
+    g->set_name(config->name());
+    g->set_kind(ModelInstanceGroup::KIND_CPU);
+    g->set_count(1);
+    return Status::OK();
+  }
+  for (int i = 0; i < config->instance_group_size(); ++i) {
+    ModelInstanceGroup* g = config->mutable_instance_group(i);
+    if (g->name().empty()) g->set_name(fmt::format("{}_{}", config->name(), i));
+    if (g->kind() == ModelInstanceGroup::KIND_AUTO) g->set_kind(ModelInstanceGroup::KIND_CPU);
+    if (g->count() == 0) g->set_count(1);
+  }
+  return Status::OK();
+}
+
+Status ValidateModelConfig(const inference::ModelConfig& config) {
+  const std::string& model = config.name();
+  if (model.empty()) return Status::InvalidArgument("model configuration has no name");
+  if (config.max_batch_size() < 0) {
+    return Status::InvalidArgument(fmt::format("model '{}': max_batch_size must be >= 0, got {}",
+                                               model, config.max_batch_size()));
+  }
+  if (config.platform() == "ensemble" || config.has_ensemble_scheduling()) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': ensembles are not supported yet", model));
+  }
+  if (config.input_size() == 0) {
+    return Status::InvalidArgument(fmt::format("model '{}': the config lists no inputs", model));
+  }
+  if (config.output_size() == 0) {
+    return Status::InvalidArgument(fmt::format("model '{}': the config lists no outputs", model));
+  }
+  std::set<std::string> seen_inputs;
+  for (const inference::ModelInput& in : config.input()) {
+    KILN_RETURN_IF_ERROR(ValidateTensorConfig(config, in, "input", &seen_inputs));
+  }
+  std::set<std::string> seen_outputs;
+  for (const inference::ModelOutput& out : config.output()) {
+    KILN_RETURN_IF_ERROR(ValidateTensorConfig(config, out, "output", &seen_outputs));
+  }
+  const inference::ModelVersionPolicy& policy = config.version_policy();
+  if (policy.has_latest() && policy.latest().num_versions() == 0) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': version_policy latest needs num_versions >= 1", model));
+  }
+  if (policy.has_specific() && policy.specific().versions_size() == 0) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': version_policy specific lists no versions", model));
+  }
+  for (const ModelInstanceGroup& g : config.instance_group()) {
+    if (g.kind() == ModelInstanceGroup::KIND_GPU) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': instance_group '{}' asks for KIND_GPU, but this kiln build has no GPU "
+          "backend; use KIND_CPU",
+          model, g.name()));
+    }
+    if (g.count() < 0) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': instance_group '{}' count must be >= 1, got {}", model, g.name(),
+                      g.count()));
+    }
+    if (g.gpus_size() > 0) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': instance_group '{}' of kind {} must not list gpus", model,
+                      g.name(), ModelInstanceGroup::Kind_Name(g.kind())));
+    }
+  }
+  return Status::OK();
+}
+
+Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Graph& graph) {
+  const std::string& model = config.name();
+  for (const inference::ModelInput& in : config.input()) {
+    const int id = FindGraphIo(graph, graph.inputs, in.name());
+    if (id < 0) {
+      std::vector<std::string> names;
+      for (int g : graph.inputs) names.push_back("'" + graph.value(g).name + "'");
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': config input '{}' is not an input of the model (model inputs: {})", model,
+          in.name(), Join(names, ", ")));
+    }
+    KILN_RETURN_IF_ERROR(CheckAgainstGraphValue(
+        config, "input", in.name(), in.data_type(),
+        ModelSideShape(config, in.dims(), in.has_reshape(), in.reshape()), graph.value(id)));
+  }
+  for (int id : graph.inputs) {
+    const std::string& name = graph.value(id).name;
+    const bool listed =
+        std::any_of(config.input().begin(), config.input().end(),
+                    [&](const inference::ModelInput& in) { return in.name() == name; });
+    if (!listed) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': model input '{}' is missing from the config's inputs", model, name));
+    }
+  }
+  for (const inference::ModelOutput& out : config.output()) {
+    const int id = FindGraphIo(graph, graph.outputs, out.name());
+    if (id < 0) {
+      std::vector<std::string> names;
+      for (int g : graph.outputs) names.push_back("'" + graph.value(g).name + "'");
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': config output '{}' is not an output of the model (model outputs: {})", model,
+          out.name(), Join(names, ", ")));
+    }
+    KILN_RETURN_IF_ERROR(CheckAgainstGraphValue(
+        config, "output", out.name(), out.data_type(),
+        ModelSideShape(config, out.dims(), out.has_reshape(), out.reshape()), graph.value(id)));
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config) {
+  std::vector<std::string> fields;
+  const auto add = [&](std::string f) {
+    if (std::find(fields.begin(), fields.end(), f) == fields.end()) fields.push_back(std::move(f));
+  };
+  if (!config.runtime().empty()) add("runtime");
+  if (config.has_dynamic_batching()) add("dynamic_batching");
+  if (config.has_sequence_batching()) add("sequence_batching");
+  if (config.has_ensemble_scheduling()) add("ensemble_scheduling");
+  if (config.has_optimization()) add("optimization");
+  if (config.batch_input_size() > 0) add("batch_input");
+  if (config.batch_output_size() > 0) add("batch_output");
+  if (config.instance_group_size() > 1) add("instance_group (more than one group)");
+  for (const ModelInstanceGroup& g : config.instance_group()) {
+    if (g.count() > 1) add("instance_group.count");
+    if (g.kind() == ModelInstanceGroup::KIND_MODEL) add("instance_group.kind KIND_MODEL");
+    if (g.has_rate_limiter()) add("instance_group.rate_limiter");
+    if (g.secondary_devices_size() > 0) add("instance_group.secondary_devices");
+    if (g.profile_size() > 0) add("instance_group.profile");
+    if (g.passive()) add("instance_group.passive");
+    if (!g.host_policy().empty()) add("instance_group.host_policy");
+  }
+  for (const inference::ModelInput& in : config.input()) {
+    if (in.format() != inference::ModelInput::FORMAT_NONE) add("input.format");
+    if (in.is_shape_tensor()) add("input.is_shape_tensor");
+    if (in.allow_ragged_batch()) add("input.allow_ragged_batch");
+    if (in.optional()) add("input.optional (the input is required)");
+    if (in.is_non_linear_format_io()) add("input.is_non_linear_format_io");
+  }
+  for (const inference::ModelOutput& out : config.output()) {
+    if (!out.label_filename().empty()) add("output.label_filename");
+    if (out.is_shape_tensor()) add("output.is_shape_tensor");
+    if (out.is_non_linear_format_io()) add("output.is_non_linear_format_io");
+  }
+  if (!config.cc_model_filenames().empty()) add("cc_model_filenames");
+  if (!config.metric_tags().empty()) add("metric_tags");
+  if (!config.parameters().empty()) add("parameters");
+  if (config.model_warmup_size() > 0) add("model_warmup");
+  if (config.has_model_operations()) add("model_operations");
+  if (config.model_transaction_policy().decoupled()) add("model_transaction_policy.decoupled");
+  if (config.has_model_repository_agents()) add("model_repository_agents");
+  if (config.has_response_cache()) add("response_cache");
+  if (config.has_model_metrics()) add("model_metrics");
+  return fields;
+}
+
+ModelSignature MakeModelSignature(const inference::ModelConfig& config) {
+  ModelSignature sig;
+  sig.name = config.name();
+  sig.platform = config.platform();
+  sig.backend = config.backend();
+  sig.max_batch_size = config.max_batch_size();
+  for (const inference::ModelInput& in : config.input()) {
+    sig.inputs.push_back({in.name(), FromConfigDataType(in.data_type()),
+                          std::vector<int64_t>(in.dims().begin(), in.dims().end())});
+  }
+  for (const inference::ModelOutput& out : config.output()) {
+    sig.outputs.push_back({out.name(), FromConfigDataType(out.data_type()),
+                           std::vector<int64_t>(out.dims().begin(), out.dims().end())});
+  }
+  return sig;
+}
+
+Result<std::vector<int64_t>> MapReshape(std::span<const int64_t> from,
+                                        std::span<const int64_t> actual,
+                                        std::span<const int64_t> to) {
+  if (from.size() != actual.size()) {
+    return Status::InvalidArgument(
+        fmt::format("shape {} does not conform to {}", DimsToString(actual), DimsToString(from)));
+  }
+  std::vector<int64_t> variable;
+  int64_t actual_count = 1;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] == -1) variable.push_back(actual[i]);
+    actual_count *= actual[i];
+  }
+  std::vector<int64_t> out(to.begin(), to.end());
+  size_t next = 0;
+  int64_t out_count = 1;
+  for (int64_t& d : out) {
+    if (d == -1) {
+      if (next >= variable.size()) break;
+      d = variable[next++];
+    }
+    out_count *= d;
+  }
+  if (next != variable.size() || std::count(out.begin(), out.end(), -1) != 0 ||
+      out_count != actual_count) {
+    return Status::InvalidArgument(fmt::format("cannot reshape {} (pattern {}) to pattern {}",
+                                               DimsToString(actual), DimsToString(from),
+                                               DimsToString(to)));
+  }
+  return out;
+}
+
+}  // namespace kiln

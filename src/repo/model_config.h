@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Model configuration: reading config.pbtxt, completing it from the model's graph, checking it
+// against that graph, and turning it into the plain ModelSignature the server reports.
+//
+// Every step is a pure function over an inference::ModelConfig (repo/model_config.proto), so
+// each can be tested without files, threads or an ONNX importer. The model manager chains them:
+//
+//   KILN_ASSIGN_OR_RETURN(std::optional<inference::ModelConfig> file, ReadModelConfigFile(dir));
+//   inference::ModelConfig config = file.value_or(inference::ModelConfig());
+//   KILN_RETURN_IF_ERROR(AutoCompleteServerFields(name, first_version_dir, &config));
+//   KILN_RETURN_IF_ERROR(AutoCompleteFromGraph(*graph, kDefaultMaxBatchSize, &config));
+//   KILN_RETURN_IF_ERROR(NormalizeModelConfig(&config));
+//   KILN_RETURN_IF_ERROR(ValidateModelConfig(config));
+//   KILN_RETURN_IF_ERROR(ValidateConfigAgainstGraph(config, *graph));
+//   for (const std::string& f : UnimplementedConfigFields(config)) ...   // one warning per model
+//   ModelSignature sig = MakeModelSignature(config);
+//
+// What kiln acts on today: name, platform, backend, version_policy, max_batch_size, input,
+// output (name, data_type, dims, reshape), instance_group kind (CPU only; KIND_GPU is an error)
+// and default_model_filename. Everything else parses and is kept, but UnimplementedConfigFields
+// names it so the manager can warn (dynamic batching arrives with the batcher).
+//
+// Thread safety: all functions are reentrant; they touch only their arguments.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "graph/ir.h"
+#include "repo/model_config.pb.h"
+#include "repo/model_manager.h"
+#include "tensor/dtype.h"
+
+namespace kiln {
+
+inline constexpr std::string_view kConfigFileName = "config.pbtxt";
+inline constexpr std::string_view kOnnxPlatform = "onnxruntime_onnx";
+inline constexpr std::string_view kOnnxBackend = "onnxruntime";
+inline constexpr std::string_view kOnnxModelFileName = "model.onnx";
+// max_batch_size given to a batchable model whose config leaves it 0 (the reference backend's
+// default-max-batch-size).
+inline constexpr int kDefaultMaxBatchSize = 4;
+
+// Config enum <-> kiln DataType (same numbering; TYPE_INVALID <-> kInvalid).
+DataType FromConfigDataType(inference::DataType dtype);
+inference::DataType ToConfigDataType(DataType dtype);
+
+// Parses protobuf text format. `source` names the text in errors ("add_sub/config.pbtxt").
+// INVALID_ARGUMENT on any syntax error, unknown field, unknown enum value or wrong value type,
+// with every problem as "source:line:column: problem" (1-based line and column).
+Result<inference::ModelConfig> ParseModelConfigText(std::string_view text, std::string_view source);
+
+// Reads <model_dir>/config.pbtxt. nullopt when the file does not exist; INVALID_ARGUMENT when it
+// does not parse; UNAVAILABLE when it cannot be read.
+Result<std::optional<inference::ModelConfig>> ReadModelConfigFile(
+    const std::filesystem::path& model_dir);
+
+// Server-side completion (section 3.13 step 1): name from the directory (a different configured
+// name is an error), then platform/backend/default_model_filename. With neither platform nor
+// backend set, the model is ONNX when `first_version_dir` holds default_model_filename (or
+// model.onnx), as a file or as a directory containing model.onnx. Only ONNX is supported:
+// any other platform or backend is INVALID_ARGUMENT. `first_version_dir` may be empty when the
+// model has no version directory (then platform detection fails with a clear error).
+Status AutoCompleteServerFields(std::string_view model_name,
+                                const std::filesystem::path& first_version_dir,
+                                inference::ModelConfig* config);
+
+// True when every graph input and output has rank >= 1 and a dynamic (unknown or symbolic)
+// first dimension, i.e. the model can take an implicit batch dimension.
+bool GraphSupportsBatching(const Graph& graph);
+
+// Backend completion from the graph (section 3.13 step 2). Does nothing when the config already
+// lists both inputs and outputs. Otherwise: sets max_batch_size to `default_max_batch_size` when
+// the graph supports batching and it is 0; fails when it does not but max_batch_size > 0; fills
+// an empty input / output list from the graph (dims without the batch dim, -1 for dynamic dims;
+// empty dims become [1] with reshape { shape: [] }); fills data_type and dims of listed tensors
+// that leave them unset. Never adds dynamic_batching (kiln has no batcher yet).
+Status AutoCompleteFromGraph(const Graph& graph, int default_max_batch_size,
+                             inference::ModelConfig* config);
+
+// Normalization (section 3.13 step 3, the parts kiln uses): version policy latest 1 when absent;
+// instance groups: one CPU group named after the model when none, unnamed group i becomes
+// "<model>_<i>", KIND_AUTO becomes KIND_CPU, count 0 becomes 1.
+// REQUIRES: config->name() is set (AutoCompleteServerFields ran).
+Status NormalizeModelConfig(inference::ModelConfig* config);
+
+// Checks the config by itself. INVALID_ARGUMENT naming the model and the field for: negative
+// max_batch_size; no inputs or outputs; empty, duplicate or TYPE_INVALID tensors; dims other
+// than -1 or >= 0; reshape incompatible with dims; empty latest/specific version policies;
+// KIND_GPU instance groups (no GPU backend is built) or gpus listed on a CPU group; negative
+// instance counts; an ensemble platform.
+Status ValidateModelConfig(const inference::ModelConfig& config);
+
+// Checks a config against the graph it will run. Every config input must be a graph input and
+// every graph input must be in the config (the runtime must feed all of them); every config
+// output must be a graph output. Datatypes must be equal and shapes compatible: the config shape
+// is [batch] + dims (or + reshape.shape) when max_batch_size > 0; ranks must match; a graph dim
+// that is unknown or symbolic accepts anything, a known one requires the config dim to be equal
+// or -1; when batching, the graph's first dim must be dynamic. Errors are INVALID_ARGUMENT
+// naming the model, the tensor and both shapes.
+Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Graph& graph);
+
+// Config fields that are set but not acted on yet, as dotted field paths
+// ("dynamic_batching", "instance_group.count", "input.allow_ragged_batch"), each once.
+std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);
+
+// The metadata view of a (completed) config.
+ModelSignature MakeModelSignature(const inference::ModelConfig& config);
+
+// --- shapes at inference time ---
+
+// Maps a per-item shape between a config `dims` and a `reshape` (either direction): `from` is
+// the pattern the actual shape `actual` conforms to, `to` the target pattern. Each -1 of `to`
+// takes, in order, the actual size of the corresponding -1 of `from`. INVALID_ARGUMENT when the
+// number of -1s differs or the element counts do not match.
+Result<std::vector<int64_t>> MapReshape(std::span<const int64_t> from,
+                                        std::span<const int64_t> actual,
+                                        std::span<const int64_t> to);
+
+// "[-1,16]".
+std::string DimsToString(std::span<const int64_t> dims);
+
+// A view of a repeated int64 config field (dims, reshape shape).
+inline std::span<const int64_t> AsSpan(const google::protobuf::RepeatedField<int64_t>& field) {
+  return {field.data(), static_cast<size_t>(field.size())};
+}
+
+}  // namespace kiln

@@ -1,0 +1,816 @@
+// SPDX-License-Identifier: Apache-2.0
+// HttpServer implementation: an Asio acceptor, one Session per connection (on its own strand),
+// and the endpoint handlers.
+//
+// NOTE on lifetimes and shutdown. Everything async holds a shared_ptr<Session>; the io_context
+// keeps running while it has work. An inference in flight holds an InferTicket (owned by the
+// model's callback) that carries the Session and a work guard on the io_context, so the io
+// threads cannot run out of work (and Stop cannot return) before the model answers. The
+// ticket posts the answer to the session's strand and drops both at once; a ticket destroyed
+// without being called answers INTERNAL instead of leaving the connection hanging. Stop() sets
+// `stopping_`, closes the acceptor, tells every session (idle readers close at once; busy ones
+// close after their response is written), releases the main work guard and joins the threads:
+// they return exactly when the last connection is gone. A session checks `stopping_` before
+// every new read, so one accepted or finishing concurrently with Stop cannot slip through.
+//
+// NOTE on refusing a request early (413, malformed HTTP): the answer is written, the send side
+// is shut down, and the rest of what the client sends is read into a small scratch buffer and
+// discarded for at most kLingerTimeout before closing. Closing with unread data would make the
+// kernel send a reset, and a client still writing its body would never see the answer.
+//
+// No exceptions escape: every Asio/Beast call that can fail takes an error_code, and the io
+// loop catches anything a handler throws (allocation failure), logs it and keeps running.
+#include "server/http/http_server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/logging.h"
+#include "repo/model_manager.h"
+#include "server/http/infer_json.h"
+#include "server/http/metadata_json.h"
+#include "server/http/router.h"
+#include "server/json_writer.h"
+#include "server/status_map.h"
+
+namespace kiln {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr auto kReadTimeout = std::chrono::seconds(300);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+constexpr auto kLingerTimeout = std::chrono::seconds(5);
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+constexpr uint32_t kHeaderLimitBytes = 16 * 1024;
+constexpr size_t kLingerBufferBytes = 16 * 1024;
+
+// Answers that belong to HTTP itself rather than to a kiln StatusCode (so they are not in the
+// status_map table).
+constexpr unsigned kHttpOk = 200;
+constexpr unsigned kHttpBadRequest = 400;
+constexpr unsigned kHttpMethodNotAllowed = 405;
+constexpr unsigned kHttpPayloadTooLarge = 413;
+
+// Names of the KServe extensions kiln implements. None yet: binary data, statistics, model
+// repository, ... are added here when their endpoints exist.
+constexpr std::array<std::string_view, 0> kImplementedExtensions{};
+
+std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+bool IsHttpParseError(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category();
+}
+
+using Response = http::response<http::string_body>;
+using WorkGuard = net::executor_work_guard<net::io_context::executor_type>;
+
+class Session;
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(const HttpServerOptions& options, ModelManager* manager)
+      : options_(options),
+        manager_(manager),
+        acceptor_(net::make_strand(ioc_)),
+        accept_retry_timer_(acceptor_.get_executor()) {}
+
+  ~Impl() { Stop(); }
+
+  Status Start();
+  void Stop();
+  int port() const { return port_.load(); }
+  void SetReady(bool ready) { ready_.store(ready); }
+
+  // For sessions.
+  const HttpServerOptions& options() const { return options_; }
+  ModelManager* manager() const { return manager_; }
+  bool ready() const { return ready_.load(); }
+  bool stopping() const { return stopping_.load(); }
+  WorkGuard MakeWorkGuard() { return net::make_work_guard(ioc_); }
+  void Register(const std::shared_ptr<Session>& session);
+  void Unregister(Session* session);
+
+ private:
+  void StopLocked();  // REQUIRES: lifecycle_mu_ held
+  void DoAccept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void RunIoLoop();
+  Result<tcp::endpoint> ResolveEndpoint();
+
+  const HttpServerOptions options_;
+  ModelManager* const manager_;
+  std::atomic<bool> ready_{true};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> port_{0};
+
+  std::mutex lifecycle_mu_;  // serializes Start and Stop
+  enum class State { kCreated, kRunning, kStopped };
+  State state_ = State::kCreated;  // guarded by lifecycle_mu_
+
+  // Declared before ioc_ so they outlive it: a session destroyed while the io_context is torn
+  // down still unregisters.
+  std::mutex sessions_mu_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by sessions_mu_
+
+  net::io_context ioc_;
+  std::optional<WorkGuard> work_;
+  tcp::acceptor acceptor_;                // used only on its strand (after Start)
+  net::steady_timer accept_retry_timer_;  // same strand
+  std::vector<std::thread> threads_;
+};
+
+namespace {
+
+// One HTTP connection. All members are used only on the connection's strand (the executor of
+// stream_), except the constant ones.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, HttpServer::Impl* server)
+      : stream_(std::move(socket)), server_(server) {}
+  ~Session() { server_->Unregister(this); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  void Start() {
+    server_->Register(shared_from_this());
+    net::dispatch(executor(),
+                  beast::bind_front_handler(&Session::DoReadHeader, shared_from_this()));
+  }
+
+  // On the strand: the server is stopping.
+  void OnServerStop() {
+    if (state_ == State::kReading || state_ == State::kLingering) Close();
+  }
+
+  // On the strand: the model answered the request in flight.
+  void OnInferDone(Result<InferResponse> result);
+
+ private:
+  enum class State { kReading, kBusy, kLingering, kClosed };
+  enum class After { kContinue, kClose, kLinger };
+
+  void DoReadHeader();
+  void OnReadHeader(beast::error_code ec, size_t bytes);
+  void DoReadBody();
+  void OnWriteContinue(beast::error_code ec, size_t bytes);
+  void OnReadBody(beast::error_code ec, size_t bytes);
+  void OnReadError(const beast::error_code& ec);
+  void Handle();
+  void HandleModelMetadata(const Route& route);
+  void HandleModelReady(const Route& route);
+  void HandleInfer(const Route& route);
+
+  void SendEmpty(unsigned status);
+  void SendJson(unsigned status, std::string body);
+  void SendError(const Status& status, After after = After::kContinue);
+  void SendHttpError(unsigned status, std::string_view message, After after);
+  void Send(Response response, After after);
+  void OnWrite(After after, beast::error_code ec, size_t bytes);
+  void Linger();
+  void OnLingerRead(beast::error_code ec, size_t bytes);
+  void CloseGracefully();
+  void Close();
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  HttpServer::Impl* const server_;
+  State state_ = State::kReading;
+
+  std::optional<http::request_parser<http::empty_body>> header_parser_;
+  std::optional<http::request_parser<http::string_body>> body_parser_;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool head_request_ = false;
+  std::optional<http::response<http::empty_body>> continue_response_;
+  std::optional<Response> response_;
+  std::unique_ptr<char[]> linger_buffer_;
+
+  // The inference in flight: what the response echoes.
+  std::string infer_model_name_;
+  int64_t infer_model_version_ = 0;
+  std::string infer_id_;
+};
+
+// Carries a Session and a work guard from Infer() to the model's callback; see the NOTE above.
+class InferTicket {
+ public:
+  InferTicket(std::shared_ptr<Session> session, WorkGuard work)
+      : session_(std::move(session)), work_(std::move(work)) {}
+  ~InferTicket() {
+    if (session_) {
+      Deliver(Status::Internal("the model released the request without answering it"));
+    }
+  }
+  InferTicket(const InferTicket&) = delete;
+  InferTicket& operator=(const InferTicket&) = delete;
+
+  void Deliver(Result<InferResponse> result) {
+    std::shared_ptr<Session> session;
+    std::optional<WorkGuard> work;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!session_) {
+        KILN_LOG_ERROR("a model called its inference callback more than once; ignored");
+        return;
+      }
+      session = std::move(session_);
+      work.emplace(std::move(*work_));
+      session_.reset();
+      work_.reset();
+    }
+    net::any_io_executor ex = session->executor();
+    net::post(ex, [session = std::move(session), result = std::move(result)]() mutable {
+      session->OnInferDone(std::move(result));
+    });
+    // `work` is released here; the posted handler keeps the io_context busy from now on.
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<Session> session_;  // guarded by mu_
+  std::optional<WorkGuard> work_;     // guarded by mu_
+};
+
+void Session::DoReadHeader() {
+  if (state_ == State::kClosed) return;
+  if (server_->stopping()) {
+    Close();
+    return;
+  }
+  state_ = State::kReading;
+  body_parser_.reset();
+  response_.reset();
+  header_parser_.emplace();
+  header_parser_->header_limit(kHeaderLimitBytes);
+  // The header parser would refuse a large Content-Length by its default 8 MiB limit; the
+  // limit is checked in OnReadHeader instead (to name the size) and set on the body parser.
+  header_parser_->body_limit(std::numeric_limits<uint64_t>::max());
+  stream_.expires_after(kReadTimeout);
+  http::async_read_header(stream_, buffer_, *header_parser_,
+                          beast::bind_front_handler(&Session::OnReadHeader, shared_from_this()));
+}
+
+void Session::OnReadHeader(beast::error_code ec, size_t /*bytes*/) {
+  if (ec) {
+    OnReadError(ec);
+    return;
+  }
+  const auto& req = header_parser_->get();
+  version_ = req.version();
+  keep_alive_ = req.keep_alive();
+  head_request_ = req.method() == http::verb::head;
+  const uint64_t limit = server_->options().max_request_bytes;
+  const boost::optional<uint64_t> length = header_parser_->content_length();
+  if (length && *length > limit) {
+    state_ = State::kBusy;
+    SendHttpError(
+        kHttpPayloadTooLarge,
+        fmt::format("request body of {} bytes exceeds the limit of {} bytes", *length, limit),
+        After::kLinger);
+    return;
+  }
+  body_parser_.emplace(std::move(*header_parser_));
+  header_parser_.reset();
+  body_parser_->body_limit(limit);
+  if (length) body_parser_->get().body().reserve(*length + kJsonPaddingBytes);
+  if (body_parser_->is_done()) {
+    Handle();
+    return;
+  }
+  if (version_ >= 11 && IEquals(ToStd(body_parser_->get()[http::field::expect]), "100-continue")) {
+    continue_response_.emplace(http::status::continue_, version_);
+    stream_.expires_after(kWriteTimeout);
+    http::async_write(stream_, *continue_response_,
+                      beast::bind_front_handler(&Session::OnWriteContinue, shared_from_this()));
+    return;
+  }
+  DoReadBody();
+}
+
+void Session::OnWriteContinue(beast::error_code ec, size_t /*bytes*/) {
+  continue_response_.reset();
+  if (ec) {
+    Close();
+    return;
+  }
+  DoReadBody();
+}
+
+void Session::DoReadBody() {
+  if (server_->stopping()) {
+    Close();
+    return;
+  }
+  stream_.expires_after(kReadTimeout);
+  http::async_read(stream_, buffer_, *body_parser_,
+                   beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
+}
+
+void Session::OnReadBody(beast::error_code ec, size_t /*bytes*/) {
+  if (ec) {
+    OnReadError(ec);
+    return;
+  }
+  Handle();
+}
+
+void Session::OnReadError(const beast::error_code& ec) {
+  if (state_ == State::kClosed) return;
+  if (ec == http::error::body_limit) {
+    state_ = State::kBusy;
+    SendHttpError(kHttpPayloadTooLarge,
+                  fmt::format("request body exceeds the limit of {} bytes",
+                              server_->options().max_request_bytes),
+                  After::kLinger);
+    return;
+  }
+  if (ec == http::error::header_limit) {
+    state_ = State::kBusy;
+    keep_alive_ = false;
+    SendHttpError(kHttpBadRequest,
+                  fmt::format("request header exceeds the limit of {} bytes", kHeaderLimitBytes),
+                  After::kLinger);
+    return;
+  }
+  // end_of_stream before any byte of a request is the client closing an idle connection.
+  if (IsHttpParseError(ec) && ec != http::error::end_of_stream &&
+      ec != http::error::partial_message) {
+    state_ = State::kBusy;
+    keep_alive_ = false;
+    SendHttpError(kHttpBadRequest, fmt::format("malformed HTTP request: {}", ec.message()),
+                  After::kLinger);
+    return;
+  }
+  Close();
+}
+
+void Session::Handle() {
+  state_ = State::kBusy;
+  const auto& req = body_parser_->get();
+  const Route route = RouteRequest(ToStd(req.method_string()), ToStd(req.target()));
+  switch (route.kind) {
+    case RouteKind::kNotFound:
+      SendError(Status::NotFound("Not Found"));
+      return;
+    case RouteKind::kMethodNotAllowed: {
+      Response res{static_cast<http::status>(kHttpMethodNotAllowed), version_};
+      res.set(http::field::allow, route.allow);
+      res.set(http::field::content_type, "application/json");
+      res.body() = JsonErrorBody("Method Not Allowed");
+      Send(std::move(res), After::kContinue);
+      return;
+    }
+    case RouteKind::kBadRequest:
+      SendError(Status::InvalidArgument(route.error));
+      return;
+    case RouteKind::kHealthLive:
+      SendEmpty(kHttpOk);
+      return;
+    case RouteKind::kHealthReady:
+      SendEmpty(server_->ready() && server_->manager()->AllModelsReady() ? kHttpOk
+                                                                         : kHttpBadRequest);
+      return;
+    case RouteKind::kServerMetadata:
+      SendJson(kHttpOk,
+               ServerMetadataJson("kiln", server_->options().server_version,
+                                  std::span<const std::string_view>(kImplementedExtensions)));
+      return;
+    case RouteKind::kModelMetadata:
+      HandleModelMetadata(route);
+      return;
+    case RouteKind::kModelReady:
+      HandleModelReady(route);
+      return;
+    case RouteKind::kModelInfer:
+      HandleInfer(route);
+      return;
+  }
+  SendError(Status::Internal("unhandled route"));
+}
+
+void Session::HandleModelMetadata(const Route& route) {
+  Result<std::shared_ptr<LoadedModel>> model =
+      server_->manager()->GetModel(route.model, route.version);
+  if (!model.ok()) {
+    SendError(model.status());
+    return;
+  }
+  std::vector<int64_t> versions;
+  if (route.version >= 0) {
+    versions.push_back((*model)->version());
+  } else {
+    versions = server_->manager()->ReadyVersions(route.model);
+    if (versions.empty()) versions.push_back((*model)->version());
+  }
+  SendJson(kHttpOk, ModelMetadataJson(route.model, versions, (*model)->signature()));
+}
+
+void Session::HandleModelReady(const Route& route) {
+  if (!server_->ready()) {
+    SendError(Status::Unavailable("the server is not ready (shutting down)"));
+    return;
+  }
+  Result<std::shared_ptr<LoadedModel>> model =
+      server_->manager()->GetModel(route.model, route.version);
+  if (!model.ok()) {
+    SendError(model.status());
+    return;
+  }
+  SendEmpty(kHttpOk);
+}
+
+void Session::HandleInfer(const Route& route) {
+  const auto& req = body_parser_->get();
+  const std::string_view encoding = ToStd(req[http::field::content_encoding]);
+  if (!encoding.empty() && !IEquals(encoding, "identity")) {
+    Response res{static_cast<http::status>(HttpStatusFor(StatusCode::kUnimplemented)), version_};
+    res.set(http::field::accept_encoding, "identity");
+    res.set(http::field::content_type, "application/json");
+    res.body() = JsonErrorBody(fmt::format("unsupported Content-Encoding '{}'", encoding));
+    Send(std::move(res), After::kContinue);
+    return;
+  }
+  const std::string_view header_length = ToStd(req["Inference-Header-Content-Length"]);
+  if (!header_length.empty()) {
+    uint64_t n = 0;
+    const auto res =
+        std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
+    if (res.ec != std::errc() || res.ptr != header_length.data() + header_length.size() ||
+        n > req.body().size()) {
+      SendError(Status::InvalidArgument(
+          fmt::format("invalid Inference-Header-Content-Length '{}' for a body of {} bytes",
+                      header_length, req.body().size())));
+      return;
+    }
+    if (n != req.body().size()) {
+      SendError(Status::Unimplemented(
+          "binary tensor data (Inference-Header-Content-Length smaller than the body) is not "
+          "supported; send the tensors as JSON"));
+      return;
+    }
+  }
+
+  Result<std::shared_ptr<LoadedModel>> model =
+      server_->manager()->GetModel(route.model, route.version);
+  if (!model.ok()) {
+    SendError(model.status());
+    return;
+  }
+  Result<std::unique_ptr<InferRequest>> parsed = ParseInferRequestJson(req.body());
+  body_parser_.reset();  // the body is no longer needed while the model runs
+  if (!parsed.ok()) {
+    SendError(parsed.status());
+    return;
+  }
+  std::unique_ptr<InferRequest> request = std::move(parsed).value();
+  const std::shared_ptr<LoadedModel>& loaded = *model;
+  request->model_name = loaded->name();
+  request->model_version = loaded->version();
+  if (Status s = CheckRequestedOutputs(*request, loaded->signature()); !s.ok()) {
+    SendError(s);
+    return;
+  }
+  infer_model_name_ = loaded->name();
+  infer_model_version_ = loaded->version();
+  infer_id_ = request->id;
+  auto ticket = std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard());
+  loaded->Infer(std::move(request), [ticket = std::move(ticket)](Result<InferResponse> result) {
+    ticket->Deliver(std::move(result));
+  });
+}
+
+void Session::OnInferDone(Result<InferResponse> result) {
+  if (state_ == State::kClosed) return;
+  if (!result.ok()) {
+    SendError(result.status());
+    return;
+  }
+  InferResponse& response = result.value();
+  response.model_name = infer_model_name_;
+  response.model_version = infer_model_version_;
+  response.id = infer_id_;
+  std::string body;
+  if (Status s = AppendInferResponseJson(response, &body); !s.ok()) {
+    SendError(s);
+    return;
+  }
+  SendJson(kHttpOk, std::move(body));
+}
+
+void Session::SendEmpty(unsigned status) {
+  Response res{static_cast<http::status>(status), version_};
+  Send(std::move(res), After::kContinue);
+}
+
+void Session::SendJson(unsigned status, std::string body) {
+  Response res{static_cast<http::status>(status), version_};
+  res.set(http::field::content_type, "application/json");
+  res.body() = std::move(body);
+  Send(std::move(res), After::kContinue);
+}
+
+void Session::SendError(const Status& status, After after) {
+  const ProtocolStatus& p = ProtocolStatusFor(status.code());
+  if (p.http >= 500) KILN_LOG_WARN("HTTP {}: {}", p.http, status.ToString());
+  Response res{static_cast<http::status>(p.http), version_};
+  if (p.http_retry_after) res.set(http::field::retry_after, "1");
+  res.set(http::field::content_type, "application/json");
+  res.body() = JsonErrorBody(status.message());
+  Send(std::move(res), after);
+}
+
+void Session::SendHttpError(unsigned status, std::string_view message, After after) {
+  Response res{static_cast<http::status>(status), version_};
+  res.set(http::field::content_type, "application/json");
+  res.body() = JsonErrorBody(message);
+  Send(std::move(res), after);
+}
+
+void Session::Send(Response response, After after) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kBusy;
+  if (after == After::kContinue && (!keep_alive_ || server_->stopping())) after = After::kClose;
+  response.keep_alive(after == After::kContinue);
+  if (head_request_) {
+    const size_t n = response.body().size();
+    response.body().clear();
+    response.content_length(n);
+  } else {
+    response.prepare_payload();
+  }
+  response_.emplace(std::move(response));
+  stream_.expires_after(kWriteTimeout);
+  http::async_write(stream_, *response_,
+                    beast::bind_front_handler(&Session::OnWrite, shared_from_this(), after));
+}
+
+void Session::OnWrite(After after, beast::error_code ec, size_t /*bytes*/) {
+  response_.reset();
+  if (ec) {
+    Close();
+    return;
+  }
+  switch (after) {
+    case After::kContinue:
+      if (!server_->stopping()) {
+        DoReadHeader();
+        return;
+      }
+      CloseGracefully();
+      return;
+    case After::kClose:
+      CloseGracefully();
+      return;
+    case After::kLinger:
+      Linger();
+      return;
+  }
+}
+
+void Session::Linger() {
+  if (server_->stopping()) {
+    CloseGracefully();
+    return;
+  }
+  state_ = State::kLingering;
+  header_parser_.reset();
+  body_parser_.reset();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) {
+    Close();
+    return;
+  }
+  linger_buffer_ = std::make_unique<char[]>(kLingerBufferBytes);
+  stream_.expires_after(kLingerTimeout);  // one deadline for the whole drain
+  stream_.async_read_some(net::buffer(linger_buffer_.get(), kLingerBufferBytes),
+                          beast::bind_front_handler(&Session::OnLingerRead, shared_from_this()));
+}
+
+void Session::OnLingerRead(beast::error_code ec, size_t /*bytes*/) {
+  if (ec || state_ != State::kLingering) {
+    Close();
+    return;
+  }
+  stream_.async_read_some(net::buffer(linger_buffer_.get(), kLingerBufferBytes),
+                          beast::bind_front_handler(&Session::OnLingerRead, shared_from_this()));
+}
+
+void Session::CloseGracefully() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  Close();
+}
+
+void Session::Close() {
+  state_ = State::kClosed;
+  beast::error_code ec;
+  stream_.socket().close(ec);
+}
+
+}  // namespace
+
+void HttpServer::Impl::Register(const std::shared_ptr<Session>& session) {
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  sessions_.emplace(session.get(), session);
+}
+
+void HttpServer::Impl::Unregister(Session* session) {
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  sessions_.erase(session);
+}
+
+Result<tcp::endpoint> HttpServer::Impl::ResolveEndpoint() {
+  const auto port = static_cast<uint16_t>(options_.port);
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(options_.address, ec);
+  if (!ec) return tcp::endpoint(address, port);
+  tcp::resolver resolver(ioc_);
+  const auto results = resolver.resolve(options_.address, std::to_string(port), ec);
+  if (ec || results.empty()) {
+    return Status::InvalidArgument(fmt::format("cannot resolve HTTP address '{}': {}",
+                                               options_.address,
+                                               ec ? ec.message() : "no addresses"));
+  }
+  return results.begin()->endpoint();
+}
+
+Status HttpServer::Impl::Start() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (state_ != State::kCreated) {
+    return Status::FailedPrecondition("HttpServer::Start called twice or after Stop");
+  }
+  KILN_ASSIGN_OR_RETURN(const tcp::endpoint endpoint, ResolveEndpoint());
+  const std::string where = fmt::format("{}:{}", options_.address, options_.port);
+  beast::error_code ec;
+  auto fail = [&](std::string_view what) {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    return Status::Unavailable(
+        fmt::format("HTTP server cannot {} {}: {}", what, where, ec.message()));
+  };
+  if (acceptor_.open(endpoint.protocol(), ec)) return fail("open a socket for");
+  if (acceptor_.set_option(net::socket_base::reuse_address(true), ec)) {
+    return fail("configure a socket for");
+  }
+  if (acceptor_.bind(endpoint, ec)) return fail("bind to");
+  if (acceptor_.listen(net::socket_base::max_listen_connections, ec)) return fail("listen on");
+  const tcp::endpoint local = acceptor_.local_endpoint(ec);
+  if (ec) return fail("read the bound port of");
+  port_.store(local.port());
+
+  work_.emplace(ioc_.get_executor());
+  DoAccept();  // no io thread runs yet, so this is race-free
+  int n = options_.threads;
+  if (n == 0) n = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  try {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { RunIoLoop(); });
+  } catch (const std::system_error& e) {
+    state_ = State::kRunning;  // let the regular shutdown path clean up what started
+    StopLocked();
+    return Status::Internal(fmt::format("cannot start HTTP io threads: {}", e.what()));
+  }
+  state_ = State::kRunning;
+  KILN_LOG_INFO("HTTP server listening on {}:{} ({} io threads)", options_.address, port_.load(),
+                n);
+  return Status::OK();
+}
+
+void HttpServer::Impl::RunIoLoop() {
+  for (;;) {
+    try {
+      ioc_.run();
+      return;
+    } catch (const std::exception& e) {
+      KILN_LOG_ERROR("HTTP io thread: unexpected exception: {}", e.what());
+    } catch (...) {
+      KILN_LOG_ERROR("HTTP io thread: unexpected exception");
+    }
+  }
+}
+
+void HttpServer::Impl::DoAccept() {
+  acceptor_.async_accept(net::make_strand(ioc_), beast::bind_front_handler(&Impl::OnAccept, this));
+}
+
+void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (stopping() || ec == net::error::operation_aborted) return;
+  if (ec) {
+    // E.g. out of file descriptors: back off briefly instead of spinning.
+    KILN_LOG_WARN("HTTP accept failed: {}", ec.message());
+    accept_retry_timer_.expires_after(kAcceptRetryDelay);
+    accept_retry_timer_.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && !stopping()) DoAccept();
+    });
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);  // small responses must not wait for Nagle
+  std::make_shared<Session>(std::move(socket), this)->Start();
+  DoAccept();
+}
+
+void HttpServer::Impl::Stop() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  StopLocked();
+}
+
+void HttpServer::Impl::StopLocked() {
+  if (state_ != State::kRunning) {
+    state_ = State::kStopped;
+    return;
+  }
+  stopping_.store(true);
+  ready_.store(false);
+  net::post(acceptor_.get_executor(), [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_timer_.cancel();
+  });
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard<std::mutex> sessions_lock(sessions_mu_);
+    for (auto& [ptr, weak] : sessions_) {
+      if (auto session = weak.lock()) live.push_back(std::move(session));
+    }
+  }
+  for (auto& session : live) {
+    net::any_io_executor ex = session->executor();
+    net::post(ex, [session] { session->OnServerStop(); });
+  }
+  live.clear();  // may destroy a session (it unregisters itself; sessions_mu_ is not held)
+  work_.reset();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+  state_ = State::kStopped;
+  KILN_LOG_INFO("HTTP server stopped");
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& options,
+                                                       ModelManager* manager) {
+  if (manager == nullptr) return Status::InvalidArgument("HttpServer needs a ModelManager");
+  if (options.port < 0 || options.port > 65535) {
+    return Status::InvalidArgument(fmt::format("invalid HTTP port {}", options.port));
+  }
+  if (options.threads < 0) {
+    return Status::InvalidArgument(fmt::format("invalid HTTP thread count {}", options.threads));
+  }
+  if (options.max_request_bytes == 0) {
+    return Status::InvalidArgument("max_request_bytes must be positive");
+  }
+  if (options.address.empty()) return Status::InvalidArgument("empty HTTP address");
+  return std::unique_ptr<HttpServer>(new HttpServer(std::make_unique<Impl>(options, manager)));
+}
+
+Status HttpServer::Start() { return impl_->Start(); }
+int HttpServer::port() const { return impl_->port(); }
+void HttpServer::SetReady(bool ready) { impl_->SetReady(ready); }
+void HttpServer::Stop() { impl_->Stop(); }
+
+}  // namespace kiln

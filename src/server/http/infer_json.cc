@@ -1,0 +1,621 @@
+// SPDX-License-Identifier: Apache-2.0
+// JSON inference request parsing (simdjson DOM) and response writing (JsonWriter).
+//
+// NOTE: the parser is given kMaxJsonDepth, so simdjson rejects deeper documents in its
+// iterative stage 2 and the recursive walks below (CountLeaves / FillLeaves) never go deeper
+// than that. `data` is walked twice: once to count leaves, compared with product(shape) before
+// any tensor memory is allocated (a shape of [1e12] with three numbers allocates nothing), then
+// to convert. Only the simdjson error-code API is used (`.get(x)`), which never throws.
+#include "server/http/infer_json.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "server/json_writer.h"
+#include "tensor/shape.h"
+
+namespace kiln {
+namespace {
+
+static_assert(kJsonPaddingBytes >= simdjson::SIMDJSON_PADDING);
+
+namespace dom = simdjson::dom;
+using ElementType = dom::element_type;
+
+std::string_view JsonTypeName(ElementType type) {
+  switch (type) {
+    case ElementType::ARRAY:
+      return "an array";
+    case ElementType::OBJECT:
+      return "an object";
+    case ElementType::INT64:
+    case ElementType::UINT64:
+      return "an integer";
+    case ElementType::DOUBLE:
+      return "a number";
+    case ElementType::STRING:
+      return "a string";
+    case ElementType::BOOL:
+      return "a boolean";
+    case ElementType::NULL_VALUE:
+      return "null";
+  }
+  return "a JSON value";
+}
+
+// Typed reads of an element whose type() was checked by the caller.
+int64_t AsInt64(dom::element e) {
+  int64_t v = 0;
+  if (e.get_int64().get(v) != simdjson::SUCCESS) v = 0;
+  return v;
+}
+uint64_t AsUint64(dom::element e) {
+  uint64_t v = 0;
+  if (e.get_uint64().get(v) != simdjson::SUCCESS) v = 0;
+  return v;
+}
+double AsDouble(dom::element e) {
+  double v = 0;
+  if (e.get_double().get(v) != simdjson::SUCCESS) v = 0;
+  return v;
+}
+std::string_view AsString(dom::element e) {
+  std::string_view v;
+  if (e.get_string().get(v) != simdjson::SUCCESS) v = {};
+  return v;
+}
+bool AsBool(dom::element e) {
+  bool v = false;
+  if (e.get_bool().get(v) != simdjson::SUCCESS) v = false;
+  return v;
+}
+
+// The element as it appeared (numbers, short strings) or its JSON type, for error messages.
+std::string Describe(dom::element e) {
+  switch (e.type()) {
+    case ElementType::INT64:
+      return std::to_string(AsInt64(e));
+    case ElementType::UINT64:
+      return std::to_string(AsUint64(e));
+    case ElementType::DOUBLE:
+      return fmt::format("{}", AsDouble(e));
+    case ElementType::STRING: {
+      const std::string_view v = AsString(e);
+      return "\"" + std::string(v.substr(0, 32)) + (v.size() > 32 ? "...\"" : "\"");
+    }
+    case ElementType::BOOL:
+      return AsBool(e) ? "true" : "false";
+    default:
+      return std::string(JsonTypeName(e.type()));
+  }
+}
+
+// Where an element sits, for messages: input name, its datatype and the flat index.
+struct ElementSite {
+  std::string_view input;
+  DataType dtype;
+  int64_t index;
+};
+
+Status BadElement(const ElementSite& site, dom::element e, std::string_view expected) {
+  return Status::InvalidArgument(
+      fmt::format("input '{}': data element {} is {}, expected {} for datatype {}", site.input,
+                  site.index, Describe(e), expected, DataTypeName(site.dtype)));
+}
+
+Status Convert(dom::element e, bool* out, const ElementSite& site) {
+  if (e.get_bool().get(*out) != simdjson::SUCCESS) return BadElement(site, e, "true or false");
+  return Status::OK();
+}
+
+template <typename T>
+requires std::is_integral_v<T> Status Convert(dom::element e, T* out, const ElementSite& site) {
+  const std::string_view expected = std::is_signed_v<T> ? "an integer" : "a non-negative integer";
+  switch (e.type()) {
+    case ElementType::INT64: {
+      const int64_t v = AsInt64(e);
+      if (!std::in_range<T>(v)) break;
+      *out = static_cast<T>(v);
+      return Status::OK();
+    }
+    case ElementType::UINT64: {
+      const uint64_t v = AsUint64(e);
+      if (!std::in_range<T>(v)) break;
+      *out = static_cast<T>(v);
+      return Status::OK();
+    }
+    default:
+      return BadElement(site, e, expected);
+  }
+  return Status::InvalidArgument(fmt::format(
+      "input '{}': data element {} is {}, out of range for datatype {} [{}, {}]", site.input,
+      site.index, Describe(e), DataTypeName(site.dtype),
+      static_cast<int64_t>(std::numeric_limits<T>::min()), std::numeric_limits<T>::max()));
+}
+
+// JSON number (or one of the strings JsonWriter writes for non-finite values) -> double.
+bool ToDouble(dom::element e, double* out) {
+  switch (e.type()) {
+    case ElementType::INT64:
+      *out = static_cast<double>(AsInt64(e));
+      return true;
+    case ElementType::UINT64:
+      *out = static_cast<double>(AsUint64(e));
+      return true;
+    case ElementType::DOUBLE:
+      *out = AsDouble(e);
+      return true;
+    case ElementType::STRING: {
+      const std::string_view s = AsString(e);
+      if (s == "NaN") {
+        *out = std::numeric_limits<double>::quiet_NaN();
+      } else if (s == "Infinity") {
+        *out = std::numeric_limits<double>::infinity();
+      } else if (s == "-Infinity") {
+        *out = -std::numeric_limits<double>::infinity();
+      } else {
+        return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+constexpr std::string_view kExpectedFloat = "a number (or \"NaN\", \"Infinity\", \"-Infinity\")";
+
+Status Convert(dom::element e, double* out, const ElementSite& site) {
+  if (!ToDouble(e, out)) return BadElement(site, e, kExpectedFloat);
+  return Status::OK();
+}
+
+Status Convert(dom::element e, float* out, const ElementSite& site) {
+  double d = 0;
+  if (!ToDouble(e, &d)) return BadElement(site, e, kExpectedFloat);
+  // Converting a double outside float's range is undefined behaviour in C++; round as IEEE
+  // does: at or beyond FLT_MAX + half an ulp the result is infinity.
+  constexpr double kFloatOverflow = 0x1.ffffffp127;
+  if (std::isfinite(d) && std::fabs(d) >= kFloatOverflow) {
+    *out = d > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  } else {
+    *out = static_cast<float>(d);
+  }
+  return Status::OK();
+}
+
+Status Convert(dom::element e, std::string* out, const ElementSite& site) {
+  std::string_view s;
+  if (e.get_string().get(s) != simdjson::SUCCESS) return BadElement(site, e, "a string");
+  out->assign(s);
+  return Status::OK();
+}
+
+// Number of non-array leaves of a (possibly nested) array. Depth is bounded by the parser.
+int64_t CountLeaves(dom::array array) {
+  int64_t n = 0;
+  for (dom::element child : array) {
+    dom::array sub;
+    if (child.get_array().get(sub) == simdjson::SUCCESS) {
+      n += CountLeaves(sub);
+    } else {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// REQUIRES: `out` has room for CountLeaves(array) elements from *index on.
+template <typename T>
+Status FillLeaves(dom::array array, T* out, ElementSite* site) {
+  for (dom::element child : array) {
+    dom::array sub;
+    if (child.get_array().get(sub) == simdjson::SUCCESS) {
+      KILN_RETURN_IF_ERROR(FillLeaves(sub, out, site));
+    } else {
+      KILN_RETURN_IF_ERROR(Convert(child, out + site->index, *site));
+      ++site->index;
+    }
+  }
+  return Status::OK();
+}
+
+Status FillTensor(dom::array data, std::string_view input, OwnedTensor* tensor) {
+  ElementSite site{input, tensor->dtype(), 0};
+  switch (tensor->dtype()) {
+    case DataType::kBool:
+      return FillLeaves(data, tensor->data<bool>(), &site);
+    case DataType::kUint8:
+      return FillLeaves(data, tensor->data<uint8_t>(), &site);
+    case DataType::kUint16:
+      return FillLeaves(data, tensor->data<uint16_t>(), &site);
+    case DataType::kUint32:
+      return FillLeaves(data, tensor->data<uint32_t>(), &site);
+    case DataType::kUint64:
+      return FillLeaves(data, tensor->data<uint64_t>(), &site);
+    case DataType::kInt8:
+      return FillLeaves(data, tensor->data<int8_t>(), &site);
+    case DataType::kInt16:
+      return FillLeaves(data, tensor->data<int16_t>(), &site);
+    case DataType::kInt32:
+      return FillLeaves(data, tensor->data<int32_t>(), &site);
+    case DataType::kInt64:
+      return FillLeaves(data, tensor->data<int64_t>(), &site);
+    case DataType::kFloat32:
+      return FillLeaves(data, tensor->data<float>(), &site);
+    case DataType::kFloat64:
+      return FillLeaves(data, tensor->data<double>(), &site);
+    case DataType::kBytes:
+      return FillLeaves(data, tensor->data<std::string>(), &site);
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kInvalid:
+      break;
+  }
+  return Status::Internal(fmt::format("input '{}': no JSON conversion for datatype {}", input,
+                                      DataTypeName(tensor->dtype())));
+}
+
+Status ParseError(simdjson::error_code error) {
+  switch (error) {
+    case simdjson::EMPTY:
+      return Status::InvalidArgument("request body is empty; expected JSON");
+    case simdjson::DEPTH_ERROR:
+      return Status::InvalidArgument(
+          fmt::format("malformed JSON request body: nesting deeper than {} levels", kMaxJsonDepth));
+    case simdjson::MEMALLOC:
+    case simdjson::CAPACITY:
+      return Status::ResourceExhausted("cannot allocate memory to parse the request body");
+    default:
+      return Status::InvalidArgument(
+          fmt::format("malformed JSON request body: {}", simdjson::error_message(error)));
+  }
+}
+
+bool HasKey(dom::object obj, std::string_view key) {
+  dom::element unused;
+  return obj.at_key(key).get(unused) == simdjson::SUCCESS;
+}
+
+Result<Shape> ParseShape(dom::element shape_el, std::string_view input) {
+  dom::array shape_array;
+  if (shape_el.get_array().get(shape_array) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("input '{}': 'shape' must be an array, got {}",
+                                               input, JsonTypeName(shape_el.type())));
+  }
+  std::vector<int64_t> dims;
+  for (dom::element d : shape_array) {
+    int64_t v = 0;
+    if (d.type() == ElementType::UINT64) {
+      return Status::InvalidArgument(fmt::format("input '{}': shape dim {} is {}, too large", input,
+                                                 dims.size(), Describe(d)));
+    }
+    if (d.type() != ElementType::INT64 || d.get_int64().get(v) != simdjson::SUCCESS || v < 0) {
+      return Status::InvalidArgument(
+          fmt::format("input '{}': shape dim {} is {}; dims must be non-negative integers", input,
+                      dims.size(), Describe(d)));
+    }
+    dims.push_back(v);
+    if (dims.size() > static_cast<size_t>(Shape::kMaxRank)) {
+      return Status::InvalidArgument(
+          fmt::format("input '{}': shape has more than {} dims", input, Shape::kMaxRank));
+    }
+  }
+  Result<Shape> shape = Shape::Create(dims);
+  if (!shape.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("input '{}': invalid shape: {}", input, shape.status().message()));
+  }
+  return shape;
+}
+
+Result<InferInput> ParseInput(dom::element el, size_t position,
+                              std::unordered_set<std::string_view>* seen) {
+  dom::object in;
+  if (el.get_object().get(in) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(
+        fmt::format("inputs[{}] must be an object, got {}", position, JsonTypeName(el.type())));
+  }
+  std::string_view name;
+  if (in.at_key("name").get_string().get(name) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("inputs[{}] has no 'name' string", position));
+  }
+  if (!seen->insert(name).second) {
+    return Status::InvalidArgument(fmt::format("input '{}' appears more than once", name));
+  }
+  std::string_view datatype_name;
+  if (in.at_key("datatype").get_string().get(datatype_name) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("input '{}' has no 'datatype' string", name));
+  }
+  const std::optional<DataType> dtype = DataTypeFromName(datatype_name);
+  if (!dtype) {
+    return Status::InvalidArgument(
+        fmt::format("input '{}' has invalid datatype '{}'", name, datatype_name));
+  }
+  dom::element shape_el;
+  if (in.at_key("shape").get(shape_el) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("input '{}' has no 'shape'", name));
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, ParseShape(shape_el, name));
+
+  bool binary = false;
+  bool shared_memory = false;
+  dom::element params_el;
+  if (in.at_key("parameters").get(params_el) == simdjson::SUCCESS) {
+    dom::object params;
+    if (params_el.get_object().get(params) != simdjson::SUCCESS) {
+      return Status::InvalidArgument(
+          fmt::format("input '{}': 'parameters' must be an object", name));
+    }
+    binary = HasKey(params, "binary_data_size");
+    shared_memory = HasKey(params, "shared_memory_region");
+  }
+  dom::element data_el;
+  const bool has_data = in.at_key("data").get(data_el) == simdjson::SUCCESS;
+  const int sources = int{has_data} + int{binary} + int{shared_memory};
+  if (sources > 1) {
+    return Status::InvalidArgument(
+        fmt::format("input '{}' must set only one of 'data', 'parameters.binary_data_size' and "
+                    "'parameters.shared_memory_region'",
+                    name));
+  }
+  if (binary) {
+    return Status::Unimplemented(fmt::format(
+        "input '{}': binary tensor data (binary_data_size) is not supported; send 'data' as JSON",
+        name));
+  }
+  if (shared_memory) {
+    return Status::Unimplemented(
+        fmt::format("input '{}': shared memory inputs are not supported", name));
+  }
+  if (!has_data) return Status::InvalidArgument(fmt::format("input '{}' has no 'data'", name));
+  if (*dtype == DataType::kFloat16 || *dtype == DataType::kBFloat16) {
+    return Status::InvalidArgument(fmt::format(
+        "input '{}': datatype {} cannot be sent as JSON 'data'; it requires binary tensor data",
+        name, datatype_name));
+  }
+  dom::array data;
+  if (data_el.get_array().get(data) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("input '{}': 'data' must be an array, got {}", name,
+                                               JsonTypeName(data_el.type())));
+  }
+  const int64_t count = CountLeaves(data);
+  if (count != shape.NumElements()) {
+    return Status::InvalidArgument(
+        fmt::format("input '{}': 'data' has {} elements but shape {} needs {}", name, count,
+                    shape.ToString(), shape.NumElements()));
+  }
+  KILN_ASSIGN_OR_RETURN(OwnedTensor tensor, OwnedTensor::Allocate(*dtype, shape));
+  KILN_RETURN_IF_ERROR(FillTensor(data, name, &tensor));
+  return InferInput{std::string(name), std::move(tensor)};
+}
+
+Result<RequestedOutput> ParseOutput(dom::element el, size_t position) {
+  dom::object out;
+  if (el.get_object().get(out) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(
+        fmt::format("outputs[{}] must be an object, got {}", position, JsonTypeName(el.type())));
+  }
+  std::string_view name;
+  if (out.at_key("name").get_string().get(name) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("outputs[{}] has no 'name' string", position));
+  }
+  dom::element params_el;
+  if (out.at_key("parameters").get(params_el) == simdjson::SUCCESS) {
+    dom::object params;
+    if (params_el.get_object().get(params) != simdjson::SUCCESS) {
+      return Status::InvalidArgument(
+          fmt::format("output '{}': 'parameters' must be an object", name));
+    }
+    if (HasKey(params, "classification")) {
+      return Status::Unimplemented(
+          fmt::format("output '{}': the classification extension is not supported", name));
+    }
+    if (HasKey(params, "shared_memory_region")) {
+      return Status::Unimplemented(
+          fmt::format("output '{}': shared memory outputs are not supported", name));
+    }
+  }
+  return RequestedOutput{std::string(name)};
+}
+
+Status ParseRequestParameters(dom::element el) {
+  dom::object params;
+  if (el.get_object().get(params) != simdjson::SUCCESS) {
+    return Status::InvalidArgument("request 'parameters' must be an object");
+  }
+  for (dom::key_value_pair kv : params) {
+    if (kv.key.starts_with("triton_")) {
+      return Status::InvalidArgument(
+          fmt::format("request parameter '{}' uses the reserved prefix 'triton_'", kv.key));
+    }
+  }
+  return Status::OK();
+}
+
+template <typename T, typename Write>
+void WriteElements(const Tensor& t, JsonWriter* w, Write write) {
+  const T* p = t.data<const T>();
+  const int64_t n = t.num_elements();
+  for (int64_t i = 0; i < n; ++i) write(w, p[i]);
+}
+
+Status WriteOutputData(const InferOutput& output, JsonWriter* w) {
+  const Tensor& t = output.tensor.view();
+  auto as_int = [](JsonWriter* jw, auto v) { jw->Int(static_cast<int64_t>(v)); };
+  switch (t.dtype()) {
+    case DataType::kBool:
+      WriteElements<bool>(t, w, [](JsonWriter* jw, bool v) { jw->Bool(v); });
+      return Status::OK();
+    case DataType::kUint8:
+      WriteElements<uint8_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kUint16:
+      WriteElements<uint16_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kUint32:
+      WriteElements<uint32_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kUint64:
+      WriteElements<uint64_t>(t, w, [](JsonWriter* jw, uint64_t v) { jw->Uint(v); });
+      return Status::OK();
+    case DataType::kInt8:
+      WriteElements<int8_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kInt16:
+      WriteElements<int16_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kInt32:
+      WriteElements<int32_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kInt64:
+      WriteElements<int64_t>(t, w, as_int);
+      return Status::OK();
+    case DataType::kFloat32:
+      WriteElements<float>(t, w, [](JsonWriter* jw, float v) { jw->Float(v); });
+      return Status::OK();
+    case DataType::kFloat64:
+      WriteElements<double>(t, w, [](JsonWriter* jw, double v) { jw->Double(v); });
+      return Status::OK();
+    case DataType::kBytes:
+      WriteElements<std::string>(t, w, [](JsonWriter* jw, const std::string& v) { jw->String(v); });
+      return Status::OK();
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kInvalid:
+      break;
+  }
+  return Status::Internal(fmt::format("output '{}': no JSON form for datatype {}", output.name,
+                                      DataTypeName(t.dtype())));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body) {
+  dom::parser parser;
+  if (parser.allocate(std::max<size_t>(body.size(), 1), kMaxJsonDepth) != simdjson::SUCCESS) {
+    return Status::ResourceExhausted("cannot allocate memory to parse the request body");
+  }
+  dom::element root;
+  if (const auto error = parser.parse(body).get(root); error != simdjson::SUCCESS) {
+    return ParseError(error);
+  }
+  dom::object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(
+        fmt::format("request body must be a JSON object, got {}", JsonTypeName(root.type())));
+  }
+  auto request = std::make_unique<InferRequest>();
+
+  dom::element el;
+  if (obj.at_key("id").get(el) == simdjson::SUCCESS) {
+    std::string_view id;
+    if (el.get_string().get(id) != simdjson::SUCCESS) {
+      return Status::InvalidArgument(
+          fmt::format("request 'id' must be a string, got {}", JsonTypeName(el.type())));
+    }
+    request->id = std::string(id);
+  }
+  if (obj.at_key("parameters").get(el) == simdjson::SUCCESS) {
+    KILN_RETURN_IF_ERROR(ParseRequestParameters(el));
+  }
+
+  dom::array inputs;
+  if (obj.at_key("inputs").get(el) != simdjson::SUCCESS) {
+    return Status::InvalidArgument("request has no 'inputs'");
+  }
+  if (el.get_array().get(inputs) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(
+        fmt::format("request 'inputs' must be an array, got {}", JsonTypeName(el.type())));
+  }
+  std::unordered_set<std::string_view> seen;
+  size_t position = 0;
+  for (dom::element input_el : inputs) {
+    KILN_ASSIGN_OR_RETURN(InferInput input, ParseInput(input_el, position, &seen));
+    request->inputs.push_back(std::move(input));
+    ++position;
+  }
+
+  if (obj.at_key("outputs").get(el) == simdjson::SUCCESS) {
+    dom::array outputs;
+    if (el.get_array().get(outputs) != simdjson::SUCCESS) {
+      return Status::InvalidArgument(
+          fmt::format("request 'outputs' must be an array, got {}", JsonTypeName(el.type())));
+    }
+    position = 0;
+    for (dom::element output_el : outputs) {
+      KILN_ASSIGN_OR_RETURN(RequestedOutput output, ParseOutput(output_el, position));
+      request->outputs.push_back(std::move(output));
+      ++position;
+    }
+  }
+  return request;
+}
+
+Status CheckRequestedOutputs(const InferRequest& request, const ModelSignature& signature) {
+  std::unordered_set<std::string_view> requested;
+  for (const RequestedOutput& output : request.outputs) {
+    const bool known =
+        std::any_of(signature.outputs.begin(), signature.outputs.end(),
+                    [&](const TensorSpec& spec) { return spec.name == output.name; });
+    if (!known) {
+      return Status::InvalidArgument(fmt::format("unexpected inference output '{}' for model '{}'",
+                                                 output.name, signature.name));
+    }
+    if (!requested.insert(output.name).second) {
+      return Status::InvalidArgument(
+          fmt::format("output '{}' is requested more than once", output.name));
+    }
+  }
+  return Status::OK();
+}
+
+Status AppendInferResponseJson(const InferResponse& response, std::string* out) {
+  JsonWriter w(out);
+  w.BeginObject();
+  if (!response.id.empty()) w.KeyString("id", response.id);
+  w.KeyString("model_name", response.model_name);
+  w.KeyString("model_version", std::to_string(response.model_version));
+  w.Key("outputs");
+  w.BeginArray();
+  for (const InferOutput& output : response.outputs) {
+    const Tensor& t = output.tensor.view();
+    if (!t.valid() || (t.raw_data() == nullptr && t.num_elements() > 0)) {
+      return Status::Internal(fmt::format("output '{}' has no tensor", output.name));
+    }
+    if (!t.device().is_cpu() || !t.is_contiguous()) {
+      return Status::Internal(fmt::format("output '{}' is not a contiguous host tensor ({})",
+                                          output.name, t.device().ToString()));
+    }
+    if (t.dtype() == DataType::kFloat16 || t.dtype() == DataType::kBFloat16) {
+      return Status::InvalidArgument(fmt::format(
+          "output '{}' has datatype {}, which cannot be returned as JSON; it requires binary "
+          "tensor data",
+          output.name, DataTypeName(t.dtype())));
+    }
+    w.BeginObject();
+    w.KeyString("name", output.name);
+    w.KeyString("datatype", DataTypeName(t.dtype()));
+    w.Key("shape");
+    w.BeginArray();
+    for (int64_t d : t.shape().dims()) w.Int(d);
+    w.EndArray();
+    w.Key("data");
+    w.BeginArray();
+    KILN_RETURN_IF_ERROR(WriteOutputData(output, &w));
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Status::OK();
+}
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// HTTP routing for the KServe v2 REST API as a pure function: (method, request target) -> Route.
+// No sockets, no Beast; the server dispatches on Route::kind and the router is table-tested.
+//
+// Path rules (KSERVE-V2.md 1.1): everything starts with /v2; strings are case-sensitive;
+// `/v2/models/{name}[/versions/{version}][/suffix]` with {name} one non-empty segment
+// (percent-decoded) and {version} matching [0-9]+. A non-numeric version makes the path not
+// match (404); a numeric one that overflows int64 is a 400. A query string is ignored.
+// Endpoints kiln does not implement yet (config, stats, repository, trace, logging, shared
+// memory, generate) answer 404 like any unknown path. A known path with the wrong method is 405.
+//
+// Thread safety: pure function; call from any thread.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+enum class RouteKind {
+  kNotFound,          // 404 {"error":"Not Found"}
+  kMethodNotAllowed,  // 405 {"error":"Method Not Allowed"}; Route::allow names the method
+  kBadRequest,        // 400; Route::error says why
+  kHealthLive,        // GET /v2/health/live
+  kHealthReady,       // GET /v2/health/ready
+  kServerMetadata,    // GET /v2
+  kModelMetadata,     // GET /v2/models/{m}[/versions/{v}]
+  kModelReady,        // GET /v2/models/{m}[/versions/{v}]/ready
+  kModelInfer,        // POST /v2/models/{m}[/versions/{v}]/infer
+};
+
+struct Route {
+  RouteKind kind = RouteKind::kNotFound;
+  std::string model;     // decoded model name (model routes)
+  int64_t version = -1;  // -1: no version in the path (the server picks)
+  std::string allow;     // kMethodNotAllowed: the method the path accepts
+  std::string error;     // kBadRequest: the message
+};
+
+// `method` is the request method as sent ("GET"); `target` the request-target ("/v2?x=1").
+Route RouteRequest(std::string_view method, std::string_view target);
+
+// Decodes %XX escapes. False on a malformed escape.
+bool PercentDecode(std::string_view in, std::string* out);
+
+}  // namespace kiln

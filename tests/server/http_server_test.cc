@@ -1,0 +1,756 @@
+// SPDX-License-Identifier: Apache-2.0
+// In-process HTTP server test: a real HttpServer on a free port, a FAKE ModelManager with fake
+// models (one doubles its input, one always fails, one answers from another thread after a
+// delay, one drops its callback), and a small synchronous Beast client. Covers health, metadata,
+// inference numbers, the error bodies (400/404/405/413/429/500/501/503), keep-alive,
+// concurrency, malformed HTTP, and Stop() while an inference is in flight.
+#include "server/http/http_server.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "repo/model_manager.h"
+
+namespace kiln {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+namespace dom = simdjson::dom;
+using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
+
+// ---------------------------------------------------------------------------------------------
+// Fakes.
+
+ModelSignature FloatSignature(const std::string& name, int max_batch_size) {
+  ModelSignature sig;
+  sig.name = name;
+  sig.platform = "onnxruntime_onnx";
+  sig.backend = "onnxruntime";
+  sig.max_batch_size = max_batch_size;
+  sig.inputs = {{"INPUT", DataType::kFloat32, {4}}};
+  sig.outputs = {{"OUTPUT", DataType::kFloat32, {4}}, {"NEGATED", DataType::kFloat32, {4}}};
+  return sig;
+}
+
+// Computes OUTPUT = 2 * INPUT and NEGATED = -INPUT (the requested ones, or both).
+Result<InferResponse> DoubleIt(const InferRequest& request) {
+  if (request.inputs.size() != 1 || request.inputs[0].name != "INPUT" ||
+      request.inputs[0].tensor.dtype() != DataType::kFloat32) {
+    return Status::InvalidArgument("expected one FP32 input 'INPUT'");
+  }
+  const OwnedTensor& in = request.inputs[0].tensor;
+  InferResponse response;
+  response.model_name = "ignored-by-the-server";
+  for (const char* name : {"OUTPUT", "NEGATED"}) {
+    bool wanted = request.outputs.empty();
+    for (const RequestedOutput& o : request.outputs) wanted |= o.name == name;
+    if (!wanted) continue;
+    auto out = OwnedTensor::Allocate(DataType::kFloat32, in.shape());
+    if (!out.ok()) return out.status();
+    for (int64_t i = 0; i < in.num_elements(); ++i) {
+      const float x = in.data<float>()[i];
+      out->data<float>()[i] = std::string_view(name) == "OUTPUT" ? 2 * x : -x;
+    }
+    response.outputs.push_back({name, std::move(out).value()});
+  }
+  return response;
+}
+
+class FakeModel : public LoadedModel {
+ public:
+  enum class Behavior { kDouble, kFail, kSlow, kDrop };
+  FakeModel(std::string name, int64_t version, Behavior behavior, Status failure = Status::OK())
+      : name_(std::move(name)),
+        version_(version),
+        behavior_(behavior),
+        failure_(std::move(failure)),
+        signature_(FloatSignature(name_, 8)) {}
+  ~FakeModel() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t version() const override { return version_; }
+  const ModelSignature& signature() const override { return signature_; }
+
+  void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override {
+    ++calls_;
+    switch (behavior_) {
+      case Behavior::kDouble:
+        done(DoubleIt(*request));
+        return;
+      case Behavior::kFail:
+        done(failure_);
+        return;
+      case Behavior::kDrop:
+        return;  // `done` is destroyed without being called
+      case Behavior::kSlow: {
+        std::lock_guard<std::mutex> lock(mu_);
+        started_.fetch_add(1);
+        threads_.emplace_back([this, request = std::shared_ptr<InferRequest>(std::move(request)),
+                               done = std::move(done)] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
+          done(DoubleIt(*request));
+        });
+        return;
+      }
+    }
+  }
+
+  std::atomic<int> calls_{0};
+  std::atomic<int> started_{0};
+  std::atomic<int64_t> delay_ms_{300};
+
+ private:
+  const std::string name_;
+  const int64_t version_;
+  const Behavior behavior_;
+  const Status failure_;
+  const ModelSignature signature_;
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+class FakeManager : public ModelManager {
+ public:
+  FakeManager() {
+    Add(std::make_shared<FakeModel>("double", 1, FakeModel::Behavior::kDouble));
+    Add(std::make_shared<FakeModel>("double", 2, FakeModel::Behavior::kDouble));
+    Add(std::make_shared<FakeModel>(
+        "fail", 1, FakeModel::Behavior::kFail,
+        Status::InvalidArgument("input 'INPUT' has shape [3] but the model needs [-1,4]")));
+    Add(std::make_shared<FakeModel>("busy", 1, FakeModel::Behavior::kFail,
+                                    Status::ResourceExhausted("queue of model 'busy' is full")));
+    Add(std::make_shared<FakeModel>("slow", 1, FakeModel::Behavior::kSlow));
+    Add(std::make_shared<FakeModel>("drop", 1, FakeModel::Behavior::kDrop));
+  }
+  void Add(std::shared_ptr<FakeModel> m) { models_[m->name()][m->version()] = std::move(m); }
+  FakeModel* Get(const std::string& name, int64_t version) {
+    return models_.at(name).at(version).get();
+  }
+
+  Status LoadInitialModels() override { return Status::OK(); }
+  Result<std::shared_ptr<LoadedModel>> GetModel(std::string_view name,
+                                                int64_t version) const override {
+    if (name == "loading") return Status::Unavailable("model 'loading' is not ready: LOADING");
+    auto it = models_.find(std::string(name));
+    if (it == models_.end()) {
+      return Status::NotFound("Request for unknown model: '" + std::string(name) +
+                              "' is not found");
+    }
+    if (version == -1) return std::shared_ptr<LoadedModel>(it->second.rbegin()->second);
+    auto v = it->second.find(version);
+    if (v == it->second.end()) {
+      return Status::NotFound("Request for unknown model: '" + std::string(name) + "' version " +
+                              std::to_string(version) + " is not found");
+    }
+    return std::shared_ptr<LoadedModel>(v->second);
+  }
+  std::vector<int64_t> ReadyVersions(std::string_view name) const override {
+    std::vector<int64_t> out;
+    auto it = models_.find(std::string(name));
+    if (it != models_.end()) {
+      for (const auto& [v, m] : it->second) out.push_back(v);
+    }
+    return out;
+  }
+  std::vector<ModelIndexEntry> Index() const override { return {}; }
+  bool AllModelsReady() const override { return all_ready_.load(); }
+  void Shutdown() override {}
+
+  std::atomic<bool> all_ready_{true};
+
+ private:
+  std::map<std::string, std::map<int64_t, std::shared_ptr<FakeModel>>> models_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// A small synchronous client.
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  http::response<http::string_body> raw;
+  std::string header(std::string_view name) const {
+    auto v = raw[beast::string_view(name.data(), name.size())];
+    return std::string(v.data(), v.size());
+  }
+};
+
+class Client {
+ public:
+  explicit Client(int port, const std::string& host = "127.0.0.1") : socket_(ioc_) {
+    tcp::resolver resolver(ioc_);
+    net::connect(socket_, resolver.resolve(host, std::to_string(port)));
+  }
+
+  Reply Do(http::verb method, const std::string& target, const std::string& body = "",
+           const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    http::request<http::string_body> req{method, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    req.body() = body;
+    if (method == http::verb::post || !body.empty()) req.prepare_payload();
+    http::write(socket_, req);
+    return Read(method == http::verb::head);
+  }
+  Reply Get(const std::string& target) { return Do(http::verb::get, target); }
+  Reply Post(const std::string& target, const std::string& body) {
+    return Do(http::verb::post, target, body, {{"Content-Type", "application/json"}});
+  }
+
+  void WriteRaw(std::string_view bytes) {
+    net::write(socket_, net::buffer(bytes.data(), bytes.size()));
+  }
+  // Writes as much as the server takes; returns the error that stopped it (if any).
+  beast::error_code TryWriteRaw(std::string_view bytes) {
+    beast::error_code ec;
+    net::write(socket_, net::buffer(bytes.data(), bytes.size()), ec);
+    return ec;
+  }
+
+  Reply Read(bool head = false) {
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(1u << 30);
+    parser.skip(head);
+    http::read(socket_, buffer_, parser);
+    Reply r;
+    r.raw = parser.release();
+    r.status = static_cast<int>(r.raw.result_int());
+    r.body = r.raw.body();
+    return r;
+  }
+
+  // True when the server has closed the connection (EOF or reset, with nothing more to read).
+  bool ClosedByPeer() {
+    beast::error_code ec;
+    char c;
+    socket_.read_some(net::buffer(&c, 1), ec);
+    return ec == net::error::eof || ec == net::error::connection_reset;
+  }
+
+ private:
+  net::io_context ioc_;
+  tcp::socket socket_;
+  beast::flat_buffer buffer_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+std::string InferBody(const std::vector<float>& values, int batch, const std::string& extra = "") {
+  std::string data;
+  for (size_t i = 0; i < values.size(); ++i) data += (i ? "," : "") + std::to_string(values[i]);
+  return R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[)" + std::to_string(batch) +
+         R"(,4],"data":[)" + data + "]}]" + extra + "}";
+}
+
+// The "error" string of an error body; fails the test when the body is not {"error": string}.
+std::string ErrorOf(const Reply& r) {
+  EXPECT_EQ(r.header("Content-Type"), "application/json") << r.body;
+  dom::parser parser;
+  dom::element root;
+  std::string_view msg;
+  EXPECT_EQ(parser.parse(r.body).get(root), simdjson::SUCCESS) << r.body;
+  dom::object obj;
+  EXPECT_EQ(root.get_object().get(obj), simdjson::SUCCESS) << r.body;
+  EXPECT_EQ(obj.size(), 1u) << r.body;
+  EXPECT_EQ(obj["error"].get_string().get(msg), simdjson::SUCCESS) << r.body;
+  return std::string(msg);
+}
+
+std::vector<float> FloatData(dom::element output) {
+  std::vector<float> out;
+  dom::array data;
+  EXPECT_EQ(output["data"].get_array().get(data), simdjson::SUCCESS);
+  for (dom::element e : data) {
+    double d = 0;
+    EXPECT_EQ(e.get_double().get(d), simdjson::SUCCESS);
+    out.push_back(static_cast<float>(d));
+  }
+  return out;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer(1u << 20); }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+
+  void StartServer(size_t max_request_bytes) {
+    HttpServerOptions options;
+    options.address = "127.0.0.1";
+    options.port = 0;
+    options.threads = 2;
+    options.max_request_bytes = max_request_bytes;
+    options.server_version = "1.2.3";
+    auto server = HttpServer::Create(options, &manager_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_GT(server_->port(), 0);
+  }
+
+  int port() const { return server_->port(); }
+
+  FakeManager manager_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HttpServerTest, Health) {
+  Client c(port());
+  Reply live = c.Get("/v2/health/live");
+  EXPECT_EQ(live.status, 200);
+  EXPECT_EQ(live.body, "");
+  EXPECT_EQ(c.Get("/v2/health/ready").status, 200);
+  manager_.all_ready_ = false;
+  Reply not_ready = c.Get("/v2/health/ready");
+  EXPECT_EQ(not_ready.status, 400);
+  EXPECT_EQ(not_ready.body, "");
+  manager_.all_ready_ = true;
+  server_->SetReady(false);
+  EXPECT_EQ(c.Get("/v2/health/ready").status, 400);
+  EXPECT_EQ(c.Get("/v2/health/live").status, 200);
+  Reply model_ready = c.Get("/v2/models/double/ready");
+  EXPECT_EQ(model_ready.status, 503);
+  EXPECT_NE(ErrorOf(model_ready).find("not ready"), std::string::npos);
+  server_->SetReady(true);
+  EXPECT_EQ(c.Get("/v2/health/ready").status, 200);
+}
+
+TEST_F(HttpServerTest, ServerMetadata) {
+  Client c(port());
+  Reply r = c.Get("/v2");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("Content-Type"), "application/json");
+  EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3","extensions":[]})");
+}
+
+TEST_F(HttpServerTest, ModelMetadata) {
+  Client c(port());
+  Reply r = c.Get("/v2/models/double");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"name":"double","versions":["1","2"],"platform":"onnxruntime_onnx",)"
+                    R"("inputs":[{"name":"INPUT","datatype":"FP32","shape":[-1,4]}],)"
+                    R"("outputs":[{"name":"OUTPUT","datatype":"FP32","shape":[-1,4]},)"
+                    R"({"name":"NEGATED","datatype":"FP32","shape":[-1,4]}]})");
+  Reply v1 = c.Get("/v2/models/double/versions/1");
+  ASSERT_EQ(v1.status, 200) << v1.body;
+  EXPECT_NE(v1.body.find(R"("versions":["1"])"), std::string::npos) << v1.body;
+
+  Reply unknown = c.Get("/v2/models/nope");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(ErrorOf(unknown).find("'nope'"), std::string::npos);
+  Reply unknown_version = c.Get("/v2/models/double/versions/7");
+  EXPECT_EQ(unknown_version.status, 404);
+  EXPECT_NE(ErrorOf(unknown_version).find("7"), std::string::npos);
+  Reply loading = c.Get("/v2/models/loading");
+  EXPECT_EQ(loading.status, 503);
+  EXPECT_NE(ErrorOf(loading).find("not ready"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ModelReady) {
+  Client c(port());
+  Reply r = c.Get("/v2/models/double/ready");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "");
+  EXPECT_EQ(c.Get("/v2/models/double/versions/2/ready").status, 200);
+  EXPECT_EQ(c.Get("/v2/models/double/versions/3/ready").status, 404);
+  EXPECT_EQ(c.Get("/v2/models/nope/ready").status, 404);
+  EXPECT_EQ(c.Get("/v2/models/loading/ready").status, 503);
+}
+
+TEST_F(HttpServerTest, InferNumbers) {
+  Client c(port());
+  Reply r = c.Post("/v2/models/double/infer",
+                   InferBody({1, 2, 3, 4, -1, 0.5f, 0, 100}, 2, R"(,"id":"my-id-1")"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("Content-Type"), "application/json");
+  EXPECT_EQ(r.header("Inference-Header-Content-Length"), "");
+  dom::parser parser;
+  dom::element root;
+  ASSERT_EQ(parser.parse(r.body).get(root), simdjson::SUCCESS) << r.body;
+  std::string_view s;
+  ASSERT_EQ(root["id"].get_string().get(s), simdjson::SUCCESS);
+  EXPECT_EQ(s, "my-id-1");
+  ASSERT_EQ(root["model_name"].get_string().get(s), simdjson::SUCCESS);
+  EXPECT_EQ(s, "double");
+  ASSERT_EQ(root["model_version"].get_string().get(s), simdjson::SUCCESS);
+  EXPECT_EQ(s, "2");
+  dom::array outputs;
+  ASSERT_EQ(root["outputs"].get_array().get(outputs), simdjson::SUCCESS);
+  ASSERT_EQ(outputs.size(), 2u);
+  ASSERT_EQ(outputs.at(0)["name"].get_string().get(s), simdjson::SUCCESS);
+  EXPECT_EQ(s, "OUTPUT");
+  ASSERT_EQ(outputs.at(0)["datatype"].get_string().get(s), simdjson::SUCCESS);
+  EXPECT_EQ(s, "FP32");
+  dom::array shape;
+  ASSERT_EQ(outputs.at(0)["shape"].get_array().get(shape), simdjson::SUCCESS);
+  ASSERT_EQ(shape.size(), 2u);
+  EXPECT_EQ(int64_t(shape.at(0).get_int64().value_unsafe()), 2);
+  EXPECT_EQ(int64_t(shape.at(1).get_int64().value_unsafe()), 4);
+  EXPECT_EQ(FloatData(outputs.at(0)), (std::vector<float>{2, 4, 6, 8, -2, 1, 0, 200}));
+  EXPECT_EQ(FloatData(outputs.at(1)), (std::vector<float>{-1, -2, -3, -4, 1, -0.5f, -0.f, -100}));
+
+  // Explicit version; no id -> no "id" key.
+  Reply v1 = c.Post("/v2/models/double/versions/1/infer", InferBody({1, 1, 1, 1}, 1));
+  ASSERT_EQ(v1.status, 200) << v1.body;
+  EXPECT_EQ(v1.body.find("\"id\""), std::string::npos) << v1.body;
+  EXPECT_NE(v1.body.find(R"("model_version":"1")"), std::string::npos) << v1.body;
+}
+
+TEST_F(HttpServerTest, OutputSelection) {
+  Client c(port());
+  Reply r = c.Post("/v2/models/double/infer",
+                   InferBody({1, 2, 3, 4}, 1, R"(,"outputs":[{"name":"NEGATED"}])"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body,
+            R"({"model_name":"double","model_version":"2","outputs":[)"
+            R"({"name":"NEGATED","datatype":"FP32","shape":[1,4],"data":[-1.0,-2.0,-3.0,-4.0]}]})");
+  Reply bad = c.Post("/v2/models/double/infer",
+                     InferBody({1, 2, 3, 4}, 1, R"(,"outputs":[{"name":"NOPE"}])"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("'NOPE'"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, InferErrors) {
+  Client c(port());
+  struct Case {
+    std::string target;
+    std::string body;
+    int status;
+    std::string message_part;
+  };
+  const Case cases[] = {
+      {"/v2/models/double/infer", "{not json", 400, "malformed JSON"},
+      {"/v2/models/double/infer", "", 400, "empty"},
+      {"/v2/models/double/infer",
+       R"({"inputs":[{"name":"INPUT","datatype":"FP99","shape":[1,4],"data":[1,2,3,4]}]})", 400,
+       "invalid datatype 'FP99'"},
+      {"/v2/models/double/infer",
+       R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1,4],"data":[1,2,3]}]})", 400,
+       "3 elements"},
+      {"/v2/models/double/infer",
+       R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[-1,4],"data":[1,2,3,4]}]})", 400,
+       "non-negative"},
+      {"/v2/models/double/infer",
+       R"({"inputs":[{"name":"INPUT","datatype":"FP16","shape":[1],"data":[1]}]})", 400, "binary"},
+      {"/v2/models/double/infer", std::string(100000, '['), 400, "malformed JSON"},
+      {"/v2/models/nope/infer", InferBody({1, 2, 3, 4}, 1), 404, "'nope'"},
+      {"/v2/models/double/versions/9/infer", InferBody({1, 2, 3, 4}, 1), 404, "9"},
+      {"/v2/models/double/versions/99999999999999999999/infer", InferBody({1, 2, 3, 4}, 1), 400,
+       "out of range"},
+      {"/v2/models/loading/infer", InferBody({1, 2, 3, 4}, 1), 503, "not ready"},
+      {"/v2/models/fail/infer", InferBody({1, 2, 3, 4}, 1), 400, "input 'INPUT' has shape"},
+      {"/v2/models/drop/infer", InferBody({1, 2, 3, 4}, 1), 500, "without answering"},
+      {"/v2/models/double/infer",
+       R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1],)"
+       R"("parameters":{"binary_data_size":4}}]})",
+       501, "binary"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.target + " " + k.body.substr(0, 80));
+    Reply r = c.Post(k.target, k.body);
+    EXPECT_EQ(r.status, k.status) << r.body;
+    EXPECT_NE(ErrorOf(r).find(k.message_part), std::string::npos) << r.body;
+  }
+  // The connection survived all of that.
+  EXPECT_EQ(c.Get("/v2/health/live").status, 200);
+}
+
+TEST_F(HttpServerTest, FullQueueIs429WithRetryAfter) {
+  Client c(port());
+  Reply r = c.Post("/v2/models/busy/infer", InferBody({1, 2, 3, 4}, 1));
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.header("Retry-After"), "1");
+  EXPECT_NE(ErrorOf(r).find("full"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, NotFoundAndMethodNotAllowed) {
+  Client c(port());
+  for (const char* target :
+       {"/", "/v2/", "/v2/models/double/config", "/v2/models/stats", "/v2/repository/index",
+        "/v2/models/double/versions/x/infer", "/v2/logging"}) {
+    Reply r = c.Get(target);
+    EXPECT_EQ(r.status, 404) << target;
+    EXPECT_EQ(r.body, R"({"error":"Not Found"})") << target;
+    EXPECT_EQ(r.header("Content-Type"), "application/json");
+  }
+  Reply post_live = c.Post("/v2/health/live", "");
+  EXPECT_EQ(post_live.status, 405);
+  EXPECT_EQ(post_live.body, R"({"error":"Method Not Allowed"})");
+  EXPECT_EQ(post_live.header("Allow"), "GET");
+  Reply get_infer = c.Get("/v2/models/double/infer");
+  EXPECT_EQ(get_infer.status, 405);
+  EXPECT_EQ(get_infer.header("Allow"), "POST");
+  Reply del = c.Do(http::verb::delete_, "/v2/models/double");
+  EXPECT_EQ(del.status, 405);
+  // HEAD: a 405 with Content-Length but no body bytes, and the connection stays usable.
+  Reply head = c.Do(http::verb::head, "/v2");
+  EXPECT_EQ(head.status, 405);
+  EXPECT_EQ(head.header("Content-Length"), "30");
+  EXPECT_EQ(c.Get("/v2/health/live").status, 200);
+}
+
+TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
+  Client c(port());
+  for (int i = 0; i < 20; ++i) {
+    Reply r = c.Post("/v2/models/double/infer", InferBody({float(i), 0, 0, 0}, 1));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_TRUE(r.raw.keep_alive());
+    ASSERT_EQ(c.Get("/v2/health/live").status, 200);
+  }
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsAnsweredInOrder) {
+  Client c(port());
+  const std::string get =
+      "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /v2/nope HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n";
+  c.WriteRaw(get);
+  EXPECT_EQ(c.Read().status, 200);
+  EXPECT_EQ(c.Read().status, 404);
+  EXPECT_EQ(c.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
+  Client c(port());
+  Reply r = c.Do(http::verb::get, "/v2/health/live", "", {{"Connection", "close"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_FALSE(r.raw.keep_alive());
+  EXPECT_TRUE(c.ClosedByPeer());
+}
+
+TEST_F(HttpServerTest, ExpectContinue) {
+  Client c(port());
+  const std::string body = InferBody({1, 2, 3, 4}, 1);
+  c.WriteRaw(
+      "POST /v2/models/double/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n");
+  Reply cont = c.Read();
+  EXPECT_EQ(cont.status, 100);
+  c.WriteRaw(body);
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(HttpServerTest, ConcurrentClients) {
+  constexpr int kClients = 8;
+  constexpr int kRequests = 25;
+  std::atomic<int> good{0};
+  manager_.Get("slow", 1)->delay_ms_ = 5;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(port());
+      for (int i = 0; i < kRequests; ++i) {
+        const bool bad = (i % 5) == 4;  // failures interleaved with successes
+        const std::string model = t % 2 ? "double" : "slow";
+        Reply r = bad ? c.Post("/v2/models/" + model + "/infer", "{bad")
+                      : c.Post("/v2/models/" + model + "/infer",
+                               InferBody({float(t), float(i), 1, 2}, 1));
+        if (bad ? r.status == 400
+                : r.status == 200 &&
+                      r.body.find("[" + std::to_string(2 * t) + ".0," + std::to_string(2 * i) +
+                                  ".0,2.0,4.0]") != std::string::npos) {
+          ++good;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(good.load(), kClients * kRequests);
+}
+
+TEST_F(HttpServerTest, MalformedHttpClosesOnlyThatConnection) {
+  Client good(port());
+  EXPECT_EQ(good.Get("/v2/health/live").status, 200);
+  Client bad(port());
+  bad.WriteRaw("THIS IS NOT HTTP\r\n\r\n");
+  Reply r = bad.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(ErrorOf(r).find("malformed HTTP"), std::string::npos);
+  EXPECT_TRUE(bad.ClosedByPeer());
+  Client bad2(port());
+  bad2.WriteRaw("GET /v2 HTTP/1.1\r\nContent-Length: abc\r\n\r\n");
+  EXPECT_EQ(bad2.Read().status, 400);
+  EXPECT_TRUE(bad2.ClosedByPeer());
+  EXPECT_EQ(good.Get("/v2/health/live").status, 200);
+}
+
+TEST_F(HttpServerTest, OversizedBodyByContentLengthIsRefusedUnread) {
+  // Only the header is sent: the server must answer from Content-Length alone.
+  Client c(port());
+  c.WriteRaw(
+      "POST /v2/models/double/infer HTTP/1.1\r\nHost: x\r\n"
+      "Content-Length: 1073741824\r\n\r\n");
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 413);
+  const std::string msg = ErrorOf(r);
+  EXPECT_NE(msg.find("1048576"), std::string::npos) << msg;  // names the limit
+  EXPECT_NE(msg.find("1073741824"), std::string::npos) << msg;
+  EXPECT_FALSE(r.raw.keep_alive());
+  EXPECT_TRUE(c.ClosedByPeer());
+  Client after(port());
+  EXPECT_EQ(after.Get("/v2/health/live").status, 200);
+}
+
+TEST_F(HttpServerTest, OversizedBodySentInFullStillGets413) {
+  // Like Python's http.client: the whole body is written before the response is read.
+  Client c(port());
+  const std::string body(3u << 20, ' ');
+  std::thread writer([&] {
+    (void)c.TryWriteRaw(
+        "POST /v2/models/double/infer HTTP/1.1\r\nHost: x\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+  });
+  Reply r = c.Read();
+  writer.join();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_NE(ErrorOf(r).find("1048576"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, OversizedChunkedBodyIsRefused) {
+  Client c(port());
+  const std::string chunk(256 * 1024, 'x');
+  std::thread writer([&] {
+    char size_line[32];
+    std::snprintf(size_line, sizeof(size_line), "%zx\r\n", chunk.size());
+    std::string req =
+        "POST /v2/models/double/infer HTTP/1.1\r\nHost: x\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 8; ++i) req += size_line + chunk + "\r\n";
+    req += "0\r\n\r\n";
+    (void)c.TryWriteRaw(req);
+  });
+  Reply r = c.Read();
+  writer.join();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_NE(ErrorOf(r).find("1048576"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ChunkedBodyWithinLimitWorks) {
+  Client c(port());
+  const std::string body = InferBody({1, 2, 3, 4}, 1);
+  char size_line[32];
+  std::snprintf(size_line, sizeof(size_line), "%zx\r\n", body.size());
+  c.WriteRaw(std::string("POST /v2/models/double/infer HTTP/1.1\r\nHost: x\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n") +
+             size_line + body + "\r\n0\r\n\r\n");
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(HttpServerTest, BinaryAndCompressionHeaders) {
+  Client c(port());
+  const std::string body = InferBody({1, 2, 3, 4}, 1);
+  // perf_analyzer's C++ client always sends the header, equal to the body length for JSON.
+  Reply same = c.Do(http::verb::post, "/v2/models/double/infer", body,
+                    {{"Inference-Header-Content-Length", std::to_string(body.size())}});
+  EXPECT_EQ(same.status, 200) << same.body;
+  Reply shorter = c.Do(http::verb::post, "/v2/models/double/infer", body,
+                       {{"Inference-Header-Content-Length", "10"}});
+  EXPECT_EQ(shorter.status, 501);
+  EXPECT_NE(ErrorOf(shorter).find("binary"), std::string::npos);
+  Reply garbage = c.Do(http::verb::post, "/v2/models/double/infer", body,
+                       {{"Inference-Header-Content-Length", "x1"}});
+  EXPECT_EQ(garbage.status, 400);
+  Reply gzip =
+      c.Do(http::verb::post, "/v2/models/double/infer", body, {{"Content-Encoding", "gzip"}});
+  EXPECT_EQ(gzip.status, 501);
+  EXPECT_NE(ErrorOf(gzip).find("gzip"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, StopWaitsForInFlightInference) {
+  FakeModel* slow = manager_.Get("slow", 1);
+  slow->delay_ms_ = 400;
+  Reply reply;
+  Client c(port());
+  Client idle(port());
+  EXPECT_EQ(idle.Get("/v2/health/live").status, 200);
+  std::thread client([&] { reply = c.Post("/v2/models/slow/infer", InferBody({1, 2, 3, 4}, 1)); });
+  while (slow->started_.load() == 0) std::this_thread::sleep_for(1ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  client.join();
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_NE(reply.body.find("[2.0,4.0,6.0,8.0]"), std::string::npos) << reply.body;
+  EXPECT_FALSE(reply.raw.keep_alive());
+  EXPECT_GE(waited, 200ms);
+  EXPECT_TRUE(c.ClosedByPeer());
+  EXPECT_TRUE(idle.ClosedByPeer());
+  server_->Stop();  // idempotent
+  // New connections are refused.
+  EXPECT_THROW(Client late(port()), boost::system::system_error);
+}
+
+TEST_F(HttpServerTest, LifecycleErrors) {
+  EXPECT_EQ(server_->Start().code(), StatusCode::kFailedPrecondition);
+  // The port is taken: a clear UNAVAILABLE naming address:port.
+  HttpServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = port();
+  auto second = HttpServer::Create(options, &manager_);
+  ASSERT_TRUE(second.ok());
+  Status s = (*second)->Start();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(port())), std::string::npos)
+      << s.message();
+  (*second)->Stop();
+
+  options.port = 70000;
+  EXPECT_EQ(HttpServer::Create(options, &manager_).status().code(), StatusCode::kInvalidArgument);
+  options.port = 0;
+  EXPECT_EQ(HttpServer::Create(options, nullptr).status().code(), StatusCode::kInvalidArgument);
+  options.max_request_bytes = 0;
+  EXPECT_EQ(HttpServer::Create(options, &manager_).status().code(), StatusCode::kInvalidArgument);
+
+  // Never started: Stop and destruction are fine.
+  HttpServerOptions idle_options;
+  idle_options.port = 0;
+  auto never = HttpServer::Create(idle_options, &manager_);
+  ASSERT_TRUE(never.ok());
+  (*never)->Stop();
+  EXPECT_EQ((*never)->Start().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(HttpServerTest, HostNameAddressResolves) {
+  HttpServerOptions options;
+  options.address = "localhost";
+  options.port = 0;
+  auto server = HttpServer::Create(options, &manager_);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  Client c((*server)->port(), "localhost");
+  EXPECT_EQ(c.Get("/v2/health/live").status, 200);
+  options.address = "no-such-host.invalid";
+  auto bad = HttpServer::Create(options, &manager_);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ((*bad)->Start().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln
