@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: Apache-2.0
+# The two README commands:
+#   make run    install what is missing, build, generate the demo repository, serve it on :8000
+#   make test   install what is missing, build, run every test (CTest)
+# and `make` alone: configure and build into build/ (the binary is build/kiln).
+#
+# Variables: BUILD_DIR (build), BUILD_TYPE (Release | Debug | Asan | Tsan), JOBS (cores),
+# HTTP_PORT (8000), KILN_ARGS (extra flags for `kiln serve` in `make run`).
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+HTTP_PORT ?= 8000
+KILN_ARGS ?=
+
+.PHONY: all build deps run test asan tsan clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: deps
+	@$(MAKE) --no-print-directory build
+	$(BUILD_DIR)/kiln serve --model-repository $(BUILD_DIR)/demo_models --http-port $(HTTP_PORT) $(KILN_ARGS)
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# Sanitizer runs: ASan+UBSan and TSan builds in their own folders.
+asan: deps
+	@$(MAKE) --no-print-directory test BUILD_DIR=build-asan BUILD_TYPE=Asan
+
+tsan: deps
+	@$(MAKE) --no-print-directory test BUILD_DIR=build-tsan BUILD_TYPE=Tsan
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tensor files by extension (tensor_file.h).
+
+#include "graph/onnx/tensor_file.h"
+
+#include <fmt/format.h>
+
+#include "graph/onnx/file_io.h"
+#include "graph/onnx/tensor_proto.h"
+#include "tensor/npy.h"
+
+namespace kiln {
+namespace {
+
+constexpr std::string_view kKind = "tensor file";
+
+enum class TensorFileFormat { kProto, kNpy };
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  s = s.substr(s.size() - suffix.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = (s[i] >= 'A' && s[i] <= 'Z') ? static_cast<char>(s[i] - 'A' + 'a') : s[i];
+    if (c != suffix[i]) return false;
+  }
+  return true;
+}
+
+Result<TensorFileFormat> FormatOf(const std::string& path) {
+  if (EndsWithNoCase(path, ".pb")) return TensorFileFormat::kProto;
+  if (EndsWithNoCase(path, ".npy")) return TensorFileFormat::kNpy;
+  return Status::InvalidArgument(fmt::format(
+      "tensor file '{}' has an unsupported extension; supported: .pb (onnx TensorProto), .npy",
+      path));
+}
+
+}  // namespace
+
+Result<OwnedTensor> ReadTensorFile(const std::string& path, std::string* name) {
+  KILN_ASSIGN_OR_RETURN(TensorFileFormat format, FormatOf(path));
+  KILN_ASSIGN_OR_RETURN(std::string bytes, onnx_internal::ReadWholeFile(path, kKind));
+  const std::string context = fmt::format("tensor file '{}'", path);
+  if (format == TensorFileFormat::kNpy) {
+    Result<OwnedTensor> t = ReadNpy(bytes);
+    if (!t.ok()) return t.status().WithContext(context);
+    if (name != nullptr) name->clear();
+    return t;
+  }
+  Result<OwnedTensor> t = TensorFromProtoBytes(bytes, name);
+  if (!t.ok()) return t.status().WithContext(context);
+  return t;
+}
+
+Status WriteTensorFile(const std::string& path, const Tensor& tensor, std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(TensorFileFormat format, FormatOf(path));
+  Result<std::string> bytes =
+      format == TensorFileFormat::kNpy ? WriteNpy(tensor) : TensorToProtoBytes(tensor, name);
+  if (!bytes.ok()) return bytes.status().WithContext(fmt::format("tensor file '{}'", path));
+  return onnx_internal::WriteWholeFile(path, *bytes, kKind);
+}
+
+}  // namespace kiln

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The `kiln` subcommands. Each Add*Command registers its CLI11 subcommand and flags; the returned
+// callback runs it and returns the process exit code. main.cc wires them together.
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace kiln::tools {
+
+using CommandMain = std::function<int()>;
+
+// `kiln run MODEL.onnx ...`: one inference from tensor files.
+CommandMain AddRunCommand(CLI::App& app);
+// `kiln serve --model-repository DIR ...`: the inference server.
+CommandMain AddServeCommand(CLI::App& app);
+
+}  // namespace kiln::tools

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// kiln: one binary for the server and the offline tools. Each subcommand lives in its own file;
+// this file only parses the command line and dispatches.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "base/logging.h"
+#include "tools/kiln/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: model inference server and optimizing runtime (KServe v2 / Open Inference "
+               "Protocol)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
+  kiln::SetLogVerbosity(0);
+
+  std::map<std::string, kiln::tools::CommandMain> commands;
+  commands["run"] = kiln::tools::AddRunCommand(app);
+  commands["serve"] = kiln::tools::AddServeCommand(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (CLI::App* sub : app.get_subcommands()) {
+    auto it = commands.find(sub->get_name());
+    if (it != commands.end()) return it->second();
+  }
+  std::fprintf(stderr, "kiln: no command given (try --help)\n");
+  return 2;
+}

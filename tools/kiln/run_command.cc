@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln run`: import a model, read its inputs from tensor files (.pb TensorProto or .npy), run
+// it once on the reference path, write every output to a file. Used by people checking a model
+// and by the ONNX conformance runner.
+//
+//   kiln run model.onnx --input x=x.npy --output-dir out/
+//   kiln run model.onnx --inputs-dir test_data_set_0 --output-dir out/   # input_0.pb, ...
+//   kiln run model.onnx --inputs a.pb,b.pb --output-dir out/ --output-format npy
+//
+// Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/onnx/importer.h"
+#include "graph/onnx/tensor_file.h"
+#include "runtime/session.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunOptions {
+  std::string model;
+  std::vector<std::string> named_inputs;  // NAME=PATH
+  std::vector<std::string> input_list;    // positional, graph-input order
+  std::string inputs_dir;
+  std::string output_dir;
+  std::string output_format = "pb";
+};
+
+// Files input_0.<ext>, input_1.<ext>, ... in `dir`, in index order (.pb or .npy).
+Result<std::vector<std::string>> ListInputsDir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return Status::NotFound(fmt::format("--inputs-dir '{}' is not a directory", dir));
+  }
+  std::vector<std::string> files;
+  for (int i = 0;; ++i) {
+    const std::string pb = fmt::format("{}/input_{}.pb", dir, i);
+    const std::string npy = fmt::format("{}/input_{}.npy", dir, i);
+    if (fs::exists(pb, ec)) files.push_back(pb);
+    else if (fs::exists(npy, ec)) files.push_back(npy);
+    else break;
+  }
+  return files;
+}
+
+Status RunModel(const RunOptions& opt) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, ImportOnnxModel(opt.model));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph));
+  const size_t num_inputs = graph->inputs.size();
+
+  std::vector<OwnedTensor> tensors(num_inputs);
+  std::vector<bool> given(num_inputs, false);
+  auto set_input = [&](size_t index, const std::string& path) -> Status {
+    if (given[index]) {
+      return Status::InvalidArgument(fmt::format(
+          "input '{}' is given twice", graph->value(graph->inputs[index]).name));
+    }
+    KILN_ASSIGN_OR_RETURN(tensors[index], ReadTensorFile(path));
+    given[index] = true;
+    return Status::OK();
+  };
+
+  std::vector<std::string> positional = opt.input_list;
+  if (!opt.inputs_dir.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListInputsDir(opt.inputs_dir));
+    positional.insert(positional.end(), files.begin(), files.end());
+  }
+  if (positional.size() > num_inputs) {
+    return Status::InvalidArgument(fmt::format("model '{}' has {} inputs but {} files were given",
+                                               opt.model, num_inputs, positional.size()));
+  }
+  for (size_t i = 0; i < positional.size(); ++i) KILN_RETURN_IF_ERROR(set_input(i, positional[i]));
+  for (const std::string& spec : opt.named_inputs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument(fmt::format("--input '{}' is not NAME=PATH", spec));
+    }
+    const std::string name = spec.substr(0, eq);
+    size_t index = num_inputs;
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (graph->value(graph->inputs[i]).name == name) index = i;
+    }
+    if (index == num_inputs) {
+      std::vector<std::string> names;
+      for (int id : graph->inputs) names.push_back(graph->value(id).name);
+      return Status::InvalidArgument(fmt::format("model has no input '{}' (inputs: {})", name,
+                                                 fmt::join(names, ", ")));
+    }
+    KILN_RETURN_IF_ERROR(set_input(index, spec.substr(eq + 1)));
+  }
+  std::vector<Tensor> views;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    if (!given[i]) {
+      return Status::InvalidArgument(
+          fmt::format("no data for input '{}'", graph->value(graph->inputs[i]).name));
+    }
+    views.push_back(tensors[i].view());
+  }
+
+  KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outputs, session->Run(views));
+
+  std::error_code ec;
+  fs::create_directories(opt.output_dir, ec);
+  if (ec) {
+    return Status::InvalidArgument(
+        fmt::format("cannot create --output-dir '{}': {}", opt.output_dir, ec.message()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string path = fmt::format("{}/output_{}.{}", opt.output_dir, i, opt.output_format);
+    KILN_RETURN_IF_ERROR(
+        WriteTensorFile(path, outputs[i].view(), graph->value(graph->outputs[i]).name));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+CommandMain AddRunCommand(CLI::App& app) {
+  auto opt = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a model once on inputs read from files and write its outputs to files");
+  cmd->add_option("model", opt->model, "ONNX model file")->required();
+  cmd->add_option("--input", opt->named_inputs,
+                  "NAME=PATH: the data of graph input NAME from a .pb (ONNX TensorProto) or .npy "
+                  "file; repeatable");
+  cmd->add_option("--inputs", opt->input_list,
+                  "Comma-separated files for the graph inputs in graph-input order")
+      ->delimiter(',');
+  cmd->add_option("--inputs-dir", opt->inputs_dir,
+                  "Directory holding input_0.pb, input_1.pb, ... (or .npy) in graph-input order "
+                  "(the layout of ONNX's test data sets)");
+  cmd->add_option("--output-dir", opt->output_dir,
+                  "Directory that receives output_0.<fmt>, output_1.<fmt>, ... in graph-output "
+                  "order (created if missing)")
+      ->required();
+  cmd->add_option("--output-format", opt->output_format, "Output file format: pb or npy")
+      ->check(CLI::IsMember({"pb", "npy"}))
+      ->capture_default_str();
+  return [opt] {
+    Status s = RunModel(*opt);
+    if (!s.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", s.message().c_str());
+      return 1;
+    }
+    return 0;
+  };
+}
+
+}  // namespace kiln::tools
