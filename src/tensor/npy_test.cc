@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/mutate.h"
+
 namespace kiln {
 namespace {
 
@@ -285,28 +287,8 @@ TEST(NpyTest, MutatedFilesNeverCrash) {
   std::mt19937 rng(20240611);
   int accepted = 0;
   for (int iter = 0; iter < 20000; ++iter) {
-    std::string bytes = seeds[iter % 2];
-    const int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      const size_t pos = rng() % bytes.size();
-      switch (rng() % 5) {
-        case 0:
-          bytes[pos] = static_cast<char>(bytes[pos] ^ (1 << (rng() % 8)));
-          break;
-        case 1:
-          bytes[pos] = static_cast<char>(rng());
-          break;
-        case 2:
-          bytes[pos] = "0123456789(),'{}: LTF<>|"[rng() % 24];
-          break;
-        case 3:
-          bytes.insert(pos, 1, static_cast<char>(rng()));
-          break;
-        default:
-          bytes.resize(pos + 1);
-          break;
-      }
-    }
+    const std::string bytes =
+        testing::MutateBytes(seeds[iter % 2], rng, "0123456789(),'{}: LTF<>|");
     Result<OwnedTensor> t = ReadNpy(bytes);
     if (t.ok()) {
       ++accepted;

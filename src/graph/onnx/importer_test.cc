@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 
+#include "base/testing/mutate.h"
 #include "graph/onnx/tensor_proto_convert.h"
 #include "onnx/onnx_pb.h"
 
@@ -798,25 +799,7 @@ TEST(OnnxImporterTest, MutatedModelsNeverCrash) {
   int accepted = 0;
   std::map<StatusCode, int> codes;
   for (int iter = 0; iter < 6000; ++iter) {
-    std::string bytes = seeds[iter % 2];
-    const int edits = 1 + static_cast<int>(rng() % 3);
-    for (int e = 0; e < edits; ++e) {
-      const size_t pos = rng() % bytes.size();
-      switch (rng() % 4) {
-        case 0:
-          bytes[pos] = static_cast<char>(bytes[pos] ^ (1 << (rng() % 8)));
-          break;
-        case 1:
-          bytes[pos] = static_cast<char>(rng());
-          break;
-        case 2:
-          bytes.insert(pos, 1, static_cast<char>(rng()));
-          break;
-        default:
-          bytes.resize(pos + 1);
-          break;
-      }
-    }
+    const std::string bytes = testing::MutateBytes(seeds[iter % 2], rng);
     Result<std::shared_ptr<Graph>> g = ImportOnnxModelFromString(bytes, "mutant");
     if (g.ok()) {
       ++accepted;

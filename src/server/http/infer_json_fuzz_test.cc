@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/mutate.h"
 #include "server/http/infer_json.h"
 
 namespace kiln {
@@ -36,48 +37,8 @@ const std::vector<std::string>& Seeds() {
 }
 
 // Bytes that steer mutations toward interesting JSON.
-constexpr char kInteresting[] = "[]{}\",:-.0123456789eE+tfn\\u\x00\xff\x80 ";
-
-std::string Mutate(const std::string& seed, std::mt19937& rng) {
-  std::string s = seed;
-  const int rounds = 1 + static_cast<int>(rng() % 4);
-  for (int r = 0; r < rounds; ++r) {
-    const size_t pos = s.empty() ? 0 : rng() % s.size();
-    const char interesting = kInteresting[rng() % (sizeof(kInteresting) - 1)];
-    switch (rng() % 7) {
-      case 0:  // flip one bit
-        if (!s.empty()) s[pos] = static_cast<char>(s[pos] ^ (1 << (rng() % 8)));
-        break;
-      case 1:  // replace with an interesting byte
-        if (!s.empty()) s[pos] = interesting;
-        break;
-      case 2:  // insert
-        s.insert(s.begin() + static_cast<std::ptrdiff_t>(pos), interesting);
-        break;
-      case 3:  // delete a short range
-        s.erase(pos, 1 + rng() % 8);
-        break;
-      case 4:  // truncate
-        s.resize(pos);
-        break;
-      case 5: {  // duplicate a range somewhere else
-        if (s.empty()) break;
-        const size_t len = 1 + rng() % std::min<size_t>(s.size() - pos, 32);
-        const std::string piece = s.substr(pos, len);
-        s.insert(rng() % (s.size() + 1), piece);
-        break;
-      }
-      case 6: {  // replace a digit run with a big or odd number
-        static const char* kNumbers[] = {
-            "99999999999999999999999", "-1", "1e400", "0.5", "-0", "4294967296", "1e-400",
-            "18446744073709551616"};
-        s.insert(pos, kNumbers[rng() % 8]);
-        break;
-      }
-    }
-  }
-  return s;
-}
+constexpr char kInterestingBytes[] = "[]{}\",:-.0123456789eE+tfn\\u\x00\xff\x80 ";
+constexpr std::string_view kInteresting(kInterestingBytes, sizeof(kInterestingBytes) - 1);
 
 void CheckConsistent(const InferRequest& req) {
   for (const InferInput& in : req.inputs) {
@@ -103,7 +64,7 @@ TEST(InferJsonFuzzTest, MutationsNeverCrash) {
   constexpr int kIterations = 30000;
   for (int i = 0; i < kIterations; ++i) {
     const std::string& seed = Seeds()[static_cast<size_t>(i) % Seeds().size()];
-    const std::string body = Mutate(seed, rng);
+    const std::string body = testing::MutateBytes(seed, rng, kInteresting);
     auto r = ParseInferRequestJson(body);
     if (r.ok()) {
       ++ok;
