@@ -13,7 +13,7 @@ JOBS ?= $(shell nproc)
 HTTP_PORT ?= 8000
 KILN_ARGS ?=
 
-.PHONY: all build deps run test asan tsan clean
+.PHONY: all build deps run test conformance conformance-baseline asan tsan clean
 
 all: build
 
@@ -33,6 +33,16 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# ONNX backend conformance alone: per-case table in $(BUILD_DIR)/conformance/results.md.
+conformance: build
+	/usr/bin/python3 tests/conformance/run_conformance.py --kiln $(BUILD_DIR)/kiln \
+	  --baseline tests/conformance/baseline.txt --table $(BUILD_DIR)/conformance/results.md
+
+# Record the cases that pass now as the baseline `make test` holds kiln to.
+conformance-baseline: build
+	/usr/bin/python3 tests/conformance/run_conformance.py --kiln $(BUILD_DIR)/kiln \
+	  --write-baseline tests/conformance/baseline.txt --table $(BUILD_DIR)/conformance/results.md
 
 # Sanitizer runs: ASan+UBSan and TSan builds in their own folders.
 asan: deps

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""ONNX backend conformance runner for kiln.
+
+Walks the ONNX backend test data (Debian package libonnx-testdata: node/, pytorch-converted/,
+pytorch-operator/, simple/; each case is model.onnx + test_data_set_N/{input_K.pb, output_K.pb}),
+runs every data set through `kiln run MODEL --inputs-dir SET --output-dir OUT`, and compares the
+outputs with the expected ones: rtol 1e-3 and atol 1e-5 for floating point, exact for integers,
+bools and strings. Cases whose models use random-output ops are checked for shape and dtype only
+and counted separately.
+
+Every case gets one status:
+  pass         every output of every data set matches
+  fail         kiln ran but an output differs (the detail names the output and max error)
+  unsupported  kiln refused the model at load (an op, opset, type or value kind it lacks)
+  error        kiln failed in another way (the detail is its one-line reason)
+  random       a random-output op: shapes and dtypes checked, values cannot be
+Results go to a per-case table (--table, Markdown). With --baseline FILE, the run fails when a
+case listed in FILE no longer passes; --write-baseline FILE records the passing cases.
+
+Examples:
+  run_conformance.py --kiln build/kiln                       # every folder, summary + table
+  run_conformance.py --kiln build/kiln --filter 'node/test_(add|sub)' -v
+  run_conformance.py --kiln build/kiln --baseline tests/conformance/baseline.txt
+"""
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+FOLDERS = ["node", "pytorch-converted", "pytorch-operator", "simple"]
+RANDOM_OPS = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
+              "RandomNormalLike", "Multinomial"}
+RTOL, ATOL = 1e-3, 1e-5
+UNSUPPORTED_MARKERS = ("is not supported", "kiln supports only tensor values",
+                       "not supported", "unsupported")
+
+
+def find_testdata():
+    for root in ("/usr/share/libonnx-testdata/data", "/usr/local/share/libonnx-testdata/data"):
+        if os.path.isdir(os.path.join(root, "node")):
+            return root
+    return None
+
+
+def list_cases(testdata, folders, pattern):
+    rx = re.compile(pattern) if pattern else None
+    cases = []
+    for folder in folders:
+        d = os.path.join(testdata, folder)
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            key = f"{folder}/{name}"
+            if rx and not rx.search(key):
+                continue
+            if os.path.isfile(os.path.join(d, name, "model.onnx")):
+                cases.append((key, os.path.join(d, name)))
+    return cases
+
+
+def load_expected(path):
+    """The expected value in a .pb: a numpy array, or None for sequence/optional values."""
+    with open(path, "rb") as f:
+        data = f.read()
+    t = onnx.TensorProto()
+    try:
+        t.ParseFromString(data)
+    except Exception:  # noqa: BLE001 - not a TensorProto
+        return None
+    if t.data_type == 0 and not t.dims and not t.raw_data:
+        return None  # a SequenceProto / OptionalProto parsed leniently
+    return numpy_helper.to_array(t)
+
+
+def compare(got, want, random_case):
+    if got.shape != want.shape:
+        return False, f"shape {list(got.shape)} != expected {list(want.shape)}"
+    if got.dtype != want.dtype:
+        return False, f"dtype {got.dtype} != expected {want.dtype}"
+    if random_case:
+        return True, "shape and dtype"
+    if want.dtype.kind in "fc":
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        ok = np.allclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True)
+        finite = np.isfinite(g) & np.isfinite(w)
+        err = float(np.max(np.abs(g[finite] - w[finite]))) if finite.any() else 0.0
+        return bool(ok), f"max abs error {err:.3g}"
+    return bool(np.array_equal(got, want)), "exact"
+
+
+def model_ops(path):
+    try:
+        m = onnx.load(path, load_external_data=False)
+    except Exception:  # noqa: BLE001
+        return set()
+    ops = set()
+
+    def walk(g):
+        for n in g.node:
+            ops.add(n.op_type)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                for sub in a.graphs:
+                    walk(sub)
+    walk(m.graph)
+    return ops
+
+
+def run_case(kiln, key, case_dir, timeout, workdir):
+    model = os.path.join(case_dir, "model.onnx")
+    random_case = bool(model_ops(model) & RANDOM_OPS)
+    sets = sorted(d for d in os.listdir(case_dir) if d.startswith("test_data_set_"))
+    if not sets:
+        return key, "error", "no test_data_set_* folder"
+    details = []
+    for s in sets:
+        set_dir = os.path.join(case_dir, s)
+        out = os.path.join(workdir, key.replace("/", "__"), s)
+        try:
+            r = subprocess.run([kiln, "run", model, "--inputs-dir", set_dir, "--output-dir", out],
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return key, "error", f"timed out after {timeout} s"
+        if r.returncode != 0:
+            msg = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+            msg = msg.removeprefix("kiln run: ")
+            if r.returncode < 0:
+                return key, "error", f"crashed with signal {-r.returncode}: {msg}"
+            status = "unsupported" if any(m in msg for m in UNSUPPORTED_MARKERS) else "error"
+            return key, status, msg
+        n = len([f for f in os.listdir(set_dir) if re.fullmatch(r"output_\d+\.pb", f)])
+        for i in range(n):
+            want = load_expected(os.path.join(set_dir, f"output_{i}.pb"))
+            if want is None:
+                return key, "unsupported", f"output {i} is a sequence or optional value"
+            got_path = os.path.join(out, f"output_{i}.pb")
+            if not os.path.exists(got_path):
+                return key, "fail", f"{s}: output {i} was not written"
+            got = load_expected(got_path)
+            ok, detail = compare(got, want, random_case)
+            if not ok:
+                return key, "fail", f"{s}: output {i}: {detail}"
+            details.append(detail)
+        shutil.rmtree(out, ignore_errors=True)
+    worst = max((float(d.split()[-1]) for d in details if d.startswith("max abs error")),
+                default=None)
+    detail = "exact" if worst is None else f"max abs error {worst:.3g}"
+    return key, ("random" if random_case else "pass"), detail
+
+
+def write_table(path, results):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("| case | status | detail |\n|---|---|---|\n")
+        for key in sorted(results):
+            status, detail = results[key]
+            f.write(f"| {key} | {status} | {detail.replace('|', '/')} |\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kiln", required=True, help="path of the kiln binary")
+    ap.add_argument("--testdata", help="folder holding node/, pytorch-converted/, ... "
+                    "(default: the libonnx-testdata package's)")
+    ap.add_argument("--folders", default=",".join(FOLDERS), help="comma-separated folders")
+    ap.add_argument("--filter", help="regex over 'folder/case' selecting the cases to run")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel cases")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per data set")
+    ap.add_argument("--table", help="write the per-case Markdown table here")
+    ap.add_argument("--baseline", help="fail if a case listed in this file does not pass")
+    ap.add_argument("--write-baseline", help="write the passing cases to this file")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    a = ap.parse_args()
+
+    testdata = a.testdata or find_testdata()
+    if not testdata or not os.path.isdir(os.path.join(testdata, "node")):
+        print("ONNX test data not found: install libonnx-testdata or pass --testdata")
+        return 2
+    if not os.access(a.kiln, os.X_OK):
+        print(f"kiln binary not found at {a.kiln}")
+        return 2
+    folders = [f for f in a.folders.split(",") if f]
+    cases = list_cases(testdata, folders, a.filter)
+    start = time.monotonic()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="kiln-conformance-") as work:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            futures = [pool.submit(run_case, a.kiln, key, d, a.timeout, work) for key, d in cases]
+            for fut in concurrent.futures.as_completed(futures):
+                key, status, detail = fut.result()
+                results[key] = (status, detail)
+                if a.verbose:
+                    print(f"{status:12s} {key}: {detail}", flush=True)
+    elapsed = time.monotonic() - start
+
+    if a.table:
+        write_table(a.table, results)
+    print(f"\nONNX conformance ({testdata}), {len(results)} cases in {elapsed:.1f} s")
+    print(f"{'folder':20s} {'pass':>6s} {'fail':>6s} {'unsup':>6s} {'error':>6s} {'random':>6s}"
+          f" {'total':>6s}")
+    for folder in folders:
+        rows = [s for k, (s, _) in results.items() if k.startswith(folder + "/")]
+        counts = [rows.count(s) for s in ("pass", "fail", "unsupported", "error", "random")]
+        print(f"{folder:20s} " + " ".join(f"{c:6d}" for c in counts) + f" {len(rows):6d}")
+    crashed = sorted(k for k, (s, d) in results.items() if d.startswith("crashed"))
+    for k in crashed:
+        print(f"CRASH {k}: {results[k][1]}")
+
+    passing = sorted(k for k, (s, _) in results.items() if s in ("pass", "random"))
+    if a.write_baseline:
+        with open(a.write_baseline, "w") as f:
+            f.write("# ONNX backend test cases kiln passes (run_conformance.py "
+                    "--write-baseline); random-output cases are checked for shape and dtype.\n")
+            f.writelines(k + "\n" for k in passing)
+        print(f"baseline of {len(passing)} cases written to {a.write_baseline}")
+
+    regressions = []
+    if a.baseline:
+        with open(a.baseline) as f:
+            expected = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+        for k in expected:
+            if k not in results:
+                if a.filter is None:
+                    regressions.append((k, "case not found in the test data"))
+            elif results[k][0] not in ("pass", "random"):
+                regressions.append((k, f"{results[k][0]}: {results[k][1]}"))
+        new = sorted(set(passing) - set(expected))
+        for k, why in regressions:
+            print(f"REGRESSION {k}: {why}")
+        if new:
+            print(f"{len(new)} passing cases are not in the baseline yet (update it with "
+                  f"--write-baseline): {', '.join(new[:20])}{' ...' if len(new) > 20 else ''}")
+        print(f"baseline: {len(expected) - len(regressions)} of {len(expected)} cases still pass")
+    # The closing line counts baseline cases when a baseline is checked, else all cases.
+    if a.baseline:
+        print(f"{len(expected) - len(regressions)} passed, {len(regressions)} failed")
+    else:
+        print(f"{len(passing)} passed, {len(results) - len(passing)} failed")
+    return 1 if regressions or crashed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
