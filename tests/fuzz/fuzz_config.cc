@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer target: arbitrary bytes as a config.pbtxt. Parsing must return a config or an error
+// Status naming the problem, never crash. Run with `make fuzz`.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "repo/model_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto config = kiln::ParseModelConfigText(
+      std::string_view(reinterpret_cast<const char*>(data), size), "fuzz/config.pbtxt");
+  (void)config;
+  return 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Runs every kiln fuzz target for FUZZ_SECONDS (default 60) each, from seed corpora built out of
+# real inputs: ONNX backend test models, the demo requests, .npy files, config.pbtxt files.
+# Usage: run_fuzzers.sh BUILD_DIR [SECONDS]. Crashes are written to BUILD_DIR/fuzz/crashes/.
+set -euo pipefail
+build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
+seconds=${2:-${FUZZ_SECONDS:-60}}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work="$build/fuzz"
+testdata=/usr/share/libonnx-testdata/data
+mkdir -p "$work/crashes"
+
+seed() {  # seed NAME FILES...
+  local dir="$work/corpus/$1"; shift
+  mkdir -p "$dir"
+  for f in "$@"; do [[ -f $f ]] && cp -f "$f" "$dir/$(echo "$f" | tr '/' '_')"; done
+  echo "$dir"
+}
+
+models=$(seed onnx_model $(ls -d "$testdata"/node/*/model.onnx | awk 'NR % 8 == 0'))
+json=$(seed infer_json "$build"/demo_models/*/sample_request.json)
+printf '{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4]]}]}' \
+  > "$json/int64.json"
+printf '{"id":"a","inputs":[{"name":"s","shape":[1],"datatype":"BYTES","data":["hi"]}],"outputs":[{"name":"y"}]}' \
+  > "$json/bytes.json"
+npy=$(seed npy)
+/usr/bin/python3 - "$npy" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+for i, dt in enumerate(["<f4", "<f8", "<i8", "|u1", "|b1", "<f2"]):
+    np.save(f"{d}/seed{i}.npy", (np.arange(6).reshape(2, 3) % 2).astype(dt))
+PY
+config=$(seed config $(find "$build/demo_models" "$root/src/repo" -name '*.pbtxt' 2>/dev/null))
+printf 'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 16 ] } ]\ndynamic_batching { preferred_batch_size: [ 4, 8 ] }\n' \
+  > "$config/seed.pbtxt"
+
+status=0
+for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" fuzz_npy:"$npy" fuzz_config:"$config"; do
+  name=${target%%:*}; corpus=${target#*:}
+  echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
+  if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+       -artifact_prefix="$work/crashes/$name-" -print_final_stats=1 "$corpus" 2>&1 | tail -n 15; then
+    echo "== $name FOUND A CRASH: see $work/crashes/"
+    status=1
+  fi
+done
+exit $status
