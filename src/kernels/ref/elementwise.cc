@@ -9,7 +9,8 @@
 // then walked like any other broadcast. Like Caffe2 (whose exports use these opsets), a B dim of
 // size 1 broadcasts along that dim of A (PyTorch exports B [2,1] onto A [2,3] with axis 0).
 //
-// Integers: Add/Sub/Mul wrap modulo 2^n (computed on the unsigned type, so no undefined
+// Every integer width, FP16 and BF16 (computed in float, rounded to nearest even; math_common.h).
+// Integers: Add/Sub/Mul wrap modulo 2^n (computed on an unsigned type, so no undefined
 // behaviour). Div truncates toward zero, like C++ and the ONNX reference; a zero divisor makes
 // Compute return INVALID_ARGUMENT before anything is written; INT_MIN / -1 wraps to INT_MIN.
 // Floats follow IEEE (x/0 is inf or nan). Relu keeps NaN (y = x < 0 ? 0 : x).
@@ -23,6 +24,7 @@
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
+#include "kernels/ref/math_common.h"
 
 namespace kiln::ref {
 namespace {
@@ -37,21 +39,20 @@ T ApplyBinary(T a, T b) {
     if constexpr (kOp == BinaryOp::kMul) return a * b;
     if constexpr (kOp == BinaryOp::kDiv) return a / b;
   } else {
-    using U = std::make_unsigned_t<T>;
+    using U = WrapType<T>;
     const U ua = static_cast<U>(a), ub = static_cast<U>(b);
     if constexpr (kOp == BinaryOp::kAdd) return static_cast<T>(ua + ub);
     if constexpr (kOp == BinaryOp::kSub) return static_cast<T>(ua - ub);
     if constexpr (kOp == BinaryOp::kMul) return static_cast<T>(ua * ub);
-    // Div: b != 0 was checked by the caller; -1 negates with wrap-around (INT_MIN stays INT_MIN).
-    if constexpr (kOp == BinaryOp::kDiv) return b == -1 ? static_cast<T>(U{0} - ua) : a / b;
+    if constexpr (kOp == BinaryOp::kDiv) {
+      // b != 0 was checked by the caller; -1 negates with wrap-around (INT_MIN stays INT_MIN).
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return static_cast<T>(U{0} - ua);
+      }
+      return static_cast<T>(a / b);
+    }
   }
 }
-
-// Opset 1-6 broadcast attributes.
-struct LegacyBroadcast {
-  bool broadcast = false;
-  std::optional<int64_t> axis;
-};
 
 template <BinaryOp kOp>
 class BinaryKernel final : public Kernel {
@@ -67,17 +68,9 @@ class BinaryKernel final : public Kernel {
       return OpError(op_, "inputs have different dtypes {} and {}", DataTypeName(a.dtype()),
                      DataTypeName(b.dtype()));
     }
-    Shape out;
-    Shape b_laid = b.shape();  // b's shape as laid against `out`
-    if (legacy_.has_value()) {
-      out = a.shape();
-      KILN_ASSIGN_OR_RETURN(b_laid, LegacyLayout(a.shape(), b.shape()));
-    } else {
-      KILN_ASSIGN_OR_RETURN(out, BroadcastShapes(op_, a.shape(), b.shape()));
-    }
-    const DimArray sa = BroadcastStrides(a.shape(), out);
-    const DimArray sb = BroadcastStrides(b_laid, out);
-    return DispatchType<float, double, int32_t, int64_t>(a.dtype(), op_, [&](auto tag) -> Status {
+    KILN_ASSIGN_OR_RETURN(BinaryLayout layout, LayoutBinary(op_, legacy_, a.shape(), b.shape()));
+    const Shape& out = layout.out;
+    return DispatchNumeric(a.dtype(), op_, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* pa = a.data<const T>();
       const T* pb = b.data<const T>();
@@ -93,47 +86,15 @@ class BinaryKernel final : public Kernel {
       }
       KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, a.dtype(), out));
       T* py = y.data<T>();
-      ForEachBroadcast(out, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
-        py[o] = ApplyBinary<kOp>(pa[ia], pb[ib]);
-      });
+      ForEachBroadcast(
+          out, layout.a_strides, layout.b_strides, [&](int64_t o, int64_t ia, int64_t ib) {
+            py[o] = FromMath<T>(ApplyBinary<kOp, MathType<T>>(ToMath(pa[ia]), ToMath(pb[ib])));
+          });
       return Status::OK();
     });
   }
 
  private:
-  // B's shape expanded to A's rank under the opset 1-6 rule (see the NOTE above).
-  Result<Shape> LegacyLayout(const Shape& a, const Shape& b) const {
-    if (!legacy_->broadcast) {
-      if (a == b) return b;
-      return OpError(op_,
-                     "shapes {} and {} differ and broadcast=0 (before opset 7 only broadcast=1 "
-                     "broadcasts)",
-                     a.ToString(), b.ToString());
-    }
-    if (b.NumElements() == 1) return Shape();  // a scalar: stride 0 everywhere
-    if (b.rank() > a.rank()) {
-      return OpError(op_, "with broadcast=1, B {} must not have more dims than A {}", b.ToString(),
-                     a.ToString());
-    }
-    const int64_t axis = legacy_->axis.value_or(a.rank() - b.rank());
-    if (axis < 0 || axis + b.rank() > a.rank()) {
-      return OpError(op_, "broadcast axis {} does not fit B {} into A {}", axis, b.ToString(),
-                     a.ToString());
-    }
-    DimArray dims{};
-    for (int i = 0; i < a.rank(); ++i) dims[static_cast<size_t>(i)] = 1;
-    for (int i = 0; i < b.rank(); ++i) {
-      const int ai = static_cast<int>(axis) + i;
-      if (b.dim(i) != a.dim(ai) && b.dim(i) != 1) {
-        return OpError(op_,
-                       "with broadcast=1 and axis {}, B {} must match A {} at dim {} (or be 1)",
-                       axis, b.ToString(), a.ToString(), ai);
-      }
-      dims[static_cast<size_t>(ai)] = b.dim(i);
-    }
-    return Shape(std::span<const int64_t>(dims.data(), static_cast<size_t>(a.rank())));
-  }
-
   std::string op_;
   std::optional<LegacyBroadcast> legacy_;  // set for opset < 7
 };
@@ -141,18 +102,7 @@ class BinaryKernel final : public Kernel {
 template <BinaryOp kOp>
 Result<std::unique_ptr<Kernel>> CreateBinary(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
-  AttrReader attrs(info);
-  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("broadcast", 7));
-  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("axis", 7));
-  std::optional<LegacyBroadcast> legacy;
-  if (info.opset() < 7) {
-    legacy.emplace();
-    KILN_ASSIGN_OR_RETURN(legacy->broadcast, attrs.Bool("broadcast", false));
-    if (attrs.Has("axis")) {
-      KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.Int("axis", 0));
-      legacy->axis = axis;
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(std::optional<LegacyBroadcast> legacy, ReadLegacyBroadcast(info));
   return std::make_unique<BinaryKernel<kOp>>(info.node().op_type, legacy);
 }
 
@@ -160,7 +110,7 @@ enum class UnaryOp { kRelu, kSigmoid, kTanh };
 
 template <UnaryOp kOp, typename T>
 T ApplyUnary(T x) {
-  if constexpr (kOp == UnaryOp::kRelu) return x < T{0} ? T{0} : x;
+  if constexpr (kOp == UnaryOp::kRelu) return x < T{0} ? T{0} : x;  // keeps NaN
   if constexpr (kOp == UnaryOp::kSigmoid) {
     // Written so that exp never overflows.
     if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
@@ -183,13 +133,16 @@ class UnaryKernel final : public Kernel {
       KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
       const T* px = x.data<const T>();
       T* py = y.data<T>();
-      for (int64_t i = 0; i < x.num_elements(); ++i) py[i] = ApplyUnary<kOp>(px[i]);
+      for (int64_t i = 0; i < x.num_elements(); ++i) {
+        py[i] = FromMath<T>(ApplyUnary<kOp, MathType<T>>(ToMath(px[i])));
+      }
       return Status::OK();
     };
     if constexpr (kOp == UnaryOp::kRelu) {
-      return DispatchType<float, double, int32_t, int64_t>(x.dtype(), op_, run);
+      return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t>(
+          x.dtype(), op_, run);
     } else {
-      return DispatchType<float, double>(x.dtype(), op_, run);
+      return DispatchFloats(x.dtype(), op_, run);
     }
   }
 

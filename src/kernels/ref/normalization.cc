@@ -7,8 +7,12 @@
 // Each row subtracts its max before exp (no overflow) and sums in double.
 // BatchNormalization computes Y = (X - mean) / sqrt(var + epsilon) * scale + B per channel
 // (dim 1), in double, from the given statistics. Before opset 9, spatial=0 gives per-activation
-// statistics of shape [C, D1..Dn]. Training mode (is_test=0 before 7, the mean/var/saved_*
-// outputs before 14, training_mode=1 from 14) is rejected when the session is created.
+// statistics of shape [C, D1..Dn]. From opset 14, training_mode=1 normalizes with the batch
+// statistics instead (per channel over N and the spatial dims, population variance) and the
+// optional outputs 1 and 2 are the running statistics input_mean * momentum + batch_mean *
+// (1 - momentum), likewise for the variance, in the dtype of the mean / var inputs. Older
+// training modes (is_test=0 before 7, the mean/var/saved_* outputs in 7-13) are rejected when
+// the session is created.
 
 #include <algorithm>
 #include <cmath>
@@ -71,6 +75,18 @@ class SoftmaxKernel final : public Kernel {
   bool allow_negative_axis_;
 };
 
+// Reads a FP32 or FP64 tensor as doubles (X in training mode; anything else yields zeros and
+// is rejected by the dtype dispatch afterwards).
+std::vector<double> ToDoublesAny(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.num_elements()));
+  if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kFloat64) return out;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = t.dtype() == DataType::kFloat32 ? static_cast<double>(t.data<const float>()[i])
+                                             : t.data<const double>()[i];
+  }
+  return out;
+}
+
 // Reads a FP32 or FP64 tensor as doubles.
 std::vector<double> ToDoubles(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(t.num_elements()));
@@ -83,8 +99,13 @@ std::vector<double> ToDoubles(const Tensor& t) {
 
 class BatchNormKernel final : public Kernel {
  public:
-  BatchNormKernel(double epsilon, bool per_activation, bool mixed_types)
-      : epsilon_(epsilon), per_activation_(per_activation), mixed_types_(mixed_types) {}
+  BatchNormKernel(double epsilon, bool per_activation, bool mixed_types, bool training,
+                  double momentum)
+      : epsilon_(epsilon),
+        per_activation_(per_activation),
+        mixed_types_(mixed_types),
+        training_(training),
+        momentum_(momentum) {}
 
   Status Compute(KernelContext& ctx) const override {
     static constexpr const char* kInputNames[] = {"X", "scale", "B", "mean", "var"};
@@ -113,13 +134,45 @@ class BatchNormKernel final : public Kernel {
                        x.shape().ToString());
       }
     }
-    const std::vector<double> scale = ToDoubles(ctx.input(1)), bias = ToDoubles(ctx.input(2)),
-                              mean = ToDoubles(ctx.input(3)), var = ToDoubles(ctx.input(4));
+    const std::vector<double> scale = ToDoubles(ctx.input(1)), bias = ToDoubles(ctx.input(2));
+    std::vector<double> mean = ToDoubles(ctx.input(3)), var = ToDoubles(ctx.input(4));
+    const int64_t channels = x.dim(1);
+    const int64_t spatial = DimProduct(x.shape().dims(), 2, static_cast<size_t>(x.rank()));
+    if (training_) {
+      // Batch statistics per channel (training_mode is opset 14+, where statistics are [C]).
+      const std::vector<double> xs = ToDoublesAny(x);
+      const double count = static_cast<double>(x.dim(0) * spatial);
+      std::vector<double> batch_mean(static_cast<size_t>(channels), 0.0),
+          batch_var(static_cast<size_t>(channels), 0.0);
+      for (size_t i = 0; i < xs.size(); ++i) {
+        batch_mean[static_cast<size_t>((static_cast<int64_t>(i) / spatial) % channels)] += xs[i];
+      }
+      for (double& m : batch_mean) m /= count;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const size_t c = static_cast<size_t>((static_cast<int64_t>(i) / spatial) % channels);
+        batch_var[c] += (xs[i] - batch_mean[c]) * (xs[i] - batch_mean[c]);
+      }
+      for (double& v : batch_var) v /= count;
+      for (int out = 1; out <= 2 && out < ctx.num_outputs(); ++out) {
+        const Tensor& stat_in = ctx.input(out + 2);  // input mean (3) or var (4)
+        const std::vector<double>& running = out == 1 ? mean : var;
+        const std::vector<double>& batch = out == 1 ? batch_mean : batch_var;
+        KILN_ASSIGN_OR_RETURN(Tensor r, ctx.AllocateOutput(out, stat_in.dtype(), stat_in.shape()));
+        for (size_t c = 0; c < running.size(); ++c) {
+          const double v = running[c] * momentum_ + batch[c] * (1 - momentum_);
+          if (r.dtype() == DataType::kFloat32) {
+            r.data<float>()[c] = static_cast<float>(v);
+          } else {
+            r.data<double>()[c] = v;
+          }
+        }
+      }
+      mean = std::move(batch_mean);
+      var = std::move(batch_var);
+    }
     // Y = (X - mean) * mul + bias with mul = scale / sqrt(var + epsilon).
     std::vector<double> mul(scale.size());
     for (size_t i = 0; i < mul.size(); ++i) mul[i] = scale[i] / std::sqrt(var[i] + epsilon_);
-    const int64_t channels = x.dim(1);
-    const int64_t spatial = DimProduct(x.shape().dims(), 2, static_cast<size_t>(x.rank()));
     return DispatchType<float, double>(x.dtype(), "BatchNormalization", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
@@ -143,6 +196,8 @@ class BatchNormKernel final : public Kernel {
   double epsilon_;
   bool per_activation_;  // spatial=0 (opset < 9)
   bool mixed_types_;     // opset >= 14: statistics may be FP32 or FP64 whatever X is
+  bool training_;        // opset >= 14, training_mode=1: normalize with batch statistics
+  double momentum_;      // for the running statistics outputs in training mode
 };
 
 }  // namespace
@@ -181,18 +236,23 @@ Result<std::unique_ptr<Kernel>> CreateBatchNormalization(const KernelInfo& info)
     KILN_ASSIGN_OR_RETURN(int64_t spatial, attrs.Int("spatial", 1));
     per_activation = spatial == 0;
   }
+  bool training = false;
   if (opset >= 14) {
-    KILN_ASSIGN_OR_RETURN(bool training, attrs.Bool("training_mode", false));
-    if (training) {
-      return OpError("BatchNormalization",
-                     "training_mode=1 is not supported; the reference kernel implements "
-                     "inference only");
-    }
+    KILN_ASSIGN_OR_RETURN(training, attrs.Bool("training_mode", false));
   }
-  KILN_RETURN_IF_ERROR(LimitOutputs(
-      info, 1, "the statistics outputs exist only in training mode, which is not supported"));
+  KILN_ASSIGN_OR_RETURN(float momentum, attrs.Float("momentum", 0.9f));
+  if (training) {
+    KILN_RETURN_IF_ERROR(LimitOutputs(info, 3, "training mode has Y, running_mean, running_var"));
+  } else {
+    KILN_RETURN_IF_ERROR(LimitOutputs(
+        info, 1,
+        opset >= 14 ? "the running statistics outputs exist only with training_mode=1"
+                    : "the statistics outputs exist only in training mode, which is not "
+                      "supported before opset 14"));
+  }
   return std::make_unique<BatchNormKernel>(static_cast<double>(epsilon), per_activation,
-                                           /*mixed_types=*/opset >= 14);
+                                           /*mixed_types=*/opset >= 14, training,
+                                           static_cast<double>(momentum));
 }
 
 }  // namespace kiln::ref

@@ -185,6 +185,26 @@ TEST(BatchNormalizationTest, RandomMatchesFormula) {
       {n, c, h, w}, std::vector<float>(expected.begin(), expected.end()), 1e-5);
 }
 
+TEST(BatchNormalizationTest, TrainingMode) {
+  // X [2, 1, 1] = [1, 3]: batch mean 2, population variance 1. With scale 1, B 0, epsilon 0:
+  // Y = (x - 2) / 1 = [-1, 1]. Running statistics with momentum 0.9 from mean 0, var 1:
+  // 0 * 0.9 + 2 * 0.1 = 0.2 and 1 * 0.9 + 1 * 0.1 = 1.
+  Result<std::vector<OwnedTensor>> out = OpTest("BatchNormalization", 15)
+                                             .Attr(IntAttr("training_mode", 1))
+                                             .Attr(FloatAttr("epsilon", 0))
+                                             .Input(MakeTensor<float>({2, 1, 1}, {1, 3}))
+                                             .ConstInput(MakeTensor<float>({1}, {1}))
+                                             .ConstInput(MakeTensor<float>({1}, {0}))
+                                             .ConstInput(MakeTensor<double>({1}, {0}))
+                                             .ConstInput(MakeTensor<double>({1}, {1}))
+                                             .Outputs({true, true, true})
+                                             .Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectTensor<float>(out->at(0), {2, 1, 1}, {-1, 1}, 1e-6);
+  ExpectTensor<double>(out->at(1), {1}, {0.2}, 1e-7);
+  ExpectTensor<double>(out->at(2), {1}, {1}, 1e-7);
+}
+
 TEST(BatchNormalizationTest, Errors) {
   ExpectInvalid(BatchNorm(15, {1, 2, 3}, {0, 1}, {2, 3}, {1, 4}).RunStatus(),
                 {"BatchNormalization", "'scale' has shape [3], expected [2]"});
@@ -205,15 +225,13 @@ TEST(BatchNormalizationTest, Errors) {
                     .ConstInput(MakeTensor<float>({1}, {1}))
                     .RunStatus(),
                 {"BatchNormalization", "rank >= 2"});
-  // Training mode is rejected at load, in each opset's spelling.
+  // Training mode before opset 14 is rejected at load, in each opset's spelling; from 14 the
+  // running statistics outputs need training_mode=1.
   ExpectInvalid(BatchNorm(6, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Create(),
                 {"BatchNormalization", "is_test=0"});
   ExpectInvalid(
       BatchNorm(9, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Outputs({true, true, true, true, true}).Create(),
       {"BatchNormalization", "output 1", "training mode"});
-  ExpectInvalid(
-      BatchNorm(14, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Attr(IntAttr("training_mode", 1)).Create(),
-      {"BatchNormalization", "training_mode=1"});
   ExpectInvalid(BatchNorm(15, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Outputs({true, true, true}).Create(),
                 {"BatchNormalization", "output 1"});
   ExpectInvalid(

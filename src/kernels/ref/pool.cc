@@ -69,7 +69,9 @@ class PoolKernel final : public Kernel {
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
     const int64_t planes = x.dim(0) * x.dim(1);
 
-    return DispatchType<float, double>(x.dtype(), op_, [&](auto tag) -> Status {
+    // Integer dtypes (MaxPool-12's int8 / uint8) only reach the kMax branch; the registry
+    // never routes them to AveragePool.
+    return DispatchType<float, double, int8_t, uint8_t>(x.dtype(), op_, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), out));
       int64_t* pi = nullptr;
