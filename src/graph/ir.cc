@@ -77,6 +77,17 @@ int Graph::FindValue(std::string_view value_name) const {
   return it == value_by_name_.end() ? -1 : it->second;
 }
 
+std::vector<int> Graph::Captures() const {
+  std::vector<bool> is_input(values_.size(), false);
+  for (int id : inputs) is_input[static_cast<size_t>(id)] = true;
+  std::vector<int> ids;
+  for (int id = 0; id < num_values(); ++id) {
+    const Value& v = values_[static_cast<size_t>(id)];
+    if (v.producer < 0 && !v.is_constant() && !is_input[static_cast<size_t>(id)]) ids.push_back(id);
+  }
+  return ids;
+}
+
 int64_t Graph::OpsetFor(std::string_view domain) const {
   if (domain == "ai.onnx") domain = "";
   auto it = opset_imports.find(std::string(domain));

@@ -84,6 +84,10 @@ struct Node {
   std::vector<int> inputs;   // value ids; kNoValue for an omitted optional input
   std::vector<int> outputs;  // value ids; kNoValue for an omitted optional output
   std::vector<Attribute> attributes;
+  // Values of this graph that the node's subgraphs (If/Loop/Scan bodies) read from the
+  // enclosing scope, matched by name to the subgraphs' captured values (Graph::Captures).
+  // Empty for nodes without subgraphs. The runtime feeds them after the explicit inputs.
+  std::vector<int> implicit_inputs;
 
   // nullptr when absent.
   const Attribute* FindAttribute(std::string_view name) const;
@@ -126,6 +130,9 @@ class Graph {
 
   // Value id by name, or -1.
   int FindValue(std::string_view name) const;
+  // Values read from an enclosing graph (subgraphs only): no producer, not constant, not an
+  // input. Their data is supplied by the node that owns the subgraph, matched by name.
+  std::vector<int> Captures() const;
   // Opset of `domain` ("" / "ai.onnx" for ONNX); 0 when the model does not import it.
   int64_t OpsetFor(std::string_view domain) const;
 

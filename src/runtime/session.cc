@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kernels/registry.h"
+#include "runtime/control_flow.h"
 
 namespace kiln {
 
@@ -16,10 +17,13 @@ Session::Session(std::shared_ptr<const Graph> graph, std::vector<NodeKernel> ker
     : graph_(std::move(graph)), kernels_(std::move(kernels)) {
   last_use_.assign(static_cast<size_t>(graph_->num_values()), -1);
   for (int n = 0; n < graph_->num_nodes(); ++n) {
-    for (int in : graph_->node(n).inputs) {
+    const Node& node = graph_->node(n);
+    for (int in : node.inputs) {
       if (in != kNoValue) last_use_[static_cast<size_t>(in)] = n;
     }
+    for (int in : node.implicit_inputs) last_use_[static_cast<size_t>(in)] = n;
   }
+  captures_ = graph_->Captures();
   // Graph outputs must survive to the end.
   for (int out : graph_->outputs) last_use_[static_cast<size_t>(out)] = graph_->num_nodes();
 }
@@ -35,6 +39,15 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   for (const Node& node : graph->nodes()) {
     const int64_t opset = graph->OpsetFor(node.domain);
     KernelInfo info(*graph, node, opset);
+    if (IsControlFlowOp(node)) {
+      Result<std::unique_ptr<Kernel>> kernel = CreateControlFlowKernel(info, options);
+      if (!kernel.ok()) {
+        return kernel.status().WithContext(fmt::format(
+            "node '{}' (op {})", node.name.empty() ? node.op_type : node.name, node.op_type));
+      }
+      kernels.push_back({std::move(kernel).value(), &ControlFlowKernelDef()});
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(const KernelDef* def, registry.Find(info, options.device.type));
     Result<std::unique_ptr<Kernel>> kernel = def->create(info);
     if (!kernel.ok()) {
@@ -43,7 +56,9 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
     }
     kernels.push_back({std::move(kernel).value(), def});
   }
-  return std::unique_ptr<Session>(new Session(std::move(graph), std::move(kernels)));
+  auto session = std::unique_ptr<Session>(new Session(std::move(graph), std::move(kernels)));
+  session->check_input_shapes_ = options.check_input_shapes;
+  return session;
 }
 
 std::string_view Session::provider(int node) const {
@@ -73,11 +88,16 @@ Status CheckTensorMatchesType(const Tensor& tensor, const ValueType& type, std::
   return Status::OK();
 }
 
-Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs) const {
+Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs,
+                                              std::span<const Tensor> captures) const {
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
         fmt::format("expected {} inputs, got {}", g.inputs.size(), inputs.size()));
+  }
+  if (captures.size() != captures_.size()) {
+    return Status::Internal(fmt::format("subgraph '{}' reads {} outer values, {} were given",
+                                        g.name, captures_.size(), captures.size()));
   }
   // Views of every value; owned storage for the ones produced by nodes.
   std::vector<Tensor> views(static_cast<size_t>(g.num_values()));
@@ -89,18 +109,26 @@ Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs) co
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int id = g.inputs[i];
     const Value& v = g.value(id);
+    ValueType declared = v.type;
+    if (!check_input_shapes_) {
+      for (Dim& d : declared.dims) d = Dim{};
+    }
     KILN_RETURN_IF_ERROR(
-        CheckTensorMatchesType(inputs[i], v.type, fmt::format("input '{}'", v.name)));
+        CheckTensorMatchesType(inputs[i], declared, fmt::format("input '{}'", v.name)));
     views[static_cast<size_t>(id)] = inputs[i];
+  }
+  for (size_t i = 0; i < captures.size(); ++i) {
+    views[static_cast<size_t>(captures_[i])] = captures[i];
   }
 
   std::vector<Tensor> node_inputs;
   std::vector<OwnedTensor> node_outputs;
   for (int n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    node_inputs.assign(node.inputs.size(), Tensor());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const int id = node.inputs[i];
+    node_inputs.assign(node.inputs.size() + node.implicit_inputs.size(), Tensor());
+    for (size_t i = 0; i < node_inputs.size(); ++i) {
+      const int id = i < node.inputs.size() ? node.inputs[i]
+                                            : node.implicit_inputs[i - node.inputs.size()];
       if (id == kNoValue) continue;
       const Tensor& t = views[static_cast<size_t>(id)];
       if (!t.valid()) {
@@ -129,13 +157,15 @@ Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs) co
       views[static_cast<size_t>(id)] = owned[static_cast<size_t>(id)].view();
     }
     // Release intermediates whose last reader was this node.
-    for (int id : node.inputs) {
+    auto release = [&](int id) {
       if (id != kNoValue && last_use_[static_cast<size_t>(id)] == n &&
           owned[static_cast<size_t>(id)].valid()) {
         owned[static_cast<size_t>(id)] = OwnedTensor();
         views[static_cast<size_t>(id)] = Tensor();
       }
-    }
+    };
+    for (int id : node.inputs) release(id);
+    for (int id : node.implicit_inputs) release(id);
   }
 
   std::vector<OwnedTensor> results;

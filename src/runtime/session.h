@@ -25,6 +25,9 @@ namespace kiln {
 
 struct SessionOptions {
   Device device = Device::Cpu();
+  // Check input dims against the declared shapes (dtype and rank are always checked). Off for
+  // subgraphs, whose loop-carried values may change shape between iterations.
+  bool check_input_shapes = true;
 };
 
 class Session {
@@ -40,7 +43,15 @@ class Session {
   // Runs the graph. `inputs` holds one tensor per graph input (graph().inputs order). Each is
   // checked against the declared type: dtype must match, rank and every known dim must match.
   // Returns one tensor per graph output (graph().outputs order).
-  Result<std::vector<OwnedTensor>> Run(std::span<const Tensor> inputs) const;
+  Result<std::vector<OwnedTensor>> Run(std::span<const Tensor> inputs) const {
+    return Run(inputs, {});
+  }
+  // For a subgraph (an If branch, a Loop or Scan body): `captures` holds one tensor per
+  // captures() entry, the data of the values the subgraph reads from its enclosing scope.
+  Result<std::vector<OwnedTensor>> Run(std::span<const Tensor> inputs,
+                                       std::span<const Tensor> captures) const;
+  // Value ids of the graph's captured values (Graph::Captures), in the order Run expects them.
+  std::span<const int> captures() const { return captures_; }
 
   // Name of the kernel provider chosen for node i ("ref", ...), for profiles and tests.
   std::string_view provider(int node) const;
@@ -54,6 +65,8 @@ class Session {
   // For every value, the index of the last node that reads it (-1 when none / graph output),
   // so intermediates are released as soon as they are dead.
   std::vector<int> last_use_;
+  std::vector<int> captures_;
+  bool check_input_shapes_ = true;
 };
 
 // Checks `tensor` against a declared value type; the message names `what` ("input 'x'").

@@ -39,7 +39,7 @@ from onnx import numpy_helper
 
 FOLDERS = ["node", "pytorch-converted", "pytorch-operator", "simple"]
 RANDOM_OPS = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
-              "RandomNormalLike", "Multinomial"}
+              "RandomNormalLike", "Multinomial", "Dropout:train"}
 RTOL, ATOL = 1e-3, 1e-5
 UNSUPPORTED_MARKERS = ("is not supported", "kiln supports only tensor values",
                        "not supported", "unsupported")
@@ -99,6 +99,8 @@ def compare(got, want, random_case):
 
 
 def model_ops(path):
+    """Op types the model uses; a Dropout given a training_mode input counts as 'Dropout:train'
+    (its mask and output are random, like the random ops')."""
     try:
         m = onnx.load(path, load_external_data=False)
     except Exception:  # noqa: BLE001
@@ -108,6 +110,8 @@ def model_ops(path):
     def walk(g):
         for n in g.node:
             ops.add(n.op_type)
+            if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
+                ops.add("Dropout:train")
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
                     walk(a.g)

@@ -135,15 +135,26 @@ def main():
             f.write(b"this is not a model")
         add = os.path.join(node, "test_add")
         add_in = os.path.join(add, "test_data_set_0")
+        # A model using an op no runtime has (custom domain), to check the load-time error.
+        foo = os.path.join(tmp, "foo.onnx")
+        from onnx import helper, TensorProto
+        graph = helper.make_graph(
+            [helper.make_node("Foo", ["x"], ["y"], domain="kiln.test", name="the_foo")], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                          helper.make_opsetid("kiln.test", 1)]),
+                  foo)
+        foo_in = os.path.join(tmp, "foo_in.npy")
+        np.save(foo_in, np.zeros(2, dtype=np.float32))
         wrong = os.path.join(tmp, "wrong.npy")
         np.save(wrong, np.zeros((2, 2), dtype=np.float32))
         errors = [
             ("missing model file", ["/nonexistent/model.onnx", "--inputs-dir", add_in],
              "cannot read model file"),
             ("garbage model file", [garbage, "--inputs-dir", add_in], "not a valid ONNX model"),
-            ("unsupported op", [os.path.join(node, "test_abs", "model.onnx"), "--inputs-dir",
-                                os.path.join(node, "test_abs", "test_data_set_0")],
-             "op Abs (opset 13) is not supported"),
+            ("unsupported op", [foo, "--input", "x=" + foo_in],
+             "op kiln.test.Foo (opset 1) is not supported (node 'the_foo')"),
             ("unknown input name", [os.path.join(add, "model.onnx"), "--input", "nope=" + wrong],
              "no input 'nope'"),
             ("missing input", [os.path.join(add, "model.onnx"), "--input", "x=" + wrong],

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <climits>
 #include <new>
@@ -353,6 +355,7 @@ class GraphBuilder {
     }
     for (onnx::AttributeProto& attr : *proto.mutable_attribute()) {
       KILN_ASSIGN_OR_RETURN(Attribute a, ConvertAttribute(attr, label));
+      KILN_RETURN_IF_ERROR(AddImplicitInputs(a, label, &node.implicit_inputs));
       node.attributes.push_back(std::move(a));
     }
     for (const std::string& out : proto.output()) {
@@ -370,6 +373,30 @@ class GraphBuilder {
       node.outputs.push_back(graph_->AddValue(std::move(value)));
     }
     graph_->AddNode(std::move(node));
+    return Status::OK();
+  }
+
+  // Records, as implicit inputs of the node, the values of this graph that the subgraphs in `a`
+  // capture from the enclosing scope (a capture this graph does not define is captured here in
+  // turn, when this graph is itself a subgraph).
+  Status AddImplicitInputs(const Attribute& a, std::string_view label, std::vector<int>* ids) {
+    std::vector<const Graph*> graphs;
+    if (a.g) graphs.push_back(a.g.get());
+    for (const auto& g : a.graphs) graphs.push_back(g.get());
+    for (const Graph* g : graphs) {
+      for (int capture : g->Captures()) {
+        const std::string& name = g->value(capture).name;
+        int id = graph_->FindValue(name);
+        if (id < 0) {
+          if (!is_subgraph_) {
+            return Status::InvalidArgument(
+                fmt::format("{} reads unknown value '{}' in a subgraph", label, name));
+          }
+          KILN_ASSIGN_OR_RETURN(id, AddOuterValue(name));
+        }
+        if (std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
+      }
+    }
     return Status::OK();
   }
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -243,6 +244,60 @@ TEST(OnnxImporterTest, ImportsLoopBodyWithOuterScopeReference) {
   for (const Node& n : body.nodes()) {
     for (int out : n.outputs) EXPECT_FALSE(IsOuterScope(body, out));
   }
+  // The Loop node supplies the captured value as an implicit input.
+  EXPECT_EQ(body.Captures(), std::vector<int>{delta});
+  ASSERT_EQ(loop->implicit_inputs.size(), 1u);
+  EXPECT_EQ(g.value(loop->implicit_inputs[0]).name, "delta");
+}
+
+TEST(OnnxImporterTest, NestedSubgraphCapturesBecomeImplicitInputsAtEveryLevel) {
+  // main: If(c) { then: If(c) { then: Add(a, a) else: Neg(a) } else: Identity(a) }
+  onnx::ModelProto m = NewModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "c", TensorProto::BOOL, {});
+  AddInput(g, "a", TensorProto::FLOAT, {"2"});
+  auto branch = [](onnx::GraphProto* b, const std::string& name, const std::string& op,
+                   std::vector<std::string> in) {
+    b->set_name(name);
+    AddNode(b, op, in, {name + "_y"});
+    AddOutput(b, name + "_y", TensorProto::FLOAT, {"2"});
+  };
+  onnx::NodeProto* outer = AddNode(g, "If", {"c"}, {"y"});
+  onnx::AttributeProto* then_attr = outer->add_attribute();
+  then_attr->set_name("then_branch");
+  then_attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* then_g = then_attr->mutable_g();
+  then_g->set_name("outer_then");
+  onnx::NodeProto* inner = AddNode(then_g, "If", {"c"}, {"inner_y"});
+  AddOutput(then_g, "inner_y", TensorProto::FLOAT, {"2"});
+  for (const char* which : {"then_branch", "else_branch"}) {
+    onnx::AttributeProto* a = inner->add_attribute();
+    a->set_name(which);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    if (std::string(which) == "then_branch") branch(a->mutable_g(), "t", "Add", {"a", "a"});
+    else branch(a->mutable_g(), "e", "Neg", {"a"});
+  }
+  onnx::AttributeProto* else_attr = outer->add_attribute();
+  else_attr->set_name("else_branch");
+  else_attr->set_type(onnx::AttributeProto::GRAPH);
+  branch(else_attr->mutable_g(), "outer_else", "Identity", {"a"});
+  AddOutput(g, "y", TensorProto::FLOAT, {"2"});
+
+  std::shared_ptr<Graph> graph = ImportOk(m);
+  ASSERT_NE(graph, nullptr);
+  const Node& outer_if = graph->node(0);
+  // The outer If reads 'c' explicitly and 'c' and 'a' through its branches.
+  std::vector<std::string> names;
+  for (int id : outer_if.implicit_inputs) names.push_back(graph->value(id).name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "c"}));
+  // The then-branch captures 'a' and 'c' itself, and its inner If takes them as implicit inputs.
+  const Graph& then_branch = *outer_if.FindAttribute("then_branch")->g;
+  EXPECT_EQ(then_branch.Captures().size(), 2u);
+  const Node& inner_if = then_branch.node(0);
+  ASSERT_EQ(inner_if.implicit_inputs.size(), 1u);
+  EXPECT_EQ(then_branch.value(inner_if.implicit_inputs[0]).name, "a");
+  EXPECT_TRUE(IsOuterScope(then_branch, inner_if.implicit_inputs[0]));
 }
 
 TEST(OnnxImporterTest, ImportsIfWithConstantTensorAttributes) {

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Control-flow operators (If, Loop, Scan): kernels that run subgraphs. They live in the runtime,
+// not in kernels/, because each builds nested Sessions for its branches or body at load time.
+// Session::Create routes these ops here instead of the kernel registry.
+//
+// Subgraphs read values of the enclosing graph through the node's implicit inputs
+// (Node::implicit_inputs, fed after the explicit inputs), matched by name to the subgraph's
+// captured values (Graph::Captures).
+
+#include <memory>
+
+#include "base/result.h"
+#include "kernels/kernel.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+
+struct SessionOptions;
+
+// True for the ONNX-domain ops If, Loop and Scan.
+bool IsControlFlowOp(const Node& node);
+
+// Builds the kernel, including nested sessions for every subgraph attribute. Errors name the
+// subgraph (e.g. an unsupported op inside a Loop body).
+Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const KernelInfo& info,
+                                                        const SessionOptions& options);
+
+// The KernelDef reported for control-flow nodes (provider "runtime").
+const KernelDef& ControlFlowKernelDef();
+
+}  // namespace kiln
