@@ -37,43 +37,6 @@
 namespace kiln::ref {
 namespace {
 
-// kiln dtype for an onnx TensorProto.DataType number (nullopt for UNDEFINED, COMPLEX and
-// unknown values).
-std::optional<DataType> DataTypeFromOnnxNumber(int64_t v) {
-  switch (v) {
-    case 1:
-      return DataType::kFloat32;
-    case 2:
-      return DataType::kUint8;
-    case 3:
-      return DataType::kInt8;
-    case 4:
-      return DataType::kUint16;
-    case 5:
-      return DataType::kInt16;
-    case 6:
-      return DataType::kInt32;
-    case 7:
-      return DataType::kInt64;
-    case 8:
-      return DataType::kBytes;
-    case 9:
-      return DataType::kBool;
-    case 10:
-      return DataType::kFloat16;
-    case 11:
-      return DataType::kFloat64;
-    case 12:
-      return DataType::kUint32;
-    case 13:
-      return DataType::kUint64;
-    case 16:
-      return DataType::kBFloat16;
-    default:
-      return std::nullopt;
-  }
-}
-
 // kiln dtype for a TensorProto.DataType name ("FLOAT"), as Cast-1 spells `to`.
 std::optional<DataType> DataTypeFromOnnxName(std::string_view name) {
   static constexpr std::pair<std::string_view, int> kNames[] = {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -108,6 +109,77 @@ inline Result<int> NormalizeAxis(std::string_view op, int64_t axis, int rank, bo
                    rank);
   }
   return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// 16-bit floats are computed in float: MathType<T> is the type arithmetic on T uses, ToMath and
+// FromMath convert (FromMath rounds to nearest even).
+template <typename T>
+inline constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+// FP16, BF16, FP32, FP64.
+template <typename T>
+inline constexpr bool kIsFloatLike = std::is_floating_point_v<T> || kIsHalf<T>;
+
+template <typename T>
+using MathType = std::conditional_t<kIsHalf<T>, float, T>;
+
+template <typename T>
+MathType<T> ToMath(T v) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    return Float16ToFloat(v);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return BFloat16ToFloat(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+T FromMath(MathType<T> v) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    return FloatToFloat16(v);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return FloatToBFloat16(v);
+  } else {
+    return v;
+  }
+}
+
+// kiln dtype for an ONNX TensorProto.DataType number, as attributes such as Cast's `to` or
+// EyeLike's `dtype` give it; nullopt for UNDEFINED, COMPLEX64/128 and numbers kiln has no type
+// for.
+inline std::optional<DataType> DataTypeFromOnnxNumber(int64_t v) {
+  switch (v) {
+    case 1:
+      return DataType::kFloat32;
+    case 2:
+      return DataType::kUint8;
+    case 3:
+      return DataType::kInt8;
+    case 4:
+      return DataType::kUint16;
+    case 5:
+      return DataType::kInt16;
+    case 6:
+      return DataType::kInt32;
+    case 7:
+      return DataType::kInt64;
+    case 8:
+      return DataType::kBytes;
+    case 9:
+      return DataType::kBool;
+    case 10:
+      return DataType::kFloat16;
+    case 11:
+      return DataType::kFloat64;
+    case 12:
+      return DataType::kUint32;
+    case 13:
+      return DataType::kUint64;
+    case 16:
+      return DataType::kBFloat16;
+    default:
+      return std::nullopt;
+  }
 }
 
 // Product of dims[begin, end).

@@ -25,7 +25,10 @@ inline constexpr DataTypeMask kRefAny = kAllTypes;
 
 #define KILN_REF_KERNEL(op, since, end, types, type_input, factory) \
   Result<std::unique_ptr<Kernel>> factory(const KernelInfo& info);
+#define KILN_REF_KERNEL_IN_DOMAIN(domain, op, since, end, types, type_input, factory) \
+  KILN_REF_KERNEL(op, since, end, types, type_input, factory)
 #include "kernels/ref/ref_kernels.inc"
+#undef KILN_REF_KERNEL_IN_DOMAIN
 #undef KILN_REF_KERNEL
 
 }  // namespace kiln::ref

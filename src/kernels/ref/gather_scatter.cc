@@ -43,8 +43,8 @@ void Reduce(Reduction r, T* dst, int64_t to, const T* src, int64_t from) {
     const U a = static_cast<U>(dst[to]), b = static_cast<U>(src[from]);
     dst[to] = static_cast<T>(r == Reduction::kAdd ? static_cast<U>(a + b) : static_cast<U>(a * b));
   } else {
-    const ArithT<T> a = Load(dst[to]), b = Load(src[from]);
-    dst[to] = Store<T>(r == Reduction::kAdd ? a + b : a * b);
+    const MathType<T> a = ToMath(dst[to]), b = ToMath(src[from]);
+    dst[to] = FromMath<T>(r == Reduction::kAdd ? a + b : a * b);
   }
 }
 

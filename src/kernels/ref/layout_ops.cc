@@ -21,42 +21,6 @@
 namespace kiln::ref {
 namespace {
 
-// ONNX TensorProto.DataType numbers to kiln dtypes (nullopt for unsupported ones).
-std::optional<DataType> DataTypeFromOnnxNumber(int64_t t) {
-  switch (t) {
-    case 1:
-      return DataType::kFloat32;
-    case 2:
-      return DataType::kUint8;
-    case 3:
-      return DataType::kInt8;
-    case 4:
-      return DataType::kUint16;
-    case 5:
-      return DataType::kInt16;
-    case 6:
-      return DataType::kInt32;
-    case 7:
-      return DataType::kInt64;
-    case 8:
-      return DataType::kBytes;
-    case 9:
-      return DataType::kBool;
-    case 10:
-      return DataType::kFloat16;
-    case 11:
-      return DataType::kFloat64;
-    case 12:
-      return DataType::kUint32;
-    case 13:
-      return DataType::kUint64;
-    case 16:
-      return DataType::kBFloat16;
-    default:
-      return std::nullopt;
-  }
-}
-
 // Whether element i of `t` is non-zero (non-empty for BYTES; -0.0 counts as zero).
 Result<std::vector<bool>> Truthiness(const Tensor& t, std::string_view op) {
   std::vector<bool> v(static_cast<size_t>(t.num_elements()));
@@ -69,7 +33,7 @@ Result<std::vector<bool>> Truthiness(const Tensor& t, std::string_view op) {
       } else if constexpr (std::is_same_v<T, bool>) {
         v[i] = p[i];
       } else {
-        v[i] = Load(p[i]) != 0;
+        v[i] = ToMath(p[i]) != 0;
       }
     }
     return Status::OK();
@@ -387,7 +351,7 @@ Result<std::vector<int64_t>> ReadAsInt64(const Tensor& t, std::string_view op,
     const T* p = t.data<const T>();
     for (size_t i = 0; i < v.size(); ++i) {
       if constexpr (kIsFloatLike<T>) {
-        const double d = static_cast<double>(Load(p[i]));
+        const double d = static_cast<double>(ToMath(p[i]));
         if (!(d > -9.2e18 && d < 9.2e18))
           return OpError(op, "{} value {} is out of range", what, d);
         v[i] = static_cast<int64_t>(d);
@@ -474,7 +438,7 @@ class CumSumKernel final : public Kernel {
     return DispatchNumeric(x.dtype(), "CumSum", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                            ArithOf<T>>::type;
+                                            std::type_identity<MathType<T>>>::type;
       const T* p = x.data<const T>();
       T* q = y.data<T>();
       for (int64_t o = 0; o < outer; ++o) {
@@ -487,13 +451,13 @@ class CumSumKernel final : public Kernel {
             if constexpr (std::is_integral_v<T>) {
               v = static_cast<A>(p[e]);
             } else {
-              v = Load(p[e]);
+              v = ToMath(p[e]);
             }
             if (!exclusive_) sum = static_cast<A>(sum + v);
             if constexpr (std::is_integral_v<T>) {
               q[e] = static_cast<T>(sum);
             } else {
-              q[e] = Store<T>(sum);
+              q[e] = FromMath<T>(sum);
             }
             if (exclusive_) sum = static_cast<A>(sum + v);
           }

@@ -34,37 +34,6 @@
 
 namespace kiln::ref {
 
-template <typename T>
-inline constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-// FP16, BF16, FP32, FP64.
-template <typename T>
-inline constexpr bool kIsFloatLike = std::is_floating_point_v<T> || kIsHalf<T>;
-
-template <typename T>
-using MathType = std::conditional_t<kIsHalf<T>, float, T>;
-
-template <typename T>
-MathType<T> ToMath(T v) {
-  if constexpr (std::is_same_v<T, Float16>) {
-    return Float16ToFloat(v);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return BFloat16ToFloat(v);
-  } else {
-    return v;
-  }
-}
-
-template <typename T>
-T FromMath(MathType<T> v) {
-  if constexpr (std::is_same_v<T, Float16>) {
-    return FloatToFloat16(v);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return FloatToBFloat16(v);
-  } else {
-    return v;
-  }
-}
-
 template <typename F>
 Status DispatchFloats(DataType dtype, std::string_view op, F&& f) {
   return DispatchType<float, double, Float16, BFloat16>(dtype, op, std::forward<F>(f));

@@ -29,20 +29,9 @@ namespace kiln::ref {
 // The floating-point element types, for DispatchType<KILN_NN_FLOAT_TYPES>.
 #define KILN_NN_FLOAT_TYPES float, double, ::kiln::Float16, ::kiln::BFloat16
 
-// True for the floating-point element types (including the 16-bit ones, which are structs).
-template <typename T>
-inline constexpr bool kIsFloatLike =
-    std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-
 template <typename T>
 double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, Float16>) {
-    return static_cast<double>(Float16ToFloat(v));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return static_cast<double>(BFloat16ToFloat(v));
-  } else {
-    return static_cast<double>(v);
-  }
+  return static_cast<double>(ToMath(v));
 }
 
 // Converts to T: floats round (FP16/BF16 to nearest even via float); integers truncate toward

@@ -26,39 +26,6 @@
 namespace kiln::ref {
 namespace {
 
-std::optional<DataType> RandomTypeFromOnnx(int64_t t) {
-  switch (t) {
-    case 1:
-      return DataType::kFloat32;
-    case 2:
-      return DataType::kUint8;
-    case 3:
-      return DataType::kInt8;
-    case 4:
-      return DataType::kUint16;
-    case 5:
-      return DataType::kInt16;
-    case 6:
-      return DataType::kInt32;
-    case 7:
-      return DataType::kInt64;
-    case 9:
-      return DataType::kBool;
-    case 10:
-      return DataType::kFloat16;
-    case 11:
-      return DataType::kFloat64;
-    case 12:
-      return DataType::kUint32;
-    case 13:
-      return DataType::kUint64;
-    case 16:
-      return DataType::kBFloat16;
-    default:
-      return std::nullopt;
-  }
-}
-
 bool IsRandomFloatType(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kFloat32 || t == DataType::kFloat64;
 }
@@ -210,8 +177,9 @@ Result<std::unique_ptr<Kernel>> CreateRandom(const KernelInfo& info, Dist dist, 
   }
   if (attrs.Has("dtype")) {
     KILN_ASSIGN_OR_RETURN(int64_t t, attrs.Int("dtype", 1));
-    o.dtype = RandomTypeFromOnnx(t);
-    if (!o.dtype || (dist != Dist::kBernoulli && !IsRandomFloatType(*o.dtype))) {
+    o.dtype = DataTypeFromOnnxNumber(t);
+    if (!o.dtype || *o.dtype == DataType::kBytes ||
+        (dist != Dist::kBernoulli && !IsRandomFloatType(*o.dtype))) {
       return OpError(op, "attribute 'dtype' {} is not a supported output type", t);
     }
   } else if (!like && dist != Dist::kBernoulli) {

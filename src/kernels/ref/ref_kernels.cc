@@ -12,7 +12,11 @@ void RegisterRefKernels(KernelRegistry& registry) {
 #define KILN_REF_KERNEL(op, since, end, types, type_input, factory)                          \
   registry.Register(KernelDef{#op, "", since, end, DeviceType::kCpu, ref::types, type_input, \
                               &ref::factory, "ref"});
+#define KILN_REF_KERNEL_IN_DOMAIN(domain, op, since, end, types, type_input, factory)            \
+  registry.Register(KernelDef{#op, domain, since, end, DeviceType::kCpu, ref::types, type_input, \
+                              &ref::factory, "ref"});
 #include "kernels/ref/ref_kernels.inc"
+#undef KILN_REF_KERNEL_IN_DOMAIN
 #undef KILN_REF_KERNEL
 }
 

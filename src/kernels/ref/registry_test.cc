@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "kernels/ref/ref_test_util.h"
 #include "onnx/defs/schema.h"
@@ -40,11 +42,13 @@ struct OnnxOpVersions {
   int deprecated_at = 0;   // the version that deprecated it, or 0
 };
 
-// The op's versions as libonnx 1.12 defines them (default domain, opsets up to 17).
-OnnxOpVersions OnnxVersionsOf(const std::string& op) {
+// The op's versions as libonnx 1.12 defines them in `domain` ("" for the default domain, which
+// kiln covers up to opset 17).
+OnnxOpVersions OnnxVersionsOf(const std::string& domain, const std::string& op) {
   OnnxOpVersions v;
   for (const onnx::OpSchema& schema : onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
-    if (schema.Name() != op || !schema.domain().empty() || schema.SinceVersion() > 17) continue;
+    if (schema.Name() != op || schema.domain() != domain) continue;
+    if (domain.empty() && schema.SinceVersion() > 17) continue;
     if (schema.Deprecated()) v.deprecated_at = schema.SinceVersion();
     v.since.push_back(schema.SinceVersion());
   }
@@ -52,25 +56,36 @@ OnnxOpVersions OnnxVersionsOf(const std::string& op) {
   return v;
 }
 
+// The last opset kiln's rows of `domain` should reach: 17 for the default domain, else the
+// domain's latest version in libonnx.
+int LastOpsetOf(const std::string& domain) {
+  if (domain.empty()) return 17;
+  const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = map.find(domain);
+  return it == map.end() ? 0 : it->second.second;
+}
+
 TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
-  std::map<std::string, std::vector<const KernelDef*>> by_op;
+  // Keyed by (domain, op).
+  std::map<std::pair<std::string, std::string>, std::vector<const KernelDef*>> by_op;
   for (const KernelDef& def : KernelRegistry::Global().defs()) {
     if (def.provider != "ref") continue;
-    EXPECT_EQ(def.domain, "");
     EXPECT_EQ(def.device, DeviceType::kCpu);
     EXPECT_NE(def.create, nullptr);
     EXPECT_NE(def.types, 0u);
-    by_op[std::string(def.op_type)].push_back(&def);
+    by_op[{std::string(def.domain), std::string(def.op_type)}].push_back(&def);
   }
-  for (auto& [op, defs] : by_op) {
-    SCOPED_TRACE(op);
+  for (auto& [key, defs] : by_op) {
+    const auto& [domain, op] = key;
+    SCOPED_TRACE(domain.empty() ? op : domain + "." + op);
     std::sort(defs.begin(), defs.end(), [](const KernelDef* a, const KernelDef* b) {
       return a->since_version < b->since_version;
     });
     // Every row starts at a version of the op in ONNX's own schema registry; the rows follow
-    // each other without gaps or overlaps and reach opset 17, or stop just before the version
-    // at which ONNX deprecated the op (a deprecated op may also be kept, as other runtimes do).
-    const OnnxOpVersions onnx_versions = OnnxVersionsOf(op);
+    // each other without gaps or overlaps and reach opset 17 (another domain: its latest
+    // version), or stop just before the version at which ONNX deprecated the op (a deprecated op
+    // may also be kept, as other runtimes do).
+    const OnnxOpVersions onnx_versions = OnnxVersionsOf(domain, op);
     ASSERT_FALSE(onnx_versions.since.empty()) << "not an ONNX op";
     int next = defs.front()->since_version;
     for (const KernelDef* def : defs) {
@@ -80,12 +95,13 @@ TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
           << def->since_version << " is not a version of the op";
       next = def->end_version + 1;
     }
-    EXPECT_TRUE(next == 18 || next == onnx_versions.deprecated_at) << "rows end at " << next - 1;
+    EXPECT_TRUE(next == LastOpsetOf(domain) + 1 || next == onnx_versions.deprecated_at)
+        << "rows end at " << next - 1;
   }
   // Spot-check boundaries taken from the ONNX changelog.
   auto bounds = [&](const std::string& op) {
     std::vector<int> b;
-    for (const KernelDef* def : by_op[op]) b.push_back(def->since_version);
+    for (const KernelDef* def : by_op[{"", op}]) b.push_back(def->since_version);
     return b;
   };
   EXPECT_EQ(bounds("Softmax"), (std::vector<int>{1, 11, 13}));
@@ -94,6 +110,9 @@ TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
   EXPECT_EQ(bounds("Gemm"), (std::vector<int>{1, 7, 11}));
   EXPECT_EQ(bounds("BatchNormalization"), (std::vector<int>{1, 7, 9, 14}));
   EXPECT_EQ(bounds("MaxPool"), (std::vector<int>{1, 8, 10, 12}));
+  // The training-domain optimizers are registered in their own domain, not the default one.
+  EXPECT_EQ(by_op.count({"ai.onnx.preview.training", "Adam"}), 1u);
+  EXPECT_EQ(by_op.count({"", "Adam"}), 0u);
 }
 
 TEST(RefRegistryTest, SessionReportsTheRefProvider) {

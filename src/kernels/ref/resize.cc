@@ -345,7 +345,7 @@ class ResizeKernel final : public Kernel {
         }
         // Sum over the tensor product of the axes' taps (recursion over the axes).
         auto sum = [&](auto&& self, int d, int64_t offset) -> double {
-          if (d == rank) return static_cast<double>(Load(p[offset]));
+          if (d == rank) return static_cast<double>(ToMath(p[offset]));
           double acc = 0;
           const size_t du = static_cast<size_t>(d);
           for (const auto& [idx, w] : taps[du]->taps) {
@@ -370,7 +370,7 @@ class ResizeKernel final : public Kernel {
         (DispatchType<float, double, Float16, BFloat16>(t.dtype(), p_.op, [&](auto tag) -> Status {
           using T = typename decltype(tag)::type;
           const T* p = t.data<const T>();
-          for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(Load(p[i]));
+          for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(ToMath(p[i]));
           return Status::OK();
         })));
     return v;

@@ -26,36 +26,12 @@
 namespace kiln::ref {
 namespace {
 
-// The dtypes an output_datatype attribute (a TensorProto data type number) may name here.
+// The dtypes an output_datatype attribute (a TensorProto data type number) may name here:
+// numbers only.
 std::optional<DataType> NumericTypeFromOnnx(int64_t t) {
-  switch (t) {
-    case 1:
-      return DataType::kFloat32;
-    case 2:
-      return DataType::kUint8;
-    case 3:
-      return DataType::kInt8;
-    case 4:
-      return DataType::kUint16;
-    case 5:
-      return DataType::kInt16;
-    case 6:
-      return DataType::kInt32;
-    case 7:
-      return DataType::kInt64;
-    case 10:
-      return DataType::kFloat16;
-    case 11:
-      return DataType::kFloat64;
-    case 12:
-      return DataType::kUint32;
-    case 13:
-      return DataType::kUint64;
-    case 16:
-      return DataType::kBFloat16;
-    default:
-      return std::nullopt;
-  }
+  const std::optional<DataType> dtype = DataTypeFromOnnxNumber(t);
+  if (dtype == DataType::kBytes || dtype == DataType::kBool) return std::nullopt;
+  return dtype;
 }
 
 // Writes `values` to output 0 as `dtype` with `shape` (16-bit floats rounded to nearest even,

@@ -32,7 +32,7 @@ namespace {
 template <typename T>
 int Compare(const T& a, const T& b) {
   if constexpr (kIsFloatLike<T>) {
-    const auto x = Load(a), y = Load(b);
+    const auto x = ToMath(a), y = ToMath(b);
     const bool nx = std::isnan(x), ny = std::isnan(y);
     if (nx || ny) return nx == ny ? 0 : (nx ? 1 : -1);
     return x < y ? -1 : (y < x ? 1 : 0);

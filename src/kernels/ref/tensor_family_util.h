@@ -11,7 +11,7 @@
 //
 //   return DispatchNumeric(x.dtype(), "CumSum", [&](auto tag) -> Status {
 //     using T = typename decltype(tag)::type;
-//     ArithT<T> sum = Load(p[i]); ...; q[i] = Store<T>(sum);
+//     MathType<T> sum = ToMath(p[i]); ...; q[i] = FromMath<T>(sum);
 //   });
 
 #include <cstdint>
@@ -26,51 +26,11 @@
 
 namespace kiln::ref {
 
-// The type arithmetic on T is done in: float for the 16-bit floats, T itself otherwise.
-template <typename T>
-struct ArithOf {
-  using type = T;
-};
-template <>
-struct ArithOf<Float16> {
-  using type = float;
-};
-template <>
-struct ArithOf<BFloat16> {
-  using type = float;
-};
-template <typename T>
-using ArithT = typename ArithOf<T>::type;
-
-template <typename T>
-ArithT<T> Load(T v) {
-  if constexpr (std::is_same_v<T, Float16>) {
-    return Float16ToFloat(v);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return BFloat16ToFloat(v);
-  } else {
-    return v;
-  }
-}
-template <typename T>
-T Store(ArithT<T> v) {
-  if constexpr (std::is_same_v<T, Float16>) {
-    return FloatToFloat16(v);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return FloatToBFloat16(v);
-  } else {
-    return v;
-  }
-}
 // Converts a double to T (16-bit floats through float).
 template <typename T>
 T FromDouble(double v) {
-  return Store<T>(static_cast<ArithT<T>>(v));
+  return FromMath<T>(static_cast<MathType<T>>(v));
 }
-
-template <typename T>
-inline constexpr bool kIsFloatLike =
-    std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 // Every numeric dtype (floats, 16-bit floats, signed and unsigned integers); not BOOL or BYTES.
 template <typename F>
