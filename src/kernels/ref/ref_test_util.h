@@ -141,13 +141,22 @@ class OpTest {
     output_type_ = dtype;
     return *this;
   }
+  // Puts the node in `domain` at `domain_opset` (the default ONNX domain stays at the opset
+  // given to the constructor).
+  OpTest& Domain(std::string domain, int64_t domain_opset) {
+    domain_ = std::move(domain);
+    domain_opset_ = domain_opset;
+    return *this;
+  }
 
   std::shared_ptr<const Graph> BuildGraph() const {
     auto g = std::make_shared<Graph>();
     g->opset_imports[""] = opset_;
+    if (!domain_.empty()) g->opset_imports[domain_] = domain_opset_;
     Node node;
     node.name = "node";
     node.op_type = op_;
+    node.domain = domain_;
     node.attributes = attrs_;
     for (size_t i = 0; i < inputs_.size(); ++i) {
       const InputSpec& in = inputs_[i];
@@ -203,6 +212,13 @@ class OpTest {
     return r->at(0);
   }
 
+  // Runs and returns every present output, failing the test on error.
+  std::vector<OwnedTensor> RunAll() const {
+    Result<std::vector<OwnedTensor>> r = Run();
+    EXPECT_TRUE(r.ok()) << op_ << ": " << r.status().ToString();
+    return r.ok() ? std::move(r).value() : std::vector<OwnedTensor>(outputs_.size());
+  }
+
   // The status of Run() (OK or the error).
   Status RunStatus() const {
     Result<std::vector<OwnedTensor>> r = Run();
@@ -218,6 +234,8 @@ class OpTest {
   };
   std::string op_;
   int64_t opset_;
+  std::string domain_;
+  int64_t domain_opset_ = 0;
   std::vector<Attribute> attrs_;
   std::vector<InputSpec> inputs_;
   std::vector<bool> outputs_ = {true};

@@ -2,8 +2,7 @@
 // Tests for the training-domain optimizer kernels (training.cc): Adagrad, Adam and Momentum
 // (standard and Nesterov) on hand-checked values, several tensors in one node, omitted outputs,
 // FLOAT and DOUBLE, and the load-time and run-time error paths. The nodes live in the
-// "ai.onnx.preview.training" domain, so these tests build their graphs with OptimizerTest below
-// instead of OpTest (which builds default-domain nodes).
+// "ai.onnx.preview.training" domain (OpTest::Domain).
 
 #include <gtest/gtest.h>
 
@@ -21,100 +20,15 @@ namespace {
 
 constexpr char kTrainingDomain[] = "ai.onnx.preview.training";
 
-// One optimizer node in a graph of its own, every input a graph input, like OpTest but with a
-// domain. `outputs` flags which output slots are present (default: `num_outputs` present ones).
-class OptimizerTest {
- public:
-  OptimizerTest(std::string op, int num_outputs, std::string domain = kTrainingDomain,
-                int64_t opset = 1)
-      : op_(std::move(op)),
-        domain_(std::move(domain)),
-        opset_(opset),
-        outputs_(static_cast<size_t>(num_outputs), true) {}
-
-  OptimizerTest& Attr(Attribute a) {
-    attrs_.push_back(std::move(a));
-    return *this;
-  }
-  // `declared` overrides the declared dtype (kInvalid: unknown).
-  OptimizerTest& Input(OwnedTensor t, std::optional<DataType> declared = std::nullopt) {
-    inputs_.push_back({std::move(t), declared});
-    return *this;
-  }
-  OptimizerTest& Outputs(std::vector<bool> present) {
-    outputs_ = std::move(present);
-    return *this;
-  }
-
-  std::shared_ptr<const Graph> BuildGraph() const {
-    auto g = std::make_shared<Graph>();
-    g->opset_imports[""] = 17;
-    g->opset_imports[domain_] = opset_;
-    Node node;
-    node.name = "node";
-    node.op_type = op_;
-    node.domain = domain_;
-    node.attributes = attrs_;
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      Value v;
-      v.name = "in" + std::to_string(i);
-      v.type.dtype = inputs_[i].declared.value_or(inputs_[i].tensor.dtype());
-      const int id = g->AddValue(std::move(v));
-      g->inputs.push_back(id);
-      node.inputs.push_back(id);
-    }
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      if (!outputs_[i]) {
-        node.outputs.push_back(kNoValue);
-        continue;
-      }
-      Value v;
-      v.name = "out" + std::to_string(i);
-      const int id = g->AddValue(std::move(v));
-      g->outputs.push_back(id);
-      node.outputs.push_back(id);
-    }
-    g->AddNode(std::move(node));
-    return g;
-  }
-
-  Status Create() const {
-    Result<std::unique_ptr<Session>> s = Session::Create(BuildGraph());
-    return s.ok() ? Status::OK() : s.status();
-  }
-
-  // The present outputs, in slot order.
-  Result<std::vector<OwnedTensor>> Run() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph()));
-    std::vector<Tensor> feeds;
-    for (const InputSpec& in : inputs_) feeds.push_back(in.tensor.view());
-    return session->Run(feeds);
-  }
-
-  Status RunStatus() const {
-    Result<std::vector<OwnedTensor>> r = Run();
-    return r.ok() ? Status::OK() : r.status();
-  }
-
-  // Runs and returns the outputs, failing the test on error.
-  std::vector<OwnedTensor> RunAll() const {
-    Result<std::vector<OwnedTensor>> r = Run();
-    EXPECT_TRUE(r.ok()) << op_ << ": " << r.status().ToString();
-    return r.ok() ? std::move(r).value() : std::vector<OwnedTensor>(outputs_.size());
-  }
-
- private:
-  struct InputSpec {
-    OwnedTensor tensor;
-    std::optional<DataType> declared;
-  };
-  std::string op_;
-  std::string domain_;
-  int64_t opset_;
-  std::vector<Attribute> attrs_;
-  std::vector<InputSpec> inputs_;
-  std::vector<bool> outputs_;
-};
+// One optimizer node in a graph of its own (OpTest in the training domain), with `num_outputs`
+// present output slots.
+OpTest OptimizerTest(std::string op, int num_outputs, std::string domain = kTrainingDomain,
+                     int64_t opset = 1) {
+  OpTest t(std::move(op), domain.empty() ? opset : 17);
+  if (!domain.empty()) t.Domain(std::move(domain), opset);
+  t.Outputs(std::vector<bool>(static_cast<size_t>(num_outputs), true));
+  return t;
+}
 
 OwnedTensor R(float r) { return MakeTensor<float>({}, {r}); }
 OwnedTensor T(int64_t t) { return MakeTensor<int64_t>({}, {t}); }
@@ -234,7 +148,7 @@ TEST(TrainingTest, AdamFirstStepHasNoBiasCorrectionAndOutputsMayBeOmitted) {
   ExpectTensor<double>(out[1], {1}, {4}, 1e-12);
 }
 
-OptimizerTest Momentum(const std::string& mode, int64_t t, float norm_coefficient) {
+OpTest Momentum(const std::string& mode, int64_t t, float norm_coefficient) {
   // R 0.1, alpha 0.5, beta 0.25; X {1}, G {2}, V {4}.
   return std::move(OptimizerTest("Momentum", 2)
                        .Attr(FloatAttr("alpha", 0.5f))
@@ -283,7 +197,7 @@ TEST(TrainingTest, EmptyTensorsAreUpdatedToEmptyOutputs) {
 
 TEST(TrainingTest, LoadErrors) {
   auto adagrad = [](int num_x_inputs, int num_outputs) {
-    OptimizerTest t("Adagrad", num_outputs);
+    OpTest t = OptimizerTest("Adagrad", num_outputs);
     t.Input(R(1)).Input(T(0));
     for (int i = 0; i < num_x_inputs; ++i) t.Input(MakeTensor<float>({1}, {1}));
     return t;
