@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reference elementwise kernels: Add, Sub, Mul, Div (binary, broadcasting) and Relu, Sigmoid,
-// Tanh (unary).
+// Reference elementwise kernels: Add, Sub, Mul, Div (binary, broadcasting). The unary ones,
+// Relu, Sigmoid and Tanh included, are in math_unary.cc.
 //
 // NOTE on the approach: each binary op walks the broadcast output once (broadcast.h) and applies
 // a scalar function. Opsets 1-6 use ONNX's legacy rule instead of numpy broadcasting: with
@@ -13,7 +13,7 @@
 // Integers: Add/Sub/Mul wrap modulo 2^n (computed on an unsigned type, so no undefined
 // behaviour). Div truncates toward zero, like C++ and the ONNX reference; a zero divisor makes
 // Compute return INVALID_ARGUMENT before anything is written; INT_MIN / -1 wraps to INT_MIN.
-// Floats follow IEEE (x/0 is inf or nan). Relu keeps NaN (y = x < 0 ? 0 : x).
+// Floats follow IEEE (x/0 is inf or nan).
 
 #include <cmath>
 #include <memory>
@@ -106,56 +106,6 @@ Result<std::unique_ptr<Kernel>> CreateBinary(const KernelInfo& info) {
   return std::make_unique<BinaryKernel<kOp>>(info.node().op_type, legacy);
 }
 
-enum class UnaryOp { kRelu, kSigmoid, kTanh };
-
-template <UnaryOp kOp, typename T>
-T ApplyUnary(T x) {
-  if constexpr (kOp == UnaryOp::kRelu) return x < T{0} ? T{0} : x;  // keeps NaN
-  if constexpr (kOp == UnaryOp::kSigmoid) {
-    // Written so that exp never overflows.
-    if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
-    const T e = std::exp(x);
-    return e / (T{1} + e);
-  }
-  if constexpr (kOp == UnaryOp::kTanh) return std::tanh(x);
-}
-
-template <UnaryOp kOp>
-class UnaryKernel final : public Kernel {
- public:
-  explicit UnaryKernel(std::string op) : op_(std::move(op)) {}
-
-  Status Compute(KernelContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, op_));
-    const Tensor& x = ctx.input(0);
-    auto run = [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
-      const T* px = x.data<const T>();
-      T* py = y.data<T>();
-      for (int64_t i = 0; i < x.num_elements(); ++i) {
-        py[i] = FromMath<T>(ApplyUnary<kOp, MathType<T>>(ToMath(px[i])));
-      }
-      return Status::OK();
-    };
-    if constexpr (kOp == UnaryOp::kRelu) {
-      return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t>(
-          x.dtype(), op_, run);
-    } else {
-      return DispatchFloats(x.dtype(), op_, run);
-    }
-  }
-
- private:
-  std::string op_;
-};
-
-template <UnaryOp kOp>
-Result<std::unique_ptr<Kernel>> CreateUnary(const KernelInfo& info) {
-  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
-  return std::make_unique<UnaryKernel<kOp>>(info.node().op_type);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateAdd(const KernelInfo& info) {
@@ -169,15 +119,6 @@ Result<std::unique_ptr<Kernel>> CreateMul(const KernelInfo& info) {
 }
 Result<std::unique_ptr<Kernel>> CreateDiv(const KernelInfo& info) {
   return CreateBinary<BinaryOp::kDiv>(info);
-}
-Result<std::unique_ptr<Kernel>> CreateRelu(const KernelInfo& info) {
-  return CreateUnary<UnaryOp::kRelu>(info);
-}
-Result<std::unique_ptr<Kernel>> CreateSigmoid(const KernelInfo& info) {
-  return CreateUnary<UnaryOp::kSigmoid>(info);
-}
-Result<std::unique_ptr<Kernel>> CreateTanh(const KernelInfo& info) {
-  return CreateUnary<UnaryOp::kTanh>(info);
 }
 
 }  // namespace kiln::ref

@@ -28,6 +28,9 @@ namespace kiln::ref {
 namespace {
 
 enum class UnaryOp {
+  kRelu,
+  kSigmoid,
+  kTanh,
   kAbs,
   kNeg,
   kExp,
@@ -68,6 +71,7 @@ enum class TypeSet { kFloats, kSignedAndFloats, kNumeric };
 constexpr TypeSet TypesOf(UnaryOp op) {
   switch (op) {
     case UnaryOp::kNeg:
+    case UnaryOp::kRelu:
       return TypeSet::kSignedAndFloats;
     case UnaryOp::kAbs:
     case UnaryOp::kSign:
@@ -90,6 +94,14 @@ struct UnaryParams {
 template <UnaryOp kOp, typename C>
 C ApplyFloat(C x, const UnaryParams& p) {
   const C alpha = static_cast<C>(p.alpha), beta = static_cast<C>(p.beta);
+  if constexpr (kOp == UnaryOp::kRelu) return x < C{0} ? C{0} : x;  // keeps NaN
+  if constexpr (kOp == UnaryOp::kSigmoid) {
+    // Written so that exp never overflows.
+    if (x >= C{0}) return C{1} / (C{1} + std::exp(-x));
+    const C e = std::exp(x);
+    return e / (C{1} + e);
+  }
+  if constexpr (kOp == UnaryOp::kTanh) return std::tanh(x);
   if constexpr (kOp == UnaryOp::kAbs) return std::abs(x);
   if constexpr (kOp == UnaryOp::kNeg) return -x;
   if constexpr (kOp == UnaryOp::kExp) return std::exp(x);
@@ -150,6 +162,7 @@ T ApplyInt(T x, const UnaryParams& p) {
       return negate ? static_cast<T>(static_cast<U>(U{0} - static_cast<U>(x))) : x;
     }
   }
+  if constexpr (kOp == UnaryOp::kRelu) return x < T{0} ? T{0} : x;
   if constexpr (kOp == UnaryOp::kSign)
     return x > T{0} ? T{1} : x < T{0} ? static_cast<T>(-1) : T{0};
   if constexpr (kOp == UnaryOp::kErf) return WrapToInt<T>(std::erf(static_cast<double>(x)));
@@ -335,6 +348,9 @@ class ClipKernel final : public Kernel {
   Result<std::unique_ptr<Kernel>> Create##name(const KernelInfo& info) { \
     return CreateUnaryMath<UnaryOp::k##name>(info);                      \
   }
+KILN_MATH_UNARY_FACTORY(Relu)
+KILN_MATH_UNARY_FACTORY(Sigmoid)
+KILN_MATH_UNARY_FACTORY(Tanh)
 KILN_MATH_UNARY_FACTORY(Abs)
 KILN_MATH_UNARY_FACTORY(Neg)
 KILN_MATH_UNARY_FACTORY(Exp)
