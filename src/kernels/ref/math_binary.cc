@@ -274,10 +274,11 @@ class PowKernel final : public Kernel {
             const E* pb = b.data<const E>();
             if constexpr (!kIsFloatLike<T> && std::is_integral_v<E> && std::is_signed_v<E>) {
               bool zero_to_negative = false;
-              ForEachBroadcast(l.out, l.a_strides, l.b_strides,
-                               [&](int64_t, int64_t ia, int64_t ib) {
-                                 zero_to_negative |= pa[ia] == 0 && pb[ib] < 0;
-                               });
+              ForEachBroadcast(
+                  l.out, l.a_strides, l.b_strides,
+                  [&](auto, auto ia, auto ib) {  // generic: not instantiated for floats
+                    zero_to_negative |= pa[ia] == 0 && pb[ib] < 0;
+                  });
               if (zero_to_negative) {
                 return OpError("Pow", "integer zero raised to a negative power");
               }
