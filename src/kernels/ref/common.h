@@ -111,6 +111,20 @@ inline Result<int> NormalizeAxis(std::string_view op, int64_t axis, int rank, bo
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+// Every numeric dtype (floats, 16-bit floats, signed and unsigned integers); not BOOL or BYTES.
+template <typename F>
+Status DispatchNumeric(DataType dtype, std::string_view op, F&& f) {
+  return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                      uint16_t, uint32_t, uint64_t>(dtype, op, std::forward<F>(f));
+}
+// Every dtype, BOOL and BYTES (std::string) included.
+template <typename F>
+Status DispatchAll(DataType dtype, std::string_view op, F&& f) {
+  return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                      uint16_t, uint32_t, uint64_t, bool, std::string>(dtype, op,
+                                                                       std::forward<F>(f));
+}
+
 // 16-bit floats are computed in float: MathType<T> is the type arithmetic on T uses, ToMath and
 // FromMath convert (FromMath rounds to nearest even).
 template <typename T>

@@ -24,7 +24,7 @@ namespace {
 // Whether element i of `t` is non-zero (non-empty for BYTES; -0.0 counts as zero).
 Result<std::vector<bool>> Truthiness(const Tensor& t, std::string_view op) {
   std::vector<bool> v(static_cast<size_t>(t.num_elements()));
-  KILN_RETURN_IF_ERROR(DispatchAny(t.dtype(), op, [&](auto tag) -> Status {
+  KILN_RETURN_IF_ERROR(DispatchAll(t.dtype(), op, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     const T* p = t.data<const T>();
     for (size_t i = 0; i < v.size(); ++i) {

@@ -42,17 +42,6 @@ template <typename F>
 Status DispatchSignedInts(DataType dtype, std::string_view op, F&& f) {
   return DispatchType<int8_t, int16_t, int32_t, int64_t>(dtype, op, std::forward<F>(f));
 }
-template <typename F>
-Status DispatchNumeric(DataType dtype, std::string_view op, F&& f) {
-  return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                      uint16_t, uint32_t, uint64_t>(dtype, op, std::forward<F>(f));
-}
-template <typename F>
-Status DispatchAll(DataType dtype, std::string_view op, F&& f) {
-  return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                      uint16_t, uint32_t, uint64_t, bool, std::string>(dtype, op,
-                                                                       std::forward<F>(f));
-}
 
 // Unsigned type at least as wide as `unsigned` for wrap-around arithmetic on T (uint8/uint16
 // would otherwise promote to int, whose overflow is undefined).

@@ -131,7 +131,7 @@ class UniqueKernel final : public Kernel {
     std::iota(order.begin(), order.end(), 0);
     std::vector<int64_t> group_of(static_cast<size_t>(dim));  // slice -> group (sorted order)
     std::vector<int64_t> first, counts;                       // per group
-    KILN_RETURN_IF_ERROR(DispatchAny(x.dtype(), "Unique", [&](auto tag) -> Status {
+    KILN_RETURN_IF_ERROR(DispatchAll(x.dtype(), "Unique", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* p = x.data<const T>();
       auto cmp = [&](int64_t a, int64_t b) {

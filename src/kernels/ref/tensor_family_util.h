@@ -32,19 +32,6 @@ T FromDouble(double v) {
   return FromMath<T>(static_cast<MathType<T>>(v));
 }
 
-// Every numeric dtype (floats, 16-bit floats, signed and unsigned integers); not BOOL or BYTES.
-template <typename F>
-Status DispatchNumeric(DataType dtype, std::string_view op, F&& f) {
-  return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                      uint16_t, uint32_t, uint64_t>(dtype, op, std::forward<F>(f));
-}
-// Every dtype, BOOL and BYTES (std::string) included.
-template <typename F>
-Status DispatchAny(DataType dtype, std::string_view op, F&& f) {
-  return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                      uint16_t, uint32_t, uint64_t, bool, std::string>(dtype, op,
-                                                                       std::forward<F>(f));
-}
 
 // The elements of an INT32 or INT64 tensor (any shape) as int64; `what` names it in errors.
 inline Result<std::vector<int64_t>> ReadInts(const Tensor& t, std::string_view op,
