@@ -23,6 +23,7 @@
 
 #include "base/result.h"
 #include "sched/request.h"
+#include "sched/stats.h"
 #include "tensor/dtype.h"
 
 namespace kiln {
@@ -78,6 +79,8 @@ class LoadedModel {
   // returns (for a request that fails validation). Errors: INVALID_ARGUMENT naming the input
   // and what is wrong; UNAVAILABLE when the model is shutting down.
   virtual void Infer(std::unique_ptr<InferRequest> request, InferCallback done) = 0;
+  // Cumulative statistics of this version since it was loaded.
+  virtual ModelStatistics Statistics() const { return {}; }
 };
 
 class ModelManager {

@@ -32,6 +32,9 @@ struct InferRequest {
   std::string id;              // echoed in the response; may be empty
   std::vector<InferInput> inputs;
   std::vector<RequestedOutput> outputs;  // empty: every model output, in model order
+  // Scheduling parameters (the "priority" and "timeout" request parameters).
+  uint64_t priority = 0;    // 0: the model's default priority level; 1 is the highest
+  uint64_t timeout_us = 0;  // 0: the queue policy's default timeout (microseconds)
 };
 
 struct InferOutput {

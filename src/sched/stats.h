@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Per model-version inference statistics: the counters of the reference statistics extension
+// (../shared/protocol/KSERVE-V2.md section 1.6), collected by the scheduler and read by the
+// statistics endpoints and /metrics.
+//
+//   StatsCollector stats;
+//   stats.RecordExecution(/*batch_size=*/4, input_ns, infer_ns, output_ns);
+//   for (each request of the batch) stats.RecordSuccess(queue_ns, input_ns, infer_ns, output_ns,
+//                                                       total_ns, now_ms);
+//   ModelStatistics s = stats.Snapshot();
+//
+// Time of a batched execution is charged in full to every request of the batch (as the
+// reference server does), so the count of every inference_stats member equals success.count.
+//
+// Thread safety: every method of StatsCollector is thread-safe.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace kiln {
+
+struct StatDuration {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+  void Add(uint64_t n) { ++count; ns += n; }
+};
+
+struct InferStatistics {
+  StatDuration success;         // total time from arrival to response, successful requests
+  StatDuration fail;            // total time of failed requests (rejected, timed out, errors)
+  StatDuration queue;           // time waiting in the scheduler queue
+  StatDuration compute_input;   // batching inputs (copy into the batch tensors)
+  StatDuration compute_infer;   // running the session
+  StatDuration compute_output;  // slicing outputs back into responses
+  StatDuration cache_hit;       // no response cache: always zero
+  StatDuration cache_miss;
+};
+
+struct BatchStatistics {
+  StatDuration compute_input;
+  StatDuration compute_infer;
+  StatDuration compute_output;
+};
+
+struct ModelStatistics {
+  uint64_t last_inference_ms = 0;  // wall-clock ms since the epoch of the last response; 0: never
+  uint64_t inference_count = 0;    // successful inferences, counting every batch element
+  uint64_t execution_count = 0;    // session runs (one per executed batch)
+  InferStatistics inference;
+  std::map<uint64_t, BatchStatistics> batches;  // by executed batch size
+};
+
+class StatsCollector {
+ public:
+  // One session run of `batch_size` (>= 1) batch elements, whatever the number of requests.
+  void RecordExecution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
+                       uint64_t output_ns);
+  // One request answered with a response; `batch_elements` is its own batch size (>= 1).
+  void RecordSuccess(uint64_t batch_elements, uint64_t queue_ns, uint64_t input_ns,
+                     uint64_t infer_ns, uint64_t output_ns, uint64_t total_ns, uint64_t now_ms);
+  // One request answered with an error (after `total_ns` in the server).
+  void RecordFailure(uint64_t total_ns, uint64_t now_ms);
+
+  ModelStatistics Snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  ModelStatistics stats_;  // guarded by mu_
+};
+
+}  // namespace kiln
