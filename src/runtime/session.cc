@@ -58,6 +58,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   }
   auto session = std::unique_ptr<Session>(new Session(std::move(graph), std::move(kernels)));
   session->check_input_shapes_ = options.check_input_shapes;
+  session->allocator_ = options.allocator != nullptr ? options.allocator : &HostAllocator();
   return session;
 }
 
@@ -139,7 +140,7 @@ Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs,
     }
     node_outputs.clear();
     node_outputs.resize(node.outputs.size());
-    KernelContext ctx(node_inputs, node_outputs);
+    KernelContext ctx(node_inputs, node_outputs, *allocator_);
     Status s = kernels_[static_cast<size_t>(n)].kernel->Compute(ctx);
     if (!s.ok()) {
       return s.WithContext(fmt::format("node '{}' ({})",

@@ -28,6 +28,9 @@ struct SessionOptions {
   // Check input dims against the declared shapes (dtype and rank are always checked). Off for
   // subgraphs, whose loop-carried values may change shape between iterations.
   bool check_input_shapes = true;
+  // Where node outputs are allocated; nullptr: HostAllocator(). Must outlive the session.
+  // A run whose allocation fails returns the allocator's RESOURCE_EXHAUSTED.
+  Allocator* allocator = nullptr;
 };
 
 class Session {
@@ -67,6 +70,7 @@ class Session {
   std::vector<int> last_use_;
   std::vector<int> captures_;
   bool check_input_shapes_ = true;
+  Allocator* allocator_ = nullptr;  // never null after Create
 };
 
 // Checks `tensor` against a declared value type; the message names `what` ("input 'x'").

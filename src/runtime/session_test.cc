@@ -48,6 +48,40 @@ std::shared_ptr<Graph> MakeGraph() {
   return g;
 }
 
+// Fails every allocation once `fail` is set; counts the ones it served.
+class SwitchableAllocator final : public Allocator {
+ public:
+  std::atomic<bool> fail{false};
+  std::atomic<int> served{0};
+  Result<void*> Allocate(size_t bytes, size_t alignment) override {
+    if (fail) return Status::ResourceExhausted("test allocator: out of memory");
+    ++served;
+    return HostAllocator().Allocate(bytes, alignment);
+  }
+  void Free(void* ptr, size_t bytes) override { HostAllocator().Free(ptr, bytes); }
+  Device device() const override { return Device::Cpu(); }
+};
+
+TEST(SessionTest, AllocatesOutputsFromTheConfiguredAllocator) {
+  SwitchableAllocator alloc;
+  SessionOptions options;
+  options.allocator = &alloc;
+  Result<std::unique_ptr<Session>> s = Session::Create(MakeGraph(), options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  float a[3] = {1, 2, 3};
+  float b[3] = {1, 1, 1};
+  Tensor inputs[] = {Tensor(DataType::kFloat32, Shape{1, 3}, a),
+                     Tensor(DataType::kFloat32, Shape{1, 3}, b)};
+  Result<std::vector<OwnedTensor>> out = (*s)->Run(inputs);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(alloc.served.load(), 3);  // s, y and z
+  alloc.fail = true;
+  out = (*s)->Run(inputs);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(out.status().message().find("out of memory"), std::string::npos);
+}
+
 TEST(SessionTest, RunsNodesInOrderAndReturnsOutputs) {
   Result<std::unique_ptr<Session>> s = Session::Create(MakeGraph());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
