@@ -23,7 +23,9 @@
 //      continues with the declared types only: kiln computes concrete shapes itself when a
 //      session is reshaped, so inferred types are advisory and a libonnx inference gap must not
 //      make a valid model unloadable;
-//   5. conversion into the Graph (below).
+//   5. conversion into the Graph (below);
+//   6. for a default-domain opset below 7, the version adapter (version_adapter.h), which
+//      rewrites the old operator versions into their opset 7 form and records opset 7.
 //
 // The Graph: `name`, `ir_version`, and `opset_imports` (domain "ai.onnx" normalized to "") come
 // from the model. Every initializer becomes a constant Value (its tensor copied into an

@@ -15,9 +15,9 @@
 //  - string -> number: decimal or scientific text, optional sign, "inf"/"infinity"/"nan" in any
 //    case, surrounding blanks ignored; "True"/"False" for BOOL. Anything else is
 //    INVALID_ARGUMENT naming the element.
-// Cast's `to` is a type name string before opset 6 ("FLOAT") and a TensorProto.DataType number
-// from 6; BYTES targets need opset 9, BF16 opset 13. CastLike (15) takes the target dtype from
-// its second input.
+// Cast's `to` is a TensorProto.DataType number (Cast-1's type names are converted by the importer's
+// version adapter); BYTES targets need opset 9, BF16 opset 13. CastLike (15) takes the target
+// dtype from its second input.
 
 #include <charconv>
 #include <cmath>
@@ -36,18 +36,6 @@
 
 namespace kiln::ref {
 namespace {
-
-// kiln dtype for a TensorProto.DataType name ("FLOAT"), as Cast-1 spells `to`.
-std::optional<DataType> DataTypeFromOnnxName(std::string_view name) {
-  static constexpr std::pair<std::string_view, int> kNames[] = {
-      {"FLOAT", 1},   {"UINT8", 2},   {"INT8", 3},    {"UINT16", 4},   {"INT16", 5},
-      {"INT32", 6},   {"INT64", 7},   {"STRING", 8},  {"BOOL", 9},     {"FLOAT16", 10},
-      {"DOUBLE", 11}, {"UINT32", 12}, {"UINT64", 13}, {"BFLOAT16", 16}};
-  for (const auto& [n, v] : kNames) {
-    if (n == name) return DataTypeFromOnnxNumber(v);
-  }
-  return std::nullopt;
-}
 
 // ---- number -> string ------------------------------------------------------------------------
 
@@ -275,21 +263,10 @@ Result<std::unique_ptr<Kernel>> CreateCast(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
   const Attribute* attr = info.node().FindAttribute("to");
   if (attr == nullptr) return OpError("Cast", "attribute 'to' is required");
-  std::optional<DataType> to;
-  if (info.opset() < 6) {
-    if (attr->type != AttributeType::kString) {
-      return OpError("Cast", "attribute 'to' must be a STRING type name before opset 6");
-    }
-    to = DataTypeFromOnnxName(attr->s);
-    if (!to.has_value())
-      return OpError("Cast", "attribute 'to' names no known type: '{}'", attr->s);
-  } else {
-    if (attr->type != AttributeType::kInt) return OpError("Cast", "attribute 'to' must be an INT");
-    to = DataTypeFromOnnxNumber(attr->i);
-    if (!to.has_value()) {
-      return OpError("Cast", "attribute 'to' is {}, not a supported TensorProto data type",
-                     attr->i);
-    }
+  if (attr->type != AttributeType::kInt) return OpError("Cast", "attribute 'to' must be an INT");
+  const std::optional<DataType> to = DataTypeFromOnnxNumber(attr->i);
+  if (!to.has_value()) {
+    return OpError("Cast", "attribute 'to' is {}, not a supported TensorProto data type", attr->i);
   }
   if (*to == DataType::kBytes && info.opset() < 9) {
     return OpError("Cast", "casting to STRING needs opset 9 (model uses opset {})", info.opset());

@@ -39,7 +39,7 @@ TEST(ConvTest, PaddingAndBias) {
   //   0 7 8 9 0
   //   0 0 0 0 0
   // are [1,3,5,3; 5,12,16,9; 11,24,28,15; 7,15,17,9]; the bias adds 1.
-  ExpectTensor<float>(OpTest("Conv", 1)
+  ExpectTensor<float>(OpTest("Conv", 7)
                           .Attr(IntsAttr("pads", {1, 1, 1, 1}))
                           .Input(MakeTensor<float>({1, 1, 3, 3}, Iota(9)))
                           .Input(MakeTensor<float>({1, 1, 2, 2}, {1, 1, 1, 1}))

@@ -2,12 +2,10 @@
 // Reference elementwise kernels: Add, Sub, Mul, Div (binary, broadcasting). The unary ones,
 // Relu, Sigmoid and Tanh included, are in math_unary.cc.
 //
-// NOTE on the approach: each binary op walks the broadcast output once (broadcast.h) and applies
-// a scalar function. Opsets 1-6 use ONNX's legacy rule instead of numpy broadcasting: with
-// broadcast=0 the shapes must be equal; with broadcast=1, B (a single element, or a contiguous
-// run of A's dims starting at `axis`, by default A's trailing dims) is laid onto A's shape and
-// then walked like any other broadcast. Like Caffe2 (whose exports use these opsets), a B dim of
-// size 1 broadcasts along that dim of A (PyTorch exports B [2,1] onto A [2,3] with axis 0).
+// NOTE on the approach: each binary op walks the numpy-broadcast output once (broadcast.h) and
+// applies a scalar function. The opset 1-6 `broadcast`/`axis` rule never reaches these kernels:
+// the importer's version adapter (graph/onnx/version_adapter.h) rewrites it into numpy
+// broadcasting.
 //
 // Every integer width, FP16 and BF16 (computed in float, rounded to nearest even; math_common.h).
 // Integers: Add/Sub/Mul wrap modulo 2^n (computed on an unsigned type, so no undefined
@@ -17,7 +15,6 @@
 
 #include <cmath>
 #include <memory>
-#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -57,8 +54,7 @@ T ApplyBinary(T a, T b) {
 template <BinaryOp kOp>
 class BinaryKernel final : public Kernel {
  public:
-  BinaryKernel(std::string op, std::optional<LegacyBroadcast> legacy)
-      : op_(std::move(op)), legacy_(legacy) {}
+  explicit BinaryKernel(std::string op) : op_(std::move(op)) {}
 
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, op_));
@@ -68,7 +64,7 @@ class BinaryKernel final : public Kernel {
       return OpError(op_, "inputs have different dtypes {} and {}", DataTypeName(a.dtype()),
                      DataTypeName(b.dtype()));
     }
-    KILN_ASSIGN_OR_RETURN(BinaryLayout layout, LayoutBinary(op_, legacy_, a.shape(), b.shape()));
+    KILN_ASSIGN_OR_RETURN(BinaryLayout layout, LayoutBinary(op_, a.shape(), b.shape()));
     const Shape& out = layout.out;
     return DispatchNumeric(a.dtype(), op_, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -96,14 +92,13 @@ class BinaryKernel final : public Kernel {
 
  private:
   std::string op_;
-  std::optional<LegacyBroadcast> legacy_;  // set for opset < 7
 };
 
 template <BinaryOp kOp>
 Result<std::unique_ptr<Kernel>> CreateBinary(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
-  KILN_ASSIGN_OR_RETURN(std::optional<LegacyBroadcast> legacy, ReadLegacyBroadcast(info));
-  return std::make_unique<BinaryKernel<kOp>>(info.node().op_type, legacy);
+  KILN_RETURN_IF_ERROR(RejectLegacyBroadcast(info));
+  return std::make_unique<BinaryKernel<kOp>>(info.node().op_type);
 }
 
 }  // namespace

@@ -3,9 +3,10 @@
 // comparisons Equal Less Greater LessOrEqual GreaterOrEqual; Where; Max Min Sum Mean.
 //
 // NOTE on the approach: every op walks the broadcast output once (broadcast.h; Where with the
-// three-input walk of math_common.h) and applies a scalar function. Before opset 7 the binary
-// ops use ONNX's legacy `broadcast`/`axis` rule (math_common.h); before opset 8 the variadic ops
-// need equal shapes. FP16/BF16 compute in float and round back (MathType).
+// three-input walk of math_common.h) and applies a scalar function. The binary ops broadcast
+// numpy-style (the importer's version adapter rewrites the opset 1-6 `broadcast`/`axis` rule);
+// before opset 8 the variadic ops need equal shapes. FP16/BF16 compute in float and round back
+// (MathType).
 //
 // Integer rules (never undefined behaviour):
 //  - Mod: fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's (C's %); a zero
@@ -17,12 +18,11 @@
 //    converts to the base's dtype (WrapToInt for integers), as the ONNX reference does.
 //  - BitShift: shifts by the bit width or more give 0.
 //  - PRelu wraps on integer overflow of slope * x.
-// Max/Min propagate NaN (numpy's maximum/minimum). PRelu before opset 7 applies a 1-D slope of
-// X's channel count along dim 1 (Caffe2), from 7 the slope broadcasts unidirectionally to X.
+// Max/Min propagate NaN (numpy's maximum/minimum). PRelu's slope broadcasts unidirectionally to X
+// (the version adapter gives opset 6's per-channel 1-D slopes their trailing 1-dims).
 
 #include <cmath>
 #include <memory>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -49,8 +49,7 @@ enum class LogicOp { kAnd, kOr, kXor };
 
 class LogicKernel final : public Kernel {
  public:
-  LogicKernel(std::string op, LogicOp kind, std::optional<LegacyBroadcast> legacy)
-      : op_(std::move(op)), kind_(kind), legacy_(legacy) {}
+  LogicKernel(std::string op, LogicOp kind) : op_(std::move(op)), kind_(kind) {}
 
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, op_));
@@ -60,7 +59,7 @@ class LogicKernel final : public Kernel {
       return OpError(op_, "inputs must be BOOL, got {} and {}", DataTypeName(a.dtype()),
                      DataTypeName(b.dtype()));
     }
-    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary(op_, legacy_, a.shape(), b.shape()));
+    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary(op_, a.shape(), b.shape()));
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kBool, l.out));
     const bool* pa = a.data<const bool>();
     const bool* pb = b.data<const bool>();
@@ -75,13 +74,12 @@ class LogicKernel final : public Kernel {
  private:
   std::string op_;
   LogicOp kind_;
-  std::optional<LegacyBroadcast> legacy_;
 };
 
 Result<std::unique_ptr<Kernel>> CreateLogic(const KernelInfo& info, LogicOp kind) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
-  KILN_ASSIGN_OR_RETURN(std::optional<LegacyBroadcast> legacy, ReadLegacyBroadcast(info));
-  return std::make_unique<LogicKernel>(info.node().op_type, kind, legacy);
+  KILN_RETURN_IF_ERROR(RejectLegacyBroadcast(info));
+  return std::make_unique<LogicKernel>(info.node().op_type, kind);
 }
 
 // ---- Comparisons -----------------------------------------------------------------------------
@@ -100,15 +98,14 @@ bool ApplyCompare(C a, C b) {
 template <CompareOp kOp>
 class CompareKernel final : public Kernel {
  public:
-  CompareKernel(std::string op, std::optional<LegacyBroadcast> legacy)
-      : op_(std::move(op)), legacy_(legacy) {}
+  explicit CompareKernel(std::string op) : op_(std::move(op)) {}
 
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, op_));
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     KILN_RETURN_IF_ERROR(CheckSameDtype(op_, a, b));
-    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary(op_, legacy_, a.shape(), b.shape()));
+    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary(op_, a.shape(), b.shape()));
     auto run = [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kBool, l.out));
@@ -128,14 +125,13 @@ class CompareKernel final : public Kernel {
 
  private:
   std::string op_;
-  std::optional<LegacyBroadcast> legacy_;
 };
 
 template <CompareOp kOp>
 Result<std::unique_ptr<Kernel>> CreateCompare(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
-  KILN_ASSIGN_OR_RETURN(std::optional<LegacyBroadcast> legacy, ReadLegacyBroadcast(info));
-  return std::make_unique<CompareKernel<kOp>>(info.node().op_type, legacy);
+  KILN_RETURN_IF_ERROR(RejectLegacyBroadcast(info));
+  return std::make_unique<CompareKernel<kOp>>(info.node().op_type);
 }
 
 // ---- Mod, BitShift ---------------------------------------------------------------------------
@@ -162,7 +158,7 @@ class ModKernel final : public Kernel {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     KILN_RETURN_IF_ERROR(CheckSameDtype("Mod", a, b));
-    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary("Mod", std::nullopt, a.shape(), b.shape()));
+    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary("Mod", a.shape(), b.shape()));
     return DispatchNumeric(a.dtype(), "Mod", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* pa = a.data<const T>();
@@ -204,8 +200,7 @@ class BitShiftKernel final : public Kernel {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     KILN_RETURN_IF_ERROR(CheckSameDtype("BitShift", a, b));
-    KILN_ASSIGN_OR_RETURN(BinaryLayout l,
-                          LayoutBinary("BitShift", std::nullopt, a.shape(), b.shape()));
+    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary("BitShift", a.shape(), b.shape()));
     return DispatchType<uint8_t, uint16_t, uint32_t, uint64_t>(
         a.dtype(), "BitShift", [&](auto tag) -> Status {
           using T = typename decltype(tag)::type;
@@ -258,13 +253,11 @@ T IntPow(T base, E exp) {
 
 class PowKernel final : public Kernel {
  public:
-  explicit PowKernel(std::optional<LegacyBroadcast> legacy) : legacy_(legacy) {}
-
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, "Pow"));
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary("Pow", legacy_, a.shape(), b.shape()));
+    KILN_ASSIGN_OR_RETURN(BinaryLayout l, LayoutBinary("Pow", a.shape(), b.shape()));
     return DispatchType<float, double, Float16, BFloat16, int32_t, int64_t>(
         a.dtype(), "Pow", [&](auto base_tag) -> Status {
           using T = typename decltype(base_tag)::type;
@@ -312,35 +305,23 @@ class PowKernel final : public Kernel {
       }
     }
   }
-
-  std::optional<LegacyBroadcast> legacy_;
 };
 
 // ---- PRelu -----------------------------------------------------------------------------------
 
 class PReluKernel final : public Kernel {
  public:
-  explicit PReluKernel(bool legacy_channels) : legacy_channels_(legacy_channels) {}
-
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, "PRelu"));
     const Tensor& x = ctx.input(0);
     const Tensor& slope = ctx.input(1);
     KILN_RETURN_IF_ERROR(CheckSameDtype("PRelu", x, slope));
-    Shape laid = slope.shape();
-    if (legacy_channels_ && slope.rank() == 1 && slope.num_elements() != 1 && x.rank() >= 2 &&
-        slope.dim(0) == x.dim(1)) {
-      // A per-channel slope along dim 1.
-      DimArray dims{};
-      for (int i = 0; i < x.rank() - 1; ++i) dims[static_cast<size_t>(i)] = i == 0 ? x.dim(1) : 1;
-      laid = Shape(std::span<const int64_t>(dims.data(), static_cast<size_t>(x.rank() - 1)));
-    }
-    if (!BroadcastsTo(laid, x.shape())) {
+    if (!BroadcastsTo(slope.shape(), x.shape())) {
       return OpError("PRelu", "slope {} does not broadcast to the input {}",
                      slope.shape().ToString(), x.shape().ToString());
     }
     const DimArray sx = BroadcastStrides(x.shape(), x.shape());
-    const DimArray ss = BroadcastStrides(laid, x.shape());
+    const DimArray ss = BroadcastStrides(slope.shape(), x.shape());
     return DispatchType<float, double, Float16, BFloat16, int32_t, int64_t, uint32_t, uint64_t>(
         x.dtype(), "PRelu", [&](auto tag) -> Status {
           using T = typename decltype(tag)::type;
@@ -364,9 +345,6 @@ class PReluKernel final : public Kernel {
           return Status::OK();
         });
   }
-
- private:
-  bool legacy_channels_;  // opset < 7
 };
 
 // ---- Where -----------------------------------------------------------------------------------
@@ -530,7 +508,7 @@ Result<std::unique_ptr<Kernel>> CreateBitShift(const KernelInfo& info) {
 
 Result<std::unique_ptr<Kernel>> CreatePow(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
-  KILN_ASSIGN_OR_RETURN(std::optional<LegacyBroadcast> legacy, ReadLegacyBroadcast(info));
+  KILN_RETURN_IF_ERROR(RejectLegacyBroadcast(info));
   // Before opset 12 the exponent has the base's dtype.
   if (info.opset() < 12) {
     const DataType base = info.input_type(0).dtype, exp = info.input_type(1).dtype;
@@ -539,13 +517,13 @@ Result<std::unique_ptr<Kernel>> CreatePow(const KernelInfo& info) {
                      DataTypeName(base), DataTypeName(exp));
     }
   }
-  return std::make_unique<PowKernel>(legacy);
+  return std::make_unique<PowKernel>();
 }
 
 Result<std::unique_ptr<Kernel>> CreatePRelu(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
   KILN_RETURN_IF_ERROR(AttrReader(info).RequireRemovedIn("consumed_inputs", 6));
-  return std::make_unique<PReluKernel>(info.opset() < 7);
+  return std::make_unique<PReluKernel>();
 }
 
 Result<std::unique_ptr<Kernel>> CreateWhere(const KernelInfo& info) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for the reference binary and variadic math kernels (math_binary.cc) and the dtypes the
 // math family adds to Add/Sub/Mul/Div (elementwise.cc): hand-checked values, integer edge rules
-// (Mod signs, Pow exactness, shifts, wrap-around), legacy broadcasting, randomized broadcasting of
-// Where/Max/Sum/PRelu against an index-by-index computation, and error cases.
+// (Mod signs, Pow exactness, shifts, wrap-around), randomized broadcasting of Where/Max/Sum/PRelu
+// against an index-by-index computation, and error cases.
 
 #include <gtest/gtest.h>
 
@@ -186,18 +186,12 @@ TEST(MathBinaryTest, PowMixedTypes) {
                     .Input(MakeTensor<double>({1}, {1}))
                     .Create(),
                 {"Pow", "one dtype before opset 12"});
-  // Legacy broadcast (opset 6): B [3] laid on A [2,3]. 2^[1,2,3] and 3^[1,2,3].
-  ExpectTensor<float>(OpTest("Pow", 6)
-                          .Attr(IntAttr("broadcast", 1))
+  // Numpy broadcasting from opset 7: B [3] on A [2,3]. 2^[1,2,3] and 3^[1,2,3].
+  ExpectTensor<float>(OpTest("Pow", 7)
                           .Input(MakeTensor<float>({2, 3}, {2, 2, 2, 3, 3, 3}))
                           .Input(MakeTensor<float>({3}, {1, 2, 3}))
                           .RunOne(),
                       {2, 3}, {2, 4, 8, 3, 9, 27});
-  ExpectInvalid(OpTest("Pow", 6)
-                    .Input(MakeTensor<float>({2, 3}, {2, 2, 2, 3, 3, 3}))
-                    .Input(MakeTensor<float>({3}, {1, 2, 3}))
-                    .RunStatus(),
-                {"Pow", "broadcast=0"});
 }
 
 TEST(MathBinaryTest, LogicAndComparisons) {
@@ -230,12 +224,10 @@ TEST(MathBinaryTest, LogicAndComparisons) {
                          .Input(MakeTensor<uint64_t>({2}, {~uint64_t{0}, 2}))
                          .RunOne(),
                      {2}, {true, false});
-  // Legacy broadcast of And (opset 1): B [2] on A [2,2] with axis 0 (along rows).
-  ExpectTensor<bool>(OpTest("And", 1)
-                         .Attr(IntAttr("broadcast", 1))
-                         .Attr(IntAttr("axis", 0))
+  // B [2, 1] on A [2, 2]: along rows.
+  ExpectTensor<bool>(OpTest("And", 7)
                          .Input(MakeTensor<bool>({2, 2}, {true, true, true, true}))
-                         .Input(MakeTensor<bool>({2}, {true, false}))
+                         .Input(MakeTensor<bool>({2, 1}, {true, false}))
                          .RunOne(),
                      {2, 2}, {true, true, false, false});
   // Errors: floats in Equal before 11, mixed dtypes, incompatible shapes, non-BOOL logic.
@@ -274,10 +266,11 @@ TEST(MathBinaryTest, PRelu) {
                           .Input(MakeTensor<float>({2}, {0.5f, 0.25f}))
                           .RunOne(),
                       {2, 2}, {-0.5f, -0.25f, 2, -1});
-  // Opset 6: a [C] slope applies along dim 1 of [N, C, W]: channel 0 slope 0.5, channel 1 slope 2.
-  ExpectTensor<float>(OpTest("PRelu", 6)
+  // A [C, 1] slope applies along dim 1 of [N, C, W]: channel 0 slope 0.5, channel 1 slope 2
+  // (the form the importer's version adapter gives opset 6's [C] slopes).
+  ExpectTensor<float>(OpTest("PRelu", 7)
                           .Input(MakeTensor<float>({1, 2, 2}, {-2, 3, -2, 3}))
-                          .Input(MakeTensor<float>({2}, {0.5f, 2}))
+                          .Input(MakeTensor<float>({2, 1}, {0.5f, 2}))
                           .RunOne(),
                       {1, 2, 2}, {-1, 3, -4, 3});
   // Integers from opset 9 (int32 -3 * 2 = -6).
@@ -348,7 +341,7 @@ TEST(MathBinaryTest, WhereAndVariadicHandChecked) {
                     .Input(MakeTensor<int32_t>({1}, {1}))
                     .Create(),
                 {"not supported for dtype INT32"});
-  ExpectInvalid(OpTest("Max", 6)
+  ExpectInvalid(OpTest("Max", 7)
                     .Input(MakeTensor<float>({2}, {1, 2}))
                     .Input(MakeTensor<float>({1}, {1}))
                     .RunStatus(),

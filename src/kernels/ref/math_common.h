@@ -10,7 +10,7 @@
 //  - WrapToInt<T>(double): a defined float-to-integer conversion (C++ leaves out-of-range ones
 //    undefined): NaN -> 0, truncation toward zero, then modulo 2^n, saturating beyond int64.
 //  - DoubleToFloat16 / DoubleToBFloat16: rounding straight from double (no double rounding).
-//  - The opset 1-6 `broadcast`/`axis` layout of B onto A, and a three-input broadcast walk.
+//  - The numpy layout of a binary op's inputs, and a three-input broadcast walk.
 //
 //   return DispatchFloats(x.dtype(), op_, [&](auto tag) -> Status {
 //     using T = typename decltype(tag)::type;
@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -88,82 +87,25 @@ inline float DoubleToFloatRoundOdd(double d) {
 inline Float16 DoubleToFloat16(double d) { return FloatToFloat16(DoubleToFloatRoundOdd(d)); }
 inline BFloat16 DoubleToBFloat16(double d) { return FloatToBFloat16(DoubleToFloatRoundOdd(d)); }
 
-// Opset 1-6 broadcast attributes of binary ops (`broadcast`, `axis`).
-struct LegacyBroadcast {
-  bool broadcast = false;
-  std::optional<int64_t> axis;
-};
-
-// Reads `broadcast`/`axis` for opset < 7 (nullopt from opset 7, where they are rejected).
-inline Result<std::optional<LegacyBroadcast>> ReadLegacyBroadcast(const KernelInfo& info) {
+// Rejects the opset 1-6 `broadcast`/`axis` attributes of binary ops (the importer's version
+// adapter converts them into numpy broadcasting before kernels are built).
+inline Status RejectLegacyBroadcast(const KernelInfo& info) {
   AttrReader attrs(info);
   KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("broadcast", 7));
-  KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("axis", 7));
-  if (info.opset() >= 7) return std::optional<LegacyBroadcast>();
-  LegacyBroadcast legacy;
-  KILN_ASSIGN_OR_RETURN(legacy.broadcast, attrs.Bool("broadcast", false));
-  if (attrs.Has("axis")) {
-    KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.Int("axis", 0));
-    legacy.axis = axis;
-  }
-  return std::optional<LegacyBroadcast>(legacy);
+  return attrs.RequireRemovedIn("axis", 7);
 }
 
-// B's shape expanded to A's rank under the opset 1-6 rule: broadcast=0 needs equal shapes; with
-// broadcast=1, B (one element, or a run of A's dims starting at `axis`, by default A's trailing
-// dims; a B dim of 1 broadcasts) is laid onto A.
-inline Result<Shape> LegacyBroadcastLayout(std::string_view op, const LegacyBroadcast& legacy,
-                                           const Shape& a, const Shape& b) {
-  if (!legacy.broadcast) {
-    if (a == b) return b;
-    return OpError(op,
-                   "shapes {} and {} differ and broadcast=0 (before opset 7 only broadcast=1 "
-                   "broadcasts)",
-                   a.ToString(), b.ToString());
-  }
-  if (b.NumElements() == 1) return Shape();
-  if (b.rank() > a.rank()) {
-    return OpError(op, "with broadcast=1, B {} must not have more dims than A {}", b.ToString(),
-                   a.ToString());
-  }
-  const int64_t axis = legacy.axis.value_or(a.rank() - b.rank());
-  if (axis < 0 || axis + b.rank() > a.rank()) {
-    return OpError(op, "broadcast axis {} does not fit B {} into A {}", axis, b.ToString(),
-                   a.ToString());
-  }
-  DimArray dims{};
-  for (int i = 0; i < a.rank(); ++i) dims[static_cast<size_t>(i)] = 1;
-  for (int i = 0; i < b.rank(); ++i) {
-    const int ai = static_cast<int>(axis) + i;
-    if (b.dim(i) != a.dim(ai) && b.dim(i) != 1) {
-      return OpError(op, "with broadcast=1 and axis {}, B {} must match A {} at dim {} (or be 1)",
-                     axis, b.ToString(), a.ToString(), ai);
-    }
-    dims[static_cast<size_t>(ai)] = b.dim(i);
-  }
-  return Shape(std::span<const int64_t>(dims.data(), static_cast<size_t>(a.rank())));
-}
-
-// Output shape and input layouts of a binary op: numpy broadcasting, or the legacy rule when
-// `legacy` is set (the output then has A's shape).
+// Output shape and input layouts of a binary op under numpy broadcasting.
 struct BinaryLayout {
   Shape out;
   DimArray a_strides{};
   DimArray b_strides{};
 };
-inline Result<BinaryLayout> LayoutBinary(std::string_view op,
-                                         const std::optional<LegacyBroadcast>& legacy,
-                                         const Shape& a, const Shape& b) {
+inline Result<BinaryLayout> LayoutBinary(std::string_view op, const Shape& a, const Shape& b) {
   BinaryLayout l;
-  Shape b_laid = b;
-  if (legacy.has_value()) {
-    l.out = a;
-    KILN_ASSIGN_OR_RETURN(b_laid, LegacyBroadcastLayout(op, *legacy, a, b));
-  } else {
-    KILN_ASSIGN_OR_RETURN(l.out, BroadcastShapes(op, a, b));
-  }
+  KILN_ASSIGN_OR_RETURN(l.out, BroadcastShapes(op, a, b));
   l.a_strides = BroadcastStrides(a, l.out);
-  l.b_strides = BroadcastStrides(b_laid, l.out);
+  l.b_strides = BroadcastStrides(b, l.out);
   return l;
 }
 

@@ -215,7 +215,7 @@ template <UnaryOp kOp>
 Result<std::unique_ptr<Kernel>> CreateUnaryMath(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
   AttrReader attrs(info);
-  // Opsets 1-5 carry a `consumed_inputs` memory hint, which changes nothing here.
+  // Opsets 1-5's `consumed_inputs` memory hint is dropped by the importer's version adapter.
   KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("consumed_inputs", 6));
   UnaryParams p;
   if constexpr (kOp == UnaryOp::kLeakyRelu) {

@@ -6,8 +6,7 @@
 // 2^n). MatMul promotes a 1-D A to [1, K] and a 1-D B to [K, 1] and drops those dims from the
 // result; the batch dims (all but the last two) broadcast like numpy and are walked with
 // ForEachBroadcast in units of whole matrices. Gemm reads A and B through their transposes in
-// place and adds beta * C, with C unidirectionally broadcast to [M, N] (before opset 7, C must
-// be exactly [M, N] unless broadcast=1).
+// place and adds beta * C, with C unidirectionally broadcast to [M, N].
 
 #include <memory>
 #include <string>
@@ -91,8 +90,8 @@ class MatMulKernel final : public Kernel {
 
 class GemmKernel final : public Kernel {
  public:
-  GemmKernel(bool trans_a, bool trans_b, float alpha, float beta, bool c_exact)
-      : trans_a_(trans_a), trans_b_(trans_b), alpha_(alpha), beta_(beta), c_exact_(c_exact) {}
+  GemmKernel(bool trans_a, bool trans_b, float alpha, float beta)
+      : trans_a_(trans_a), trans_b_(trans_b), alpha_(alpha), beta_(beta) {}
 
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, "Gemm"));
@@ -125,9 +124,9 @@ class GemmKernel final : public Kernel {
     DimArray sc{};
     if (has_c) {
       const Shape& cs = ctx.input(2).shape();
-      if (c_exact_ ? !(cs == out) : !BroadcastsTo(cs, out)) {
-        return OpError("Gemm", "C {} does not {} the output shape {}", cs.ToString(),
-                       c_exact_ ? "match (broadcast=0)" : "broadcast to", out.ToString());
+      if (!BroadcastsTo(cs, out)) {
+        return OpError("Gemm", "C {} does not broadcast to the output shape {}", cs.ToString(),
+                       out.ToString());
       }
       sc = BroadcastStrides(cs, out);
     }
@@ -164,7 +163,6 @@ class GemmKernel final : public Kernel {
  private:
   bool trans_a_, trans_b_;
   float alpha_, beta_;
-  bool c_exact_;  // opset < 7 with broadcast=0: C must be exactly [M, N]
 };
 
 }  // namespace
@@ -186,12 +184,7 @@ Result<std::unique_ptr<Kernel>> CreateGemm(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(int64_t trans_b, attrs.Int("transB", 0));
   KILN_ASSIGN_OR_RETURN(float alpha, attrs.Float("alpha", 1.0f));
   KILN_ASSIGN_OR_RETURN(float beta, attrs.Float("beta", 1.0f));
-  bool c_exact = false;
-  if (info.opset() < 7) {
-    KILN_ASSIGN_OR_RETURN(bool broadcast, attrs.Bool("broadcast", false));
-    c_exact = !broadcast;
-  }
-  return std::make_unique<GemmKernel>(trans_a != 0, trans_b != 0, alpha, beta, c_exact);
+  return std::make_unique<GemmKernel>(trans_a != 0, trans_b != 0, alpha, beta);
 }
 
 }  // namespace kiln::ref

@@ -6,9 +6,8 @@
 // training_mode input turns training on: then with ratio 0 it is still the identity, otherwise
 // each element is kept when a uniform draw in [0, 1) is >= ratio and scaled by 1 / (1 - ratio).
 // The draws come from a std::mt19937_64 seeded with the `seed` attribute (0 when absent) for
-// each call, so results are reproducible and Compute stays const. Before opset 7, is_test=0 also
-// meant training; like onnxruntime, which has no kernels for those opsets and treats Dropout as
-// an identity in inference, the reference kernel ignores it (documented decision).
+// each call, so results are reproducible and Compute stays const. (Before opset 7, is_test=0 also
+// meant training; the importer's version adapter drops it, so such models run as an identity.)
 // Det factors each trailing [M, M] matrix with Gaussian elimination and partial pivoting in
 // double; the determinant is the signed product of the pivots (0 for a singular matrix).
 
@@ -169,7 +168,6 @@ Result<std::unique_ptr<Kernel>> CreateDropout(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(attrs.RequireOpset("seed", 12));
   KILN_ASSIGN_OR_RETURN(float ratio, attrs.Float("ratio", 0.5f));
   KILN_ASSIGN_OR_RETURN(int64_t seed, attrs.Int("seed", 0));
-  if (opset < 7) KILN_RETURN_IF_ERROR(attrs.Bool("is_test", false).status());
   if (!(ratio >= 0 && ratio <= 1)) {
     return OpError(kOp, "attribute 'ratio' must be in [0, 1], got {}", ratio);
   }

@@ -35,8 +35,8 @@ TEST(LogSoftmaxTest, Opset13ChangedTheAxisSemantics) {
   // 11: one row of 4 with exps 1,1,3,3 summing to 8 -> log 1/8, log 3/8.
   ExpectTensor<double>(OpTest("LogSoftmax", 11).Attr(IntAttr("axis", 0)).Input(x).RunOne(), {2, 2},
                        {std::log(0.125), std::log(0.125), std::log(0.375), std::log(0.375)}, 1e-14);
-  // Opset 6 with a negative axis is accepted (PyTorch exports it).
-  ExpectTensor<double>(OpTest("LogSoftmax", 6).Attr(IntAttr("axis", -1)).Input(x).RunOne(), {2, 2},
+  // Opset 7 with a negative axis is accepted (PyTorch exports it at opset 6).
+  ExpectTensor<double>(OpTest("LogSoftmax", 7).Attr(IntAttr("axis", -1)).Input(x).RunOne(), {2, 2},
                        {std::log(0.5), std::log(0.5), std::log(0.5), std::log(0.5)}, 1e-14);
 }
 
@@ -145,20 +145,20 @@ TEST(InstanceNormTest, HandChecked) {
   // [N=1, C=2, 2]: channel 0 [1, 3] (mean 2, var 1), channel 1 [5, 5] (var 0).
   // Scale [2, 1], B [0, 7], epsilon 1e-30 (negligible): channel 0: (x - 2) / 1 * 2 = [-2, 2];
   // channel 1: (5 - 5) / sqrt(1e-30) * 1 + 7 = 7.
-  ExpectTensor<double>(OpTest("InstanceNormalization", 6)
+  ExpectTensor<double>(OpTest("InstanceNormalization", 7)
                            .Attr(FloatAttr("epsilon", 1e-30f))
                            .Input(MakeTensor<double>({1, 2, 2}, {1, 3, 5, 5}))
                            .Input(MakeTensor<double>({2}, {2, 1}))
                            .Input(MakeTensor<double>({2}, {0, 7}))
                            .RunOne(),
                        {1, 2, 2}, {-2, 2, 7, 7}, 1e-12);
-  ExpectInvalid(OpTest("InstanceNormalization", 6)
+  ExpectInvalid(OpTest("InstanceNormalization", 7)
                     .Input(MakeTensor<float>({1, 2, 2}, {1, 3, 5, 5}))
                     .Input(MakeTensor<float>({3}, {1, 1, 1}))
                     .Input(MakeTensor<float>({2}, {0, 0}))
                     .RunStatus(),
                 {"InstanceNormalization", "channels"});
-  ExpectInvalid(OpTest("InstanceNormalization", 6)
+  ExpectInvalid(OpTest("InstanceNormalization", 7)
                     .Input(MakeTensor<float>({2}, {1, 3}))
                     .Input(MakeTensor<float>({1}, {1}))
                     .Input(MakeTensor<float>({1}, {0}))

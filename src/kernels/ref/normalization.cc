@@ -10,9 +10,9 @@
 // statistics of shape [C, D1..Dn]. From opset 14, training_mode=1 normalizes with the batch
 // statistics instead (per channel over N and the spatial dims, population variance) and the
 // optional outputs 1 and 2 are the running statistics input_mean * momentum + batch_mean *
-// (1 - momentum), likewise for the variance, in the dtype of the mean / var inputs. Older
-// training modes (is_test=0 before 7, the mean/var/saved_* outputs in 7-13) are rejected when
-// the session is created.
+// (1 - momentum), likewise for the variance, in the dtype of the mean / var inputs. The older
+// training mode of opsets 7-13 (the mean/var/saved_* outputs) is rejected when the session is
+// created (is_test=0, before opset 7, already at import by the version adapter).
 
 #include <algorithm>
 #include <cmath>
@@ -223,14 +223,6 @@ Result<std::unique_ptr<Kernel>> CreateBatchNormalization(const KernelInfo& info)
   KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("spatial", 9));
   KILN_RETURN_IF_ERROR(attrs.RequireOpset("training_mode", 14));
   KILN_ASSIGN_OR_RETURN(float epsilon, attrs.Float("epsilon", 1e-5f));
-  if (opset < 7) {
-    KILN_ASSIGN_OR_RETURN(int64_t is_test, attrs.Int("is_test", 0));
-    if (is_test == 0) {
-      return OpError("BatchNormalization",
-                     "is_test=0 (training mode, the default before opset 7) is not supported; "
-                     "the reference kernel implements inference only");
-    }
-  }
   bool per_activation = false;
   if (opset < 9) {
     KILN_ASSIGN_OR_RETURN(int64_t spatial, attrs.Int("spatial", 1));

@@ -33,8 +33,8 @@ TEST(SoftmaxTest, Opset13ChangedTheAxisSemantics) {
   // Opset 11, axis 0: coerced to one row of 4, exps 1,1,3,3 sum to 8.
   ExpectTensor<double>(OpTest("Softmax", 11).Attr(IntAttr("axis", 0)).Input(x).RunOne(), {2, 2},
                        {0.125, 0.125, 0.375, 0.375}, 1e-15);
-  // Opset 1, default axis 1: each row normalized: all 1/2.
-  ExpectTensor<double>(OpTest("Softmax", 1).Input(x).RunOne(), {2, 2}, {0.5, 0.5, 0.5, 0.5}, 1e-15);
+  // Opset 7, default axis 1: each row normalized: all 1/2.
+  ExpectTensor<double>(OpTest("Softmax", 7).Input(x).RunOne(), {2, 2}, {0.5, 0.5, 0.5, 0.5}, 1e-15);
   // Default axis: 1 before 13 (coerce [1,2,2] to [1,4]), -1 from 13 (pairs).
   // y = [[0, ln3], [ln3, 0]]: exps 1,3,3,1.
   const OwnedTensor y = MakeTensor<double>({1, 2, 2}, {0, kLn3, kLn3, 0});
@@ -116,12 +116,6 @@ TEST(BatchNormalizationTest, HandChecked) {
   // Default epsilon 1e-5 changes the result by about 1e-5 relative.
   ExpectTensor<float>(BatchNorm(9, {1, 2}, {0, 1}, {2, 3}, {1, 4}).RunOne(), {1, 2, 1, 2},
                       {-1, 1, 0, 2}, 1e-5);
-  // Opset 6 with is_test=1 is inference.
-  ExpectTensor<float>(BatchNorm(6, {1, 2}, {0, 1}, {2, 3}, {1, 4})
-                          .Attr(IntAttr("is_test", 1))
-                          .Attr(FloatAttr("epsilon", 0))
-                          .RunOne(),
-                      {1, 2, 1, 2}, {-1, 1, 0, 2});
 }
 
 TEST(BatchNormalizationTest, PerActivationBeforeOpset9) {
@@ -225,10 +219,11 @@ TEST(BatchNormalizationTest, Errors) {
                     .ConstInput(MakeTensor<float>({1}, {1}))
                     .RunStatus(),
                 {"BatchNormalization", "rank >= 2"});
-  // Training mode before opset 14 is rejected at load, in each opset's spelling; from 14 the
-  // running statistics outputs need training_mode=1.
-  ExpectInvalid(BatchNorm(6, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Create(),
-                {"BatchNormalization", "is_test=0"});
+  // Training mode before opset 14 (the statistics outputs of 7-13) is rejected at load; from 14
+  // the running statistics outputs need training_mode=1. (Opset 1-6's is_test=0 is refused by
+  // the importer's version adapter.)
+  ExpectInvalid(BatchNorm(7, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Attr(IntAttr("is_test", 1)).Create(),
+                {"BatchNormalization", "'is_test' was removed in opset 7"});
   ExpectInvalid(
       BatchNorm(9, {1, 2}, {0, 1}, {2, 3}, {1, 4}).Outputs({true, true, true, true, true}).Create(),
       {"BatchNormalization", "output 1", "training mode"});

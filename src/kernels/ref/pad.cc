@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reference Pad kernel (tensor op family): modes constant, reflect and edge, for every dtype.
-// Opset 1: `paddings` attribute; 2-10: `pads` and `value` attributes; 11+: pads (INT64) and an
-// optional constant_value as inputs.
+// Opsets 7-10: `pads` and `value` attributes (opset 1's `paddings` is renamed by the importer's
+// version adapter); 11+: pads (INT64) and an optional constant_value as inputs.
 //
 // NOTE on the approach: pads are [begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}] and may be
 // negative (cropping). The kernel walks the output with an odometer; output coordinate c of dim
@@ -161,11 +161,10 @@ Result<std::unique_ptr<Kernel>> CreatePad(const KernelInfo& info) {
     return std::make_unique<PadKernel>(mode, std::nullopt, 0.0f);
   }
   KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
-  const char* pads_name = info.opset() < 2 ? "paddings" : "pads";
-  if (!attrs.Has(pads_name)) {
-    return OpError("Pad", "attribute '{}' is required at opset {}", pads_name, info.opset());
+  if (!attrs.Has("pads")) {
+    return OpError("Pad", "attribute 'pads' is required at opset {}", info.opset());
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attrs.Ints(pads_name));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attrs.Ints("pads"));
   KILN_ASSIGN_OR_RETURN(float value, attrs.Float("value", 0.0f));
   return std::make_unique<PadKernel>(mode, std::move(pads), value);
 }

@@ -186,7 +186,6 @@ Result<std::unique_ptr<Kernel>> CreateAveragePool(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
   KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "AveragePool has one output"));
   AttrReader attrs(info);
-  KILN_RETURN_IF_ERROR(attrs.RequireOpset("count_include_pad", 7));
   KILN_RETURN_IF_ERROR(attrs.RequireOpset("ceil_mode", 10));
   KILN_RETURN_IF_ERROR(attrs.RequireOpset("dilations", 19));
   KILN_ASSIGN_OR_RETURN(WindowAttrs window, ReadWindowAttrs(attrs, true));

@@ -122,9 +122,8 @@ TEST(AveragePoolTest, CountIncludePad) {
   };
   ExpectTensor<float>(pool(11, 0).RunOne(), {1, 1, 2, 2}, {1, 2.5f, 5.5f, 7});
   ExpectTensor<float>(pool(11, 1).RunOne(), {1, 1, 2, 2}, {0.25f, 1.25f, 2.75f, 7});
-  // Before opset 7 padding is never counted.
-  ExpectTensor<float>(pool(1, std::nullopt).RunOne(), {1, 1, 2, 2}, {1, 2.5f, 5.5f, 7});
-  ExpectInvalid(pool(6, 1).Create(), {"AveragePool", "'count_include_pad'", "opset 7"});
+  // By default padding is not counted (as before opset 7, when it never was).
+  ExpectTensor<float>(pool(7, std::nullopt).RunOne(), {1, 1, 2, 2}, {1, 2.5f, 5.5f, 7});
 }
 
 TEST(AveragePoolTest, CeilModeWindowIsNotPadding) {
@@ -142,7 +141,7 @@ TEST(AveragePoolTest, CeilModeWindowIsNotPadding) {
 
 TEST(GlobalAveragePoolTest, AveragesEachPlane) {
   // [1,2,3,4] -> 2.5; [5,6,7,9] -> 27/4 = 6.75.
-  ExpectTensor<float>(OpTest("GlobalAveragePool", 1)
+  ExpectTensor<float>(OpTest("GlobalAveragePool", 7)
                           .Input(MakeTensor<float>({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 9}))
                           .RunOne(),
                       {1, 2, 1, 1}, {2.5f, 6.75f});

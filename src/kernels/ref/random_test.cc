@@ -11,7 +11,7 @@ namespace kiln::ref::testing {
 namespace {
 
 TEST(RandomTest, UniformShapeRangeAndSeed) {
-  OpTest t("RandomUniform", 1);
+  OpTest t("RandomUniform", 7);
   t.Attr(IntsAttr("shape", {3, 4}))
       .Attr(FloatAttr("low", 2))
       .Attr(FloatAttr("high", 3))
@@ -27,7 +27,7 @@ TEST(RandomTest, UniformShapeRangeAndSeed) {
 }
 
 TEST(RandomTest, NormalLikeAndBernoulli) {
-  OwnedTensor y = OpTest("RandomNormalLike", 1)
+  OwnedTensor y = OpTest("RandomNormalLike", 7)
                       .Attr(IntAttr("dtype", 11))
                       .Input(MakeTensor<float>({2, 2}, {0, 0, 0, 0}))
                       .RunOne();
@@ -49,19 +49,19 @@ TEST(RandomTest, NormalLikeAndBernoulli) {
 }
 
 TEST(RandomTest, Errors) {
-  ExpectInvalid(OpTest("RandomUniform", 1).Create(), {"RandomUniform", "shape"});
-  ExpectInvalid(OpTest("RandomUniform", 1)
+  ExpectInvalid(OpTest("RandomUniform", 7).Create(), {"RandomUniform", "shape"});
+  ExpectInvalid(OpTest("RandomUniform", 7)
                     .Attr(IntsAttr("shape", {2}))
                     .Attr(FloatAttr("low", 3))
                     .Attr(FloatAttr("high", 1))
                     .Create(),
                 {"RandomUniform", "low"});
-  ExpectInvalid(OpTest("RandomNormal", 1).Attr(IntsAttr("shape", {-2})).Create(),
+  ExpectInvalid(OpTest("RandomNormal", 7).Attr(IntsAttr("shape", {-2})).Create(),
                 {"RandomNormal", "shape"});
   ExpectInvalid(
-      OpTest("RandomNormal", 1).Attr(IntsAttr("shape", {2})).Attr(IntAttr("dtype", 6)).Create(),
+      OpTest("RandomNormal", 7).Attr(IntsAttr("shape", {2})).Attr(IntAttr("dtype", 6)).Create(),
       {"RandomNormal", "dtype"});
-  ExpectInvalid(OpTest("RandomUniformLike", 1).Input(MakeTensor<int32_t>({1}, {1})).RunStatus(),
+  ExpectInvalid(OpTest("RandomUniformLike", 7).Input(MakeTensor<int32_t>({1}, {1})).RunStatus(),
                 {"RandomUniformLike", "INT32"});
 }
 

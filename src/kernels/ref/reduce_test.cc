@@ -51,7 +51,7 @@ TEST(ReduceTest, DefaultAxesReduceEverything) {
   const OwnedTensor x = MakeTensor<float>({2, 3}, kX);
   // 1 + ... + 6 = 21, kept as [1, 1] by default.
   ExpectTensor<float>(OpTest("ReduceSum", 13).Input(x).RunOne(), {1, 1}, {21});
-  ExpectTensor<float>(OpTest("ReduceSum", 1).Input(x).RunOne(), {1, 1}, {21});
+  ExpectTensor<float>(OpTest("ReduceSum", 7).Input(x).RunOne(), {1, 1}, {21});
   ExpectTensor<float>(RunReduce("ReduceMean", 13, {}, 0, x), {}, {3.5});
 }
 

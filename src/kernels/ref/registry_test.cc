@@ -33,8 +33,10 @@ TEST(RefRegistryTest, KnownOpOutsideItsOpsetsFailsAtLoad) {
   };
   ExpectInvalid(add(18), {"op Add (opset 18) is not supported"});
   ExpectInvalid(add(0), {"op Add (opset 0) is not supported"});
+  // Opsets below 7 reach the kernels only through the importer's version adapter, as opset 7.
+  ExpectInvalid(add(6), {"op Add (opset 6) is not supported"});
   EXPECT_TRUE(add(17).ok());
-  EXPECT_TRUE(add(1).ok());
+  EXPECT_TRUE(add(7).ok());
 }
 
 struct OnnxOpVersions {
@@ -81,18 +83,25 @@ TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
     std::sort(defs.begin(), defs.end(), [](const KernelDef* a, const KernelDef* b) {
       return a->since_version < b->since_version;
     });
-    // Every row starts at a version of the op in ONNX's own schema registry; the rows follow
-    // each other without gaps or overlaps and reach opset 17 (another domain: its latest
-    // version), or stop just before the version at which ONNX deprecated the op (a deprecated op
-    // may also be kept, as other runtimes do).
+    // Every row starts at a version of the op in ONNX's own schema registry, except that no
+    // default-domain row starts below opset 7 (the importer's version adapter converts older
+    // models to opset 7), so an op older than that starts at 7; the rows follow each other
+    // without gaps or overlaps and reach opset 17 (another domain: its latest version), or stop
+    // just before the version at which ONNX deprecated the op (a deprecated op may also be kept,
+    // as other runtimes do).
     const OnnxOpVersions onnx_versions = OnnxVersionsOf(domain, op);
     ASSERT_FALSE(onnx_versions.since.empty()) << "not an ONNX op";
     int next = defs.front()->since_version;
     for (const KernelDef* def : defs) {
       EXPECT_EQ(def->since_version, next);
-      EXPECT_TRUE(std::count(onnx_versions.since.begin(), onnx_versions.since.end(),
-                             def->since_version))
+      const bool adapted_start = domain.empty() && def == defs.front() && def->since_version == 7 &&
+                                 onnx_versions.since.front() < 7;
+      EXPECT_TRUE(adapted_start || std::count(onnx_versions.since.begin(),
+                                              onnx_versions.since.end(), def->since_version))
           << def->since_version << " is not a version of the op";
+      if (domain.empty()) {
+        EXPECT_GE(def->since_version, 7);
+      }
       next = def->end_version + 1;
     }
     EXPECT_TRUE(next == LastOpsetOf(domain) + 1 || next == onnx_versions.deprecated_at)
@@ -104,12 +113,14 @@ TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
     for (const KernelDef* def : by_op[{"", op}]) b.push_back(def->since_version);
     return b;
   };
-  EXPECT_EQ(bounds("Softmax"), (std::vector<int>{1, 11, 13}));
-  EXPECT_EQ(bounds("Reshape"), (std::vector<int>{1, 5, 14}));
-  EXPECT_EQ(bounds("Concat"), (std::vector<int>{1, 4, 11}));
-  EXPECT_EQ(bounds("Gemm"), (std::vector<int>{1, 7, 11}));
-  EXPECT_EQ(bounds("BatchNormalization"), (std::vector<int>{1, 7, 9, 14}));
-  EXPECT_EQ(bounds("MaxPool"), (std::vector<int>{1, 8, 10, 12}));
+  EXPECT_EQ(bounds("Softmax"), (std::vector<int>{7, 11, 13}));
+  EXPECT_EQ(bounds("Reshape"), (std::vector<int>{7, 14}));
+  EXPECT_EQ(bounds("Concat"), (std::vector<int>{7, 11}));
+  EXPECT_EQ(bounds("Gemm"), (std::vector<int>{7, 11}));
+  EXPECT_EQ(bounds("BatchNormalization"), (std::vector<int>{7, 9, 14}));
+  EXPECT_EQ(bounds("MaxPool"), (std::vector<int>{7, 8, 10, 12}));
+  EXPECT_EQ(bounds("Sigmoid"), (std::vector<int>{7, 13}));
+  EXPECT_EQ(bounds("Sin"), (std::vector<int>{7}));
   // The training-domain optimizers are registered in their own domain, not the default one.
   EXPECT_EQ(by_op.count({"ai.onnx.preview.training", "Adam"}), 1u);
   EXPECT_EQ(by_op.count({"", "Adam"}), 0u);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reference recurrent kernels: RNN, GRU (linear_before_reset from opset 3) and LSTM (peepholes,
+// Reference recurrent kernels: RNN, GRU (with linear_before_reset) and LSTM (peepholes,
 // input_forget), every optional input and output, directions forward / reverse /
 // bidirectional, the `activations` / `activation_alpha` / `activation_beta` / `clip`
 // attributes, and `layout` (batch-major tensors) from opset 14.
@@ -409,7 +409,6 @@ Result<std::unique_ptr<Kernel>> CreateRecurrent(const KernelInfo& info, Cell cel
     o.clip = clip;
   }
   if (cell == Cell::kGru) {
-    KILN_RETURN_IF_ERROR(attrs.RequireOpset("linear_before_reset", 3));
     KILN_ASSIGN_OR_RETURN(o.linear_before_reset, attrs.Bool("linear_before_reset", false));
   } else if (attrs.Has("linear_before_reset")) {
     return OpError(op, "attribute 'linear_before_reset' is GRU only");

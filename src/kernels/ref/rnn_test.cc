@@ -204,8 +204,8 @@ TEST(RnnTest, Errors) {
   ExpectInvalid(OpTest("RNN", 13).Attr(IntAttr("layout", 1)).Input(x).Input(w).Input(w).Create(),
                 {"RNN", "layout", "opset 14"});
   ExpectInvalid(
-      OpTest("GRU", 2).Attr(IntAttr("linear_before_reset", 1)).Input(x).Input(w).Input(w).Create(),
-      {"GRU", "linear_before_reset"});
+      OpTest("RNN", 7).Attr(IntAttr("linear_before_reset", 1)).Input(x).Input(w).Input(w).Create(),
+      {"RNN", "linear_before_reset", "GRU only"});
   ExpectInvalid(OpTest("RNN", 14).Attr(FloatAttr("clip", -1)).Input(x).Input(w).Input(w).Create(),
                 {"RNN", "clip"});
   // W with the wrong number of gate rows (LSTM wants 4 * hidden).

@@ -206,20 +206,8 @@ Status TileInto(KernelContext& ctx, const Tensor& x, std::span<const int64_t> re
 
 class TileKernel final : public Kernel {
  public:
-  explicit TileKernel(bool legacy) : legacy_(legacy) {}
-
   Status Compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.input(0);
-    if (legacy_) {
-      // Opset 1-5: inputs (input, tiles, axis), both scalars: tile `tiles` times along `axis`.
-      KILN_RETURN_IF_ERROR(CheckInputs(ctx, 3, "Tile"));
-      KILN_ASSIGN_OR_RETURN(int64_t tiles, ReadIntScalar(ctx.input(1), "Tile", "tiles"));
-      KILN_ASSIGN_OR_RETURN(int64_t axis_in, ReadIntScalar(ctx.input(2), "Tile", "axis"));
-      KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis("Tile", axis_in, x.rank(), false));
-      std::vector<int64_t> repeats(static_cast<size_t>(x.rank()), 1);
-      repeats[static_cast<size_t>(axis)] = tiles;
-      return TileInto(ctx, x, repeats);
-    }
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, "Tile"));
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> repeats,
                           ReadIntList(ctx.input(1), "Tile", "repeats"));
@@ -229,9 +217,6 @@ class TileKernel final : public Kernel {
     }
     return TileInto(ctx, x, repeats);
   }
-
- private:
-  bool legacy_;
 };
 
 // --- Slice -----------------------------------------------------------------------------------
@@ -266,7 +251,7 @@ struct SliceParams {
 
 class SliceKernel final : public Kernel {
  public:
-  // `attr` set: opset 1-9 attributes; unset: inputs 1..4.
+  // `attr` set: opset 7-9 attributes; unset: inputs 1..4.
   explicit SliceKernel(std::optional<SliceParams> attr) : attr_(std::move(attr)) {}
 
   Status Compute(KernelContext& ctx) const override {
@@ -334,7 +319,7 @@ class SliceKernel final : public Kernel {
 class SplitKernel final : public Kernel {
  public:
   // `attr_split` set: split sizes from the attribute (may be empty = equal parts); unset: from
-  // input 1 when present (opset 13+, or opset 1's optional second input).
+  // input 1 when present (opset 13+).
   SplitKernel(int64_t axis, bool allow_negative, std::optional<std::vector<int64_t>> attr_split)
       : axis_(axis), allow_negative_(allow_negative), attr_split_(std::move(attr_split)) {}
 
@@ -542,9 +527,8 @@ Result<std::unique_ptr<Kernel>> CreateExpand(const KernelInfo& info) {
 }
 
 Result<std::unique_ptr<Kernel>> CreateTile(const KernelInfo& info) {
-  const bool legacy = info.opset() < 6;
-  KILN_RETURN_IF_ERROR(RequireInputs(info, legacy ? 3 : 2));
-  return std::make_unique<TileKernel>(legacy);
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  return std::make_unique<TileKernel>();
 }
 
 Result<std::unique_ptr<Kernel>> CreateSlice(const KernelInfo& info) {
@@ -581,8 +565,8 @@ Result<std::unique_ptr<Kernel>> CreateSplit(const KernelInfo& info) {
       return OpError("Split", "output {} is missing; every output must be present", i);
     }
   }
-  if (info.opset() >= 2 && info.opset() < 13 && info.num_inputs() > 1) {
-    return OpError("Split", "takes one input from opset 2 to 12 (split sizes are an attribute)");
+  if (info.opset() < 13 && info.num_inputs() > 1) {
+    return OpError("Split", "takes one input before opset 13 (split sizes are an attribute)");
   }
   std::optional<std::vector<int64_t>> attr_split;
   if (attrs.Has("split")) {

@@ -45,7 +45,7 @@ int Compare(const T& a, const T& b) {
 
 class TopKKernel final : public Kernel {
  public:
-  // `attr_k` set: opset 1-9 attribute; unset: input 1.
+  // `attr_k` set: opset 7-9 attribute; unset: input 1.
   TopKKernel(std::optional<int64_t> attr_k, int64_t axis, bool largest)
       : attr_k_(attr_k), axis_(axis), largest_(largest) {}
 

@@ -83,32 +83,24 @@ Result<Shape> ReshapeTarget(const Shape& in, std::span<const int64_t> spec, bool
 
 class ReshapeKernel final : public Kernel {
  public:
-  // `attr_shape` is the opset 1-4 `shape` attribute; from opset 5 the shape is input 1.
-  ReshapeKernel(bool allow_zero, std::optional<std::vector<int64_t>> attr_shape)
-      : allow_zero_(allow_zero), attr_shape_(std::move(attr_shape)) {}
+  explicit ReshapeKernel(bool allow_zero) : allow_zero_(allow_zero) {}
 
   Status Compute(KernelContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(CheckInputs(ctx, attr_shape_.has_value() ? 1 : 2, "Reshape"));
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, "Reshape"));
     const Tensor& x = ctx.input(0);
-    std::span<const int64_t> spec;
-    if (attr_shape_.has_value()) {
-      spec = *attr_shape_;
-    } else {
-      const Tensor& s = ctx.input(1);
-      if (s.dtype() != DataType::kInt64 || s.rank() != 1) {
-        return OpError("Reshape", "the shape input must be a 1-D INT64 tensor, got {}{}",
-                       DataTypeName(s.dtype()), s.shape().ToString());
-      }
-      spec =
-          std::span<const int64_t>(s.data<const int64_t>(), static_cast<size_t>(s.num_elements()));
+    const Tensor& s = ctx.input(1);
+    if (s.dtype() != DataType::kInt64 || s.rank() != 1) {
+      return OpError("Reshape", "the shape input must be a 1-D INT64 tensor, got {}{}",
+                     DataTypeName(s.dtype()), s.shape().ToString());
     }
+    const std::span<const int64_t> spec(s.data<const int64_t>(),
+                                        static_cast<size_t>(s.num_elements()));
     KILN_ASSIGN_OR_RETURN(Shape out, ReshapeTarget(x.shape(), spec, allow_zero_));
     return CopyToOutput(ctx, x, out);
   }
 
  private:
   bool allow_zero_;
-  std::optional<std::vector<int64_t>> attr_shape_;
 };
 
 class FlattenKernel final : public Kernel {
@@ -266,21 +258,13 @@ Result<std::unique_ptr<Kernel>> CreateReshape(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(attrs.RequireRemovedIn("shape", 5));
   KILN_RETURN_IF_ERROR(attrs.RequireOpset("allowzero", 14));
   KILN_ASSIGN_OR_RETURN(bool allow_zero, attrs.Bool("allowzero", false));
-  if (info.opset() < 5) {
-    KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
-    if (!attrs.Has("shape")) {
-      return OpError("Reshape", "attribute 'shape' is required before opset 5");
-    }
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, attrs.Ints("shape"));
-    return std::make_unique<ReshapeKernel>(false, std::move(shape));
-  }
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
   const DataType shape_type = info.input_type(1).dtype;
   if (shape_type != DataType::kInvalid && shape_type != DataType::kInt64) {
     return OpError("Reshape", "the shape input must be INT64, it is declared {}",
                    DataTypeName(shape_type));
   }
-  return std::make_unique<ReshapeKernel>(allow_zero, std::nullopt);
+  return std::make_unique<ReshapeKernel>(allow_zero);
 }
 
 Result<std::unique_ptr<Kernel>> CreateFlatten(const KernelInfo& info) {
@@ -317,9 +301,7 @@ Result<std::unique_ptr<Kernel>> CreateConcat(const KernelInfo& info) {
     if (!info.has_input(i)) return OpError("Concat", "input {} is missing", i);
   }
   AttrReader attrs(info);
-  if (info.opset() >= 4 && !attrs.Has("axis")) {
-    return OpError("Concat", "attribute 'axis' is required from opset 4");
-  }
+  if (!attrs.Has("axis")) return OpError("Concat", "attribute 'axis' is required");
   KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.Int("axis", 1));
   if (info.opset() < 11 && axis < 0) {
     return OpError("Concat", "negative axis {} is not allowed before opset 11 (model uses {})",

@@ -32,7 +32,7 @@ TEST(ReshapeTest, InfersAndCopiesDims) {
                           .RunOne(),
                       {3, 2}, Iota(6));
   // 0 copies the input dim: [2,3,4] -> [0,-1] = [2,12]. The shape may be a runtime input.
-  ExpectTensor<float>(OpTest("Reshape", 5)
+  ExpectTensor<float>(OpTest("Reshape", 7)
                           .Input(MakeTensor<float>({2, 3, 4}, Iota(24)))
                           .Input(ShapeTensor({0, -1}))
                           .RunOne(),
@@ -95,15 +95,11 @@ TEST(ReshapeTest, Errors) {
                 {"Reshape", "1-D INT64"});
 }
 
-TEST(ReshapeTest, ShapeAttributeBeforeOpset5) {
-  ExpectTensor<float>(OpTest("Reshape", 1)
-                          .Attr(IntsAttr("shape", {-1}))
-                          .Input(MakeTensor<float>({2, 3}, Iota(6)))
-                          .RunOne(),
-                      {6}, Iota(6));
-  ExpectInvalid(OpTest("Reshape", 4).Input(MakeTensor<float>({2, 3}, Iota(6))).Create(),
-                {"Reshape", "'shape' is required before opset 5"});
-  ExpectInvalid(OpTest("Reshape", 5)
+TEST(ReshapeTest, ShapeAttributeIsRejected) {
+  // Opset 1-4's `shape` attribute becomes input 1 in the importer's version adapter.
+  ExpectInvalid(OpTest("Reshape", 7).Input(MakeTensor<float>({2, 3}, Iota(6))).Create(),
+                {"Reshape", "required input 1 is missing"});
+  ExpectInvalid(OpTest("Reshape", 7)
                     .Attr(IntsAttr("shape", {6}))
                     .Input(MakeTensor<float>({2, 3}, Iota(6)))
                     .ConstInput(ShapeTensor({6}))
@@ -117,7 +113,7 @@ TEST(FlattenTest, Axes) {
     return OpTest("Flatten", opset).Attr(IntAttr("axis", axis)).Input(x);
   };
   ExpectTensor<float>(OpTest("Flatten", 13).Input(x).RunOne(), {2, 12}, Iota(24));  // default 1
-  ExpectTensor<float>(flatten(1, 0).RunOne(), {1, 24}, Iota(24));
+  ExpectTensor<float>(flatten(7, 0).RunOne(), {1, 24}, Iota(24));
   ExpectTensor<float>(flatten(9, 3).RunOne(), {24, 1}, Iota(24));
   ExpectTensor<float>(flatten(11, -1).RunOne(), {6, 4}, Iota(24));
   ExpectTensor<float>(flatten(13, -3).RunOne(), {1, 24}, Iota(24));
@@ -131,7 +127,7 @@ TEST(TransposeTest, HandChecked) {
                       {3, 2}, {1, 4, 2, 5, 3, 6});
   // [2,1,2] with perm [2,0,1]: out[i][j][k] = x[j][k][i]; x = [[[1,2]],[[3,4]]]
   //   -> [[[1],[3]], [[2],[4]]] of shape [2,2,1].
-  ExpectTensor<float>(OpTest("Transpose", 1)
+  ExpectTensor<float>(OpTest("Transpose", 7)
                           .Attr(IntsAttr("perm", {2, 0, 1}))
                           .Input(MakeTensor<float>({2, 1, 2}, {1, 2, 3, 4}))
                           .RunOne(),
@@ -155,12 +151,10 @@ TEST(ConcatTest, HandChecked) {
   // [[1,2],[3,4]] ++ [[5],[6]] along axis 1 = [[1,2,5],[3,4,6]].
   const OwnedTensor a = MakeTensor<float>({2, 2}, {1, 2, 3, 4});
   const OwnedTensor b = MakeTensor<float>({2, 1}, {5, 6});
-  ExpectTensor<float>(OpTest("Concat", 4).Attr(IntAttr("axis", 1)).Input(a).Input(b).RunOne(),
+  ExpectTensor<float>(OpTest("Concat", 7).Attr(IntAttr("axis", 1)).Input(a).Input(b).RunOne(),
                       {2, 3}, {1, 2, 5, 3, 4, 6});
   ExpectTensor<float>(OpTest("Concat", 11).Attr(IntAttr("axis", -1)).Input(a).Input(b).RunOne(),
                       {2, 3}, {1, 2, 5, 3, 4, 6});
-  // Opset 1 defaults to axis 1.
-  ExpectTensor<float>(OpTest("Concat", 1).Input(a).Input(b).RunOne(), {2, 3}, {1, 2, 5, 3, 4, 6});
   // Axis 0 with an empty input in the middle: [1,2] ++ [] ++ [[3,4],[5,6]].
   ExpectTensor<int32_t>(OpTest("Concat", 13)
                             .Attr(IntAttr("axis", 0))
@@ -188,8 +182,8 @@ TEST(ConcatTest, Errors) {
   ExpectInvalid(concat(13, 0, MakeTensor<double>({1, 2}, {1, 2})).RunStatus(),
                 {"Concat", "dtype FP64"});
   ExpectInvalid(concat(13, 2, a).RunStatus(), {"Concat", "axis 2 is out of range"});
-  ExpectInvalid(concat(4, -1, a).Create(), {"Concat", "negative axis", "opset 11"});
-  ExpectInvalid(concat(4, std::nullopt, a).Create(), {"Concat", "'axis' is required"});
+  ExpectInvalid(concat(7, -1, a).Create(), {"Concat", "negative axis", "opset 11"});
+  ExpectInvalid(concat(7, std::nullopt, a).Create(), {"Concat", "'axis' is required"});
   ExpectInvalid(OpTest("Concat", 13)
                     .Attr(IntAttr("axis", 0))
                     .Input(MakeTensor<float>({}, {1}))
@@ -282,7 +276,7 @@ TEST(DataMovementTest, EveryDtype) {
 
 TEST(ConstantTest, ValueAttributes) {
   ExpectTensor<float>(
-      OpTest("Constant", 1).Attr(TensorAttr("value", MakeTensor<float>({2}, {1, 2}))).RunOne(), {2},
+      OpTest("Constant", 7).Attr(TensorAttr("value", MakeTensor<float>({2}, {1, 2}))).RunOne(), {2},
       {1, 2});
   ExpectTensor<float>(OpTest("Constant", 12).Attr(FloatAttr("value_float", 2.5f)).RunOne(), {},
                       {2.5f});
