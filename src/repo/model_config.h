@@ -111,7 +111,7 @@ Status ValidateModelConfig(const inference::ModelConfig& config);
 Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Graph& graph);
 
 // Config fields that are set but not acted on yet, as dotted field paths
-// ("dynamic_batching", "instance_group.count", "input.allow_ragged_batch"), each once.
+// ("optimization", "instance_group.rate_limiter", "output.label_filename"), each once.
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);
 
 // The metadata view of a (completed) config.
