@@ -87,13 +87,13 @@ void CopyBox(const Tensor& src, int64_t src_offset, std::span<const int64_t> src
   if (src.dtype() == DataType::kBytes) {
     const std::string* s = src.data<const std::string>() + src_offset;
     std::string* d = dst.data<std::string>() + dst_offset;
-    ForEachRun(box, src_dims, dst_dims, [&](int64_t so, int64_t dof, int64_t n) {
-      std::copy(s + so, s + so + n, d + dof);
-    });
+    ForEachRun(box, src_dims, dst_dims,
+               [&](int64_t so, int64_t dof, int64_t n) { std::copy(s + so, s + so + n, d + dof); });
     return;
   }
   const size_t esize = DataTypeSize(src.dtype());
-  const char* s = static_cast<const char*>(src.raw_data()) + src_offset * static_cast<int64_t>(esize);
+  const char* s =
+      static_cast<const char*>(src.raw_data()) + src_offset * static_cast<int64_t>(esize);
   char* d = static_cast<char*>(dst.raw_data()) + dst_offset * static_cast<int64_t>(esize);
   ForEachRun(box, src_dims, dst_dims, [&](int64_t so, int64_t dof, int64_t n) {
     std::memcpy(d + dof * static_cast<int64_t>(esize), s + so * static_cast<int64_t>(esize),
@@ -121,7 +121,8 @@ Result<BatchingPlan> MakeBatchingPlan(const ModelConfig& config) {
     BatchingPlan::Input p;
     p.name = in.name();
     const auto fail = [&](std::string what) {
-      return Status::InvalidArgument(fmt::format("model '{}': input '{}': {}", model, in.name(), what));
+      return Status::InvalidArgument(
+          fmt::format("model '{}': input '{}': {}", model, in.name(), what));
     };
     if (in.allow_ragged_batch() && plan.batching) {
       if (in.has_reshape()) return fail("allow_ragged_batch cannot be combined with reshape");
@@ -152,9 +153,8 @@ Result<BatchingPlan> MakeBatchingPlan(const ModelConfig& config) {
       for (int i = 0; i < pad.buckets_size(); ++i) {
         const int64_t b = pad.buckets(i);
         if (b < 1 || (i > 0 && b <= pad.buckets(i - 1))) {
-          return fail(fmt::format(
-              "padding buckets must be increasing sizes >= 1, got {}",
-              DimsToString(AsSpan(pad.buckets()))));
+          return fail(fmt::format("padding buckets must be increasing sizes >= 1, got {}",
+                                  DimsToString(AsSpan(pad.buckets()))));
         }
         p.buckets.push_back(b);
       }
@@ -295,8 +295,7 @@ Result<OwnedTensor> GatherInput(const BatchingPlan& plan, size_t input,
     const int64_t b = t.dim(0);
     std::vector<int64_t> dst_dims{b};
     dst_dims.insert(dst_dims.end(), item.begin(), item.end());
-    CopyBox(t, 0, t.shape().dims(), batch.view(), row * row_elements, dst_dims,
-            t.shape().dims());
+    CopyBox(t, 0, t.shape().dims(), batch.view(), row * row_elements, dst_dims, t.shape().dims());
     row += b;
   }
   return batch;
@@ -311,9 +310,9 @@ Result<OwnedTensor> SliceOutput(const BatchingPlan& plan, size_t output,
   const Tensor& t = batch_output.view();
   const int64_t b = RequestBatchSize(plan, request);
   if (t.rank() < 1 || t.dim(0) < row + b) {
-    return Status::Internal(fmt::format(
-        "output '{}' has shape {}: fewer than the {} rows of the batch", spec.name,
-        t.shape().ToString(), row + b));
+    return Status::Internal(
+        fmt::format("output '{}' has shape {}: fewer than the {} rows of the batch", spec.name,
+                    t.shape().ToString(), row + b));
   }
   std::span<const int64_t> all = t.shape().dims();
   std::vector<int64_t> src_dims(all.begin(), all.end());
@@ -323,9 +322,9 @@ Result<OwnedTensor> SliceOutput(const BatchingPlan& plan, size_t output,
     const std::string& input = plan.inputs[static_cast<size_t>(c.input)].name;
     const int64_t want = InputOf(request, input).tensor.shape().dim(c.input_dim + 1);
     if (c.dim + 1 >= t.rank() || want > box[static_cast<size_t>(c.dim + 1)]) {
-      return Status::Internal(fmt::format(
-          "output '{}' has shape {}: cannot crop dim {} to {} (dim {} of input '{}')", spec.name,
-          t.shape().ToString(), c.dim, want, c.input_dim, input));
+      return Status::Internal(
+          fmt::format("output '{}' has shape {}: cannot crop dim {} to {} (dim {} of input '{}')",
+                      spec.name, t.shape().ToString(), c.dim, want, c.input_dim, input));
     }
     box[static_cast<size_t>(c.dim + 1)] = want;
   }

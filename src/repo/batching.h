@@ -56,7 +56,7 @@ struct BatchingPlan {
     std::string name;
     std::vector<Crop> crops;
   };
-  bool batching = false;  // max_batch_size > 0
+  bool batching = false;        // max_batch_size > 0
   std::vector<Input> inputs;    // config input order
   std::vector<Output> outputs;  // config output order
   // True when some input is padded or ragged (a request alone may still need a copy).

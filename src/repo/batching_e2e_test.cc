@@ -360,8 +360,7 @@ TEST_F(BatchingE2eTest, VariableDimPaddedToBucketsEqualsUnpaddedAlone) {
   )cfg";
   const auto config = [&](bool padded, bool batched) {
     std::string text = io;
-    text.replace(text.find("%PAD%"), 5,
-                 padded ? "padding { dims: [ 0 ] buckets: [ 4, 8 ] }" : "");
+    text.replace(text.find("%PAD%"), 5, padded ? "padding { dims: [ 0 ] buckets: [ 4, 8 ] }" : "");
     text.replace(text.find("%CROP%"), 6,
                  padded ? "crop { dims { dim: 0 input: \"x\" input_dim: 0 } }" : "");
     return batched ? text + std::string(kWaitForEight) : text;
@@ -536,10 +535,10 @@ TEST_F(BatchingE2eTest, RaggedInputsReachTheModelConcatenated) {
             { name: "w" data_type: TYPE_FP32 dims: [ 1 ] } ]
     output { name: "out" data_type: TYPE_FP32 dims: [ 1 ] }
   )cfg";
-  auto batched = MakeModel(
-      io + "dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: "
-           "3600000000 }",
-      g.graph(), options);
+  auto batched =
+      MakeModel(io + "dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: "
+                     "3600000000 }",
+                g.graph(), options);
   auto alone = MakeModel(io, g.graph(), options);
   ASSERT_TRUE(batched && alone);
   const auto request = [](std::vector<float> x, float w) {

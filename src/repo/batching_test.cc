@@ -71,8 +71,7 @@ TEST(BatchingPlanTest, PaddingCropAndRaggedFromConfig) {
 }
 
 TEST(BatchingPlanTest, ConfigErrors) {
-  const auto with = [](std::string input_extra, std::string output_extra = "",
-                       int max_batch = 8) {
+  const auto with = [](std::string input_extra, std::string output_extra = "", int max_batch = 8) {
     return fmt::format(R"cfg(
       name: "m" max_batch_size: {}
       input {{ name: "x" data_type: TYPE_FP32 dims: [ -1, 3 ] {} }}
@@ -117,8 +116,8 @@ TEST(BatchingPlanTest, ConfigErrors) {
 }
 
 TEST(BatchPolicyConfigTest, FromDynamicBatching) {
-  Result<BatchPolicyConfig> none = MakeBatchPolicyConfig(ParseConfigOrDie(
-      R"cfg(name: "m" max_batch_size: 4)cfg"));
+  Result<BatchPolicyConfig> none =
+      MakeBatchPolicyConfig(ParseConfigOrDie(R"cfg(name: "m" max_batch_size: 4)cfg"));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->dynamic_batching);
   EXPECT_EQ(none->max_batch_size, 4);
@@ -179,10 +178,10 @@ TEST(BatchingTest, RequestShapesUnderPadding) {
 TEST(BatchingTest, GatherPadsAndConcatenates) {
   const BatchingPlan plan = MakeBatchingPlan(ParseConfigOrDie(kPadded)).value();
   // Request a: batch 1, 3 tokens; request b: batch 2, 4 tokens. Both pad to bucket 4.
-  auto a = Request({FloatInput("tokens", {1, 3, 2}, {1, 2, 3, 4, 5, 6}),
-                    FloatInput("scale", {1, 1}, {10})});
-  auto b = Request({FloatInput("tokens", {2, 4, 2}, Iota(16, 100)),
-                    FloatInput("scale", {2, 1}, {20, 30})});
+  auto a = Request(
+      {FloatInput("tokens", {1, 3, 2}, {1, 2, 3, 4, 5, 6}), FloatInput("scale", {1, 1}, {10})});
+  auto b = Request(
+      {FloatInput("tokens", {2, 4, 2}, Iota(16, 100)), FloatInput("scale", {2, 1}, {20, 30})});
   const BatchShape shape = RequestBatchShape(plan, *a);
   ASSERT_EQ(shape, RequestBatchShape(plan, *b));
   const InferRequest* both[] = {a.get(), b.get()};
@@ -202,7 +201,8 @@ TEST(BatchingTest, GatherPadsAnInnerDim) {
   const BatchingPlan plan = MakeBatchingPlan(ParseConfigOrDie(R"cfg(
     name: "m" max_batch_size: 4
     input { name: "x" data_type: TYPE_INT32 dims: [ 2, -1 ] padding { dims: [1] buckets: [3] } }
-    output { name: "y" data_type: TYPE_INT32 dims: [ 2, -1 ] })cfg")).value();
+    output { name: "y" data_type: TYPE_INT32 dims: [ 2, -1 ] })cfg"))
+                                .value();
   auto r = std::make_unique<InferRequest>();
   OwnedTensor t = OwnedTensor::Allocate(DataType::kInt32, Shape{1, 2, 2}).value();
   for (int i = 0; i < 4; ++i) t.data<int32_t>()[i] = i + 1;
@@ -219,7 +219,8 @@ TEST(BatchingTest, GatherRaggedIsFlat) {
   const BatchingPlan plan = MakeBatchingPlan(ParseConfigOrDie(R"cfg(
     name: "r" max_batch_size: 4
     input { name: "x" data_type: TYPE_STRING dims: [ -1 ] allow_ragged_batch: true }
-    output { name: "y" data_type: TYPE_FP32 dims: [ 1 ] })cfg")).value();
+    output { name: "y" data_type: TYPE_FP32 dims: [ 1 ] })cfg"))
+                                .value();
   const auto strings = [](std::vector<std::string> v) {
     OwnedTensor t =
         OwnedTensor::Allocate(DataType::kBytes, Shape{1, static_cast<int64_t>(v.size())}).value();
@@ -242,10 +243,9 @@ TEST(BatchingTest, GatherRaggedIsFlat) {
 
 TEST(BatchingTest, SliceOutputCropsAndShares) {
   const BatchingPlan plan = MakeBatchingPlan(ParseConfigOrDie(kPadded)).value();
-  auto a = Request({FloatInput("tokens", {1, 3, 2}, Iota(6, 0)),
-                    FloatInput("scale", {1, 1}, {1})});
-  auto b = Request({FloatInput("tokens", {2, 4, 2}, Iota(16, 0)),
-                    FloatInput("scale", {2, 1}, {1, 1})});
+  auto a = Request({FloatInput("tokens", {1, 3, 2}, Iota(6, 0)), FloatInput("scale", {1, 1}, {1})});
+  auto b =
+      Request({FloatInput("tokens", {2, 4, 2}, Iota(16, 0)), FloatInput("scale", {2, 1}, {1, 1})});
   OwnedTensor out = OwnedTensor::Allocate(DataType::kFloat32, Shape{3, 4, 2}).value();
   for (int i = 0; i < 24; ++i) out.data<float>()[i] = static_cast<float>(i);
   Result<OwnedTensor> ya = SliceOutput(plan, 0, out, 0, *a);

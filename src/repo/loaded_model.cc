@@ -145,8 +145,9 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
           model, g.name()));
     }
     if (g.count() < 0) {
-      return Status::InvalidArgument(fmt::format(
-          "model '{}': instance_group '{}' count must be >= 1, got {}", model, g.name(), g.count()));
+      return Status::InvalidArgument(
+          fmt::format("model '{}': instance_group '{}' count must be >= 1, got {}", model, g.name(),
+                      g.count()));
     }
     requested += std::max(1, g.count());
   }
@@ -184,10 +185,9 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   batcher_options.num_instances = count;
   batcher_options.clock = options.clock;
   batcher_options.stats = stats;
-  KILN_ASSIGN_OR_RETURN(
-      loaded->batcher_,
-      Batcher::Create(std::move(batcher_options),
-                      std::make_shared<Executor>(version, std::move(runners))));
+  KILN_ASSIGN_OR_RETURN(loaded->batcher_,
+                        Batcher::Create(std::move(batcher_options),
+                                        std::make_shared<Executor>(version, std::move(runners))));
   return loaded;
 }
 

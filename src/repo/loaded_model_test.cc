@@ -386,11 +386,12 @@ TEST(LoadedModel, CreateRefusesGpuInstancesAndBadSchedulingConfigs) {
   EXPECT_EQ(levels.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(levels.status().message(),
               HasSubstr("model 'pair': dynamic_batching.default_priority_level must be in 1..2"));
-  Result<std::shared_ptr<LoadedModelImpl>> padding =
-      create(" input { name: \"C\" data_type: TYPE_FP32 dims: [ 3 ] "
-             "padding { dims: [0] buckets: [4] } }");
+  Result<std::shared_ptr<LoadedModelImpl>> padding = create(
+      " input { name: \"C\" data_type: TYPE_FP32 dims: [ 3 ] "
+      "padding { dims: [0] buckets: [4] } }");
   EXPECT_THAT(padding.status().message(), HasSubstr("input 'C': padding dim 0 is not variable"));
-  EXPECT_TRUE(create(" instance_group { kind: KIND_AUTO } instance_group { kind: KIND_MODEL }").ok());
+  EXPECT_TRUE(
+      create(" instance_group { kind: KIND_AUTO } instance_group { kind: KIND_MODEL }").ok());
 }
 
 TEST(LoadedModel, QueueFullAndTimeoutsReachTheCaller) {

@@ -79,8 +79,7 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 // reshape applied when there is one: the shape the graph itself sees.
 std::vector<int64_t> ModelSideShape(const ModelConfig& config,
                                     const google::protobuf::RepeatedField<int64_t>& dims,
-                                    bool has_reshape,
-                                    const inference::ModelTensorReshape& reshape,
+                                    bool has_reshape, const inference::ModelTensorReshape& reshape,
                                     bool ragged = false) {
   std::vector<int64_t> shape;
   // A ragged input of a batching model reaches the model flat: every request's elements

@@ -537,8 +537,9 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
     EXPECT_EQ(std::count(f.begin(), f.end(), want), 1) << want;
   }
   // Acted on by the scheduler and the instances.
-  for (std::string_view done : {"dynamic_batching", "instance_group.count",
-                                "input.allow_ragged_batch", "instance_group (more than one group)"}) {
+  for (std::string_view done :
+       {"dynamic_batching", "instance_group.count", "input.allow_ragged_batch",
+        "instance_group (more than one group)"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), done), 0) << done;
   }
 }

@@ -88,9 +88,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::Create(const inference::ModelC
   return runner;
 }
 
-Status ModelRunner::Execute(std::span<const InferRequest* const> requests,
-                            const BatchShape& shape, int64_t version,
-                            std::span<RequestOutcome> out) const {
+Status ModelRunner::Execute(std::span<const InferRequest* const> requests, const BatchShape& shape,
+                            int64_t version, std::span<RequestOutcome> out) const {
   const Clock& clock = SteadyClock();
   const bool batching = plan_.batching;
   const int64_t start = clock.NowNs();
@@ -124,7 +123,8 @@ Status ModelRunner::Execute(std::span<const InferRequest* const> requests,
     Tensor t;
     if (direct) {
       const InferInput* in = FindInput(*requests[0], b.name);
-      if (in == nullptr) return Status::InvalidArgument(fmt::format("input '{}' is missing", b.name));
+      if (in == nullptr)
+        return Status::InvalidArgument(fmt::format("input '{}' is missing", b.name));
       t = in->tensor.view();
     } else {
       Result<OwnedTensor> batch = GatherInput(plan_, b.plan_input, requests, shape, *allocator_);
@@ -204,9 +204,9 @@ Status ModelRunner::Execute(std::span<const InferRequest* const> requests,
       for (const RequestedOutput& want : request.outputs) {
         size_t o = 0;
         while (o < outputs_.size() && outputs_[o].name != want.name) ++o;
-        s = o < outputs_.size()
-                ? emit(o)
-                : Status::InvalidArgument(fmt::format("unexpected inference output '{}'", want.name));
+        s = o < outputs_.size() ? emit(o)
+                                : Status::InvalidArgument(
+                                      fmt::format("unexpected inference output '{}'", want.name));
         if (!s.ok()) break;
       }
     }
@@ -250,8 +250,7 @@ void ModelRunner::RunGroup(std::span<const InferRequest* const> requests, const 
 }
 
 std::vector<RequestOutcome> ModelRunner::RunBatch(std::span<const InferRequest* const> requests,
-                                                  const BatchShape& shape,
-                                                  int64_t version) const {
+                                                  const BatchShape& shape, int64_t version) const {
   KILN_CHECK(!requests.empty(), "RunBatch with no requests");
   KILN_CHECK(plan_.batching || requests.size() == 1, "model '", config_.name(),
              "' does not batch: one request at a time");

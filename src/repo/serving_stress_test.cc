@@ -41,9 +41,9 @@ struct Tally {
   std::atomic<int> sent{0};
   std::atomic<int> answered{0};
   std::atomic<int> ok{0};
-  std::atomic<int> wrong{0};         // a response with wrong numbers
-  std::atomic<int> twice{0};         // a callback called more than once
-  std::atomic<int> unexpected{0};    // an error no request here should get
+  std::atomic<int> wrong{0};       // a response with wrong numbers
+  std::atomic<int> twice{0};       // a callback called more than once
+  std::atomic<int> unexpected{0};  // an error no request here should get
   std::atomic<int> unavailable{0};
   std::atomic<int> timed_out{0};
   std::atomic<int> queue_full{0};
@@ -213,9 +213,7 @@ TEST(ServingStressTest, ManyClientsSeveralModelsShutdownInTheMiddle) {
   for (const auto& m : models) {
     bool refused = false;
     auto r = std::make_unique<InferRequest>();
-    m->Infer(std::move(r), [&](Result<InferResponse> res) {
-      refused = !res.ok();
-    });
+    m->Infer(std::move(r), [&](Result<InferResponse> res) { refused = !res.ok(); });
     EXPECT_TRUE(refused);
   }
   uint64_t executions = 0;

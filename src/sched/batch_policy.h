@@ -93,7 +93,7 @@ std::string BatchShapeToString(const BatchShape& shape);
 
 // Where an admitted request goes and how long it may wait.
 struct Admission {
-  uint64_t level = 1;        // 1 = highest
+  uint64_t level = 1;  // 1 = highest
   int64_t deadline_ns = kNever;
   TimeoutAction timeout_action = TimeoutAction::kReject;
 };

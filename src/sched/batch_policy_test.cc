@@ -183,7 +183,9 @@ std::vector<DecideCase> DecideCases() {
        80},
       {"wake-up ignores the requests that run now",
        Dynamic(2),
-       {{.id = 1, .deadline_us = 500}, {.id = 2, .deadline_us = 400}, {.id = 3, .deadline_us = 900}},
+       {{.id = 1, .deadline_us = 500},
+        {.id = 2, .deadline_us = 400},
+        {.id = 3, .deadline_us = 900}},
        0,
        {1, 2},
        {},
@@ -234,8 +236,9 @@ TEST(BatchPolicyTest, DecideTable) {
     BatchPolicy policy(c.config);
     std::vector<QueueEntry> queue;
     for (const Req& r : c.queue) {
-      queue.push_back({r.id, r.arrival_us * kUs, r.deadline_us == kNone ? kNever : r.deadline_us * kUs,
-                       r.level, r.action, r.batch, &kShapes[static_cast<size_t>(r.shape)]});
+      queue.push_back({r.id, r.arrival_us * kUs,
+                       r.deadline_us == kNone ? kNever : r.deadline_us * kUs, r.level, r.action,
+                       r.batch, &kShapes[static_cast<size_t>(r.shape)]});
     }
     const BatchDecision d = policy.Decide(queue, c.now_us * kUs, c.instance_free, c.flush);
     EXPECT_EQ(d.batch, c.want_batch);
@@ -291,21 +294,37 @@ TEST(BatchPolicyTest, AdmitTable) {
       {"priority above the levels: the default level", levels3, 4, 0, {0, 0, 0}, 2},
       {"no default timeout, no override: request timeout ignored", Dynamic(8), 0, 100, {0}, 1},
       {"default timeout applies", WithPolicy(Dynamic(8), t1000), 0, 0, {0}, 1, 1000},
-      {"no override: request timeout ignored", WithPolicy(Dynamic(8), t1000), 0, 100, {0}, 1,
-       1000},
+      {"no override: request timeout ignored", WithPolicy(Dynamic(8), t1000), 0, 100, {0}, 1, 1000},
       {"override shortens", WithPolicy(Dynamic(8), t1000_override), 0, 100, {0}, 1, 100},
-      {"override never lengthens", WithPolicy(Dynamic(8), t1000_override), 0, 5000, {0}, 1,
+      {"override never lengthens", WithPolicy(Dynamic(8), t1000_override), 0, 5000, {0}, 1, 1000},
+      {"override with no request timeout",
+       WithPolicy(Dynamic(8), t1000_override),
+       0,
+       0,
+       {0},
+       1,
        1000},
-      {"override with no request timeout", WithPolicy(Dynamic(8), t1000_override), 0, 0, {0}, 1,
-       1000},
-      {"override with no default timeout", WithPolicy(Dynamic(8), t0_override), 0, 70, {0}, 1,
-       70},
+      {"override with no default timeout", WithPolicy(Dynamic(8), t0_override), 0, 70, {0}, 1, 70},
       {"DELAY action", WithPolicy(Dynamic(8), delay), 0, 0, {0}, 1, 300, TimeoutAction::kDelay},
       {"queue below max_queue_size", WithPolicy(Dynamic(8), max2), 0, 0, {1}, 1},
-      {"queue full", WithPolicy(Dynamic(8), max2), 0, 0, {2}, 1, kNone, TimeoutAction::kReject,
+      {"queue full",
+       WithPolicy(Dynamic(8), max2),
+       0,
+       0,
+       {2},
+       1,
+       kNone,
+       TimeoutAction::kReject,
        true},
-      {"per-level policy: level 1 full", per_level, 1, 0, {1, 0, 0}, 1, kNone,
-       TimeoutAction::kReject, true},
+      {"per-level policy: level 1 full",
+       per_level,
+       1,
+       0,
+       {1, 0, 0},
+       1,
+       kNone,
+       TimeoutAction::kReject,
+       true},
       {"per-level policy: level 1 timeout", per_level, 1, 0, {0, 5, 5}, 1, 50},
       {"per-level policy: other levels use the default policy", per_level, 2, 0, {9, 9, 9}, 2},
       {"huge timeout saturates", WithPolicy(Dynamic(8), t0_override), 0, UINT64_MAX, {0}, 1},
@@ -323,7 +342,8 @@ TEST(BatchPolicyTest, AdmitTable) {
     }
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     EXPECT_EQ(a->level, c.want_level);
-    EXPECT_EQ(a->deadline_ns, c.want_deadline_us == kNone ? kNever : now + c.want_deadline_us * kUs);
+    EXPECT_EQ(a->deadline_ns,
+              c.want_deadline_us == kNone ? kNever : now + c.want_deadline_us * kUs);
     EXPECT_EQ(a->timeout_action, c.want_action);
   }
 }
@@ -354,7 +374,8 @@ TEST(BatchPolicyTest, ValidateConfig) {
       {Dynamic(8, 0, {0}), "preferred_batch_size 0 is out of range 1..8"},
       {Dynamic(8, 0, {9}), "preferred_batch_size 9 is out of range 1..8"},
       {Dynamic(-1), "max_batch_size must be >= 0, got -1"},
-      {WithLevels(Dynamic(8), 3, 0), "default_priority_level must be in 1..3 (priority_levels), got 0"},
+      {WithLevels(Dynamic(8), 3, 0),
+       "default_priority_level must be in 1..3 (priority_levels), got 0"},
       {WithLevels(Dynamic(8), 3, 4), "default_priority_level must be in 1..3"},
       {WithLevels(Dynamic(8), 0, 1), "default_priority_level is 1 but priority_levels is 0"},
       {bad_level_policy, "priority_queue_policy has a policy for level 3, but the levels are 1..2"},

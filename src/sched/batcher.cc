@@ -73,19 +73,19 @@ struct Batcher::State {
   const std::shared_ptr<BatchExecutor> executor;
 
   mutable std::mutex mu;
-  std::condition_variable cv;               // the scheduling thread waits on it
-  std::vector<std::deque<Entry>> levels;    // guarded by mu; [level - 1], id order
-  size_t queued = 0;                        // guarded by mu
-  uint64_t next_id = 1;                     // guarded by mu
-  bool stopping = false;                    // guarded by mu
-  bool scheduler_done = false;              // guarded by mu: no more work will be handed out
+  std::condition_variable cv;             // the scheduling thread waits on it
+  std::vector<std::deque<Entry>> levels;  // guarded by mu; [level - 1], id order
+  size_t queued = 0;                      // guarded by mu
+  uint64_t next_id = 1;                   // guarded by mu
+  bool stopping = false;                  // guarded by mu
+  bool scheduler_done = false;            // guarded by mu: no more work will be handed out
   std::vector<std::unique_ptr<Instance>> instances;  // slots guarded by mu
-  int free_instances = 0;                   // guarded by mu
+  int free_instances = 0;                            // guarded by mu
 
   std::mutex order_mu;
-  uint64_t next_to_deliver = 1;                    // guarded by order_mu
-  std::map<uint64_t, Delivery> ready;              // guarded by order_mu
-  bool delivering = false;                         // guarded by order_mu
+  uint64_t next_to_deliver = 1;        // guarded by order_mu
+  std::map<uint64_t, Delivery> ready;  // guarded by order_mu
+  bool delivering = false;             // guarded by order_mu
 
   void SchedulerLoop();
   void InstanceLoop(int index);
@@ -122,8 +122,8 @@ void Batcher::State::SchedulerLoop() {
       std::sort(wanted.begin(), wanted.end());
       for (std::deque<Entry>& level : levels) {
         std::erase_if(level, [&](Entry& e) {
-          auto it = std::lower_bound(wanted.begin(), wanted.end(),
-                                     std::pair<uint64_t, size_t>{e.id, 0});
+          auto it =
+              std::lower_bound(wanted.begin(), wanted.end(), std::pair<uint64_t, size_t>{e.id, 0});
           if (it == wanted.end() || it->first != e.id) return false;
           if (it->second == SIZE_MAX) {
             expired.push_back(std::move(e));
@@ -155,9 +155,9 @@ void Batcher::State::SchedulerLoop() {
       for (Entry& e : expired) {
         const int64_t waited_us = (now - e.arrival_ns) / 1000;
         const int64_t timeout_us = (e.admission.deadline_ns - e.arrival_ns) / 1000;
-        Status s = Status::DeadlineExceeded(fmt::format(
-            "{}: the request timed out in the queue (waited {} us, timeout {} us)",
-            options.name, waited_us, timeout_us));
+        Status s = Status::DeadlineExceeded(
+            fmt::format("{}: the request timed out in the queue (waited {} us, timeout {} us)",
+                        options.name, waited_us, timeout_us));
         e.request.reset();
         RecordFailure(e.arrival_ns, now);
         InferCallback done = std::move(e.done);
@@ -268,8 +268,8 @@ Result<std::unique_ptr<Batcher>> Batcher::Create(BatcherOptions options,
                                                  std::shared_ptr<BatchExecutor> executor) {
   KILN_CHECK(executor != nullptr, "Batcher::Create: null executor");
   if (options.num_instances < 1) {
-    return Status::InvalidArgument(
-        fmt::format("{}: needs at least one instance, got {}", options.name, options.num_instances));
+    return Status::InvalidArgument(fmt::format("{}: needs at least one instance, got {}",
+                                               options.name, options.num_instances));
   }
   if (Status s = ValidateBatchPolicyConfig(options.policy); !s.ok()) {
     return s.WithContext(options.name);

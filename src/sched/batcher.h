@@ -71,8 +71,8 @@ class BatchExecutor {
 struct BatcherOptions {
   std::string name;  // "model 'x' version 3": starts error messages
   BatchPolicyConfig policy;
-  int num_instances = 1;            // >= 1
-  const Clock* clock = nullptr;     // nullptr: SteadyClock()
+  int num_instances = 1;                  // >= 1
+  const Clock* clock = nullptr;           // nullptr: SteadyClock()
   std::shared_ptr<StatsCollector> stats;  // nullptr: none recorded
 };
 

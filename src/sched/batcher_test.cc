@@ -345,8 +345,7 @@ TEST(BatcherTest, PreserveOrderingHoldsLaterResponses) {
   EXPECT_TRUE(f.answers.order().empty());
   f.executor->Release("slow");
   ASSERT_TRUE(f.answers.Wait(4));
-  EXPECT_EQ(f.answers.order(),
-            (std::vector<std::string>{"slow", "fast-1", "fast-2", "fast-3"}));
+  EXPECT_EQ(f.answers.order(), (std::vector<std::string>{"slow", "fast-1", "fast-2", "fast-3"}));
 }
 
 TEST(BatcherTest, PreserveOrderingDoesNotHoldExpiredAnswers) {

@@ -21,7 +21,8 @@ class SteadyClockImpl final : public Clock {
       cv.wait(lock);
       return;
     }
-    cv.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns)));
+    cv.wait_until(lock,
+                  std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns)));
   }
 };
 

@@ -7,8 +7,7 @@
 
 namespace kiln {
 
-int InstanceCountWithinBudget(int requested, const InstanceOptions& options,
-                              int hardware_threads) {
+int InstanceCountWithinBudget(int requested, const InstanceOptions& options, int hardware_threads) {
   KILN_CHECK(requested >= 1, "InstanceCountWithinBudget: ", requested, " instances requested");
   if (options.oversubscribe) return requested;
   const int budget = options.cpu_threads > 0 ? options.cpu_threads : hardware_threads;

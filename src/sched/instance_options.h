@@ -18,9 +18,9 @@
 namespace kiln {
 
 struct InstanceOptions {
-  int cpu_threads = 0;          // thread budget of one model's instances; 0: hardware threads
-  int intra_op_threads = 1;     // threads one session run uses (>= 1)
-  bool oversubscribe = false;   // start every configured instance, even past the budget
+  int cpu_threads = 0;         // thread budget of one model's instances; 0: hardware threads
+  int intra_op_threads = 1;    // threads one session run uses (>= 1)
+  bool oversubscribe = false;  // start every configured instance, even past the budget
   // Where the sessions allocate node outputs and the batcher assembles batch inputs; nullptr:
   // HostAllocator(). Must outlive every model built with it. (Tests inject failing allocators.)
   Allocator* allocator = nullptr;

@@ -457,8 +457,9 @@ Status ParseRequestParameters(dom::element el, InferRequest* request) {
                                                  "priority level; 1 is the highest, 0 the "
                                                  "model's default"));
     } else if (kv.key == "timeout") {
-      KILN_ASSIGN_OR_RETURN(request->timeout_us,
-                            ParseUint64Parameter(kv.key, kv.value, "queue timeout in microseconds"));
+      KILN_ASSIGN_OR_RETURN(
+          request->timeout_us,
+          ParseUint64Parameter(kv.key, kv.value, "queue timeout in microseconds"));
     }
   }
   return Status::OK();

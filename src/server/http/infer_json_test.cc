@@ -98,8 +98,7 @@ TEST(InferJsonParseTest, SchedulingParameterErrors) {
   ExpectInvalid(body(R"({"priority": "1"})"),
                 {"request parameter 'priority' (priority level; 1 is the highest, 0 the model's "
                  "default) must be an unsigned integer, got a string"});
-  ExpectInvalid(body(R"({"priority": -2})"),
-                {"'priority'", "must be an unsigned integer, got -2"});
+  ExpectInvalid(body(R"({"priority": -2})"), {"'priority'", "must be an unsigned integer, got -2"});
   ExpectInvalid(body(R"({"priority": 1.5})"), {"'priority'", "got a number"});
   ExpectInvalid(body(R"({"priority": true})"), {"'priority'", "got a boolean"});
   ExpectInvalid(body(R"({"priority": null})"), {"'priority'", "got null"});
