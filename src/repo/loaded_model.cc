@@ -3,11 +3,11 @@
 
 #include <fmt/format.h>
 
-#include <condition_variable>
-#include <deque>
-#include <system_error>
+#include <algorithm>
+#include <thread>
 
 #include "base/logging.h"
+#include "repo/batching.h"
 #include "repo/model_config.h"
 
 namespace kiln {
@@ -20,21 +20,6 @@ std::string QuotedNames(const std::vector<TensorSpec>& specs) {
     out += "'" + specs[i].name + "'";
   }
   return out + "]";
-}
-
-// Per-item dims of `shape` (the batch dim dropped when `batching`).
-std::vector<int64_t> ItemDims(const Shape& shape, bool batching) {
-  std::span<const int64_t> d = shape.dims();
-  if (batching && !d.empty()) d = d.subspan(1);
-  return {d.begin(), d.end()};
-}
-
-// [batch] + item when batching, else item.
-Result<Shape> WithBatch(const Shape& original, bool batching, const std::vector<int64_t>& item) {
-  std::vector<int64_t> dims;
-  if (batching) dims.push_back(original.dim(0));
-  dims.insert(dims.end(), item.begin(), item.end());
-  return Shape::Create(dims);
 }
 
 }  // namespace
@@ -120,229 +105,123 @@ Status ValidateInferRequest(const ModelSignature& sig, const InferRequest& reque
   return Status::OK();
 }
 
-// --- ModelRunner ---
-
-ModelRunner::ModelRunner(inference::ModelConfig config, std::unique_ptr<Session> session)
-    : config_(std::move(config)),
-      signature_(MakeModelSignature(config_)),
-      session_(std::move(session)) {}
-
-Result<std::unique_ptr<ModelRunner>> ModelRunner::Create(const inference::ModelConfig& config,
-                                                         std::unique_ptr<Session> session) {
-  if (session == nullptr) return Status::Internal("ModelRunner::Create: null session");
-  std::unique_ptr<ModelRunner> runner(new ModelRunner(config, std::move(session)));
-  const Graph& g = runner->session_->graph();
-  for (int id : g.inputs) {
-    const std::string& name = g.value(id).name;
-    const inference::ModelInput* found = nullptr;
-    for (const inference::ModelInput& in : runner->config_.input()) {
-      if (in.name() == name) found = &in;
-    }
-    if (found == nullptr) {
-      return Status::Internal(
-          fmt::format("model '{}': graph input '{}' is not in the config", config.name(), name));
-    }
-    runner->inputs_.push_back({name, found});
-  }
-  for (const inference::ModelOutput& out : runner->config_.output()) {
-    int index = -1;
-    for (size_t i = 0; i < g.outputs.size(); ++i) {
-      if (g.value(g.outputs[i]).name == out.name()) {
-        index = static_cast<int>(i);
-        break;
-      }
-    }
-    if (index < 0) {
-      return Status::Internal(fmt::format("model '{}': config output '{}' is not a graph output",
-                                          config.name(), out.name()));
-    }
-    runner->outputs_.push_back({out.name(), index, &out});
-  }
-  return runner;
-}
-
-Result<InferResponse> ModelRunner::Run(const InferRequest& request, int64_t version) const {
-  const bool batching = config_.max_batch_size() > 0;
-  std::vector<Tensor> feeds;
-  feeds.reserve(inputs_.size());
-  for (const InputBinding& b : inputs_) {
-    const InferInput* in = nullptr;
-    for (const InferInput& candidate : request.inputs) {
-      if (candidate.name == b.name) in = &candidate;
-    }
-    if (in == nullptr) {
-      return Status::InvalidArgument(fmt::format("input '{}' is missing", b.name));
-    }
-    const Tensor& t = in->tensor.view();
-    if (!b.config->has_reshape()) {
-      feeds.push_back(t);
-      continue;
-    }
-    const std::vector<int64_t> item = ItemDims(t.shape(), batching);
-    KILN_ASSIGN_OR_RETURN(
-        std::vector<int64_t> model_item,
-        MapReshape(AsSpan(b.config->dims()), item, AsSpan(b.config->reshape().shape())));
-    KILN_ASSIGN_OR_RETURN(Shape shape, WithBatch(t.shape(), batching, model_item));
-    Result<Tensor> reshaped = t.Reshaped(shape);
-    if (!reshaped.ok()) {
-      return reshaped.status().WithContext(fmt::format("input '{}': reshape", b.name));
-    }
-    feeds.push_back(*reshaped);
-  }
-
-  KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> results, session_->Run(feeds));
-
-  InferResponse response;
-  response.model_name = config_.name();
-  response.model_version = version;
-  response.id = request.id;
-  const auto emit = [&](const OutputBinding& b) -> Status {
-    OwnedTensor t = results[static_cast<size_t>(b.graph_output)];
-    const DataType want = FromConfigDataType(b.config->data_type());
-    if (t.dtype() != want) {
-      return Status::Internal(fmt::format("output '{}': the model produced {}, the config says {}",
-                                          b.name, DataTypeName(t.dtype()), DataTypeName(want)));
-    }
-    if (b.config->has_reshape()) {
-      const std::vector<int64_t> item = ItemDims(t.shape(), batching);
-      KILN_ASSIGN_OR_RETURN(
-          std::vector<int64_t> config_item,
-          MapReshape(AsSpan(b.config->reshape().shape()), item, AsSpan(b.config->dims())));
-      KILN_ASSIGN_OR_RETURN(Shape shape, WithBatch(t.shape(), batching, config_item));
-      KILN_RETURN_IF_ERROR(t.Reshape(shape));
-    }
-    response.outputs.push_back({b.name, std::move(t)});
-    return Status::OK();
-  };
-  if (request.outputs.empty()) {
-    for (const OutputBinding& b : outputs_) KILN_RETURN_IF_ERROR(emit(b));
-  } else {
-    for (const RequestedOutput& r : request.outputs) {
-      const OutputBinding* found = nullptr;
-      for (const OutputBinding& b : outputs_) {
-        if (b.name == r.name) found = &b;
-      }
-      if (found == nullptr) {
-        return Status::InvalidArgument(fmt::format("unexpected inference output '{}'", r.name));
-      }
-      KILN_RETURN_IF_ERROR(emit(*found));
-    }
-  }
-  return response;
-}
-
 // --- LoadedModelImpl ---
 
-struct LoadedModelImpl::Core {
-  struct Work {
-    std::unique_ptr<InferRequest> request;
-    InferCallback done;
-  };
+class LoadedModelImpl::Executor final : public BatchExecutor {
+ public:
+  Executor(int64_t version, std::vector<std::shared_ptr<const ModelRunner>> runners)
+      : version_(version), runners_(std::move(runners)) {}
 
-  int64_t version = 0;
-  std::unique_ptr<ModelRunner> runner;
-
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Work> queue;  // guarded by mu
-  bool stopping = false;   // guarded by mu
-
-  // Worker loop: runs queued requests in FIFO order until stopping and drained.
-  static void WorkerLoop(const std::shared_ptr<Core>& core) {
-    for (;;) {
-      Work work;
-      {
-        std::unique_lock<std::mutex> lock(core->mu);
-        core->cv.wait(lock, [&] { return core->stopping || !core->queue.empty(); });
-        if (core->queue.empty()) return;  // stopping, nothing left
-        work = std::move(core->queue.front());
-        core->queue.pop_front();
-      }
-      Result<InferResponse> result = core->runner->Run(*work.request, core->version);
-      work.request.reset();
-      work.done(std::move(result));
-    }
+  std::vector<RequestOutcome> Execute(int instance, std::span<const InferRequest* const> requests,
+                                      const BatchShape& shape) override {
+    return runners_[static_cast<size_t>(instance)]->RunBatch(requests, shape, version_);
   }
+
+ private:
+  const int64_t version_;
+  const std::vector<std::shared_ptr<const ModelRunner>> runners_;
 };
 
-LoadedModelImpl::LoadedModelImpl(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+LoadedModelImpl::LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRunner> first_runner,
+                                 std::shared_ptr<StatsCollector> stats, int instance_count)
+    : version_(version),
+      runner_(std::move(first_runner)),
+      stats_(std::move(stats)),
+      instance_count_(instance_count) {}
 
 Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
-    int64_t version, std::unique_ptr<ModelRunner> runner, int num_workers) {
-  KILN_CHECK(runner != nullptr, "LoadedModelImpl::Create: null runner");
-  KILN_CHECK(num_workers >= 1, "workers per model must be >= 1, got ", num_workers);
-  auto core = std::make_shared<Core>();
-  core->version = version;
-  core->runner = std::move(runner);
-  std::shared_ptr<LoadedModelImpl> model(new LoadedModelImpl(core));
-  std::lock_guard<std::mutex> lock(model->threads_mu_);
-  for (int i = 0; i < num_workers; ++i) {
-    try {
-      model->threads_.emplace_back([core] { Core::WorkerLoop(core); });
-    } catch (const std::system_error& e) {
-      // `model` is destroyed on return (after `lock`) and joins the workers already started.
-      return Status::Internal(fmt::format("model '{}' version {}: cannot start worker thread: {}",
-                                          core->runner->config().name(), version, e.what()));
+    int64_t version, const inference::ModelConfig& config, std::shared_ptr<const Graph> graph,
+    const InstanceOptions& options) {
+  KILN_CHECK(graph != nullptr, "LoadedModelImpl::Create: null graph");
+  const std::string& model = config.name();
+  KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));
+
+  int requested = 0;
+  for (const inference::ModelInstanceGroup& g : config.instance_group()) {
+    if (g.kind() == inference::ModelInstanceGroup::KIND_GPU) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': instance_group '{}' asks for KIND_GPU, but this kiln build has no GPU "
+          "backend; use KIND_CPU",
+          model, g.name()));
     }
+    if (g.count() < 0) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': instance_group '{}' count must be >= 1, got {}", model, g.name(),
+                      g.count()));
+    }
+    requested += std::max(1, g.count());
   }
-  return model;
+  requested = std::max(1, requested);
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const int count = InstanceCountWithinBudget(requested, options, hardware);
+  if (count < requested) {
+    KILN_LOG_WARN(
+        "model '{}' version {}: starting {} of the {} configured instances ({} intra-op "
+        "thread(s) each within a budget of {} threads; the thread budget can be raised or "
+        "oversubscription allowed)",
+        model, version, count, requested, std::max(1, options.intra_op_threads),
+        options.cpu_threads > 0 ? options.cpu_threads : hardware);
+  }
+
+  auto stats = std::make_shared<StatsCollector>();
+  std::vector<std::shared_ptr<const ModelRunner>> runners;
+  for (int i = 0; i < count; ++i) {
+    SessionOptions session_options;
+    session_options.allocator = options.allocator;
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                          Session::Create(graph, session_options));
+    ModelRunnerOptions runner_options;
+    runner_options.allocator = options.allocator;
+    runner_options.stats = stats;
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
+                          ModelRunner::Create(config, std::move(session), runner_options));
+    runners.push_back(std::move(runner));
+  }
+
+  std::shared_ptr<LoadedModelImpl> loaded(new LoadedModelImpl(version, runners[0], stats, count));
+  BatcherOptions batcher_options;
+  batcher_options.name = fmt::format("model '{}' version {}", model, version);
+  batcher_options.policy = std::move(policy);
+  batcher_options.num_instances = count;
+  batcher_options.clock = options.clock;
+  batcher_options.stats = stats;
+  KILN_ASSIGN_OR_RETURN(loaded->batcher_,
+                        Batcher::Create(std::move(batcher_options),
+                                        std::make_shared<Executor>(version, std::move(runners))));
+  return loaded;
 }
 
 LoadedModelImpl::~LoadedModelImpl() { Shutdown(); }
 
-const std::string& LoadedModelImpl::name() const { return core_->runner->config().name(); }
-int64_t LoadedModelImpl::version() const { return core_->version; }
-const ModelSignature& LoadedModelImpl::signature() const { return core_->runner->signature(); }
-const inference::ModelConfig& LoadedModelImpl::config() const { return core_->runner->config(); }
+const std::string& LoadedModelImpl::name() const { return runner_->config().name(); }
+int64_t LoadedModelImpl::version() const { return version_; }
+const ModelSignature& LoadedModelImpl::signature() const { return runner_->signature(); }
+const inference::ModelConfig& LoadedModelImpl::config() const { return runner_->config(); }
 
 void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback done) {
-  if (request == nullptr) {
-    done(Status::InvalidArgument("null inference request"));
-    return;
+  const auto refuse = [&](Status s) {
+    stats_->RecordFailure(0, WallClockMs());
+    done(std::move(s));
+  };
+  if (request == nullptr) return refuse(Status::InvalidArgument("null inference request"));
+  if (Status valid = ValidateInferRequest(signature(), *request); !valid.ok()) {
+    return refuse(std::move(valid));
   }
-  Status valid = ValidateInferRequest(signature(), *request);
-  if (!valid.ok()) {
-    done(std::move(valid));
-    return;
-  }
-  // Once the request is queued, a worker may run it and its callback may drop the last
-  // reference to this model before we return: touch only this local reference from then on.
-  const std::shared_ptr<Core> core = core_;
-  {
-    std::unique_lock<std::mutex> lock(core->mu);
-    if (core->stopping) {
-      lock.unlock();
-      done(Status::Unavailable(
-          fmt::format("model '{}' version {} is shutting down", name(), version())));
-      return;
-    }
-    core->queue.push_back({std::move(request), std::move(done)});
-  }
-  core->cv.notify_one();
+  const BatchingPlan& plan = runner_->plan();
+  BatchShape shape = RequestBatchShape(plan, *request);
+  const int64_t batch_size = RequestBatchSize(plan, *request);
+  // Once the request is queued, its callback may drop the last reference to this model before
+  // Enqueue returns: touch nothing of this object after an OK Enqueue.
+  Status queued = batcher_->Enqueue(request, done, std::move(shape), batch_size);
+  if (!queued.ok()) refuse(std::move(queued));
 }
+
+ModelStatistics LoadedModelImpl::Statistics() const { return stats_->Snapshot(); }
 
 void LoadedModelImpl::Shutdown() {
-  {
-    std::lock_guard<std::mutex> lock(core_->mu);
-    core_->stopping = true;
-  }
-  core_->cv.notify_all();
-  std::lock_guard<std::mutex> lock(threads_mu_);
-  for (std::thread& t : threads_) {
-    if (t.get_id() == std::this_thread::get_id()) {
-      // Destroyed from our own callback: this worker exits on its own once the callback
-      // returns (it holds the shared Core), so it must not join itself.
-      t.detach();
-    } else if (t.joinable()) {
-      t.join();
-    }
-  }
-  threads_.clear();
+  if (batcher_ != nullptr) batcher_->Shutdown();
 }
 
-size_t LoadedModelImpl::queued() const {
-  std::lock_guard<std::mutex> lock(core_->mu);
-  return core_->queue.size();
-}
+size_t LoadedModelImpl::queued() const { return batcher_->queued(); }
 
 }  // namespace kiln

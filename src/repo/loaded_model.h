@@ -1,39 +1,42 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// One loaded model version and its default scheduler.
+// One loaded model version: request validation, its instances and its scheduler.
 //
-// Three layers, each usable alone:
 //   ValidateInferRequest  pure check of a request against a ModelSignature (no threads);
-//   ModelRunner           runs one request on a Session: binds request inputs to graph inputs
-//                         by name, applies config reshapes, picks and orders the outputs;
-//   LoadedModelImpl       the LoadedModel of model_manager.h: validates, then queues the request
-//                         to `num_workers` worker threads (a plain FIFO + condition variable;
-//                         each request runs alone, the dynamic batcher comes later) which call
-//                         the callback with the result.
+//   LoadedModelImpl       the LoadedModel of model_manager.h: builds one ModelRunner (Session)
+//                         per instance over the shared graph, validates each request on the
+//                         caller's thread, then hands it to a Batcher (sched/batcher.h) that
+//                         applies the config's dynamic_batching policy and runs the batches on
+//                         the instances (repo/model_runner.h: batch assembly, split on OOM).
 //
-//   KILN_ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(config, std::move(session)));
-//   KILN_ASSIGN_OR_RETURN(auto model, LoadedModelImpl::Create(1, std::move(runner), 2));
+//   KILN_ASSIGN_OR_RETURN(auto model, LoadedModelImpl::Create(1, config, graph, options));
 //   model->Infer(std::move(request), [](Result<InferResponse> r) { ... });
-//   model->Shutdown();   // refuses new requests, runs the queued ones, joins the workers
+//   ModelStatistics stats = model->Statistics();
+//   model->Shutdown();   // refuses new requests, runs the queued ones, joins the threads
 //
-// Ownership: a LoadedModelImpl owns its runner (and through it the Session and graph). Its
-// worker threads share the queue state through a shared_ptr, so the object may be destroyed on
-// one of its own workers (when a callback drops the last reference) without a self-join.
+// Instances: instance_group counts summed over the groups; KIND_CPU, KIND_AUTO and KIND_MODEL
+// run on the CPU; KIND_GPU is refused (this build has no GPU backend). The count is capped by
+// the thread budget of InstanceOptions (sched/instance_options.h). Every instance owns its
+// Session; the sessions share the graph and its weights read-only.
 //
-// Thread safety: Infer, Shutdown and the accessors are thread-safe. ModelRunner::Run is const
-// and thread-safe (Session::Run is).
+// Ownership: a LoadedModelImpl owns its batcher, runners and sessions. The batcher's threads
+// share them through shared_ptr, so the object may be destroyed on one of its own threads (when
+// a callback drops the last reference) without a self-join.
+//
+// Thread safety: Infer, Shutdown, Statistics and the accessors are thread-safe.
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/result.h"
+#include "graph/ir.h"
 #include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
-#include "runtime/session.h"
+#include "repo/model_runner.h"
+#include "sched/batcher.h"
+#include "sched/instance_options.h"
 #include "sched/request.h"
 
 namespace kiln {
@@ -44,48 +47,17 @@ namespace kiln {
 // differs between inputs; a fixed dim differs; a requested output is unknown or requested twice.
 Status ValidateInferRequest(const ModelSignature& signature, const InferRequest& request);
 
-class ModelRunner {
- public:
-  // REQUIRES: `config` is complete and was validated against session->graph()
-  // (ValidateModelConfig, ValidateConfigAgainstGraph). INTERNAL if the binding still fails.
-  static Result<std::unique_ptr<ModelRunner>> Create(const inference::ModelConfig& config,
-                                                     std::unique_ptr<Session> session);
-  ModelRunner(const ModelRunner&) = delete;
-  ModelRunner& operator=(const ModelRunner&) = delete;
-
-  const ModelSignature& signature() const { return signature_; }
-  const inference::ModelConfig& config() const { return config_; }
-
-  // Runs one request. REQUIRES: ValidateInferRequest(signature(), request) is OK. The response
-  // carries the requested outputs in requested order, else every config output in config order.
-  // Session errors come back as they are.
-  Result<InferResponse> Run(const InferRequest& request, int64_t version) const;
-
- private:
-  struct InputBinding {
-    std::string name;
-    const inference::ModelInput* config = nullptr;  // points into config_
-  };
-  struct OutputBinding {
-    std::string name;
-    int graph_output = -1;  // index into Session::Run's results
-    const inference::ModelOutput* config = nullptr;
-  };
-  ModelRunner(inference::ModelConfig config, std::unique_ptr<Session> session);
-
-  inference::ModelConfig config_;
-  ModelSignature signature_;
-  std::unique_ptr<Session> session_;
-  std::vector<InputBinding> inputs_;    // graph input order
-  std::vector<OutputBinding> outputs_;  // config output order
-};
-
 class LoadedModelImpl final : public LoadedModel {
  public:
-  // Starts `num_workers` (>= 1) worker threads. INTERNAL when a thread cannot be started.
+  // Builds the instances' sessions over `graph` and starts the scheduler. REQUIRES: `config` is
+  // complete and validated against `graph` (ValidateModelConfig, ValidateConfigAgainstGraph).
+  // Errors: INVALID_ARGUMENT for a KIND_GPU instance group or an inconsistent dynamic_batching
+  // / padding config (naming the model and field); the Session's error when a kernel is
+  // missing; INTERNAL when a thread cannot be started.
   static Result<std::shared_ptr<LoadedModelImpl>> Create(int64_t version,
-                                                         std::unique_ptr<ModelRunner> runner,
-                                                         int num_workers);
+                                                         const inference::ModelConfig& config,
+                                                         std::shared_ptr<const Graph> graph,
+                                                         const InstanceOptions& options = {});
   // Shuts down (see Shutdown) if that has not happened yet.
   ~LoadedModelImpl() override;
   LoadedModelImpl(const LoadedModelImpl&) = delete;
@@ -95,26 +67,37 @@ class LoadedModelImpl final : public LoadedModel {
   int64_t version() const override;
   const ModelSignature& signature() const override;
   const inference::ModelConfig& config() const;
+  // Instances actually started (the configured count, capped by the thread budget).
+  int instance_count() const { return instance_count_; }
 
   // See LoadedModel::Infer. Never blocks on inference: validation runs on the caller, the run
-  // on a worker. After Shutdown began: UNAVAILABLE.
+  // on an instance thread. Errors: INVALID_ARGUMENT (validation), RESOURCE_EXHAUSTED (the
+  // request's priority level queue is full), DEADLINE_EXCEEDED (timed out in the queue),
+  // UNAVAILABLE (after Shutdown began), or the error of running the request alone.
   void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override;
 
-  // Refuses new requests, lets the workers run every queued request (each callback is called),
-  // then joins them. Idempotent; concurrent callers return once the workers are gone.
+  // Cumulative statistics since the model was loaded (every request answered, including those
+  // refused by validation or the queue, counts as a success or a failure).
+  ModelStatistics Statistics() const override;
+
+  // Refuses new requests, runs every queued request (each callback is called), then joins the
+  // threads. Idempotent; concurrent callers return once the threads are gone.
   // REQUIRES: not called from inside an InferCallback of this model.
   void Shutdown();
 
-  // Requests accepted but not yet picked up by a worker (for tests and stats).
+  // Requests accepted but not yet handed to an instance (for tests and stats).
   size_t queued() const;
 
  private:
-  struct Core;
-  LoadedModelImpl(std::shared_ptr<Core> core);
+  class Executor;
+  LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRunner> first_runner,
+                  std::shared_ptr<StatsCollector> stats, int instance_count);
 
-  std::shared_ptr<Core> core_;
-  std::mutex threads_mu_;
-  std::vector<std::thread> threads_;  // guarded by threads_mu_; empty once shut down
+  const int64_t version_;
+  std::shared_ptr<const ModelRunner> runner_;  // instance 0's: config, signature and plan
+  std::shared_ptr<StatsCollector> stats_;
+  const int instance_count_;
+  std::unique_ptr<Batcher> batcher_;
 };
 
 }  // namespace kiln

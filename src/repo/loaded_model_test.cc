@@ -112,20 +112,17 @@ TEST(ValidateInferRequest, EveryError) {
 
 // A passthrough model (outputs are the inputs) served by LoadedModelImpl; no kernels needed.
 std::shared_ptr<LoadedModelImpl> MakePassthroughModel(std::string_view config_text,
-                                                      std::shared_ptr<Graph> graph, int workers) {
+                                                      std::shared_ptr<Graph> graph, int instances,
+                                                      InstanceOptions options = {}) {
   inference::ModelConfig config = ParseConfigOrDie(config_text);
-  EXPECT_TRUE(NormalizeModelConfig(&config).ok());
+  EXPECT_TRUE(NormalizeModelConfig(&config, instances).ok());
   EXPECT_TRUE(ValidateModelConfig(config).ok()) << ValidateModelConfig(config).ToString();
   Status v = ValidateConfigAgainstGraph(config, *graph);
   EXPECT_TRUE(v.ok()) << v.ToString();
-  Result<std::unique_ptr<Session>> session = Session::Create(std::move(graph));
-  EXPECT_TRUE(session.ok()) << session.status().ToString();
-  Result<std::unique_ptr<ModelRunner>> runner =
-      ModelRunner::Create(config, std::move(session).value());
-  EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+  if (options.cpu_threads == 0) options.oversubscribe = true;  // whatever this machine's cores
   Result<std::shared_ptr<LoadedModelImpl>> model =
-      LoadedModelImpl::Create(3, std::move(runner).value(), workers);
-  EXPECT_TRUE(model.ok());
+      LoadedModelImpl::Create(3, config, std::move(graph), options);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
   return std::move(model).value();
 }
 
@@ -331,6 +328,117 @@ TEST(LoadedModel, LastReferenceDroppedInsideItsOwnCallback) {
                done.set_value();
              });
   EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+}
+
+TEST(LoadedModel, StatisticsCountEveryAnswer) {
+  auto model = MakePassthroughModel(kPairConfig, PairGraph(), 1);
+  for (int64_t b : {1, 2, 1}) {
+    auto request = std::make_unique<InferRequest>();
+    request->inputs.push_back(FloatInput("A", {b, 4}, std::vector<float>(b * 4, 1.f)));
+    request->inputs.push_back(FloatInput("B", {b, 1}, std::vector<float>(b, 2.f)));
+    ASSERT_TRUE(InferSync(*model, std::move(request)).ok());
+  }
+  auto bad = std::make_unique<InferRequest>();
+  bad->inputs.push_back(FloatInput("A", {1, 3}, {1, 2, 3}));
+  EXPECT_FALSE(InferSync(*model, std::move(bad)).ok());
+  const ModelStatistics s = model->Statistics();
+  EXPECT_EQ(s.inference.success.count, 3u);
+  EXPECT_EQ(s.inference.fail.count, 1u);
+  EXPECT_EQ(s.inference_count, 4u);
+  EXPECT_EQ(s.execution_count, 3u);
+  EXPECT_EQ(s.inference.queue.count, 3u);
+  EXPECT_EQ(s.inference.compute_input.count, 3u);
+  EXPECT_EQ(s.inference.compute_output.count, 3u);
+  ASSERT_EQ(s.batches.size(), 2u);
+  EXPECT_EQ(s.batches.at(1).compute_infer.count, 2u);
+  EXPECT_EQ(s.batches.at(2).compute_infer.count, 1u);
+  EXPECT_GT(s.last_inference_ms, 0u);
+}
+
+TEST(LoadedModel, InstanceCountWithinTheThreadBudget) {
+  const std::string config = std::string(kPairConfig) + " instance_group { count: 4 }";
+  InstanceOptions budget;
+  budget.cpu_threads = 2;
+  EXPECT_EQ(MakePassthroughModel(config, PairGraph(), 1, budget)->instance_count(), 2);
+  budget.intra_op_threads = 2;
+  EXPECT_EQ(MakePassthroughModel(config, PairGraph(), 1, budget)->instance_count(), 1);
+  InstanceOptions all;
+  all.oversubscribe = true;
+  EXPECT_EQ(MakePassthroughModel(config, PairGraph(), 1, all)->instance_count(), 4);
+  // The manager's default count fills groups that leave count unset.
+  EXPECT_EQ(MakePassthroughModel(kPairConfig, PairGraph(), 3)->instance_count(), 3);
+}
+
+TEST(LoadedModel, CreateRefusesGpuInstancesAndBadSchedulingConfigs) {
+  const auto create = [](const std::string& extra) {
+    inference::ModelConfig config = ParseConfigOrDie(std::string(kPairConfig) + extra);
+    EXPECT_TRUE(NormalizeModelConfig(&config).ok());
+    return LoadedModelImpl::Create(1, config, PairGraph());
+  };
+  Result<std::shared_ptr<LoadedModelImpl>> gpu =
+      create(" instance_group { name: \"g\" kind: KIND_GPU }");
+  EXPECT_EQ(gpu.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu.status().message(),
+            "model 'pair': instance_group 'g' asks for KIND_GPU, but this kiln build has no GPU "
+            "backend; use KIND_CPU");
+  Result<std::shared_ptr<LoadedModelImpl>> levels =
+      create(" dynamic_batching { priority_levels: 2 default_priority_level: 3 }");
+  EXPECT_EQ(levels.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(levels.status().message(),
+              HasSubstr("model 'pair': dynamic_batching.default_priority_level must be in 1..2"));
+  Result<std::shared_ptr<LoadedModelImpl>> padding = create(
+      " input { name: \"C\" data_type: TYPE_FP32 dims: [ 3 ] "
+      "padding { dims: [0] buckets: [4] } }");
+  EXPECT_THAT(padding.status().message(), HasSubstr("input 'C': padding dim 0 is not variable"));
+  EXPECT_TRUE(
+      create(" instance_group { kind: KIND_AUTO } instance_group { kind: KIND_MODEL }").ok());
+}
+
+TEST(LoadedModel, QueueFullAndTimeoutsReachTheCaller) {
+  FakeClock clock;
+  InstanceOptions options;
+  options.clock = &clock;
+  auto model = MakePassthroughModel(std::string(kPairConfig) + R"cfg(
+    dynamic_batching { default_queue_policy { max_queue_size: 1 allow_timeout_override: true } })cfg",
+                                    PairGraph(), 1, options);
+  const auto make_request = [](uint64_t timeout_us) {
+    auto request = std::make_unique<InferRequest>();
+    request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+    request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
+    request->timeout_us = timeout_us;
+    return request;
+  };
+  // The first callback blocks the only instance.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> first_running;
+  model->Infer(make_request(0), [&](Result<InferResponse> r) {
+    EXPECT_TRUE(r.ok());
+    first_running.set_value();
+    released.wait();
+  });
+  first_running.get_future().wait();
+  std::promise<Result<InferResponse>> timed;
+  model->Infer(make_request(300), [&](Result<InferResponse> r) { timed.set_value(std::move(r)); });
+  Status full;
+  bool answered = false;
+  model->Infer(make_request(0), [&](Result<InferResponse> r) {
+    answered = true;
+    full = r.status();
+  });
+  EXPECT_TRUE(answered);  // refused on the caller's thread
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.message(),
+            "model 'pair' version 3: the queue of priority level 1 is full (1 requests, "
+            "max_queue_size 1)");
+  clock.Advance(300'000);
+  Result<InferResponse> t = timed.get_future().get();  // while the instance is still blocked
+  EXPECT_EQ(t.status().code(), StatusCode::kDeadlineExceeded);
+  release.set_value();
+  model->Shutdown();
+  const ModelStatistics s = model->Statistics();
+  EXPECT_EQ(s.inference.success.count, 1u);
+  EXPECT_EQ(s.inference.fail.count, 2u);
 }
 
 }  // namespace

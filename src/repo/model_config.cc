@@ -79,9 +79,12 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 // reshape applied when there is one: the shape the graph itself sees.
 std::vector<int64_t> ModelSideShape(const ModelConfig& config,
                                     const google::protobuf::RepeatedField<int64_t>& dims,
-                                    bool has_reshape,
-                                    const inference::ModelTensorReshape& reshape) {
+                                    bool has_reshape, const inference::ModelTensorReshape& reshape,
+                                    bool ragged = false) {
   std::vector<int64_t> shape;
+  // A ragged input of a batching model reaches the model flat: every request's elements
+  // concatenated (repo/batching.h).
+  if (ragged && config.max_batch_size() > 0) return {-1};
   if (config.max_batch_size() > 0) shape.push_back(-1);
   const auto& per_item = has_reshape ? reshape.shape() : dims;
   shape.insert(shape.end(), per_item.begin(), per_item.end());
@@ -383,11 +386,18 @@ Status AutoCompleteFromGraph(const Graph& graph, int default_max_batch_size,
     if (id < 0) continue;
     KILN_RETURN_IF_ERROR(FillTensorFromGraph(graph, id, batching, "output", model, &out));
   }
+  // The reference backend gives a batching model without a scheduler the dynamic batcher, with
+  // preferred_batch_size [max_batch_size] and no delay.
+  if (config->max_batch_size() > 1 && !config->has_dynamic_batching() &&
+      !config->has_sequence_batching() && !config->has_ensemble_scheduling()) {
+    config->mutable_dynamic_batching()->add_preferred_batch_size(config->max_batch_size());
+  }
   return Status::OK();
 }
 
-Status NormalizeModelConfig(inference::ModelConfig* config) {
+Status NormalizeModelConfig(inference::ModelConfig* config, int default_instance_count) {
   KILN_CHECK(!config->name().empty(), "NormalizeModelConfig before the name is set");
+  KILN_CHECK(default_instance_count >= 1, "default instance count ", default_instance_count);
   if (!config->has_version_policy()) {
     config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
   }
@@ -395,14 +405,14 @@ Status NormalizeModelConfig(inference::ModelConfig* config) {
     ModelInstanceGroup* g = config->add_instance_group();
     g->set_name(config->name());
     g->set_kind(ModelInstanceGroup::KIND_CPU);
-    g->set_count(1);
+    g->set_count(default_instance_count);
     return Status::OK();
   }
   for (int i = 0; i < config->instance_group_size(); ++i) {
     ModelInstanceGroup* g = config->mutable_instance_group(i);
     if (g->name().empty()) g->set_name(fmt::format("{}_{}", config->name(), i));
     if (g->kind() == ModelInstanceGroup::KIND_AUTO) g->set_kind(ModelInstanceGroup::KIND_CPU);
-    if (g->count() == 0) g->set_count(1);
+    if (g->count() == 0) g->set_count(default_instance_count);
   }
   return Status::OK();
 }
@@ -475,7 +485,8 @@ Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Gr
     }
     KILN_RETURN_IF_ERROR(CheckAgainstGraphValue(
         config, "input", in.name(), in.data_type(),
-        ModelSideShape(config, in.dims(), in.has_reshape(), in.reshape()), graph.value(id)));
+        ModelSideShape(config, in.dims(), in.has_reshape(), in.reshape(), in.allow_ragged_batch()),
+        graph.value(id)));
   }
   for (int id : graph.inputs) {
     const std::string& name = graph.value(id).name;
@@ -509,16 +520,12 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
     if (std::find(fields.begin(), fields.end(), f) == fields.end()) fields.push_back(std::move(f));
   };
   if (!config.runtime().empty()) add("runtime");
-  if (config.has_dynamic_batching()) add("dynamic_batching");
   if (config.has_sequence_batching()) add("sequence_batching");
   if (config.has_ensemble_scheduling()) add("ensemble_scheduling");
   if (config.has_optimization()) add("optimization");
   if (config.batch_input_size() > 0) add("batch_input");
   if (config.batch_output_size() > 0) add("batch_output");
-  if (config.instance_group_size() > 1) add("instance_group (more than one group)");
   for (const ModelInstanceGroup& g : config.instance_group()) {
-    if (g.count() > 1) add("instance_group.count");
-    if (g.kind() == ModelInstanceGroup::KIND_MODEL) add("instance_group.kind KIND_MODEL");
     if (g.has_rate_limiter()) add("instance_group.rate_limiter");
     if (g.secondary_devices_size() > 0) add("instance_group.secondary_devices");
     if (g.profile_size() > 0) add("instance_group.profile");
@@ -528,7 +535,6 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   for (const inference::ModelInput& in : config.input()) {
     if (in.format() != inference::ModelInput::FORMAT_NONE) add("input.format");
     if (in.is_shape_tensor()) add("input.is_shape_tensor");
-    if (in.allow_ragged_batch()) add("input.allow_ragged_batch");
     if (in.optional()) add("input.optional (the input is required)");
     if (in.is_non_linear_format_io()) add("input.is_non_linear_format_io");
   }

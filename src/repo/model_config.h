@@ -17,9 +17,10 @@
 //   ModelSignature sig = MakeModelSignature(config);
 //
 // What kiln acts on today: name, platform, backend, version_policy, max_batch_size, input,
-// output (name, data_type, dims, reshape), instance_group kind (CPU only; KIND_GPU is an error)
+// output (name, data_type, dims, reshape, allow_ragged_batch, and kiln's padding / crop
+// extension), dynamic_batching, instance_group kind and count (CPU only; KIND_GPU is an error)
 // and default_model_filename. Everything else parses and is kept, but UnimplementedConfigFields
-// names it so the manager can warn (dynamic batching arrives with the batcher).
+// names it so the manager can warn.
 //
 // Thread safety: all functions are reentrant; they touch only their arguments.
 
@@ -80,15 +81,17 @@ bool GraphSupportsBatching(const Graph& graph);
 // the graph supports batching and it is 0; fails when it does not but max_batch_size > 0; fills
 // an empty input / output list from the graph (dims without the batch dim, -1 for dynamic dims;
 // empty dims become [1] with reshape { shape: [] }); fills data_type and dims of listed tensors
-// that leave them unset. Never adds dynamic_batching (kiln has no batcher yet).
+// that leave them unset. A model with max_batch_size > 1 and no scheduling choice gets
+// dynamic_batching { preferred_batch_size: [max_batch_size] } (the reference backend's default).
 Status AutoCompleteFromGraph(const Graph& graph, int default_max_batch_size,
                              inference::ModelConfig* config);
 
 // Normalization (section 3.13 step 3, the parts kiln uses): version policy latest 1 when absent;
 // instance groups: one CPU group named after the model when none, unnamed group i becomes
-// "<model>_<i>", KIND_AUTO becomes KIND_CPU, count 0 becomes 1.
+// "<model>_<i>", KIND_AUTO becomes KIND_CPU, count 0 (unset) becomes `default_instance_count`
+// (>= 1; the reference server uses 2 for ONNX models on CPU, kiln 1 unless told otherwise).
 // REQUIRES: config->name() is set (AutoCompleteServerFields ran).
-Status NormalizeModelConfig(inference::ModelConfig* config);
+Status NormalizeModelConfig(inference::ModelConfig* config, int default_instance_count = 1);
 
 // Checks the config by itself. INVALID_ARGUMENT naming the model and the field for: negative
 // max_batch_size; no inputs or outputs; empty, duplicate or TYPE_INVALID tensors; dims other
@@ -100,14 +103,15 @@ Status ValidateModelConfig(const inference::ModelConfig& config);
 // Checks a config against the graph it will run. Every config input must be a graph input and
 // every graph input must be in the config (the runtime must feed all of them); every config
 // output must be a graph output. Datatypes must be equal and shapes compatible: the config shape
-// is [batch] + dims (or + reshape.shape) when max_batch_size > 0; ranks must match; a graph dim
+// is [batch] + dims (or + reshape.shape) when max_batch_size > 0 ([-1] for an allow_ragged_batch
+// input, which the model receives flat); ranks must match; a graph dim
 // that is unknown or symbolic accepts anything, a known one requires the config dim to be equal
 // or -1; when batching, the graph's first dim must be dynamic. Errors are INVALID_ARGUMENT
 // naming the model, the tensor and both shapes.
 Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Graph& graph);
 
 // Config fields that are set but not acted on yet, as dotted field paths
-// ("dynamic_batching", "instance_group.count", "input.allow_ragged_batch"), each once.
+// ("optimization", "instance_group.rate_limiter", "output.label_filename"), each once.
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);
 
 // The metadata view of a (completed) config.

@@ -307,7 +307,10 @@ TEST(AutoCompleteFromGraph, BatchableModelGetsDefaultMaxBatchSize) {
   EXPECT_EQ(c.output(0).data_type(), inference::TYPE_INT64);
   EXPECT_EQ(c.output(0).dims_size(), 1);
   EXPECT_EQ(c.output(0).dims(0), 10);
-  EXPECT_FALSE(c.has_dynamic_batching());  // no batcher yet
+  ASSERT_TRUE(c.has_dynamic_batching());  // the reference backend's default scheduler
+  EXPECT_EQ(c.dynamic_batching().preferred_batch_size_size(), 1);
+  EXPECT_EQ(c.dynamic_batching().preferred_batch_size(0), 4);
+  EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 0u);
   EXPECT_TRUE(ValidateConfigAgainstGraph(c, *g).ok());
 }
 
@@ -529,10 +532,15 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
 
   std::vector<std::string> f = UnimplementedConfigFields(ParseConfigOrDie(kFullConfig));
   for (std::string_view want :
-       {"dynamic_batching", "optimization", "model_warmup", "response_cache",
-        "instance_group.count", "instance_group.rate_limiter", "input.allow_ragged_batch",
+       {"optimization", "model_warmup", "response_cache", "instance_group.rate_limiter",
         "output.label_filename", "batch_input", "batch_output", "parameters", "model_metrics"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), want), 1) << want;
+  }
+  // Acted on by the scheduler and the instances.
+  for (std::string_view done :
+       {"dynamic_batching", "instance_group.count", "input.allow_ragged_batch",
+        "instance_group (more than one group)"}) {
+    EXPECT_EQ(std::count(f.begin(), f.end(), done), 0) << done;
   }
 }
 

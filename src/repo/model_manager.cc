@@ -128,11 +128,7 @@ class ModelManagerImpl final : public ModelManager {
 Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
     const inference::ModelConfig& config, std::shared_ptr<Graph> graph, int64_t version) const {
   KILN_RETURN_IF_ERROR(ValidateConfigAgainstGraph(config, *graph));
-  Result<std::unique_ptr<Session>> session = Session::Create(std::move(graph));
-  if (!session.ok()) return Status::Unavailable(session.status().message());
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
-                        ModelRunner::Create(config, std::move(session).value()));
-  return LoadedModelImpl::Create(version, std::move(runner), options_.workers_per_model);
+  return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options);
 }
 
 ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
@@ -163,7 +159,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
   const std::vector<int64_t> selected = SelectVersions(config.version_policy(), *found, &missing);
   const int64_t probe_version = selected.empty() ? found->back() : selected.back();
   Status s = AutoCompleteServerFields(name, dir / std::to_string(probe_version), &config);
-  if (s.ok()) s = NormalizeModelConfig(&config);
+  if (s.ok()) s = NormalizeModelConfig(&config, options_.workers_per_model);
   if (!s.ok()) return fail_model(s);
 
   for (int64_t v : missing) {

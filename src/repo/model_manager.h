@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "sched/instance_options.h"
 #include "sched/request.h"
 #include "sched/stats.h"
 #include "tensor/dtype.h"
@@ -62,9 +63,11 @@ struct ModelManagerOptions {
   ModelControlMode control_mode = ModelControlMode::kNone;
   // Models to load at start in explicit mode; "*" loads all.
   std::vector<std::string> startup_models;
-  // Worker threads per model version that run inference (the default scheduler runs each
-  // request alone, in arrival order, per worker).
+  // Instances per model version for instance groups that do not set `count` (and for the group
+  // a config without instance_group gets). Each instance runs batches on its own thread.
   int workers_per_model = 1;
+  // Thread budget, allocator and clock of every model's instances (sched/instance_options.h).
+  InstanceOptions instance_options;
 };
 
 // One loaded, ready model version.

@@ -426,7 +426,22 @@ Result<RequestedOutput> ParseOutput(dom::element el, size_t position) {
   return RequestedOutput{std::string(name)};
 }
 
-Status ParseRequestParameters(dom::element el) {
+// A scheduling parameter: a JSON unsigned integer that fits uint64.
+Result<uint64_t> ParseUint64Parameter(std::string_view key, dom::element value,
+                                      std::string_view meaning) {
+  uint64_t v = 0;
+  if ((value.type() == ElementType::INT64 || value.type() == ElementType::UINT64) &&
+      value.get_uint64().get(v) == simdjson::SUCCESS) {
+    return v;
+  }
+  const std::string got = value.type() == ElementType::INT64
+                              ? fmt::format("{}", AsInt64(value))
+                              : std::string(JsonTypeName(value.type()));
+  return Status::InvalidArgument(fmt::format(
+      "request parameter '{}' ({}) must be an unsigned integer, got {}", key, meaning, got));
+}
+
+Status ParseRequestParameters(dom::element el, InferRequest* request) {
   dom::object params;
   if (el.get_object().get(params) != simdjson::SUCCESS) {
     return Status::InvalidArgument("request 'parameters' must be an object");
@@ -435,6 +450,16 @@ Status ParseRequestParameters(dom::element el) {
     if (kv.key.starts_with("triton_")) {
       return Status::InvalidArgument(
           fmt::format("request parameter '{}' uses the reserved prefix 'triton_'", kv.key));
+    }
+    if (kv.key == "priority") {
+      KILN_ASSIGN_OR_RETURN(request->priority,
+                            ParseUint64Parameter(kv.key, kv.value,
+                                                 "priority level; 1 is the highest, 0 the "
+                                                 "model's default"));
+    } else if (kv.key == "timeout") {
+      KILN_ASSIGN_OR_RETURN(
+          request->timeout_us,
+          ParseUint64Parameter(kv.key, kv.value, "queue timeout in microseconds"));
     }
   }
   return Status::OK();
@@ -524,7 +549,7 @@ Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& b
     request->id = std::string(id);
   }
   if (obj.at_key("parameters").get(el) == simdjson::SUCCESS) {
-    KILN_RETURN_IF_ERROR(ParseRequestParameters(el));
+    KILN_RETURN_IF_ERROR(ParseRequestParameters(el, request.get()));
   }
 
   dom::array inputs;

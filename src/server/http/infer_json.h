@@ -12,8 +12,10 @@
 //   Status s = AppendInferResponseJson(response, &json);
 //
 // Request rules: a JSON object with an `inputs` array (required) and optional `id` (string),
-// `parameters` (object; keys starting with "triton_" are reserved -> 400; others are accepted
-// and not used yet) and `outputs` (array of {"name", "parameters"}). Unknown keys are ignored.
+// `parameters` (object; keys starting with "triton_" are reserved -> 400; `priority` and
+// `timeout` (microseconds) must be unsigned integers and set InferRequest::priority /
+// timeout_us, anything else -> 400 naming the parameter; other keys are accepted and not used
+// yet) and `outputs` (array of {"name", "parameters"}). Unknown keys are ignored.
 // Each input has `name`, `datatype` (protocol string), `shape` (non-negative integers, at most
 // Shape::kMaxRank dims) and exactly one data source. `data` is a flat or nested array, flattened
 // in row-major order; its element count must equal product(shape). Element types: BOOL

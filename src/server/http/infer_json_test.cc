@@ -70,6 +70,44 @@ TEST(InferJsonParseTest, FullRequest) {
   EXPECT_EQ(req.outputs[1].name, "OUTPUT1");
   EXPECT_TRUE(req.model_name.empty());
   EXPECT_EQ(req.model_version, -1);
+  EXPECT_EQ(req.priority, 1u);
+  EXPECT_EQ(req.timeout_us, 0u);
+}
+
+TEST(InferJsonParseTest, SchedulingParameters) {
+  const auto parse = [](const std::string& params) {
+    return Parse(R"({"inputs":[],"parameters":)" + params + "}");
+  };
+  auto r = parse(R"({"priority": 3, "timeout": 2500})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->priority, 3u);
+  EXPECT_EQ((*r)->timeout_us, 2500u);
+  r = parse(R"({"priority": 18446744073709551615, "timeout": 0})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->priority, UINT64_MAX);
+  r = parse(R"({"custom": -1})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->priority, 0u);
+  EXPECT_EQ((*r)->timeout_us, 0u);
+}
+
+TEST(InferJsonParseTest, SchedulingParameterErrors) {
+  const auto body = [](const std::string& params) {
+    return R"({"inputs":[],"parameters":)" + params + "}";
+  };
+  ExpectInvalid(body(R"({"priority": "1"})"),
+                {"request parameter 'priority' (priority level; 1 is the highest, 0 the model's "
+                 "default) must be an unsigned integer, got a string"});
+  ExpectInvalid(body(R"({"priority": -2})"), {"'priority'", "must be an unsigned integer, got -2"});
+  ExpectInvalid(body(R"({"priority": 1.5})"), {"'priority'", "got a number"});
+  ExpectInvalid(body(R"({"priority": true})"), {"'priority'", "got a boolean"});
+  ExpectInvalid(body(R"({"priority": null})"), {"'priority'", "got null"});
+  ExpectInvalid(body(R"({"timeout": 1e3})"),
+                {"request parameter 'timeout' (queue timeout in microseconds) must be an "
+                 "unsigned integer, got a number"});
+  ExpectInvalid(body(R"({"timeout": [100]})"), {"'timeout'", "got an array"});
+  // Beyond uint64: the JSON parser itself refuses the number (still a 400).
+  ExpectInvalid(body(R"({"timeout": 18446744073709551616})"), {"parsing a number"});
 }
 
 TEST(InferJsonParseTest, MinimalRequestHasNoIdAndNoOutputs) {

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Batcher: one model version's scheduler. It owns the request queue, one scheduling thread that
+// applies a BatchPolicy (sched/batch_policy.h), and one thread per model instance that runs the
+// batches it is handed through a BatchExecutor. Responses leave through each request's
+// InferCallback; the scheduling thread never runs a model and never blocks on I/O.
+//
+//   auto executor = std::make_shared<MyExecutor>();            // runs a batch on instance i
+//   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> b, Batcher::Create(options, executor));
+//   Status s = b->Enqueue(request, done, shape, batch_size);  // on error both are handed back
+//   ...
+//   b->Shutdown();  // refuses new requests, runs every queued one, joins the threads
+//
+// Life of a request: Enqueue admits it (priority level, deadline, queue-size limit) and queues
+// it. The scheduling thread asks the policy what to do whenever something changes (a request
+// arrives, an instance becomes free, a timer it asked for fires): it answers expired requests
+// at once with DEADLINE_EXCEEDED (also while every instance is busy), and hands each batch to a
+// free instance. The instance thread calls BatchExecutor::Execute, records the statistics, calls
+// the callbacks (in arrival order when preserve_ordering is set; expired requests are answered
+// at once and do not wait for their turn), and only then takes the next batch.
+//
+// Statistics: per request success / fail with queue time (arrival to dispatch), the compute
+// times the executor reports, and total time (arrival to response); failures include expired
+// requests. Executions and batch sizes are recorded by the executor (it knows how often it ran
+// the model, e.g. after splitting a batch).
+//
+// Ownership and lifetimes: the threads share the queue state, the executor and the statistics
+// with the Batcher through shared_ptr, so a Batcher may be destroyed from inside one of its own
+// callbacks (its threads then finish the queued work on their own and exit). The clock must
+// outlive the threads.
+//
+// Thread safety: Enqueue, Shutdown and the accessors are thread-safe.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/result.h"
+#include "sched/batch_policy.h"
+#include "sched/clock.h"
+#include "sched/request.h"
+#include "sched/stats.h"
+
+namespace kiln {
+
+// The result of one request of an executed batch, with the time the batch spent in each phase
+// (charged in full to every request of the batch).
+struct RequestOutcome {
+  Result<InferResponse> response = Status::Internal("request was not run");
+  uint64_t compute_input_ns = 0;
+  uint64_t compute_infer_ns = 0;
+  uint64_t compute_output_ns = 0;
+};
+
+// Runs batches; implemented by the model (repo/loaded_model.h).
+class BatchExecutor {
+ public:
+  virtual ~BatchExecutor() = default;
+  // Runs `requests` (non-empty; every one has per-item input shapes `shape`) as one batch on
+  // instance `instance`. Called on that instance's thread, so never concurrently for one
+  // instance. Returns one outcome per request, in order. Must not call the callbacks.
+  virtual std::vector<RequestOutcome> Execute(int instance,
+                                              std::span<const InferRequest* const> requests,
+                                              const BatchShape& shape) = 0;
+};
+
+struct BatcherOptions {
+  std::string name;  // "model 'x' version 3": starts error messages
+  BatchPolicyConfig policy;
+  int num_instances = 1;                  // >= 1
+  const Clock* clock = nullptr;           // nullptr: SteadyClock()
+  std::shared_ptr<StatsCollector> stats;  // nullptr: none recorded
+};
+
+class Batcher {
+ public:
+  // Starts the scheduling thread and one thread per instance. INVALID_ARGUMENT for an invalid
+  // policy config; INTERNAL when a thread cannot be started.
+  static Result<std::unique_ptr<Batcher>> Create(BatcherOptions options,
+                                                 std::shared_ptr<BatchExecutor> executor);
+  // Shuts down (see Shutdown) if that has not happened yet.
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Queues `request` (REQUIRES: non-null) with `done` (REQUIRES: non-empty), whose input shapes
+  // are `shape` and whose batch size is `batch_size` (>= 1; 1 when the model has no batch dim).
+  // On OK the batcher owns both (`request` is reset, `done` moved from) and calls `done` exactly
+  // once, on one of its threads. On error neither is touched (the caller answers): UNAVAILABLE
+  // after Shutdown began; RESOURCE_EXHAUSTED when the request's priority level is full.
+  Status Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& done, BatchShape shape,
+                 int64_t batch_size);
+
+  // Refuses new requests, runs every queued request (every callback is called), then joins the
+  // threads. Idempotent. Called from one of the batcher's own threads (a callback destroying the
+  // last owner), it returns at once and the threads drain the queue and exit by themselves.
+  void Shutdown();
+
+  // Requests queued and not yet handed to an instance.
+  size_t queued() const;
+  const BatchPolicy& policy() const;
+
+ private:
+  struct State;
+  explicit Batcher(std::shared_ptr<State> state);
+
+  std::shared_ptr<State> state_;
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;  // guarded by threads_mu_; empty once shut down
+};
+
+}  // namespace kiln

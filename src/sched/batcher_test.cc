@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: Apache-2.0
+// Batcher: the threads around the policy, with a fake executor and (where time matters) a fake
+// clock. Waits are on futures and condition variables with generous bounds; nothing sleeps.
+#include "sched/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <set>
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kUs = 1000;
+constexpr auto kWait = std::chrono::seconds(20);
+
+// Runs batches by echoing each request's id; requests whose id is blocked wait for Release.
+class FakeExecutor final : public BatchExecutor {
+ public:
+  struct Run {
+    int instance;
+    std::vector<std::string> ids;
+    BatchShape shape;
+  };
+
+  std::vector<RequestOutcome> Execute(int instance, std::span<const InferRequest* const> requests,
+                                      const BatchShape& shape) override {
+    std::vector<std::string> ids;
+    for (const InferRequest* r : requests) ids.push_back(r->id);
+    std::unique_lock<std::mutex> lock(mu_);
+    runs_.push_back({instance, ids, shape});
+    if (++running_ >= need_concurrent_) concurrent_reached_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      for (const std::string& id : ids) {
+        if (blocked_.count(id)) return false;
+      }
+      return concurrent_reached_;
+    });
+    --running_;
+    lock.unlock();
+    std::vector<RequestOutcome> out;
+    for (const InferRequest* r : requests) {
+      RequestOutcome o;
+      if (r->id.starts_with("fail")) {
+        o.response = Status::InvalidArgument("bad request " + r->id);
+      } else {
+        InferResponse response;
+        response.id = r->id;
+        o.response = std::move(response);
+      }
+      o.compute_input_ns = 10;
+      o.compute_infer_ns = 20;
+      o.compute_output_ns = 30;
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
+  void Block(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocked_.insert(id);
+  }
+  void Release(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocked_.erase(id);
+    cv_.notify_all();
+  }
+  // Every Execute waits until `n` run at the same time.
+  void NeedConcurrent(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    need_concurrent_ = n;
+    concurrent_reached_ = false;
+  }
+  // Waits until `n` batches have started; false after kWait.
+  bool WaitRuns(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return runs_.size() >= n; });
+  }
+  std::vector<Run> runs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return runs_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Run> runs_;
+  std::set<std::string> blocked_;
+  int running_ = 0;
+  int need_concurrent_ = 0;
+  bool concurrent_reached_ = true;
+};
+
+// Collects callback results, in the order the callbacks ran.
+class Answers {
+ public:
+  InferCallback Callback(const std::string& name) {
+    return [this, name](Result<InferResponse> r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      order_.push_back(name);
+      results_.emplace(name, std::move(r));
+      cv_.notify_all();
+    };
+  }
+  bool Wait(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return order_.size() >= n; });
+  }
+  std::vector<std::string> order() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_;
+  }
+  bool has(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return results_.count(name) > 0;
+  }
+  Status status(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = results_.find(name);
+    if (it == results_.end()) return Status::NotFound("no answer for " + name);
+    return it->second.ok() ? Status::OK() : it->second.status();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> order_;
+  std::map<std::string, Result<InferResponse>> results_;
+};
+
+struct Fixture {
+  explicit Fixture(BatchPolicyConfig policy, int instances = 1, const Clock* clock = nullptr) {
+    executor = std::make_shared<FakeExecutor>();
+    stats = std::make_shared<StatsCollector>();
+    BatcherOptions options;
+    options.name = "model 'm' version 1";
+    options.policy = std::move(policy);
+    options.num_instances = instances;
+    options.clock = clock;
+    options.stats = stats;
+    Result<std::unique_ptr<Batcher>> b = Batcher::Create(std::move(options), executor);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    batcher = std::move(b).value();
+  }
+
+  Status Enqueue(const std::string& id, uint64_t priority = 0, int64_t batch_size = 1,
+                 BatchShape shape = BatchShape{{{4}}}) {
+    auto request = std::make_unique<InferRequest>();
+    request->id = id;
+    request->priority = priority;
+    InferCallback done = answers.Callback(id);
+    Status s = batcher->Enqueue(request, done, std::move(shape), batch_size);
+    if (s.ok()) {
+      EXPECT_EQ(request, nullptr);
+    } else {
+      EXPECT_NE(request, nullptr);  // handed back
+      EXPECT_TRUE(static_cast<bool>(done));
+    }
+    return s;
+  }
+
+  std::shared_ptr<FakeExecutor> executor;
+  std::shared_ptr<StatsCollector> stats;
+  Answers answers;
+  std::unique_ptr<Batcher> batcher;
+};
+
+BatchPolicyConfig Dynamic(int64_t max_batch, uint64_t delay_us = 0) {
+  BatchPolicyConfig c;
+  c.dynamic_batching = true;
+  c.max_batch_size = max_batch;
+  c.max_queue_delay_us = delay_us;
+  return c;
+}
+
+TEST(BatcherTest, RunsRequestsAndRecordsStatistics) {
+  Fixture f(BatchPolicyConfig{});
+  ASSERT_TRUE(f.Enqueue("a").ok());
+  ASSERT_TRUE(f.Enqueue("fail-b").ok());
+  ASSERT_TRUE(f.answers.Wait(2));
+  EXPECT_TRUE(f.answers.status("a").ok());
+  EXPECT_EQ(f.answers.status("fail-b").code(), StatusCode::kInvalidArgument);
+  f.batcher->Shutdown();
+  const ModelStatistics s = f.stats->Snapshot();
+  EXPECT_EQ(s.inference.success.count, 1u);
+  EXPECT_EQ(s.inference.fail.count, 1u);
+  EXPECT_EQ(s.inference.compute_infer.count, 1u);
+  EXPECT_EQ(s.inference.compute_infer.ns, 20u);
+  EXPECT_EQ(s.inference.compute_output.ns, 30u);
+  EXPECT_EQ(s.inference.queue.count, 1u);
+  EXPECT_EQ(s.inference_count, 1u);
+  EXPECT_GT(s.last_inference_ms, 0u);
+}
+
+TEST(BatcherTest, DelayExpiryFormsOneBatch) {
+  FakeClock clock(1'000'000);
+  Fixture f(Dynamic(8, 1000), 1, &clock);
+  for (std::string id : {"a", "b", "c"}) ASSERT_TRUE(f.Enqueue(id).ok());
+  // Fake time does not move: the policy waits for the delay, so nothing can have run.
+  EXPECT_EQ(f.batcher->queued(), 3u);
+  EXPECT_TRUE(f.executor->runs().empty());
+  clock.Advance(999 * kUs);
+  EXPECT_EQ(f.batcher->queued(), 3u);
+  clock.Advance(1 * kUs);
+  ASSERT_TRUE(f.answers.Wait(3));
+  const auto runs = f.executor->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].ids, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(runs[0].shape, (BatchShape{{{4}}}));
+  f.batcher->Shutdown();
+  const ModelStatistics s = f.stats->Snapshot();
+  EXPECT_EQ(s.inference.success.count, 3u);
+  EXPECT_EQ(s.inference.queue.ns, 3u * 1000 * kUs);  // each waited exactly the delay
+}
+
+TEST(BatcherTest, IncompatibleShapesRunInSeparateBatches) {
+  FakeClock clock;
+  Fixture f(Dynamic(8, 100), 1, &clock);
+  ASSERT_TRUE(f.Enqueue("a", 0, 1, BatchShape{{{4}}}).ok());
+  ASSERT_TRUE(f.Enqueue("b", 0, 2, BatchShape{{{5}}}).ok());
+  ASSERT_TRUE(f.Enqueue("c", 0, 3, BatchShape{{{4}}}).ok());
+  clock.Advance(100 * kUs);
+  ASSERT_TRUE(f.answers.Wait(3));
+  const auto runs = f.executor->runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].ids, (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(runs[1].ids, (std::vector<std::string>{"b"}));
+  EXPECT_EQ(runs[1].shape, (BatchShape{{{5}}}));
+  f.batcher->Shutdown();
+  EXPECT_EQ(f.stats->Snapshot().inference_count, 6u);  // batch elements, not requests
+}
+
+TEST(BatcherTest, DeadlineEnforcedWhileEveryInstanceIsBusy) {
+  FakeClock clock;
+  BatchPolicyConfig c = Dynamic(4);
+  c.default_queue_policy.default_timeout_us = 500;
+  Fixture f(c, 1, &clock);
+  f.executor->Block("first");
+  ASSERT_TRUE(f.Enqueue("first").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));  // the only instance is now busy
+  ASSERT_TRUE(f.Enqueue("late").ok());
+  clock.Advance(400 * kUs);
+  EXPECT_FALSE(f.answers.has("late"));
+  clock.Advance(100 * kUs);
+  ASSERT_TRUE(f.answers.Wait(1));  // answered although the instance is still blocked
+  EXPECT_EQ(f.answers.order(), std::vector<std::string>{"late"});
+  const Status late = f.answers.status("late");
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(late.message(),
+            "model 'm' version 1: the request timed out in the queue (waited 500 us, timeout "
+            "500 us)");
+  f.executor->Release("first");
+  ASSERT_TRUE(f.answers.Wait(2));
+  EXPECT_TRUE(f.answers.status("first").ok());
+  f.batcher->Shutdown();
+  EXPECT_EQ(f.executor->runs().size(), 1u);
+  const ModelStatistics s = f.stats->Snapshot();
+  EXPECT_EQ(s.inference.fail.count, 1u);
+  EXPECT_EQ(s.inference.fail.ns, 500u * kUs);
+  EXPECT_EQ(s.inference.success.count, 1u);
+}
+
+TEST(BatcherTest, DelayActionRunsExpiredRequestsLater) {
+  FakeClock clock;
+  BatchPolicyConfig c = Dynamic(1);
+  c.default_queue_policy.timeout_action = TimeoutAction::kDelay;
+  c.default_queue_policy.default_timeout_us = 100;
+  c.default_queue_policy.allow_timeout_override = true;
+  Fixture f(c, 1, &clock);
+  f.executor->Block("first");
+  ASSERT_TRUE(f.Enqueue("first").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  ASSERT_TRUE(f.Enqueue("old").ok());
+  clock.Advance(200 * kUs);  // "old" is past its deadline: delayed, not rejected
+  ASSERT_TRUE(f.Enqueue("new").ok());
+  f.executor->Release("first");
+  ASSERT_TRUE(f.answers.Wait(3));
+  EXPECT_EQ(f.answers.order(), (std::vector<std::string>{"first", "new", "old"}));
+  EXPECT_TRUE(f.answers.status("old").ok());
+}
+
+TEST(BatcherTest, QueueFullHandsTheRequestBack) {
+  BatchPolicyConfig c = Dynamic(1);
+  c.default_queue_policy.max_queue_size = 1;
+  Fixture f(c);
+  f.executor->Block("running");
+  ASSERT_TRUE(f.Enqueue("running").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  ASSERT_TRUE(f.Enqueue("queued").ok());
+  Status full = f.Enqueue("refused");
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.message(),
+            "model 'm' version 1: the queue of priority level 1 is full (1 requests, "
+            "max_queue_size 1)");
+  f.executor->Release("running");
+  ASSERT_TRUE(f.answers.Wait(2));
+  f.batcher->Shutdown();
+  EXPECT_FALSE(f.answers.has("refused"));
+}
+
+TEST(BatcherTest, PrioritiesOrderTheQueue) {
+  BatchPolicyConfig c = Dynamic(1);
+  c.priority_levels = 2;
+  c.default_priority_level = 2;
+  Fixture f(c);
+  f.executor->Block("running");
+  ASSERT_TRUE(f.Enqueue("running").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  ASSERT_TRUE(f.Enqueue("low-1", 0).ok());
+  ASSERT_TRUE(f.Enqueue("low-2", 2).ok());
+  ASSERT_TRUE(f.Enqueue("high", 1).ok());
+  f.executor->Release("running");
+  ASSERT_TRUE(f.answers.Wait(4));
+  EXPECT_EQ(f.answers.order(), (std::vector<std::string>{"running", "high", "low-1", "low-2"}));
+}
+
+TEST(BatcherTest, InstancesRunBatchesConcurrently) {
+  Fixture f(Dynamic(1), 3);
+  f.executor->NeedConcurrent(3);  // each run waits until three run at once
+  for (std::string id : {"a", "b", "c"}) ASSERT_TRUE(f.Enqueue(id).ok());
+  ASSERT_TRUE(f.answers.Wait(3));
+  std::set<int> instances;
+  for (const auto& r : f.executor->runs()) instances.insert(r.instance);
+  EXPECT_EQ(instances, (std::set<int>{0, 1, 2}));
+}
+
+TEST(BatcherTest, PreserveOrderingHoldsLaterResponses) {
+  BatchPolicyConfig c = Dynamic(1);
+  c.preserve_ordering = true;
+  Fixture f(c, 2);
+  f.executor->Block("slow");
+  ASSERT_TRUE(f.Enqueue("slow").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  ASSERT_TRUE(f.Enqueue("fast-1").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(2));
+  // The second instance finished fast-1 (and delivered, or rather held, its response) before it
+  // can start fast-2.
+  ASSERT_TRUE(f.Enqueue("fast-2").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(3));
+  ASSERT_TRUE(f.Enqueue("fast-3").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(4));
+  EXPECT_TRUE(f.answers.order().empty());
+  f.executor->Release("slow");
+  ASSERT_TRUE(f.answers.Wait(4));
+  EXPECT_EQ(f.answers.order(), (std::vector<std::string>{"slow", "fast-1", "fast-2", "fast-3"}));
+}
+
+TEST(BatcherTest, PreserveOrderingDoesNotHoldExpiredAnswers) {
+  FakeClock clock;
+  BatchPolicyConfig c = Dynamic(1);
+  c.preserve_ordering = true;
+  c.default_queue_policy.default_timeout_us = 100;
+  Fixture f(c, 1, &clock);
+  f.executor->Block("slow");
+  ASSERT_TRUE(f.Enqueue("slow").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  ASSERT_TRUE(f.Enqueue("expires").ok());
+  clock.Advance(100 * kUs);
+  ASSERT_TRUE(f.answers.Wait(1));
+  EXPECT_EQ(f.answers.order(), std::vector<std::string>{"expires"});
+  f.executor->Release("slow");
+  ASSERT_TRUE(f.Enqueue("next").ok());
+  ASSERT_TRUE(f.answers.Wait(3));
+  EXPECT_EQ(f.answers.order(), (std::vector<std::string>{"expires", "slow", "next"}));
+}
+
+TEST(BatcherTest, ShutdownDrainsEverythingThenRefuses) {
+  FakeClock clock;
+  Fixture f(Dynamic(4, 1'000'000), 1, &clock);  // a long delay: only the flush runs them
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(f.Enqueue("r" + std::to_string(i)).ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  EXPECT_EQ(f.batcher->queued(), 2u);  // a full batch of 4 ran at once; 2 wait for the delay
+  f.batcher->Shutdown();
+  EXPECT_EQ(f.answers.order().size(), 6u);
+  EXPECT_EQ(f.batcher->queued(), 0u);
+  Status s = f.Enqueue("after");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "model 'm' version 1 is shutting down");
+}
+
+TEST(BatcherTest, DestroyedFromItsOwnCallback) {
+  auto executor = std::make_shared<FakeExecutor>();
+  BatcherOptions options;
+  options.name = "m";
+  options.num_instances = 2;
+  auto batcher = std::shared_ptr<Batcher>(Batcher::Create(options, executor).value().release());
+  std::promise<void> done;
+  auto request = std::make_unique<InferRequest>();
+  Batcher* raw = batcher.get();
+  InferCallback callback = [&done, keep = std::move(batcher)](Result<InferResponse> r) mutable {
+    EXPECT_TRUE(r.ok());
+    keep.reset();  // the last owner: ~Batcher runs on the batcher's own thread
+    done.set_value();
+  };
+  ASSERT_TRUE(raw->Enqueue(request, callback, BatchShape{}, 1).ok());
+  EXPECT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
+}
+
+TEST(BatcherTest, InvalidOptions) {
+  auto executor = std::make_shared<FakeExecutor>();
+  BatcherOptions options;
+  options.name = "model 'm' version 1";
+  options.num_instances = 0;
+  EXPECT_EQ(Batcher::Create(options, executor).status().code(), StatusCode::kInvalidArgument);
+  options.num_instances = 1;
+  options.policy = Dynamic(4);
+  options.policy.preferred_batch_sizes = {5};
+  Result<std::unique_ptr<Batcher>> b = Batcher::Create(options, executor);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "model 'm' version 1: dynamic_batching.preferred_batch_size 5 is out of range 1..4 "
+            "(max_batch_size)");
+}
+
+}  // namespace
+}  // namespace kiln
