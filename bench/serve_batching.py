@@ -39,12 +39,35 @@ def free_port():
         return s.getsockname()[1]
 
 
+CONFIG_TYPES = {1: "TYPE_FP32", 6: "TYPE_INT32", 7: "TYPE_INT64", 10: "TYPE_FP16",
+                11: "TYPE_FP64", 9: "TYPE_BOOL", 2: "TYPE_UINT8", 3: "TYPE_INT8"}
+
+
+def tensor_entries(values):
+    """config.pbtxt entries for ONNX graph inputs/outputs whose first dim is the batch."""
+    out = []
+    for v in values:
+        t = v.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim[1:]]
+        out.append(f'{{ name: "{v.name}" data_type: {CONFIG_TYPES[t.elem_type]} '
+                   f'dims: [ {", ".join(str(d) for d in dims)} ] }}')
+    return ", ".join(out)
+
+
 def write_repo(root, models_dir, model, delay_us):
-    """One-model repository; delay_us None = dynamic batching off."""
+    """One-model repository; delay_us None = dynamic batching off. The config lists inputs and
+    outputs in full, so auto-complete (which enables dynamic batching for a batching model
+    without a scheduler) does not change the mode under test."""
+    import onnx  # Debian's python3-onnx; only this bench needs it
+
     src = os.path.join(models_dir, model)
     dst = os.path.join(root, model)
     shutil.copytree(os.path.join(src, "1"), os.path.join(dst, "1"))
-    lines = [f'name: "{model}"', f"max_batch_size: {MAX_BATCH}"]
+    graph = onnx.load(os.path.join(dst, "1", "model.onnx")).graph
+    inits = {i.name for i in graph.initializer}
+    lines = [f'name: "{model}"', 'platform: "onnxruntime_onnx"', f"max_batch_size: {MAX_BATCH}",
+             f"input [ {tensor_entries(i for i in graph.input if i.name not in inits)} ]",
+             f"output [ {tensor_entries(graph.output)} ]"]
     if delay_us is not None:
         lines.append(f"dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}")
     with open(os.path.join(dst, "config.pbtxt"), "w") as f:
