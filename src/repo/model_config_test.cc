@@ -529,7 +529,7 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
 
   std::vector<std::string> f = UnimplementedConfigFields(ParseConfigOrDie(kFullConfig));
   for (std::string_view want :
-       {"dynamic_batching", "optimization", "model_warmup", "response_cache",
+       {"dynamic_batching", "optimization", "response_cache",
         "instance_group.count", "instance_group.rate_limiter", "input.allow_ragged_batch",
         "output.label_filename", "batch_input", "batch_output", "parameters", "model_metrics"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), want), 1) << want;
