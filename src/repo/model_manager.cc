@@ -51,22 +51,6 @@ namespace kiln {
 
 namespace fs = std::filesystem;
 
-std::string_view ModelStateName(ModelState state) {
-  switch (state) {
-    case ModelState::kUnknown:
-      return "UNKNOWN";
-    case ModelState::kLoading:
-      return "LOADING";
-    case ModelState::kReady:
-      return "READY";
-    case ModelState::kUnloading:
-      return "UNLOADING";
-    case ModelState::kUnavailable:
-      return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
-
 GraphLoader DefaultGraphLoader() {
 #ifdef KILN_HAVE_ONNX_IMPORTER
   return [](const std::string& path) { return ImportOnnxModel(path); };

@@ -63,7 +63,24 @@ struct ModelSignature {
 };
 
 enum class ModelState { kUnknown, kLoading, kReady, kUnloading, kUnavailable };
-std::string_view ModelStateName(ModelState state);  // "READY", "UNAVAILABLE", ...
+
+// "READY", "UNAVAILABLE", ... (the index's state strings). Inline: the protocol front ends use
+// it without linking the manager.
+constexpr std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kUnknown:
+      return "UNKNOWN";
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kUnloading:
+      return "UNLOADING";
+    case ModelState::kUnavailable:
+      return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}
 
 // The reason of a version that was unloaded on purpose (UnloadModel, dropped by the version
 // policy, removed from the repository, server shutdown); such versions do not make the server
