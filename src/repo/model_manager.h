@@ -155,7 +155,9 @@ class ModelManager {
   // sorted by name then version. A model directory never loaded appears once, with version -1
   // and kUnknown.
   virtual std::vector<ModelIndexEntry> Index() const = 0;
-  // True when every model that should be loaded is READY (the server's readiness).
+  // The server's readiness: the initial load is done, and every model that should be loaded
+  // (all in kNone / kPoll; the loaded or failed ones in kExplicit) has a READY version and no
+  // version that failed (versions unloaded on purpose do not count).
   virtual bool AllModelsReady() const = 0;
   // Stops accepting requests, drains in-flight work, unloads everything, stops the poll thread.
   virtual void Shutdown() = 0;
