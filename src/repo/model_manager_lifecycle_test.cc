@@ -138,6 +138,49 @@ TEST_F(LifecycleTest, ExplicitLoadAndUnload) {
   EXPECT_TRUE(m->GetModel("a", -1).ok());
 }
 
+// LOADING while a load runs, UNLOADING while an unload waits for a holder of the model.
+TEST_F(LifecycleTest, IndexShowsLoadingAndUnloading) {
+  WriteFile(repo() / "gated" / "1" / "model.onnx", "pair");
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  std::atomic<bool> loader_waiting{false};
+  ModelManagerOptions options;
+  options.repository_path = repo().string();
+  options.control_mode = ModelControlMode::kExplicit;
+  auto created = CreateModelManager(options, [&](const std::string& path) {
+    loader_waiting = true;
+    opened.wait();
+    return FakeLoader(path);
+  });
+  ASSERT_TRUE(created.ok());
+  ModelManager& m = **created;
+  ASSERT_TRUE(m.LoadInitialModels().ok());
+
+  std::thread load([&] { EXPECT_TRUE(m.LoadModel("gated", {}).ok()); });
+  while (!loader_waiting.load()) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(StateOf(m, "gated", -1), "LOADING");
+  EXPECT_EQ(m.GetModel("gated", -1).status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(m.AllModelsReady());
+  gate.set_value();
+  load.join();
+  EXPECT_EQ(StateOf(m, "gated", 1), "READY");
+
+  std::shared_ptr<LoadedModel> held = *m.GetModel("gated", 1);
+  std::atomic<bool> unloaded{false};
+  std::thread unload([&] {
+    EXPECT_TRUE(m.UnloadModel("gated").ok());
+    unloaded = true;
+  });
+  while (StateOf(m, "gated", 1) == "READY") std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(StateOf(m, "gated", 1), "UNLOADING");
+  EXPECT_EQ(m.GetModel("gated", 1).status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(unloaded.load());  // waiting (bounded) for `held`
+  EXPECT_TRUE(InferSync(*held, PairRequest(1.f)).ok());  // a holder's request still runs
+  held.reset();
+  unload.join();
+  EXPECT_EQ(StateOf(m, "gated", 1), "UNAVAILABLE");
+}
+
 TEST_F(LifecycleTest, LoadAndUnloadNeedExplicitMode) {
   WriteFile(repo() / "a" / "1" / "model.onnx", "pair");
   for (ModelControlMode mode : {ModelControlMode::kNone, ModelControlMode::kPoll}) {
