@@ -546,7 +546,6 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   if (!config.cc_model_filenames().empty()) add("cc_model_filenames");
   if (!config.metric_tags().empty()) add("metric_tags");
   if (!config.parameters().empty()) add("parameters");
-  if (config.model_warmup_size() > 0) add("model_warmup");
   if (config.has_model_operations()) add("model_operations");
   if (config.model_transaction_policy().decoupled()) add("model_transaction_policy.decoupled");
   if (config.has_model_repository_agents()) add("model_repository_agents");

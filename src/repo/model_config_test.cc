@@ -532,7 +532,7 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
 
   std::vector<std::string> f = UnimplementedConfigFields(ParseConfigOrDie(kFullConfig));
   for (std::string_view want :
-       {"optimization", "model_warmup", "response_cache", "instance_group.rate_limiter",
+       {"optimization", "response_cache", "instance_group.rate_limiter",
         "output.label_filename", "batch_input", "batch_output", "parameters", "model_metrics"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), want), 1) << want;
   }

@@ -1,27 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
 // ModelManager implementation.
 //
-// NOTE (design): loading is done outside the manager's lock. LoadInitialModels marks the models
-// LOADING, builds each model (config, graph, validation, session, workers) with no lock held,
-// then publishes the result under the lock. GetModel/Index/AllModelsReady only read the state
-// map. Shutdown refuses further work, then drains and joins every loaded model's workers
-// (LoadedModelImpl::Shutdown) before it drops the models; holders of a LoadedModel keep it alive
-// but get UNAVAILABLE from Infer.
+// NOTE (design): two locks. `ops_mu_` serializes lifecycle operations (the initial load,
+// LoadModel, UnloadModel, a poll); `mu_` guards the state map and is held only for short reads
+// and for publishing a result. A load builds every version (config, graph, validation, session,
+// workers, warmup) with only `ops_mu_` held, then publishes under `mu_`: new versions become
+// READY and the versions they replace leave the map in the same step, so GetModel never sees a
+// gap. Replaced and unloaded versions are then retired outside `mu_`: retiring waits (briefly,
+// bounded) until nobody else holds the model (a caller between GetModel and Infer), shuts it
+// down (refuses new requests, runs the accepted ones, joins its workers), drops it, and returns
+// the freed heap to the operating system. Shutdown does not take `ops_mu_`: it marks every
+// serving version UNLOADING and drains it at once; an operation still running sees `shut_down_`
+// when it publishes and retires what it built.
+//
+// NOTE (change detection): every load records the fingerprint of the model directory it read
+// (repository.h). A poll reloads a model whose fingerprint differs; the reload reuses a serving
+// version whose own files and whose model-level files (config.pbtxt, warmup data, ...) are
+// unchanged, so adding version 3 does not reload version 2.
 #include "repo/model_manager.h"
 
 #include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <system_error>
+#include <thread>
 
 #include "base/logging.h"
 #include "repo/loaded_model.h"
 #include "repo/model_config.h"
 #include "repo/model_manager_impl.h"
 #include "repo/repository.h"
+#include "repo/warmup.h"
 #include "runtime/session.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #ifdef KILN_HAVE_ONNX_IMPORTER
 #include "graph/onnx/importer.h"
@@ -30,22 +50,6 @@
 namespace kiln {
 
 namespace fs = std::filesystem;
-
-std::string_view ModelStateName(ModelState state) {
-  switch (state) {
-    case ModelState::kUnknown:
-      return "UNKNOWN";
-    case ModelState::kLoading:
-      return "LOADING";
-    case ModelState::kReady:
-      return "READY";
-    case ModelState::kUnloading:
-      return "UNLOADING";
-    case ModelState::kUnavailable:
-      return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
 
 GraphLoader DefaultGraphLoader() {
 #ifdef KILN_HAVE_ONNX_IMPORTER
@@ -60,15 +64,26 @@ GraphLoader DefaultGraphLoader() {
 
 namespace {
 
-// The outcome of loading one model from disk, before it is published.
+// How long retiring a model waits for callers that hold it (between GetModel and Infer)
+// before shutting it down anyway; they then get UNAVAILABLE.
+constexpr auto kRetireQuiesceTimeout = std::chrono::seconds(2);
+
+constexpr std::string_view kControlModeError =
+    "explicit model load / unload is not allowed if polling is enabled";
+
+// The outcome of loading one version from disk, before it is published.
 struct VersionLoad {
   int64_t version = -1;
   Status status;
   std::shared_ptr<LoadedModelImpl> model;  // set when status is OK
+  bool reused = false;                     // `model` is the version already serving
+  std::string files;                       // the version's fingerprint
 };
 struct ModelLoad {
   Status status;  // model-level failure (config, layout); then `versions` may be empty
   std::vector<VersionLoad> versions;
+  std::optional<ModelDirFingerprint> files;            // what the load read
+  std::shared_ptr<const inference::ModelConfig> config;  // the completed config, when it got one
 };
 
 std::string JoinVersions(std::span<const int64_t> versions) {
@@ -78,6 +93,39 @@ std::string JoinVersions(std::span<const int64_t> versions) {
     out += std::to_string(versions[i]);
   }
   return out + "]";
+}
+
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+// Gives the memory freed by an unload back to the operating system. glibc keeps freed heap
+// pages of its arenas (only blocks above the mmap threshold are unmapped on free), so a model's
+// many small and mid-size buffers would otherwise stay in the process RSS.
+void ReturnFreedMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+Result<inference::ModelConfig> ParseModelConfigJson(std::string_view json) {
+  inference::ModelConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  options.case_insensitive_enum_parsing = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &config, options);
+  if (!status.ok()) {
+    return Status::InvalidArgument(fmt::format(
+        "the 'config' parameter is not a valid model configuration: {}",
+        status.message().as_string()));
+  }
+  return config;
 }
 
 class ModelManagerImpl final : public ModelManager {
@@ -93,36 +141,78 @@ class ModelManagerImpl final : public ModelManager {
   std::vector<ModelIndexEntry> Index() const override;
   bool AllModelsReady() const override;
   void Shutdown() override;
+  Status LoadModel(std::string_view name, const ModelLoadOptions& options) override;
+  Status UnloadModel(std::string_view name) override;
+  Status Poll() override;
 
  private:
   struct VersionEntry {
     ModelState state = ModelState::kUnknown;
     std::string reason;
-    std::shared_ptr<LoadedModelImpl> model;  // set while READY
+    std::shared_ptr<LoadedModelImpl> model;  // set while READY (and during Shutdown's drain)
+    std::string files;                       // fingerprint of the files `model` was loaded from
   };
   struct ModelEntry {
     bool should_load = false;
     ModelState state = ModelState::kUnknown;  // model-level state, used while `versions` is empty
     std::string reason;
     std::map<int64_t, VersionEntry> versions;
+    // The directory as the last load attempt read it (poll compares against it).
+    std::optional<ModelDirFingerprint> seen;
+    // The completed config the READY versions run with, and whether it came from a load
+    // request's override (then a later load re-reads config.pbtxt instead of reusing it).
+    std::shared_ptr<const inference::ModelConfig> config;
+    std::string config_files;  // seen->model of the load that produced `config`
+    bool config_overridden = false;
   };
+  // What a reload may keep of the versions serving now.
+  struct Reuse {
+    std::shared_ptr<const inference::ModelConfig> config;  // null: complete the config anew
+    std::string config_files;
+    std::map<int64_t, VersionEntry> ready;  // READY versions with their files
+  };
+  using Retired = std::vector<std::shared_ptr<LoadedModelImpl>>;
 
   // Builds every selected version of model `name`. No lock held.
-  ModelLoad LoadModelFromDisk(const std::string& name) const;
-  // Loads one version with a completed, validated config.
+  ModelLoad LoadModelFromDisk(const std::string& name, const Reuse& reuse,
+                              const inference::ModelConfig* override_config) const;
+  // The one place a LoadedModelImpl is created: one version with a completed, validated
+  // config.
   Result<std::shared_ptr<LoadedModelImpl>> LoadVersion(const inference::ModelConfig& config,
                                                        std::shared_ptr<Graph> graph,
                                                        int64_t version) const;
+
+  // Lifecycle operations. REQUIRES: ops_mu_ held.
+  // Loads or reloads `name` and publishes the result; appends one message per failure
+  // ("version 3: ..." or the model-level reason) to `failures`.
+  void LoadLocked(const std::string& name, const inference::ModelConfig* override_config,
+                  std::vector<std::string>* failures);
+  // Unloads every version of `name`; `forget` also drops the model from the index.
+  void UnloadLocked(const std::string& name, bool forget);
+  Status PollLocked();
+
+  // Publishes `load` as the state of `name`. Moves the models that stop serving to `retired`
+  // and returns the versions shown as UNLOADING meanwhile. REQUIRES: mu_ held.
+  std::vector<int64_t> PublishLocked(const std::string& name, ModelLoad& load, Retired* retired);
+  // Waits until each model is held only by `models`, shuts it down (drains), frees it.
+  void Retire(Retired models) const;
+  // Marks the given UNLOADING versions of `name` UNAVAILABLE "unloaded" (after Retire).
+  void MarkUnloaded(const std::string& name, const std::vector<int64_t>& versions);
+
+  void PollLoop();
 
   const ModelManagerOptions options_;
   const GraphLoader loader_;
 
   std::mutex shutdown_mu_;  // serializes Shutdown callers
+  std::mutex ops_mu_;       // serializes lifecycle operations; acquired before mu_, never after
   mutable std::mutex mu_;
+  std::condition_variable poll_cv_;                        // with mu_: wakes the poll thread
   std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
   bool initial_load_started_ = false;                      // guarded by mu_
   bool initial_load_done_ = false;                         // guarded by mu_
   bool shut_down_ = false;                                 // guarded by mu_
+  std::thread poll_thread_;                                // guarded by mu_
 };
 
 Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
@@ -131,17 +221,35 @@ Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
   return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options);
 }
 
-ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
+ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reuse& reuse,
+                                              const inference::ModelConfig* override_config) const {
   ModelLoad load;
   const fs::path dir = fs::path(options_.repository_path) / name;
   const auto fail_model = [&](const Status& s) {
     load.status = s;
-    return load;
+    return std::move(load);
   };
 
-  Result<std::optional<inference::ModelConfig>> file = ReadModelConfigFile(dir);
-  if (!file.ok()) return fail_model(file.status());
-  inference::ModelConfig config = file->value_or(inference::ModelConfig());
+  // Fingerprint before reading anything: a change made while loading is seen by the next poll.
+  Result<ModelDirFingerprint> files = FingerprintModelDir(dir);
+  if (!files.ok()) return fail_model(files.status());
+  load.files = *files;
+
+  inference::ModelConfig config;
+  // Serving versions may be kept only when they run with exactly the config this load uses.
+  const bool same_config = override_config == nullptr && reuse.config != nullptr &&
+                           reuse.config_files == files->model;
+  bool completed = false;
+  if (override_config != nullptr) {
+    config = *override_config;
+  } else if (same_config) {
+    config = *reuse.config;  // the model-level files did not change: same completed config
+    completed = true;
+  } else {
+    Result<std::optional<inference::ModelConfig>> file = ReadModelConfigFile(dir);
+    if (!file.ok()) return fail_model(file.status());
+    config = file->value_or(inference::ModelConfig());
+  }
 
   Result<std::vector<int64_t>> found = ScanVersionDirs(dir);
   if (!found.ok()) return fail_model(found.status());
@@ -157,16 +265,18 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
   // detected from the highest selected version, the one whose graph completes the config.
   std::vector<int64_t> missing;
   const std::vector<int64_t> selected = SelectVersions(config.version_policy(), *found, &missing);
-  const int64_t probe_version = selected.empty() ? found->back() : selected.back();
-  Status s = AutoCompleteServerFields(name, dir / std::to_string(probe_version), &config);
-  if (s.ok()) s = NormalizeModelConfig(&config, options_.workers_per_model);
-  if (!s.ok()) return fail_model(s);
+  if (!completed) {
+    const int64_t probe_version = selected.empty() ? found->back() : selected.back();
+    Status s = AutoCompleteServerFields(name, dir / std::to_string(probe_version), &config);
+    if (s.ok()) s = NormalizeModelConfig(&config, options_.workers_per_model);
+    if (!s.ok()) return fail_model(s);
+  }
 
   for (int64_t v : missing) {
     load.versions.push_back({v,
                              Status::Unavailable(fmt::format(
                                  "version directory '{}' not found in model '{}'", v, name)),
-                             nullptr});
+                             nullptr, false, {}});
   }
   if (selected.empty()) {
     return fail_model(Status::Unavailable(
@@ -175,15 +285,25 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
   }
 
   // Highest version first: its graph completes the config when the config leaves gaps.
-  bool completed = false;
   Status model_error;
+  std::optional<Result<std::vector<WarmupSample>>> warmup;  // built once the config is complete
   for (auto it = selected.rbegin(); it != selected.rend(); ++it) {
     const int64_t version = *it;
     VersionLoad& v = load.versions.emplace_back();
     v.version = version;
+    const auto version_files = files->versions.find(version);
+    v.files = version_files == files->versions.end() ? std::string() : version_files->second;
     if (!model_error.ok()) {
       v.status = model_error;
       continue;
+    }
+    if (same_config) {
+      const auto serving = reuse.ready.find(version);
+      if (serving != reuse.ready.end() && serving->second.files == v.files) {
+        v.model = serving->second.model;  // unchanged: keep serving it, no reload
+        v.reused = true;
+        continue;
+      }
     }
     Result<fs::path> path = ResolveModelFile(dir / std::to_string(version), config);
     if (!path.ok()) {
@@ -206,9 +326,8 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
       completed = true;
       const std::vector<std::string> ignored = UnimplementedConfigFields(config);
       if (!ignored.empty()) {
-        std::string list;
-        for (const std::string& f : ignored) list += (list.empty() ? "" : ", ") + f;
-        KILN_LOG_WARN("model '{}': config fields accepted but not acted on yet: {}", name, list);
+        KILN_LOG_WARN("model '{}': config fields accepted but not acted on yet: {}", name,
+                      Join(ignored, ", "));
       }
     }
     Result<std::shared_ptr<LoadedModelImpl>> model =
@@ -219,9 +338,213 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name) const {
                      : Status::Unavailable(model.status().message());
       continue;
     }
+    if (config.model_warmup_size() > 0) {
+      if (!warmup.has_value()) warmup = BuildWarmupSamples(config, dir);
+      Status warmed = warmup->ok() ? RunWarmup(**model, **warmup) : warmup->status();
+      if (!warmed.ok()) {
+        (*model)->Shutdown();
+        v.status = Status::Unavailable(warmed.message());
+        continue;
+      }
+    }
     v.model = std::move(model).value();
   }
+  if (completed) load.config = std::make_shared<const inference::ModelConfig>(std::move(config));
   return load;
+}
+
+std::vector<int64_t> ModelManagerImpl::PublishLocked(const std::string& name, ModelLoad& load,
+                                                     Retired* retired) {
+  ModelEntry& e = models_[name];
+  e.should_load = true;
+  e.seen = load.files;
+  if (shut_down_) {  // Shutdown already drained what was serving; drop what was built since
+    for (VersionLoad& v : load.versions) {
+      if (v.model && !v.reused) retired->push_back(std::move(v.model));
+    }
+    return {};
+  }
+
+  std::map<int64_t, VersionEntry> next;
+  bool any_ready = false;
+  for (VersionLoad& v : load.versions) {
+    if (v.model) {
+      next[v.version] = {ModelState::kReady, {}, std::move(v.model), v.files};
+      any_ready = true;
+      continue;
+    }
+    const auto old = e.versions.find(v.version);
+    if (old != e.versions.end() && old->second.state == ModelState::kReady) {
+      next[v.version] = old->second;  // a failed reload keeps the version that serves
+    } else {
+      next[v.version] = {ModelState::kUnavailable, v.status.message(), nullptr, {}};
+    }
+  }
+  std::vector<int64_t> unloading;
+  for (auto& [version, old] : e.versions) {
+    if (old.state != ModelState::kReady) continue;
+    const auto replaced = next.find(version);
+    if (replaced != next.end()) {
+      if (replaced->second.model != old.model) retired->push_back(std::move(old.model));
+      continue;
+    }
+    if (!any_ready) {  // nothing of the new set loaded: do not lose what serves
+      next[version] = std::move(old);
+      continue;
+    }
+    retired->push_back(std::move(old.model));  // no longer selected
+    next[version] = {ModelState::kUnloading, {}, nullptr, {}};
+    unloading.push_back(version);
+  }
+  e.versions = std::move(next);
+  if (!load.status.ok() && e.versions.empty()) {
+    e.state = ModelState::kUnavailable;
+    e.reason = load.status.message();
+  } else {
+    e.state = ModelState::kUnknown;
+    e.reason.clear();
+  }
+  if (any_ready && load.config != nullptr) {
+    e.config = load.config;
+    e.config_files = load.files ? load.files->model : std::string();
+  }
+  return unloading;
+}
+
+void ModelManagerImpl::Retire(Retired models) const {
+  if (models.empty()) return;
+  const auto deadline = std::chrono::steady_clock::now() + kRetireQuiesceTimeout;
+  for (const auto& m : models) {
+    // Holders other than `models` are callers between GetModel and Infer; let them enqueue.
+    while (m.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  for (const auto& m : models) m->Shutdown();  // refuses new requests, runs accepted ones
+  for (const auto& m : models) {
+    KILN_LOG_INFO("unloaded model '{}' version {}", m->name(), m->version());
+  }
+  models.clear();  // the last references: frees sessions, weights and workers' state
+  ReturnFreedMemory();
+}
+
+void ModelManagerImpl::MarkUnloaded(const std::string& name, const std::vector<int64_t>& versions) {
+  if (versions.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return;
+  for (int64_t version : versions) {
+    auto v = it->second.versions.find(version);
+    if (v != it->second.versions.end() && v->second.state == ModelState::kUnloading &&
+        v->second.model == nullptr) {
+      v->second.state = ModelState::kUnavailable;
+      v->second.reason = std::string(kUnloadedReason);
+    }
+  }
+}
+
+void ModelManagerImpl::LoadLocked(const std::string& name,
+                                  const inference::ModelConfig* override_config,
+                                  std::vector<std::string>* failures) {
+  Reuse reuse;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ModelEntry& e = models_[name];
+    if (shut_down_) {
+      const std::string why = "the server shut down before the model was loaded";
+      if (e.versions.empty()) {
+        e.state = ModelState::kUnavailable;
+        e.reason = why;
+      }
+      failures->push_back(why);
+      return;
+    }
+    e.should_load = true;
+    bool serving = false;
+    for (auto& [version, v] : e.versions) {
+      if (v.state == ModelState::kReady) {
+        reuse.ready[version] = v;
+        serving = true;
+      } else {
+        v.state = ModelState::kLoading;
+        v.reason.clear();
+      }
+    }
+    if (!serving && e.versions.empty()) {
+      e.state = ModelState::kLoading;
+      e.reason.clear();
+    }
+    if (!e.config_overridden) {
+      reuse.config = e.config;
+      reuse.config_files = e.config_files;
+    }
+  }
+
+  ModelLoad load = LoadModelFromDisk(name, reuse, override_config);
+  reuse = Reuse();  // drop the references to the serving versions before retiring any
+
+  Retired retired;
+  std::vector<int64_t> unloading;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unloading = PublishLocked(name, load, &retired);
+    if (override_config != nullptr && load.config != nullptr) {
+      models_[name].config_overridden = true;
+    } else if (load.config != nullptr) {
+      models_[name].config_overridden = false;
+    }
+  }
+  Retire(std::move(retired));
+  MarkUnloaded(name, unloading);
+  // The import's temporaries (file bytes, protobuf copies of the weights) are freed by now.
+  ReturnFreedMemory();
+
+  if (!load.status.ok()) {
+    KILN_LOG_ERROR("failed to load model '{}': {}", name, load.status.message());
+    failures->push_back(load.status.message());
+  }
+  for (const VersionLoad& v : load.versions) {
+    if (v.status.ok()) {
+      if (!v.reused) KILN_LOG_INFO("loaded model '{}' version {}", name, v.version);
+    } else {
+      KILN_LOG_ERROR("failed to load model '{}' version {}: {}", name, v.version,
+                     v.status.message());
+      failures->push_back(fmt::format("version {}: {}", v.version, v.status.message()));
+    }
+  }
+}
+
+void ModelManagerImpl::UnloadLocked(const std::string& name, bool forget) {
+  Retired retired;
+  std::vector<int64_t> unloading;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return;
+    ModelEntry& e = it->second;
+    e.should_load = false;
+    std::map<int64_t, VersionEntry> next;
+    for (auto& [version, v] : e.versions) {
+      if (v.state != ModelState::kReady) continue;  // nothing serves: forget the failure
+      retired.push_back(std::move(v.model));
+      next[version] = {ModelState::kUnloading, {}, nullptr, {}};
+      unloading.push_back(version);
+    }
+    e.versions = std::move(next);
+    e.state = ModelState::kUnknown;
+    e.reason.clear();
+    e.seen.reset();
+    e.config.reset();
+    e.config_files.clear();
+    e.config_overridden = false;
+  }
+  Retire(std::move(retired));
+  MarkUnloaded(name, unloading);
+  if (forget) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(name);
+    if (it != models_.end() && !it->second.should_load) models_.erase(it);
+  }
 }
 
 Status ModelManagerImpl::LoadInitialModels() {
@@ -233,11 +556,7 @@ Status ModelManagerImpl::LoadInitialModels() {
     }
     initial_load_started_ = true;
   }
-  if (options_.control_mode == ModelControlMode::kPoll) {
-    KILN_LOG_WARN(
-        "model control mode 'poll' is not implemented yet: models are loaded once at start and "
-        "the repository is not re-scanned (same as 'none')");
-  }
+  std::lock_guard<std::mutex> ops(ops_mu_);
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> dirs, ListModelDirs(options_.repository_path));
 
   std::vector<std::string> to_load;
@@ -263,72 +582,164 @@ Status ModelManagerImpl::LoadInitialModels() {
 
   std::vector<std::string> failures;
   for (const std::string& name : to_load) {
-    ModelLoad load;
-    bool stopped = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopped = shut_down_;
-    }
-    if (stopped) {
-      load.status = Status::Unavailable("the server shut down before the model was loaded");
-    } else if (!std::binary_search(dirs.begin(), dirs.end(), name)) {
-      load.status = Status::Unavailable(
-          fmt::format("model '{}' is not in the repository {}", name, options_.repository_path));
-    } else {
-      load = LoadModelFromDisk(name);
-    }
-
-    std::vector<std::shared_ptr<LoadedModelImpl>> orphans;  // loaded after Shutdown began
-    {
+    std::vector<std::string> model_failures;
+    if (!std::binary_search(dirs.begin(), dirs.end(), name)) {
+      const std::string why =
+          fmt::format("model '{}' is not in the repository {}", name, options_.repository_path);
+      KILN_LOG_ERROR("failed to load model '{}': {}", name, why);
       std::lock_guard<std::mutex> lock(mu_);
       ModelEntry& e = models_[name];
-      e.versions.clear();
-      if (!load.status.ok() && load.versions.empty()) {
-        e.state = ModelState::kUnavailable;
-        e.reason = load.status.message();
-      } else {
-        e.state = ModelState::kUnknown;
-        e.reason.clear();
-      }
-      for (VersionLoad& v : load.versions) {
-        VersionEntry& ve = e.versions[v.version];
-        if (shut_down_ && v.model) {
-          orphans.push_back(std::move(v.model));
-          ve.state = ModelState::kUnavailable;
-          ve.reason = "unloaded";
-        } else if (v.model) {
-          ve.state = ModelState::kReady;
-          ve.model = std::move(v.model);
-        } else {
-          ve.state = ModelState::kUnavailable;
-          ve.reason = v.status.message();
-        }
-      }
+      e.state = ModelState::kUnavailable;
+      e.reason = why;
+      model_failures.push_back(why);
+    } else {
+      LoadLocked(name, nullptr, &model_failures);
     }
-    for (auto& m : orphans) m->Shutdown();
-
-    if (!load.status.ok()) {
-      KILN_LOG_ERROR("failed to load model '{}': {}", name, load.status.message());
-      failures.push_back(fmt::format("'{}': {}", name, load.status.message()));
-    }
-    for (const VersionLoad& v : load.versions) {
-      if (v.status.ok()) {
-        KILN_LOG_INFO("loaded model '{}' version {}", name, v.version);
-      } else {
-        KILN_LOG_ERROR("failed to load model '{}' version {}: {}", name, v.version,
-                       v.status.message());
-        failures.push_back(fmt::format("'{}' version {}: {}", name, v.version, v.status.message()));
-      }
+    for (const std::string& f : model_failures) {
+      failures.push_back(f.starts_with("version ") ? fmt::format("'{}' {}", name, f)
+                                                   : fmt::format("'{}': {}", name, f));
     }
   }
+
   {
     std::lock_guard<std::mutex> lock(mu_);
     initial_load_done_ = true;
+    if (options_.control_mode == ModelControlMode::kPoll && options_.repository_poll_secs > 0 &&
+        !shut_down_) {
+      try {
+        poll_thread_ = std::thread([this] { PollLoop(); });
+      } catch (const std::system_error& e) {
+        failures.push_back(fmt::format("cannot start the repository poll thread: {}", e.what()));
+      }
+    }
   }
   if (failures.empty()) return Status::OK();
-  std::string msg = fmt::format("{} model load failure(s): ", failures.size());
-  for (size_t i = 0; i < failures.size(); ++i) msg += (i ? "; " : "") + failures[i];
-  return Status::Unavailable(std::move(msg));
+  return Status::Unavailable(
+      fmt::format("{} model load failure(s): {}", failures.size(), Join(failures, "; ")));
+}
+
+Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions& options) {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    return Status::Unavailable(std::string(kControlModeError));
+  }
+  std::optional<inference::ModelConfig> override_config;
+  if (!options.config_json.empty()) {
+    Result<inference::ModelConfig> parsed = ParseModelConfigJson(options.config_json);
+    if (!parsed.ok()) {
+      return Status::InvalidArgument(
+          fmt::format("load failed for model '{}': {}", name, parsed.status().message()));
+    }
+    override_config = std::move(parsed).value();
+  }
+  const std::string model(name);
+  std::lock_guard<std::mutex> ops(ops_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return Status::Unavailable("the model manager is shut down");
+  }
+  Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
+  if (!dirs.ok()) {
+    return Status::InvalidArgument(fmt::format(
+        "failed to load '{}', failed to poll from model repository: {}", name,
+        dirs.status().message()));
+  }
+  if (!std::binary_search(dirs->begin(), dirs->end(), model)) {
+    UnloadLocked(model, /*forget=*/true);  // its directory is gone: it must not keep serving
+    return Status::InvalidArgument(fmt::format(
+        "failed to load '{}', failed to poll from model repository: model '{}' is not in the "
+        "repository {}",
+        name, name, options_.repository_path));
+  }
+  std::vector<std::string> failures;
+  LoadLocked(model, override_config ? &*override_config : nullptr, &failures);
+  if (failures.empty()) return Status::OK();
+  return Status::InvalidArgument(
+      fmt::format("load failed for model '{}': {}", name, Join(failures, "; ")));
+}
+
+Status ModelManagerImpl::UnloadModel(std::string_view name) {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    return Status::Unavailable(std::string(kControlModeError));
+  }
+  std::lock_guard<std::mutex> ops(ops_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return Status::Unavailable("the model manager is shut down");
+  }
+  UnloadLocked(std::string(name), /*forget=*/false);
+  return Status::OK();
+}
+
+Status ModelManagerImpl::Poll() {
+  if (options_.control_mode != ModelControlMode::kPoll) {
+    return Status::FailedPrecondition("the repository is polled only in model control mode poll");
+  }
+  std::lock_guard<std::mutex> ops(ops_mu_);
+  return PollLocked();
+}
+
+Status ModelManagerImpl::PollLocked() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return Status::Unavailable("the model manager is shut down");
+  }
+  Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
+  if (!dirs.ok()) {
+    KILN_LOG_ERROR("repository poll: {}", dirs.status().message());
+    return dirs.status();
+  }
+  std::vector<std::string> failures;
+  for (const std::string& name : *dirs) {
+    Result<ModelDirFingerprint> files =
+        FingerprintModelDir(fs::path(options_.repository_path) / name);
+    if (!files.ok()) {
+      KILN_LOG_WARN("repository poll: model '{}' skipped: {}", name, files.status().message());
+      continue;
+    }
+    bool known = false;
+    bool changed = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shut_down_) break;
+      auto it = models_.find(name);
+      known = it != models_.end() && it->second.seen.has_value();
+      changed = !known || *it->second.seen != *files;
+    }
+    if (!changed) continue;
+    KILN_LOG_INFO("repository poll: model '{}' {}; loading", name, known ? "changed" : "added");
+    std::vector<std::string> model_failures;
+    LoadLocked(name, nullptr, &model_failures);
+    for (const std::string& f : model_failures) failures.push_back(fmt::format("'{}': {}", name, f));
+  }
+  std::vector<std::string> removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, e] : models_) {
+      if (!std::binary_search(dirs->begin(), dirs->end(), name)) removed.push_back(name);
+    }
+  }
+  for (const std::string& name : removed) {
+    KILN_LOG_INFO("repository poll: model '{}' was removed from the repository; unloading", name);
+    UnloadLocked(name, /*forget=*/true);
+  }
+  if (failures.empty()) return Status::OK();
+  return Status::Unavailable(
+      fmt::format("{} model load failure(s): {}", failures.size(), Join(failures, "; ")));
+}
+
+void ModelManagerImpl::PollLoop() {
+  const auto interval = std::chrono::seconds(options_.repository_poll_secs);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shut_down_) {
+    poll_cv_.wait_for(lock, interval, [this] { return shut_down_; });
+    if (shut_down_) break;
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> ops(ops_mu_);
+      (void)PollLocked();  // failures are logged and recorded in the index
+    }
+    lock.lock();
+  }
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelManagerImpl::GetModel(std::string_view name,
@@ -346,6 +757,9 @@ Result<std::shared_ptr<LoadedModel>> ModelManagerImpl::GetModel(std::string_view
     }
     std::string why = e.reason;
     if (why.empty() && !e.versions.empty()) why = e.versions.rbegin()->second.reason;
+    if (why.empty() && !e.versions.empty()) {
+      why = ModelStateName(e.versions.rbegin()->second.state);
+    }
     if (why.empty()) why = e.should_load ? "not loaded yet" : "not loaded";
     return Status::Unavailable(
         fmt::format("Request for unknown model: '{}' has no available versions ({})", name, why));
@@ -375,9 +789,26 @@ std::vector<int64_t> ModelManagerImpl::ReadyVersions(std::string_view name) cons
 }
 
 std::vector<ModelIndexEntry> ModelManagerImpl::Index() const {
+  // Directories added since the last load show up too (as never loaded), like the reference
+  // server's index, which lists the repository on every call.
+  Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
   std::vector<ModelIndexEntry> out;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [name, e] : models_) {
+  std::vector<std::string> names;
+  for (const auto& [name, e] : models_) names.push_back(name);
+  if (dirs.ok()) {
+    for (const std::string& d : *dirs) {
+      if (!models_.contains(d)) names.push_back(d);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      out.push_back({name, -1, ModelState::kUnknown, {}});
+      continue;
+    }
+    const ModelEntry& e = it->second;
     if (e.versions.empty()) {
       out.push_back({name, -1, e.state, e.reason});
       continue;
@@ -394,8 +825,14 @@ bool ModelManagerImpl::AllModelsReady() const {
     if (!e.should_load) continue;
     if (e.versions.empty()) return false;
     for (const auto& [version, v] : e.versions) {
-      if (v.state != ModelState::kReady) return false;
+      const bool unloaded = (v.state == ModelState::kUnavailable && v.reason == kUnloadedReason) ||
+                            v.state == ModelState::kUnloading;
+      if (v.state != ModelState::kReady && !unloaded) return false;
     }
+    const bool any_ready = std::any_of(e.versions.begin(), e.versions.end(), [](const auto& v) {
+      return v.second.state == ModelState::kReady;
+    });
+    if (!any_ready) return false;
   }
   return true;
 }
@@ -403,10 +840,12 @@ bool ModelManagerImpl::AllModelsReady() const {
 void ModelManagerImpl::Shutdown() {
   std::lock_guard<std::mutex> serialize(shutdown_mu_);
   std::vector<std::shared_ptr<LoadedModelImpl>> models;
+  std::thread poll_thread;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
+    poll_thread = std::move(poll_thread_);
     for (auto& [name, e] : models_) {
       for (auto& [version, v] : e.versions) {
         if (v.model) {
@@ -416,6 +855,7 @@ void ModelManagerImpl::Shutdown() {
       }
     }
   }
+  poll_cv_.notify_all();
   for (const auto& m : models) m->Shutdown();  // drains queued requests, joins workers
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -424,12 +864,16 @@ void ModelManagerImpl::Shutdown() {
         if (v.model) {
           v.model.reset();
           v.state = ModelState::kUnavailable;
-          v.reason = "unloaded";
+          v.reason = std::string(kUnloadedReason);
         }
       }
     }
   }
+  // The poll thread finishes the model it may be loading (and retires it: shut_down_ is set).
+  if (poll_thread.joinable()) poll_thread.join();
   if (!models.empty()) KILN_LOG_INFO("unloaded {} model version(s)", models.size());
+  models.clear();
+  ReturnFreedMemory();
 }
 
 }  // namespace
@@ -442,6 +886,10 @@ Result<std::unique_ptr<ModelManager>> CreateModelManager(const ModelManagerOptio
   if (options.workers_per_model < 1) {
     return Status::InvalidArgument(
         fmt::format("workers_per_model must be >= 1, got {}", options.workers_per_model));
+  }
+  if (options.repository_poll_secs < 0) {
+    return Status::InvalidArgument(fmt::format("repository_poll_secs must be >= 0, got {}",
+                                               options.repository_poll_secs));
   }
   std::error_code ec;
   if (!fs::is_directory(options.repository_path, ec)) {

@@ -1,18 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Model repository manager: finds models in a repository directory, loads them (config.pbtxt or
-// a config derived from the ONNX graph), serves their ready versions and answers inference.
+// a config derived from the ONNX graph), serves their ready versions, and loads, reloads and
+// unloads them while the server runs.
 //
 // Layout: <repo>/<model>/config.pbtxt (optional), <repo>/<model>/<version>/model.onnx. Version
 // directories are decimal numbers without a leading 0. The version policy (default: latest 1)
 // picks the versions to load.
 //
+// Model control modes (KSERVE-V2.md section 3.12), as the reference server has them:
+//   kNone      every model is loaded at start; the repository is not watched; LoadModel and
+//              UnloadModel fail.
+//   kPoll      every model is loaded at start; a thread rescans the repository every
+//              repository_poll_secs and loads added models and versions, reloads changed ones
+//              (config.pbtxt or any file of a version), and unloads removed ones.
+//   kExplicit  startup_models are loaded at start ("*": all); afterwards LoadModel / UnloadModel.
+// A reload never costs availability: the new version is loaded, warmed up and published before
+// the version it replaces is unloaded, a version whose reload fails keeps serving the old one,
+// and an unchanged version is not reloaded at all. Unloading drains: the version stops taking
+// requests, the requests it already accepted finish, then its memory is freed (and returned to
+// the operating system).
+//
 //   KILN_ASSIGN_OR_RETURN(auto manager, ModelManager::Create(options));
 //   Status s = manager->LoadInitialModels();   // failures are reported; other models still load
 //   KILN_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, manager->GetModel("add_sub", -1));
 //   m->Infer(std::move(request), [](Result<InferResponse> r) { ... });
+//   KILN_RETURN_IF_ERROR(manager->UnloadModel("add_sub"));   // kExplicit
 //
-// Thread safety: every method of ModelManager and LoadedModel is thread-safe. A LoadedModel is
+// Thread safety: every method of ModelManager and LoadedModel is thread-safe. Lifecycle
+// operations (LoadInitialModels, LoadModel, UnloadModel, Poll and the poll thread) run one at a
+// time; GetModel, ReadyVersions, Index and AllModelsReady never wait for them. A LoadedModel is
 // held by shared_ptr, so a model being unloaded stays alive until in-flight requests finish.
 
 #include <cstdint>
@@ -47,12 +64,34 @@ struct ModelSignature {
 };
 
 enum class ModelState { kUnknown, kLoading, kReady, kUnloading, kUnavailable };
-std::string_view ModelStateName(ModelState state);  // "READY", "UNAVAILABLE", ...
+
+// "READY", "UNAVAILABLE", ... (the index's state strings). Inline: the protocol front ends use
+// it without linking the manager.
+constexpr std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kUnknown:
+      return "UNKNOWN";
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kUnloading:
+      return "UNLOADING";
+    case ModelState::kUnavailable:
+      return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}
+
+// The reason of a version that was unloaded on purpose (UnloadModel, dropped by the version
+// policy, removed from the repository, server shutdown); such versions do not make the server
+// unready.
+inline constexpr std::string_view kUnloadedReason = "unloaded";
 
 struct ModelIndexEntry {
   std::string name;
-  int64_t version = -1;  // -1 when no version was ever loaded
-  ModelState state = ModelState::kUnknown;
+  int64_t version = -1;  // -1 when no version is known (never loaded, or the model failed)
+  ModelState state = ModelState::kUnknown;  // kUnknown with version -1: found, never loaded
   std::string reason;  // why it is UNAVAILABLE; empty otherwise
 };
 
@@ -63,11 +102,21 @@ struct ModelManagerOptions {
   ModelControlMode control_mode = ModelControlMode::kNone;
   // Models to load at start in explicit mode; "*" loads all.
   std::vector<std::string> startup_models;
+  // kPoll: seconds between two scans of the repository by the poll thread; 0 starts no thread
+  // (the repository is then rescanned only by Poll()).
+  int repository_poll_secs = 0;
   // Instances per model version for instance groups that do not set `count` (and for the group
   // a config without instance_group gets). Each instance runs batches on its own thread.
   int workers_per_model = 1;
   // Thread budget, allocator and clock of every model's instances (sched/instance_options.h).
   InstanceOptions instance_options;
+};
+
+// The optional parts of an explicit load request (KSERVE-V2.md section 1.7).
+struct ModelLoadOptions {
+  // JSON text of a ModelConfig (the JSON form of section 1.5; enum names case-insensitive)
+  // that replaces the model's config.pbtxt for this load; empty: use the repository's config.
+  std::string config_json;
 };
 
 // One loaded, ready model version.
@@ -94,7 +143,8 @@ class ModelManager {
 
   // Loads the models the control mode asks for at start (all in kNone / kPoll; the
   // startup_models in kExplicit). Each failure is logged and recorded (state UNAVAILABLE with
-  // its reason); the returned Status summarizes failures (OK when every model loaded).
+  // its reason); the returned Status summarizes failures (OK when every model loaded). Starts
+  // the poll thread in kPoll. FAILED_PRECONDITION when called twice.
   virtual Status LoadInitialModels() = 0;
 
   // Ready version `version` of model `name`; -1 picks the highest ready version.
@@ -104,12 +154,33 @@ class ModelManager {
                                                         int64_t version) const = 0;
   // Ready versions of `name`, ascending (empty when none).
   virtual std::vector<int64_t> ReadyVersions(std::string_view name) const = 0;
-  // Every model in the repository and every version the manager has state for.
+  // Every model in the repository (listed now) and every version the manager has state for,
+  // sorted by name then version. A model directory never loaded appears once, with version -1
+  // and kUnknown.
   virtual std::vector<ModelIndexEntry> Index() const = 0;
-  // True when every model that should be loaded is READY (the server's readiness).
+  // The server's readiness: the initial load is done, and every model that should be loaded
+  // (all in kNone / kPoll; the loaded or failed ones in kExplicit) has a READY version and no
+  // version that failed (versions unloaded on purpose do not count).
   virtual bool AllModelsReady() const = 0;
-  // Stops accepting requests, drains in-flight work, unloads everything.
+  // Stops accepting requests, drains in-flight work, unloads everything, stops the poll thread.
   virtual void Shutdown() = 0;
+
+  // kExplicit: loads model `name` from the repository, or reloads it when it is loaded (only
+  // the versions whose files changed are reloaded; with options.config_json every version is).
+  // Returns once the model is READY (warmed up) or failed. Errors: UNAVAILABLE "explicit model
+  // load / unload is not allowed if polling is enabled" in the other modes, or after Shutdown;
+  // INVALID_ARGUMENT "failed to load 'x', failed to poll from model repository: ..." when the
+  // repository has no such model, "load failed for model 'x': <reasons>" when a version fails
+  // (a version that was serving before keeps serving) or config_json is not a valid config.
+  virtual Status LoadModel(std::string_view name, const ModelLoadOptions& options) = 0;
+  // kExplicit: unloads every version of `name`: GetModel refuses it at once (state UNLOADING),
+  // accepted requests finish, then the memory is freed; returns after that. Unloading a model
+  // that is not loaded, or unknown, succeeds. UNAVAILABLE as LoadModel in other modes.
+  virtual Status UnloadModel(std::string_view name) = 0;
+  // kPoll: rescans the repository now and applies what changed, as the poll thread does every
+  // repository_poll_secs. FAILED_PRECONDITION in other modes; otherwise a summary of the load
+  // failures (OK when none).
+  virtual Status Poll() = 0;
 };
 
 }  // namespace kiln

@@ -6,12 +6,8 @@
 //   GraphLoader fake = [](const std::string& path) -> Result<std::shared_ptr<Graph>> { ... };
 //   KILN_ASSIGN_OR_RETURN(auto manager, CreateModelManager(options, fake));
 //
-// NOTE (control modes): kNone loads every model at start. kExplicit loads startup_models ("*":
-// all); the others are listed in the index, never loaded. kPoll currently behaves like kNone (it
-// loads everything at start and does not re-scan the repository); a warning says so.
-//
-// Thread safety: the loader may be called from the thread that calls LoadInitialModels, one
-// model at a time.
+// Thread safety: the loader is called by whichever thread runs a lifecycle operation
+// (LoadInitialModels, LoadModel, Poll, the poll thread), one model at a time.
 
 #include <functional>
 #include <memory>
@@ -27,8 +23,8 @@ namespace kiln {
 using GraphLoader = std::function<Result<std::shared_ptr<Graph>>(const std::string& path)>;
 
 // As ModelManager::Create, loading graphs with `loader`.
-// INVALID_ARGUMENT: workers_per_model < 1, or repository_path empty; NOT_FOUND: the repository
-// is not a directory.
+// INVALID_ARGUMENT: workers_per_model < 1, repository_poll_secs < 0, or repository_path empty;
+// NOT_FOUND: the repository is not a directory.
 Result<std::unique_ptr<ModelManager>> CreateModelManager(const ModelManagerOptions& options,
                                                          GraphLoader loader);
 

@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "repo/model_config.h"
 
@@ -32,6 +36,18 @@ Result<std::vector<std::string>> ListSubdirs(const fs::path& dir) {
   }
   return names;
 }
+
+// Hash of a small file's contents; 0 when it cannot be read or is larger than `max_bytes`.
+size_t HashFileContents(const fs::path& path, uintmax_t size, uintmax_t max_bytes) {
+  if (size > max_bytes) return 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::hash<std::string>()(text);
+}
+
+constexpr int kMaxFingerprintDepth = 16;
+constexpr uintmax_t kMaxHashedConfigBytes = 1u << 20;
 
 }  // namespace
 
@@ -103,6 +119,57 @@ Result<fs::path> ResolveModelFile(const fs::path& version_dir,
     return Status::NotFound(fmt::format("model file {} not found", path.string()));
   }
   return path;
+}
+
+Result<ModelDirFingerprint> FingerprintModelDir(const fs::path& model_dir) {
+  const auto cannot_list = [&](const std::error_code& ec) {
+    return Status::Unavailable(
+        fmt::format("cannot list {}: {}", model_dir.string(), ec.message()));
+  };
+  std::error_code ec;
+  fs::recursive_directory_iterator it(
+      model_dir,
+      fs::directory_options::follow_directory_symlink |
+          fs::directory_options::skip_permission_denied,
+      ec);
+  if (ec) return cannot_list(ec);
+
+  // (owner, line) pairs: owner 0 is the model, v > 0 a version. Sorted before joining because
+  // the directory order is unspecified.
+  std::vector<std::pair<int64_t, std::string>> lines;
+  ModelDirFingerprint fp;
+  size_t count = 0;
+  for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
+    if (++count > kMaxFingerprintFiles) {
+      return Status::Unavailable(fmt::format("model directory {} holds more than {} entries",
+                                             model_dir.string(), kMaxFingerprintFiles));
+    }
+    if (it.depth() >= kMaxFingerprintDepth) it.disable_recursion_pending();
+    const fs::path rel = it->path().lexically_relative(model_dir);
+    std::error_code entry_ec;
+    const bool is_dir = it->is_directory(entry_ec);
+    const std::optional<int64_t> version = ParseVersionDirName(rel.begin()->string());
+    const bool in_version = version.has_value() && (it.depth() > 0 || is_dir);
+    if (is_dir) {
+      if (in_version && it.depth() == 0) fp.versions[*version];  // an empty version counts too
+      continue;
+    }
+    const uintmax_t size = it->file_size(entry_ec);
+    const auto mtime = it->last_write_time(entry_ec).time_since_epoch().count();
+    std::string line = fmt::format("{}\t{}\t{}", rel.string(), size, mtime);
+    if (rel == fs::path(kConfigFileName)) {
+      line += fmt::format("\t{:x}", HashFileContents(it->path(), size, kMaxHashedConfigBytes));
+    }
+    lines.emplace_back(in_version ? *version : 0, std::move(line));
+  }
+  if (ec) return cannot_list(ec);
+  std::sort(lines.begin(), lines.end());
+  for (auto& [owner, line] : lines) {
+    std::string& out = owner == 0 ? fp.model : fp.versions[owner];
+    out += line;
+    out += '\n';
+  }
+  return fp;
 }
 
 }  // namespace kiln

@@ -9,14 +9,17 @@
 //   KILN_ASSIGN_OR_RETURN(std::vector<std::string> models, ListModelDirs(repo));
 //   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> found, ScanVersionDirs(repo / models[0]));
 //   std::vector<int64_t> load = SelectVersions(config.version_policy(), found);
+//   KILN_ASSIGN_OR_RETURN(ModelDirFingerprint now, FingerprintModelDir(repo / models[0]));
+//   if (now != before) ...   // something in the model directory changed: reload it
 //
-// Only ScanVersionDirs, ListModelDirs and ResolveModelFile touch the file system; none throws
-// (std::filesystem errors come back as Status).
+// Only ScanVersionDirs, ListModelDirs, ResolveModelFile and FingerprintModelDir touch the file
+// system; none throws (std::filesystem errors come back as Status).
 //
 // Thread safety: all functions are reentrant.
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,5 +54,22 @@ std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
 // <that>/model.onnx when it is a directory. NOT_FOUND naming the path when absent.
 Result<std::filesystem::path> ResolveModelFile(const std::filesystem::path& version_dir,
                                                const inference::ModelConfig& config);
+
+// What the repository poll compares to notice that a model changed, without reading model
+// files: for every file under the model directory, its path relative to that directory, its
+// size and its modification time (ns); config.pbtxt also by a hash of its contents (so an edit
+// that keeps the size within one timestamp tick is still seen). Files under a version directory
+// (a name ParseVersionDirName accepts) belong to that version, every other file (config.pbtxt,
+// warmup/, label files, non-version directories) to the model.
+struct ModelDirFingerprint {
+  std::string model;                        // files outside the version directories
+  std::map<int64_t, std::string> versions;  // each version directory's files
+  bool operator==(const ModelDirFingerprint&) const = default;
+};
+
+// Walks `model_dir` (directory symlinks are not followed). UNAVAILABLE when it cannot be listed
+// or holds more than kMaxFingerprintFiles entries.
+inline constexpr size_t kMaxFingerprintFiles = 100000;
+Result<ModelDirFingerprint> FingerprintModelDir(const std::filesystem::path& model_dir);
 
 }  // namespace kiln

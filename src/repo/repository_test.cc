@@ -93,5 +93,54 @@ TEST(ResolveModelFile, FileDirectoryAndCustomName) {
   EXPECT_THAT(p.status().message(), HasSubstr("net.onnx"));
 }
 
+TEST(FingerprintModelDir, AttributesChangesToTheModelOrOneVersion) {
+  TempDir tmp;
+  const auto& d = tmp.path();
+  WriteFile(d / "config.pbtxt", "max_batch_size: 4");
+  WriteFile(d / "warmup" / "x.bin", "abcd");
+  WriteFile(d / "1" / "model.onnx", "one");
+  WriteFile(d / "2" / "model.onnx" / "model.onnx", "two");
+  WriteFile(d / "01" / "model.onnx", "not a version");
+  MakeDirs(d / "3");
+  const auto fingerprint = [&] {
+    Result<ModelDirFingerprint> f = FingerprintModelDir(d);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return f.ok() ? *f : ModelDirFingerprint();
+  };
+  const ModelDirFingerprint a = fingerprint();
+  EXPECT_EQ(a, fingerprint());  // stable
+  ASSERT_EQ(a.versions.size(), 3u);
+  EXPECT_THAT(a.versions.at(1), HasSubstr("model.onnx\t3\t"));
+  EXPECT_THAT(a.versions.at(2), HasSubstr("model.onnx/model.onnx\t3\t"));
+  EXPECT_EQ(a.versions.at(3), "");  // an empty version directory still counts
+  EXPECT_THAT(a.model, HasSubstr("config.pbtxt"));
+  EXPECT_THAT(a.model, HasSubstr("warmup/x.bin"));
+  EXPECT_THAT(a.model, HasSubstr("01/model.onnx"));
+
+  // A version's file: only that version changes.
+  WriteFile(d / "1" / "model.onnx", "one, longer");
+  const ModelDirFingerprint b = fingerprint();
+  EXPECT_NE(b.versions.at(1), a.versions.at(1));
+  EXPECT_EQ(b.versions.at(2), a.versions.at(2));
+  EXPECT_EQ(b.model, a.model);
+
+  // config.pbtxt with the same size (and possibly the same timestamp): seen by its contents.
+  WriteFile(d / "config.pbtxt", "max_batch_size: 8");
+  const ModelDirFingerprint c = fingerprint();
+  EXPECT_NE(c.model, b.model);
+  EXPECT_EQ(c.versions, b.versions);
+
+  // Added and removed versions.
+  WriteFile(d / "4" / "model.onnx", "four");
+  std::filesystem::remove_all(d / "2");
+  const ModelDirFingerprint e = fingerprint();
+  EXPECT_EQ(e.versions.count(2), 0u);
+  EXPECT_EQ(e.versions.count(4), 1u);
+
+  Result<ModelDirFingerprint> missing = FingerprintModelDir(d / "nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(missing.status().message(), HasSubstr("nope"));
+}
+
 }  // namespace
 }  // namespace kiln

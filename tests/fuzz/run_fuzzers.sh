@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs every kiln fuzz target for FUZZ_SECONDS (default 60) each, from seed corpora built out of
-# real inputs: ONNX backend test models, the demo requests, .npy files, config.pbtxt files.
+# real inputs: ONNX backend test models, the demo requests, repository requests, .npy files,
+# config.pbtxt files.
 # Usage: run_fuzzers.sh BUILD_DIR [SECONDS]. Crashes are written to BUILD_DIR/fuzz/crashes/.
 set -euo pipefail
 build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
@@ -25,6 +26,11 @@ printf '{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3
   > "$json/int64.json"
 printf '{"id":"a","inputs":[{"name":"s","shape":[1],"datatype":"BYTES","data":["hi"]}],"outputs":[{"name":"y"}]}' \
   > "$json/bytes.json"
+repository=$(seed repository_json)
+printf '{"ready":true}' > "$repository/index.json"
+printf '{"parameters":{"config":"{\\"max_batch_size\\":4}","unload_dependents":false}}' \
+  > "$repository/load.json"
+printf '{"parameters":{"file:1/model.onnx":"QUJD"}}' > "$repository/files.json"
 npy=$(seed npy)
 /usr/bin/python3 - "$npy" <<'PY'
 import sys, numpy as np
@@ -37,7 +43,8 @@ printf 'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 d
   > "$config/seed.pbtxt"
 
 status=0
-for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" fuzz_npy:"$npy" fuzz_config:"$config"; do
+for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
+    fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_config:"$config"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \

@@ -5,7 +5,7 @@
 Starts `kiln serve --model-repository REPO --http-port PORT --max-request-bytes 65536` on a
 free port, waits for /v2/health/ready, then checks health, server and model metadata, inference
 numbers for the demo models `add_sub` and `digits` (computed independently here), output
-selection, request id echo, the error answers for bad requests (status and {"error": ...}
+selection, request id echo, the statistics endpoint, the error answers for bad requests (status and {"error": ...}
 naming the problem), the body size limit, keep-alive, and that SIGTERM makes the server exit
 with status 0 within 10 s. Prints one line per check and a summary; exits 1 on any failure.
 
@@ -346,6 +346,23 @@ def check_digits(t, c, rng):
                                     for x in data), repr(data))
 
 
+def check_statistics(t, c):
+    r = c.get("/v2")
+    t.check("server metadata advertises 'statistics'",
+            "statistics" in r.json().get("extensions", []), repr(r))
+    r = c.get("/v2/models/stats")
+    if not t.check("GET /v2/models/stats is 200 JSON", r.status == 200, repr(r)):
+        return
+    stats = r.json().get("model_stats")
+    t.check("statistics list one entry per ready model version, version as a string",
+            isinstance(stats, list)
+            and sorted((s.get("name"), s.get("version")) for s in stats)
+            == [("add_sub", "1"), ("digits", "1")], repr(stats)[:300])
+    r = c.get("/v2/models/no_such_model/stats")
+    t.check("statistics of an unknown model -> 400", r.status == 400
+            and "no_such_model" in r.error(), repr(r))
+
+
 def check_errors(t, c, rng):
     good = add_sub_request(random_rows(rng, 1))
 
@@ -506,6 +523,7 @@ def main():
         t.run("add_sub metadata", metadata)
         t.run("add_sub inference", lambda: check_add_sub_infer(t, c, rng, version))
         t.run("digits", lambda: check_digits(t, c, rng))
+        t.run("statistics", lambda: check_statistics(t, c))
         t.run("error answers", lambda: check_errors(t, c, rng))
         c.close()
         t.run("body limit", lambda: check_body_limit(t, port, rng))

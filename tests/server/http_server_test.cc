@@ -3,7 +3,8 @@
 // models (one doubles its input, one always fails, one answers from another thread after a
 // delay, one drops its callback), and a small synchronous Beast client. Covers health, metadata,
 // inference numbers, the error bodies (400/404/405/413/429/500/501/503), keep-alive,
-// concurrency, malformed HTTP, and Stop() while an inference is in flight.
+// concurrency, malformed HTTP, statistics, the repository index / load / unload endpoints,
+// draining (StartDraining) and Stop() while an inference is in flight.
 #include "server/http/http_server.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,15 @@ class FakeModel : public LoadedModel {
   const std::string& name() const override { return name_; }
   int64_t version() const override { return version_; }
   const ModelSignature& signature() const override { return signature_; }
+  // Numbers that identify the model: inference_count = 100 * version + calls so far.
+  ModelStatistics Statistics() const override {
+    ModelStatistics s;
+    s.inference_count = static_cast<uint64_t>(100 * version_ + calls_.load());
+    s.execution_count = 1;
+    s.inference.success = {2, 5000};
+    s.batches[4] = {{1, 1}, {1, 2}, {1, 3}};
+    return s;
+  }
 
   void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override {
     ++calls_;
@@ -170,14 +180,52 @@ class FakeManager : public ModelManager {
     }
     return out;
   }
-  std::vector<ModelIndexEntry> Index() const override { return {}; }
+  std::vector<ModelIndexEntry> Index() const override {
+    std::vector<ModelIndexEntry> out;
+    for (const auto& [name, versions] : models_) {
+      for (const auto& [v, m] : versions) out.push_back({name, v, ModelState::kReady, ""});
+    }
+    out.push_back({"broken", 1, ModelState::kUnavailable, "model.onnx: parse error"});
+    out.push_back({"fresh", -1, ModelState::kUnknown, ""});
+    return out;
+  }
   bool AllModelsReady() const override { return all_ready_.load(); }
   void Shutdown() override {}
+  // Records the call, blocks while `control_gate_` is closed, answers `control_status_`.
+  Status LoadModel(std::string_view name, const ModelLoadOptions& options) override {
+    return Control("load " + std::string(name) + " " + options.config_json);
+  }
+  Status UnloadModel(std::string_view name) override {
+    return Control("unload " + std::string(name));
+  }
+  Status Poll() override { return Status::FailedPrecondition("not polling"); }
+
+  Status Control(std::string call) {
+    std::unique_lock<std::mutex> lock(control_mu_);
+    control_calls_.push_back(std::move(call));
+    control_cv_.wait(lock, [&] { return control_open_; });
+    return control_status_;
+  }
+  void SetControl(bool open, Status status = Status::OK()) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    control_open_ = open;
+    control_status_ = std::move(status);
+    control_cv_.notify_all();
+  }
+  std::vector<std::string> ControlCalls() {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    return control_calls_;
+  }
 
   std::atomic<bool> all_ready_{true};
 
  private:
   std::map<std::string, std::map<int64_t, std::shared_ptr<FakeModel>>> models_;
+  std::mutex control_mu_;
+  std::condition_variable control_cv_;
+  bool control_open_ = true;                // guarded by control_mu_
+  Status control_status_;                   // guarded by control_mu_
+  std::vector<std::string> control_calls_;  // guarded by control_mu_
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -342,7 +390,8 @@ TEST_F(HttpServerTest, ServerMetadata) {
   Reply r = c.Get("/v2");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.header("Content-Type"), "application/json");
-  EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3","extensions":[]})");
+  EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3",)"
+                    R"("extensions":["model_repository","statistics"]})");
 }
 
 TEST_F(HttpServerTest, ModelMetadata) {
@@ -488,7 +537,7 @@ TEST_F(HttpServerTest, FullQueueIs429WithRetryAfter) {
 TEST_F(HttpServerTest, NotFoundAndMethodNotAllowed) {
   Client c(port());
   for (const char* target :
-       {"/", "/v2/", "/v2/models/double/config", "/v2/models/stats", "/v2/repository/index",
+       {"/", "/v2/", "/v2/models/double/config", "/v2/repository/models/m",
         "/v2/models/double/versions/x/infer", "/v2/logging"}) {
     Reply r = c.Get(target);
     EXPECT_EQ(r.status, 404) << target;
@@ -750,6 +799,177 @@ TEST_F(HttpServerTest, HostNameAddressResolves) {
   auto bad = HttpServer::Create(options, &manager_);
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ((*bad)->Start().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(HttpServerTest, Statistics) {
+  Client c(port());
+  Reply all = c.Get("/v2/models/stats");
+  ASSERT_EQ(all.status, 200) << all.body;
+  EXPECT_EQ(all.header("Content-Type"), "application/json");
+  dom::parser parser;
+  dom::element root;
+  ASSERT_EQ(parser.parse(all.body).get(root), simdjson::SUCCESS) << all.body;
+  dom::array stats;
+  ASSERT_EQ(root["model_stats"].get_array().get(stats), simdjson::SUCCESS);
+  std::vector<std::string> listed;
+  for (dom::element m : stats) {
+    std::string_view name, version;
+    ASSERT_EQ(m["name"].get_string().get(name), simdjson::SUCCESS);
+    ASSERT_EQ(m["version"].get_string().get(version), simdjson::SUCCESS);
+    listed.push_back(std::string(name) + ":" + std::string(version));
+  }
+  // Every READY version of the index (the fake's "broken" and "fresh" are not ready).
+  EXPECT_EQ(listed, (std::vector<std::string>{"busy:1", "double:1", "double:2", "drop:1",
+                                              "fail:1", "slow:1"}));
+
+  Reply one = c.Get("/v2/models/double/stats");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_NE(one.body.find(R"("name":"double","version":"1","last_inference":0,)"
+                          R"("inference_count":100,"execution_count":1,)"),
+            std::string::npos)
+      << one.body;
+  EXPECT_NE(one.body.find(R"("version":"2")"), std::string::npos) << one.body;
+  EXPECT_NE(one.body.find(R"("batch_stats":[{"batch_size":4,)"), std::string::npos) << one.body;
+  EXPECT_EQ(c.Post("/v2/models/double/versions/2/infer", InferBody({1, 2, 3, 4}, 1)).status, 200);
+  Reply v2 = c.Get("/v2/models/double/versions/2/stats");
+  ASSERT_EQ(v2.status, 200) << v2.body;
+  EXPECT_NE(v2.body.find(R"("inference_count":201)"), std::string::npos) << v2.body;
+  EXPECT_EQ(v2.body.find(R"("version":"1")"), std::string::npos) << v2.body;
+
+  Reply unknown = c.Get("/v2/models/nope/stats");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(ErrorOf(unknown), "requested model 'nope' is not available");
+  Reply bad_version = c.Get("/v2/models/double/versions/9/stats");
+  EXPECT_EQ(bad_version.status, 400);
+  EXPECT_EQ(ErrorOf(bad_version), "requested model version is not available for model 'double'");
+  EXPECT_EQ(c.Post("/v2/models/stats", "").status, 405);
+}
+
+TEST_F(HttpServerTest, RepositoryIndex) {
+  Client c(port());
+  // The Python client posts an empty body.
+  Reply r = c.Post("/v2/repository/index", "");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("Content-Type"), "application/json");
+  EXPECT_NE(r.body.find(R"({"name":"double","version":"2","state":"READY"})"), std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find(R"({"name":"broken","version":"1","state":"UNAVAILABLE",)"
+                        R"("reason":"model.onnx: parse error"})"),
+            std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find(R"({"name":"fresh"})"), std::string::npos) << r.body;
+  ASSERT_EQ(r.body.front(), '[');
+
+  Reply ready = c.Post("/v2/repository/index", R"({"ready":true})");
+  ASSERT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.body.find("broken"), std::string::npos) << ready.body;
+  EXPECT_EQ(ready.body.find("fresh"), std::string::npos) << ready.body;
+  EXPECT_NE(ready.body.find("double"), std::string::npos) << ready.body;
+
+  Reply bad = c.Post("/v2/repository/index", R"({"ready":"yes"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("'ready' must be a boolean"), std::string::npos);
+  Reply repo = c.Post("/v2/repository/r1/index", "");
+  EXPECT_EQ(repo.status, 501);
+  EXPECT_EQ(ErrorOf(repo), "'repository_name' specification is not supported");
+  EXPECT_EQ(c.Get("/v2/repository/index").status, 405);
+}
+
+TEST_F(HttpServerTest, RepositoryLoadAndUnload) {
+  Client c(port());
+  Reply load = c.Post("/v2/repository/models/double/load", "");
+  EXPECT_EQ(load.status, 200) << load.body;
+  EXPECT_EQ(load.body, "");
+  EXPECT_EQ(c.Post("/v2/repository/models/double/load", "{}").status, 200);
+  EXPECT_EQ(c.Post("/v2/repository/models/my%20model/load",
+                   R"({"parameters":{"config":"{\"max_batch_size\":1}"}})")
+                .status,
+            200);
+  Reply unload = c.Post("/v2/repository/models/double/unload",
+                        R"({"parameters":{"unload_dependents":true}})");
+  EXPECT_EQ(unload.status, 200) << unload.body;
+  EXPECT_EQ(unload.body, "");
+  EXPECT_EQ(manager_.ControlCalls(),
+            (std::vector<std::string>{"load double ", "load double ",
+                                      R"(load my model {"max_batch_size":1})", "unload double"}));
+
+  // The manager's errors map through the status table.
+  manager_.SetControl(true, Status::InvalidArgument("load failed for model 'x': version 1: no"));
+  Reply failed = c.Post("/v2/repository/models/x/load", "");
+  EXPECT_EQ(failed.status, 400);
+  EXPECT_EQ(ErrorOf(failed), "load failed for model 'x': version 1: no");
+  manager_.SetControl(true, Status::Unavailable("explicit model load / unload is not allowed if "
+                                                "polling is enabled"));
+  Reply mode = c.Post("/v2/repository/models/x/unload", "");
+  EXPECT_EQ(mode.status, 503);
+  EXPECT_NE(ErrorOf(mode).find("polling"), std::string::npos);
+  manager_.SetControl(true);
+
+  // Refused before reaching the manager.
+  const size_t calls = manager_.ControlCalls().size();
+  Reply files = c.Post("/v2/repository/models/x/load",
+                       R"({"parameters":{"file:1/model.onnx":"AAAA","config":"{}"}})");
+  EXPECT_EQ(files.status, 501);
+  EXPECT_NE(ErrorOf(files).find("file:1/model.onnx"), std::string::npos);
+  EXPECT_EQ(c.Post("/v2/repository/models/x/load", R"({"parameters":{"config":1}})").status,
+            400);
+  EXPECT_EQ(c.Post("/v2/repository/models/x/unload", "[").status, 400);
+  Reply repo = c.Post("/v2/repository/r1/models/x/load", "");
+  EXPECT_EQ(repo.status, 501);
+  EXPECT_EQ(ErrorOf(repo), "'repository_name' specification is not supported");
+  EXPECT_EQ(manager_.ControlCalls().size(), calls);
+}
+
+// A slow load runs off the io threads: other requests (on other connections) are answered
+// meanwhile, and Stop waits for the load to answer.
+TEST_F(HttpServerTest, SlowLoadDoesNotBlockOtherRequests) {
+  manager_.SetControl(false);
+  Reply load_reply;
+  Client loader(port());
+  std::thread load([&] { load_reply = loader.Post("/v2/repository/models/double/load", ""); });
+  while (manager_.ControlCalls().empty()) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 6; ++i) {  // more requests than io threads
+    Client other(port());
+    EXPECT_EQ(other.Get("/v2/health/live").status, 200);
+    EXPECT_EQ(other.Post("/v2/models/double/infer", InferBody({1, 2, 3, 4}, 1)).status, 200);
+  }
+  std::thread stop([&] { server_->Stop(); });
+  std::this_thread::sleep_for(50ms);
+  manager_.SetControl(true);
+  load.join();
+  stop.join();
+  EXPECT_EQ(load_reply.status, 200) << load_reply.body;
+}
+
+TEST_F(HttpServerTest, DrainingRefusesNewWorkAndFinishesAcceptedWork) {
+  FakeModel* slow = manager_.Get("slow", 1);
+  slow->delay_ms_ = 300;
+  Reply in_flight;
+  Client c(port());
+  std::thread client(
+      [&] { in_flight = c.Post("/v2/models/slow/infer", InferBody({1, 2, 3, 4}, 1)); });
+  while (slow->started_.load() == 0) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(server_->InferencesInFlight(), 1u);
+
+  server_->StartDraining();
+  Client other(port());
+  EXPECT_EQ(other.Get("/v2/health/ready").status, 400);
+  EXPECT_EQ(other.Get("/v2/health/live").status, 200);
+  Reply refused = other.Post("/v2/models/double/infer", InferBody({1, 2, 3, 4}, 1));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_NE(ErrorOf(refused).find("shutting down"), std::string::npos);
+  EXPECT_EQ(other.Post("/v2/repository/models/double/load", "").status, 503);
+  EXPECT_EQ(other.Get("/v2/models/double").status, 200);  // metadata still answers
+  EXPECT_EQ(other.Get("/v2/models/stats").status, 200);
+  EXPECT_EQ(other.Get("/v2/models/double/ready").status, 503);
+  server_->SetReady(true);  // draining is for good
+  EXPECT_EQ(other.Get("/v2/health/ready").status, 400);
+  EXPECT_EQ(other.Post("/v2/models/double/infer", InferBody({1, 2, 3, 4}, 1)).status, 503);
+
+  client.join();
+  EXPECT_EQ(in_flight.status, 200) << in_flight.body;
+  EXPECT_NE(in_flight.body.find("[2.0,4.0,6.0,8.0]"), std::string::npos) << in_flight.body;
+  EXPECT_EQ(server_->InferencesInFlight(), 0u);
 }
 
 }  // namespace

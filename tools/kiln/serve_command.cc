@@ -2,17 +2,29 @@
 // `kiln serve`: load a model repository and serve it over KServe v2 HTTP. Flag names follow the
 // reference server's where the same setting exists, so existing launch scripts keep working.
 //
-// Shutdown (SIGINT or SIGTERM): readiness flips to false, queued and in-flight requests drain
-// for up to --exit-timeout-secs, the listener closes, the process exits 0.
+// Model control (--model-control-mode): none loads every model at start; poll also rescans the
+// repository every --repository-poll-secs and loads, reloads and unloads what changed; explicit
+// loads the --load-model models at start and then only what POST /v2/repository/models/{m}/load
+// asks for (and unloads on .../unload).
+//
+// Shutdown (SIGINT or SIGTERM): readiness turns false at once and new inference requests get
+// 503; queued and in-flight requests run to completion and are answered, for at most
+// --exit-timeout-secs; then the listener closes and the process exits 0. If the timeout cuts
+// the drain short (or a second signal arrives), it logs how many requests were abandoned and
+// exits 0 anyway: stopping was asked for, and it happened.
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,24 +61,62 @@ Result<ModelControlMode> ParseControlMode(const std::string& mode) {
       fmt::format("--model-control-mode '{}' is not one of none, poll, explicit", mode));
 }
 
-// Runs `fn` on a helper thread and waits at most `timeout`; returns false on timeout (the thread
-// is detached and the process exits anyway).
-template <typename Fn>
-bool RunWithTimeout(Fn fn, std::chrono::seconds timeout) {
-  auto state = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
-  auto done = std::make_shared<bool>(false);
-  std::thread t([fn, state, done] {
-    fn();
-    std::lock_guard<std::mutex> lock(state->first);
-    *done = true;
-    state->second.notify_all();
+// Checks the flag combinations CLI11 cannot express.
+Status CheckControlFlags(const ServeOptions& opt, ModelControlMode mode) {
+  const auto& models = opt.load_models;
+  if (std::find(models.begin(), models.end(), "*") != models.end() && models.size() > 1) {
+    return Status::InvalidArgument("--load-model=* must be the only --load-model argument");
+  }
+  if (!models.empty() && mode != ModelControlMode::kExplicit) {
+    KILN_LOG_WARN("--load-model is used only with --model-control-mode=explicit; ignored");
+  }
+  if (mode == ModelControlMode::kPoll && opt.repository_poll_secs == 0) {
+    KILN_LOG_WARN("--model-control-mode=poll with --repository-poll-secs=0: the repository is "
+                  "loaded at start and not rescanned");
+  }
+  return Status::OK();
+}
+
+// Blocks until one of `signals` arrives; returns it.
+int WaitForSignal(const sigset_t& signals) {
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  return sig;
+}
+
+const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// Drains and stops on a helper thread; the calling thread waits until it is done, the deadline
+// passes, or a second signal asks to stop now. True when the drain completed.
+bool DrainAndStop(ModelManager* manager, HttpServer* server, const sigset_t& signals,
+                  std::chrono::seconds timeout) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread drain([manager, server, done] {
+    manager->Shutdown();  // every queued and running request is answered
+    server->Stop();       // every answer is written
+    done->store(true);
   });
-  std::unique_lock<std::mutex> lock(state->first);
-  const bool finished = state->second.wait_for(lock, timeout, [&] { return *done; });
-  lock.unlock();
-  if (finished) t.join();
-  else t.detach();
-  return finished;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done->load()) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::seconds(0)) break;
+    const auto slice = std::min<std::chrono::steady_clock::duration>(
+        left, std::chrono::milliseconds(50));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
+    timespec wait{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig > 0) {
+      KILN_LOG_WARN("received {} again: stopping without waiting for the drain", SignalName(sig));
+      break;
+    }
+  }
+  if (done->load()) {
+    drain.join();
+    return true;
+  }
+  drain.detach();  // the process exits without it
+  return false;
 }
 
 int Serve(const ServeOptions& opt, const CLI::App& cmd) {
@@ -74,6 +124,10 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   Result<ModelControlMode> mode = ParseControlMode(opt.model_control_mode);
   if (!mode.ok()) {
     KILN_LOG_ERROR("{}", mode.status().message());
+    return 1;
+  }
+  if (Status s = CheckControlFlags(opt, *mode); !s.ok()) {
+    KILN_LOG_ERROR("{}", s.message());
     return 1;
   }
   if (cmd.count("--grpc-port") > 0) {
@@ -84,14 +138,9 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
     KILN_LOG_WARN("--metrics-port {}: this build has no metrics endpoint yet; the flag is ignored",
                   opt.metrics_port);
   }
-  if (*mode == ModelControlMode::kPoll) {
-    KILN_LOG_WARN("--model-control-mode=poll: the repository is loaded once at start; changes "
-                  "are not polled yet (--repository-poll-secs {} ignored)",
-                  opt.repository_poll_secs);
-  }
 
   // Block the shutdown signals before any thread starts so every thread inherits the mask and
-  // only sigwait below sees them.
+  // only the waits below see them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -102,6 +151,7 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   mopt.repository_path = opt.model_repository;
   mopt.control_mode = *mode;
   mopt.startup_models = opt.load_models;
+  mopt.repository_poll_secs = *mode == ModelControlMode::kPoll ? opt.repository_poll_secs : 0;
   mopt.workers_per_model = opt.model_workers;
   Result<std::unique_ptr<ModelManager>> manager = ModelManager::Create(mopt);
   if (!manager.ok()) {
@@ -128,26 +178,28 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
     (*manager)->Shutdown();
     return 1;
   }
-  KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}')", opt.http_address,
-                (*server)->port(), opt.model_repository);
+  KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
+                opt.http_address, (*server)->port(), opt.model_repository,
+                opt.model_control_mode);
   (*server)->SetReady(true);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  KILN_LOG_INFO("received {}, shutting down (draining up to {} s)",
-                sig == SIGINT ? "SIGINT" : "SIGTERM", opt.exit_timeout_secs);
-  (*server)->SetReady(false);
-  ModelManager* m = manager->get();
-  const bool drained = RunWithTimeout([m] { m->Shutdown(); },
-                                      std::chrono::seconds(opt.exit_timeout_secs));
-  if (!drained) {
-    KILN_LOG_WARN("in-flight requests did not finish within {} s; exiting anyway",
-                  opt.exit_timeout_secs);
+  const int sig = WaitForSignal(signals);
+  KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
+                "{} s",
+                SignalName(sig), (*server)->InferencesInFlight(), opt.exit_timeout_secs);
+  (*server)->StartDraining();
+  const bool drained = DrainAndStop(manager->get(), server->get(), signals,
+                                    std::chrono::seconds(opt.exit_timeout_secs));
+  if (drained) {
+    KILN_LOG_INFO("stopped");
+    return 0;
   }
-  (*server)->Stop();
-  KILN_LOG_INFO("stopped");
-  if (!drained) std::_Exit(1);  // a worker may still be running; do not run destructors
-  return 0;
+  KILN_LOG_WARN("exit timeout: {} inference request(s) abandoned unanswered",
+                (*server)->InferencesInFlight());
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  // Worker and io threads may still be running: leave without running destructors under them.
+  std::_Exit(0);
 }
 
 }  // namespace
@@ -178,18 +230,26 @@ CommandMain AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--model-control-mode", opt->model_control_mode,
-                  "none: load every model at start; explicit: load only --load-model models; "
-                  "poll: like none (repository changes are not polled yet)")
+                  "none: load every model at start, ignore later repository changes (load/unload "
+                  "requests fail); poll: load every model at start, then rescan the repository "
+                  "every --repository-poll-secs and load added, reload changed and unload "
+                  "removed models and versions; explicit: load the --load-model models at start, "
+                  "then load/unload on POST /v2/repository/models/{name}/load|unload")
       ->check(CLI::IsMember({"none", "poll", "explicit"}))
       ->capture_default_str();
   cmd->add_option("--repository-poll-secs", opt->repository_poll_secs,
-                  "Poll interval for --model-control-mode=poll")
+                  "Seconds between two repository scans with --model-control-mode=poll (0: no "
+                  "rescans)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--load-model", opt->load_models,
-                  "Model to load at start in explicit mode ('*' = all); repeatable");
+                  "With --model-control-mode=explicit: a model to load at start; repeatable; "
+                  "--load-model=* (alone) loads every model of the repository")
+      ->allow_extra_args(false);
   cmd->add_option("--exit-timeout-secs", opt->exit_timeout_secs,
-                  "On SIGINT/SIGTERM, how long to let in-flight requests finish")
+                  "On SIGINT/SIGTERM: readiness turns false and new inference is refused (503) "
+                  "at once; queued and in-flight requests get this many seconds to finish, then "
+                  "the process exits 0 (logging how many requests it abandoned)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--log-verbose", opt->log_verbose, "Log verbosity: 0 info, 1 debug, 2 trace")

@@ -13,6 +13,16 @@
 // they return exactly when the last connection is gone. A session checks `stopping_` before
 // every new read, so one accepted or finishing concurrently with Stop cannot slip through.
 //
+// NOTE on lifecycle requests (repository load / unload): they block for as long as a model
+// takes to load or drain, so they run on a one-thread control pool, never on an io thread. The
+// task holds the Session and a work guard like an InferTicket and posts its answer back to the
+// session's strand. Stop joins the pool after the io threads: a load in progress is finished.
+//
+// NOTE on draining (StartDraining): readiness turns false and new inference and load requests
+// are refused with 503; health, metadata, statistics and the index keep answering, and requests
+// already accepted are answered normally. `infer_in_flight_` counts inference requests handed
+// to a model and not answered yet (what a shutdown that runs out of time abandons).
+//
 // NOTE on refusing a request early (413, malformed HTTP): the answer is written, the send side
 // is shut down, and the rest of what the client sends is read into a small scratch buffer and
 // discarded for at most kLingerTimeout before closing. Closing with unread data would make the
@@ -33,6 +43,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
@@ -53,7 +64,9 @@
 #include "repo/model_manager.h"
 #include "server/http/infer_json.h"
 #include "server/http/metadata_json.h"
+#include "server/http/repository_json.h"
 #include "server/http/router.h"
+#include "server/http/stats_json.h"
 #include "server/json_writer.h"
 #include "server/status_map.h"
 
@@ -80,9 +93,10 @@ constexpr unsigned kHttpBadRequest = 400;
 constexpr unsigned kHttpMethodNotAllowed = 405;
 constexpr unsigned kHttpPayloadTooLarge = 413;
 
-// Names of the KServe extensions kiln implements. None yet: binary data, statistics, model
-// repository, ... are added here when their endpoints exist.
-constexpr std::array<std::string_view, 0> kImplementedExtensions{};
+// Names of the KServe extensions kiln implements, in the reference server's order. Others
+// (binary data, shared memory, ...) are added here when their endpoints exist.
+constexpr std::array<std::string_view, 2> kImplementedExtensions{"model_repository",
+                                                                 "statistics"};
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -118,13 +132,22 @@ class HttpServer::Impl {
   void Stop();
   int port() const { return port_.load(); }
   void SetReady(bool ready) { ready_.store(ready); }
+  void StartDraining() {
+    draining_.store(true);
+    ready_.store(false);
+  }
+  size_t InferencesInFlight() const { return infer_in_flight_.load(); }
 
   // For sessions.
   const HttpServerOptions& options() const { return options_; }
   ModelManager* manager() const { return manager_; }
-  bool ready() const { return ready_.load(); }
+  bool ready() const { return ready_.load() && !draining_.load(); }
   bool stopping() const { return stopping_.load(); }
+  bool draining() const { return draining_.load(); }
   WorkGuard MakeWorkGuard() { return net::make_work_guard(ioc_); }
+  net::thread_pool& control_pool() { return control_pool_; }
+  void InferStarted() { infer_in_flight_.fetch_add(1); }
+  void InferFinished() { infer_in_flight_.fetch_sub(1); }
   void Register(const std::shared_ptr<Session>& session);
   void Unregister(Session* session);
 
@@ -139,6 +162,8 @@ class HttpServer::Impl {
   ModelManager* const manager_;
   std::atomic<bool> ready_{true};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<size_t> infer_in_flight_{0};
   std::atomic<int> port_{0};
 
   std::mutex lifecycle_mu_;  // serializes Start and Stop
@@ -155,6 +180,9 @@ class HttpServer::Impl {
   tcp::acceptor acceptor_;                // used only on its strand (after Start)
   net::steady_timer accept_retry_timer_;  // same strand
   std::vector<std::thread> threads_;
+  // Runs repository load / unload (see the NOTE). Declared after ioc_ so it is destroyed first:
+  // its tasks hold work guards on ioc_.
+  net::thread_pool control_pool_{1};
 };
 
 namespace {
@@ -184,6 +212,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // On the strand: the model answered the request in flight.
   void OnInferDone(Result<InferResponse> result);
+  // On the strand: a repository load / unload finished.
+  void OnControlDone(const Status& status);
 
  private:
   enum class State { kReading, kBusy, kLingering, kClosed };
@@ -199,6 +229,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleModelMetadata(const Route& route);
   void HandleModelReady(const Route& route);
   void HandleInfer(const Route& route);
+  void HandleStats(const Route& route);
+  void HandleRepositoryIndex(const Route& route);
+  void HandleRepositoryControl(const Route& route);
 
   void SendEmpty(unsigned status);
   void SendJson(unsigned status, std::string body);
@@ -234,8 +267,10 @@ class Session : public std::enable_shared_from_this<Session> {
 // Carries a Session and a work guard from Infer() to the model's callback; see the NOTE above.
 class InferTicket {
  public:
-  InferTicket(std::shared_ptr<Session> session, WorkGuard work)
-      : session_(std::move(session)), work_(std::move(work)) {}
+  InferTicket(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server)
+      : session_(std::move(session)), work_(std::move(work)), server_(server) {
+    server_->InferStarted();
+  }
   ~InferTicket() {
     if (session_) {
       Deliver(Status::Internal("the model released the request without answering it"));
@@ -258,6 +293,7 @@ class InferTicket {
       session_.reset();
       work_.reset();
     }
+    server_->InferFinished();
     net::any_io_executor ex = session->executor();
     net::post(ex, [session = std::move(session), result = std::move(result)]() mutable {
       session->OnInferDone(std::move(result));
@@ -269,6 +305,7 @@ class InferTicket {
   std::mutex mu_;
   std::shared_ptr<Session> session_;  // guarded by mu_
   std::optional<WorkGuard> work_;     // guarded by mu_
+  HttpServer::Impl* const server_;
 };
 
 void Session::DoReadHeader() {
@@ -424,6 +461,16 @@ void Session::Handle() {
     case RouteKind::kModelInfer:
       HandleInfer(route);
       return;
+    case RouteKind::kModelStats:
+      HandleStats(route);
+      return;
+    case RouteKind::kRepositoryIndex:
+      HandleRepositoryIndex(route);
+      return;
+    case RouteKind::kRepositoryLoad:
+    case RouteKind::kRepositoryUnload:
+      HandleRepositoryControl(route);
+      return;
   }
   SendError(Status::Internal("unhandled route"));
 }
@@ -460,6 +507,10 @@ void Session::HandleModelReady(const Route& route) {
 }
 
 void Session::HandleInfer(const Route& route) {
+  if (server_->draining()) {
+    SendError(Status::Unavailable("the server is shutting down: no new inference requests"));
+    return;
+  }
   const auto& req = body_parser_->get();
   const std::string_view encoding = ToStd(req[http::field::content_encoding]);
   if (!encoding.empty() && !IEquals(encoding, "identity")) {
@@ -513,10 +564,109 @@ void Session::HandleInfer(const Route& route) {
   infer_model_name_ = loaded->name();
   infer_model_version_ = loaded->version();
   infer_id_ = request->id;
-  auto ticket = std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard());
+  auto ticket =
+      std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard(), server_);
   loaded->Infer(std::move(request), [ticket = std::move(ticket)](Result<InferResponse> result) {
     ticket->Deliver(std::move(result));
   });
+}
+
+void Session::HandleStats(const Route& route) {
+  ModelManager* manager = server_->manager();
+  std::vector<ModelStatisticsEntry> entries;
+  const auto add = [&](const std::string& name, int64_t version) {
+    // A version unloaded since it was listed is skipped, as if it had not been ready.
+    Result<std::shared_ptr<LoadedModel>> model = manager->GetModel(name, version);
+    if (model.ok()) entries.push_back({name, version, (*model)->Statistics()});
+  };
+  if (route.model.empty()) {
+    for (const ModelIndexEntry& e : manager->Index()) {
+      if (e.state == ModelState::kReady) add(e.name, e.version);
+    }
+  } else {
+    const std::vector<int64_t> ready = manager->ReadyVersions(route.model);
+    if (ready.empty()) {
+      SendError(Status::InvalidArgument(
+          fmt::format("requested model '{}' is not available", route.model)));
+      return;
+    }
+    if (route.version >= 0 && std::find(ready.begin(), ready.end(), route.version) == ready.end()) {
+      SendError(Status::InvalidArgument(
+          fmt::format("requested model version is not available for model '{}'", route.model)));
+      return;
+    }
+    if (route.version >= 0) {
+      add(route.model, route.version);
+    } else {
+      for (int64_t v : ready) add(route.model, v);
+    }
+  }
+  SendJson(kHttpOk, ModelStatisticsJson(entries));
+}
+
+void Session::HandleRepositoryIndex(const Route& route) {
+  if (!route.repository.empty()) {
+    SendError(Status::Unimplemented("'repository_name' specification is not supported"));
+    return;
+  }
+  Result<bool> ready_only = ParseRepositoryIndexRequest(body_parser_->get().body());
+  if (!ready_only.ok()) {
+    SendError(ready_only.status());
+    return;
+  }
+  const std::vector<ModelIndexEntry> index = server_->manager()->Index();
+  SendJson(kHttpOk, RepositoryIndexJson(index, *ready_only));
+}
+
+void Session::HandleRepositoryControl(const Route& route) {
+  if (!route.repository.empty()) {
+    SendError(Status::Unimplemented("'repository_name' specification is not supported"));
+    return;
+  }
+  const bool load = route.kind == RouteKind::kRepositoryLoad;
+  ModelLoadOptions options;
+  if (load) {
+    Result<ModelLoadOptions> parsed = ParseRepositoryLoadRequest(body_parser_->get().body());
+    if (!parsed.ok()) {
+      SendError(parsed.status());
+      return;
+    }
+    options = std::move(parsed).value();
+  } else if (Status s = ParseRepositoryUnloadRequest(body_parser_->get().body()); !s.ok()) {
+    SendError(s);
+    return;
+  }
+  body_parser_.reset();
+  if (load && server_->draining()) {
+    SendError(Status::Unavailable("the server is shutting down: no model loads"));
+    return;
+  }
+  ModelManager* manager = server_->manager();
+  net::post(server_->control_pool(),
+            [self = shared_from_this(), work = server_->MakeWorkGuard(), manager, load,
+             model = route.model, options = std::move(options)]() mutable {
+              Status status;
+              try {
+                status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
+              } catch (const std::exception& e) {
+                status = Status::Internal(fmt::format("model {} of '{}' failed: {}",
+                                                      load ? "load" : "unload", model, e.what()));
+              }
+              net::any_io_executor ex = self->executor();
+              net::post(ex, [self = std::move(self), status = std::move(status)] {
+                self->OnControlDone(status);
+              });
+              // `work` is released here; the posted handler keeps the io_context busy.
+            });
+}
+
+void Session::OnControlDone(const Status& status) {
+  if (state_ == State::kClosed) return;
+  if (!status.ok()) {
+    SendError(status);
+    return;
+  }
+  SendEmpty(kHttpOk);
 }
 
 void Session::OnInferDone(Result<InferResponse> result) {
@@ -784,6 +934,7 @@ void HttpServer::Impl::StopLocked() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  control_pool_.join();  // a load / unload still running has answered (or its session is gone)
   state_ = State::kStopped;
   KILN_LOG_INFO("HTTP server stopped");
 }
@@ -811,6 +962,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& 
 Status HttpServer::Start() { return impl_->Start(); }
 int HttpServer::port() const { return impl_->port(); }
 void HttpServer::SetReady(bool ready) { impl_->SetReady(ready); }
+void HttpServer::StartDraining() { impl_->StartDraining(); }
+size_t HttpServer::InferencesInFlight() const { return impl_->InferencesInFlight(); }
 void HttpServer::Stop() { impl_->Stop(); }
 
 }  // namespace kiln

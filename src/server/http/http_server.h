@@ -10,13 +10,16 @@
 //   KILN_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> http, HttpServer::Create(options, manager));
 //   KILN_RETURN_IF_ERROR(http->Start());   // returns once listening
 //   ...                                     // on SIGTERM:
-//   http->SetReady(false);                  // /v2/health/ready now fails
+//   http->StartDraining();                  // not ready; new inference answered 503
+//   manager->Shutdown();                    // queued and running requests finish
 //   http->Stop();                           // in-flight responses are written, then it returns
 //
 // Endpoints: GET /v2/health/live, GET /v2/health/ready, GET /v2 (server metadata),
 // GET /v2/models/{m}[/versions/{v}] (model metadata), GET .../ready, POST .../infer (JSON
-// tensors). Other protocol paths answer 404 {"error":"Not Found"}; a known path with the wrong
-// method 405. Errors are {"error": "..."} with the status from server/status_map.h; a body over
+// tensors), GET /v2/models[/{m}[/versions/{v}]]/stats (statistics), POST /v2/repository/index,
+// POST /v2/repository/models/{m}/load and .../unload (model repository; a {repo} path segment
+// answers 501). Other protocol paths answer 404 {"error":"Not Found"}; a known path with the
+// wrong method 405. Errors are {"error": "..."} with the status from server/status_map.h; a body over
 // max_request_bytes is refused with 413 from its Content-Length (or as soon as a chunked body
 // passes the limit) without being stored, and that connection is closed.
 //
@@ -64,8 +67,14 @@ class HttpServer {
   // The bound port (the chosen one when options.port was 0); 0 before Start.
   int port() const;
   // Readiness flag (initially true): /v2/health/ready answers 200 only when it is set and
-  // ModelManager::AllModelsReady(). Set it to false when shutdown starts.
+  // ModelManager::AllModelsReady().
   void SetReady(bool ready);
+  // Shutdown begins: readiness turns false for good; new inference and model load requests are
+  // answered 503 UNAVAILABLE; everything else keeps answering, and requests already accepted
+  // are answered normally (until Stop).
+  void StartDraining();
+  // Inference requests handed to a model and not answered by it yet.
+  size_t InferencesInFlight() const;
   // Stops accepting, closes idle connections and those still sending a request, lets requests
   // already being handled finish and write their responses (then closes those connections), and
   // joins the io threads. REQUIRES: every model callback for an accepted request is eventually

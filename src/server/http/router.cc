@@ -51,6 +51,44 @@ bool AllDigits(std::string_view s) {
   return true;
 }
 
+Route BadName(std::string_view what, std::string_view segment) {
+  Route bad = Make(RouteKind::kBadRequest);
+  bad.error = "malformed percent-encoding in " + std::string(what) + " '" + std::string(segment) +
+              "'";
+  return bad;
+}
+
+// parts[0] == "repository": [repository, (repo,)? index] or
+// [repository, (repo,)? models, name, load|unload].
+Route RouteRepository(std::string_view method, const std::vector<std::string_view>& parts) {
+  for (std::string_view p : parts) {
+    if (p.empty()) return Make(RouteKind::kNotFound);
+  }
+  Route route;
+  std::string_view repo;
+  std::string_view name;
+  if (parts.size() == 2 && parts[1] == "index") {
+    route.kind = RouteKind::kRepositoryIndex;
+  } else if (parts.size() == 3 && parts[2] == "index") {
+    route.kind = RouteKind::kRepositoryIndex;
+    repo = parts[1];
+  } else if (parts.size() == 4 && parts[1] == "models" &&
+             (parts[3] == "load" || parts[3] == "unload")) {
+    route.kind = parts[3] == "load" ? RouteKind::kRepositoryLoad : RouteKind::kRepositoryUnload;
+    name = parts[2];
+  } else if (parts.size() == 5 && parts[2] == "models" &&
+             (parts[4] == "load" || parts[4] == "unload")) {
+    route.kind = parts[4] == "load" ? RouteKind::kRepositoryLoad : RouteKind::kRepositoryUnload;
+    repo = parts[1];
+    name = parts[3];
+  } else {
+    return Make(RouteKind::kNotFound);
+  }
+  if (!PercentDecode(repo, &route.repository)) return BadName("repository name", repo);
+  if (!PercentDecode(name, &route.model)) return BadName("model name", name);
+  return WithMethod(std::move(route), method, "POST");
+}
+
 }  // namespace
 
 bool PercentDecode(std::string_view in, std::string* out) {
@@ -83,11 +121,14 @@ Route RouteRequest(std::string_view method, std::string_view target) {
     if (parts[1] == "ready") return WithMethod(Make(RouteKind::kHealthReady), method, "GET");
     return Make(RouteKind::kNotFound);
   }
+  if (parts[0] == "repository") return RouteRepository(method, parts);
   if (parts.size() < 2 || parts[0] != "models" || parts[1].empty()) {
     return Make(RouteKind::kNotFound);
   }
-  // /v2/models/stats is the all-models statistics endpoint (not implemented yet).
-  if (parts.size() == 2 && parts[1] == "stats") return Make(RouteKind::kNotFound);
+  // /v2/models/stats is the all-models statistics endpoint.
+  if (parts.size() == 2 && parts[1] == "stats") {
+    return WithMethod(Make(RouteKind::kModelStats), method, "GET");
+  }
 
   size_t next = 2;
   std::string_view version_text;
@@ -106,6 +147,8 @@ Route RouteRequest(std::string_view method, std::string_view target) {
   } else if (suffix_len == 1 && parts[next] == "infer") {
     route.kind = RouteKind::kModelInfer;
     expected_method = "POST";
+  } else if (suffix_len == 1 && parts[next] == "stats") {
+    route.kind = RouteKind::kModelStats;
   } else {
     return Make(RouteKind::kNotFound);
   }
@@ -121,11 +164,7 @@ Route RouteRequest(std::string_view method, std::string_view target) {
     }
     route.version = version;
   }
-  if (!PercentDecode(parts[1], &route.model)) {
-    Route bad = Make(RouteKind::kBadRequest);
-    bad.error = "malformed percent-encoding in model name '" + std::string(parts[1]) + "'";
-    return bad;
-  }
+  if (!PercentDecode(parts[1], &route.model)) return BadName("model name", parts[1]);
   return WithMethod(std::move(route), method, expected_method);
 }
 

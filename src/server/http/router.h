@@ -7,8 +7,11 @@
 // `/v2/models/{name}[/versions/{version}][/suffix]` with {name} one non-empty segment
 // (percent-decoded) and {version} matching [0-9]+. A non-numeric version makes the path not
 // match (404); a numeric one that overflows int64 is a 400. A query string is ignored.
-// Endpoints kiln does not implement yet (config, stats, repository, trace, logging, shared
-// memory, generate) answer 404 like any unknown path. A known path with the wrong method is 405.
+// `/v2/models/stats` (checked first) is the all-models statistics endpoint. Repository paths are
+// `/v2/repository[/{repo}]/index` and `/v2/repository[/{repo}]/models/{name}/(load|unload)`;
+// the optional {repo} segment is reported in Route::repository (the server refuses it).
+// Endpoints kiln does not implement yet (config, trace, logging, shared memory, generate)
+// answer 404 like any unknown path. A known path with the wrong method is 405.
 //
 // Thread safety: pure function; call from any thread.
 
@@ -28,11 +31,16 @@ enum class RouteKind {
   kModelMetadata,     // GET /v2/models/{m}[/versions/{v}]
   kModelReady,        // GET /v2/models/{m}[/versions/{v}]/ready
   kModelInfer,        // POST /v2/models/{m}[/versions/{v}]/infer
+  kModelStats,        // GET /v2/models/stats (model empty) or /v2/models/{m}[/versions/{v}]/stats
+  kRepositoryIndex,   // POST /v2/repository[/{repo}]/index
+  kRepositoryLoad,    // POST /v2/repository[/{repo}]/models/{m}/load
+  kRepositoryUnload,  // POST /v2/repository[/{repo}]/models/{m}/unload
 };
 
 struct Route {
   RouteKind kind = RouteKind::kNotFound;
-  std::string model;     // decoded model name (model routes)
+  std::string model;     // decoded model name (model and repository load/unload routes)
+  std::string repository;  // decoded {repo} segment of a repository route; empty when absent
   int64_t version = -1;  // -1: no version in the path (the server picks)
   std::string allow;     // kMethodNotAllowed: the method the path accepts
   std::string error;     // kBadRequest: the message

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Router table: every path form of KSERVE-V2.md 1.1 that kiln serves, the ones it does not serve
-// yet (404), wrong methods (405), and version edge cases.
+// Router table: every path form of KSERVE-V2.md 1.1 that kiln serves (health, metadata, ready,
+// infer, statistics, repository), the ones it does not serve yet (404), wrong methods (405), and
+// version edge cases.
 #include "server/http/router.h"
 
 #include <gtest/gtest.h>
@@ -36,6 +37,14 @@ std::string KindName(RouteKind k) {
       return "ModelReady";
     case RouteKind::kModelInfer:
       return "ModelInfer";
+    case RouteKind::kModelStats:
+      return "ModelStats";
+    case RouteKind::kRepositoryIndex:
+      return "RepositoryIndex";
+    case RouteKind::kRepositoryLoad:
+      return "RepositoryLoad";
+    case RouteKind::kRepositoryUnload:
+      return "RepositoryUnload";
   }
   return "?";
 }
@@ -86,10 +95,31 @@ const RouteCase kCases[] = {
     {"POST", "/v2/models/m/versions/9223372036854775808/infer", K::kBadRequest},
     {"GET", "/v2/models/m/versions/99999999999999999999999", K::kBadRequest},
     {"GET", "/v2/models/m/versions/99999999999999999999999/bogus", K::kNotFound},
+    // Statistics: all models (the literal is checked before model names), one model, one version.
+    {"GET", "/v2/models/stats", K::kModelStats, ""},
+    {"GET", "/v2/models/stats?x=1", K::kModelStats, ""},
+    {"GET", "/v2/models/m/stats", K::kModelStats, "m"},
+    {"GET", "/v2/models/m/versions/1/stats", K::kModelStats, "m", 1},
+    {"GET", "/v2/models/stats/stats", K::kModelStats, "stats"},
+    {"POST", "/v2/models/stats", K::kMethodNotAllowed},
+    {"POST", "/v2/models/m/versions/1/stats", K::kMethodNotAllowed},
+    {"GET", "/v2/models/m/versions/x/stats", K::kNotFound},
+    {"GET", "/v2/models/m/stats/", K::kNotFound},
+    // Repository (more in RepositoryRoutes).
+    {"POST", "/v2/repository/index", K::kRepositoryIndex},
+    {"POST", "/v2/repository/models/m/load", K::kRepositoryLoad, "m"},
+    {"POST", "/v2/repository/models/m/unload", K::kRepositoryUnload, "m"},
+    {"GET", "/v2/repository/index", K::kMethodNotAllowed},
+    {"GET", "/v2/repository/models/m/load", K::kMethodNotAllowed},
+    {"POST", "/v2/repository", K::kNotFound},
+    {"POST", "/v2/repository/", K::kNotFound},
+    {"POST", "/v2/repository//index", K::kNotFound},
+    {"POST", "/v2/repository/models//load", K::kNotFound},
+    {"POST", "/v2/repository/models/m/reload", K::kNotFound},
+    {"POST", "/v2/repository/models/m", K::kNotFound},
+    {"POST", "/v2/repository/a/b/models/m/load", K::kNotFound},
+    {"POST", "/v2/repository/index/", K::kNotFound},
     // Endpoints of later issues answer 404 whatever the method.
-    {"GET", "/v2/models/stats", K::kNotFound},
-    {"GET", "/v2/models/m/stats", K::kNotFound},
-    {"GET", "/v2/models/m/versions/1/stats", K::kNotFound},
     {"GET", "/v2/models/m/config", K::kNotFound},
     {"POST", "/v2/models/m/generate", K::kNotFound},
     {"POST", "/v2/models/m/generate_stream", K::kNotFound},
@@ -97,9 +127,6 @@ const RouteCase kCases[] = {
     {"GET", "/v2/models/m/versions/1/trace/setting", K::kNotFound},
     {"GET", "/v2/trace/setting", K::kNotFound},
     {"GET", "/v2/logging", K::kNotFound},
-    {"POST", "/v2/repository/index", K::kNotFound},
-    {"POST", "/v2/repository/models/m/load", K::kNotFound},
-    {"POST", "/v2/repository/models/m/unload", K::kNotFound},
     {"GET", "/v2/systemsharedmemory/status", K::kNotFound},
     {"GET", "/v2/cudasharedmemory/region/r/status", K::kNotFound},
     // Anything else.
@@ -128,11 +155,40 @@ TEST(RouterTest, Table) {
     SCOPED_TRACE(std::string(c.method) + " " + c.target);
     const Route r = RouteRequest(c.method, c.target);
     EXPECT_EQ(KindName(r.kind), KindName(c.kind));
-    if (c.kind == K::kModelMetadata || c.kind == K::kModelReady || c.kind == K::kModelInfer) {
+    if (c.kind == K::kModelMetadata || c.kind == K::kModelReady || c.kind == K::kModelInfer ||
+        c.kind == K::kModelStats || c.kind == K::kRepositoryLoad ||
+        c.kind == K::kRepositoryUnload) {
       EXPECT_EQ(r.model, c.model);
       EXPECT_EQ(r.version, c.version);
     }
   }
+}
+
+TEST(RouterTest, RepositoryRoutes) {
+  Route r = RouteRequest("POST", "/v2/repository/index");
+  EXPECT_EQ(r.kind, K::kRepositoryIndex);
+  EXPECT_EQ(r.repository, "");
+  r = RouteRequest("POST", "/v2/repository/my%20repo/index");
+  EXPECT_EQ(r.kind, K::kRepositoryIndex);
+  EXPECT_EQ(r.repository, "my repo");
+  // "models" as a repository name, as the reference server's pattern reads it.
+  r = RouteRequest("POST", "/v2/repository/models/index");
+  EXPECT_EQ(r.kind, K::kRepositoryIndex);
+  EXPECT_EQ(r.repository, "models");
+  r = RouteRequest("POST", "/v2/repository/models/a%2Fb/load");
+  EXPECT_EQ(r.kind, K::kRepositoryLoad);
+  EXPECT_EQ(r.model, "a/b");
+  EXPECT_EQ(r.repository, "");
+  r = RouteRequest("POST", "/v2/repository/r1/models/m/unload?x");
+  EXPECT_EQ(r.kind, K::kRepositoryUnload);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.repository, "r1");
+  r = RouteRequest("POST", "/v2/repository/r1/models/m%zz/load");
+  EXPECT_EQ(r.kind, K::kBadRequest);
+  EXPECT_NE(r.error.find("m%zz"), std::string::npos) << r.error;
+  r = RouteRequest("POST", "/v2/repository/%g/index");
+  EXPECT_EQ(r.kind, K::kBadRequest);
+  EXPECT_EQ(RouteRequest("GET", "/v2/repository/index").allow, "POST");
 }
 
 TEST(RouterTest, MethodNotAllowedNamesTheMethod) {

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// Model repository request parsing (simdjson DOM, error-code API only) and the index writer;
+// see repository_json.h.
+#include "server/http/repository_json.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
+#include "server/http/infer_json.h"
+#include "server/json_writer.h"
+
+namespace kiln {
+namespace {
+
+namespace dom = simdjson::dom;
+
+bool IsBlank(std::string_view body) {
+  return std::all_of(body.begin(), body.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
+}
+
+// Parses `body` into `parser` and returns its root object; nullopt root for a blank body.
+Result<std::optional<dom::object>> ParseObject(dom::parser& parser, const std::string& body,
+                                               std::string_view what) {
+  if (IsBlank(body)) return std::optional<dom::object>();
+  if (parser.allocate(std::max<size_t>(body.size(), 1), kMaxJsonDepth) != simdjson::SUCCESS) {
+    return Status::ResourceExhausted("cannot allocate memory to parse the request body");
+  }
+  dom::element root;
+  if (const auto error = parser.parse(body).get(root); error != simdjson::SUCCESS) {
+    return Status::InvalidArgument(
+        fmt::format("{} body is not valid JSON: {}", what, simdjson::error_message(error)));
+  }
+  dom::object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("{} body must be a JSON object", what));
+  }
+  return std::optional<dom::object>(obj);
+}
+
+// The "parameters" object of a request, nullopt when absent.
+Result<std::optional<dom::object>> Parameters(const std::optional<dom::object>& root,
+                                              std::string_view what) {
+  dom::element el;
+  if (!root || root->at_key("parameters").get(el) != simdjson::SUCCESS) {
+    return std::optional<dom::object>();
+  }
+  dom::object params;
+  if (el.get_object().get(params) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(fmt::format("{} 'parameters' must be a JSON object", what));
+  }
+  return std::optional<dom::object>(params);
+}
+
+}  // namespace
+
+Result<bool> ParseRepositoryIndexRequest(const std::string& body) {
+  dom::parser parser;
+  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
+                        ParseObject(parser, body, "repository index request"));
+  dom::element el;
+  if (!root || root->at_key("ready").get(el) != simdjson::SUCCESS) return false;
+  bool ready = false;
+  if (el.get_bool().get(ready) != simdjson::SUCCESS) {
+    return Status::InvalidArgument("repository index request: 'ready' must be a boolean");
+  }
+  return ready;
+}
+
+Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body) {
+  dom::parser parser;
+  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
+                        ParseObject(parser, body, "model load request"));
+  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
+                        Parameters(root, "model load request"));
+  ModelLoadOptions options;
+  if (!params) return options;
+  for (dom::key_value_pair kv : *params) {
+    if (kv.key == "config") {
+      std::string_view config;
+      if (kv.value.get_string().get(config) != simdjson::SUCCESS) {
+        return Status::InvalidArgument(
+            "model load request: parameter 'config' must be a string holding the JSON of a "
+            "model configuration");
+      }
+      options.config_json = std::string(config);
+    } else if (kv.key.starts_with("file:")) {
+      return Status::Unimplemented(fmt::format(
+          "model load request: parameter '{}': loading model files sent in the request is not "
+          "supported; put them in the model repository",
+          kv.key));
+    }
+  }
+  return options;
+}
+
+Status ParseRepositoryUnloadRequest(const std::string& body) {
+  dom::parser parser;
+  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
+                        ParseObject(parser, body, "model unload request"));
+  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
+                        Parameters(root, "model unload request"));
+  dom::element el;
+  if (params && params->at_key("unload_dependents").get(el) == simdjson::SUCCESS &&
+      !el.is_bool()) {
+    return Status::InvalidArgument(
+        "model unload request: parameter 'unload_dependents' must be a boolean");
+  }
+  return Status::OK();
+}
+
+std::string RepositoryIndexJson(std::span<const ModelIndexEntry> index, bool ready_only) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginArray();
+  for (const ModelIndexEntry& e : index) {
+    if (ready_only && e.state != ModelState::kReady) continue;
+    w.BeginObject();
+    w.KeyString("name", e.name);
+    if (e.version >= 0) w.KeyString("version", std::to_string(e.version));
+    if (e.state != ModelState::kUnknown || e.version >= 0) {
+      w.KeyString("state", ModelStateName(e.state));
+    }
+    if (!e.reason.empty()) w.KeyString("reason", e.reason);
+    w.EndObject();
+  }
+  w.EndArray();
+  return out;
+}
+
+}  // namespace kiln

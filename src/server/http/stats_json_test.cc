@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// Statistics JSON (KSERVE-V2.md 1.6): the exact document for known numbers, and that every
+// member perf_analyzer reads is present, typed as it expects (unsigned integers, version as a
+// string), with the three compute counts equal.
+#include "server/http/stats_json.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+namespace kiln {
+namespace {
+
+namespace dom = simdjson::dom;
+
+ModelStatistics Sample() {
+  ModelStatistics s;
+  s.last_inference_ms = 1700000000123;
+  s.inference_count = 9;
+  s.execution_count = 2;
+  s.inference.success = {3, 3000};
+  s.inference.fail = {1, 10};
+  s.inference.queue = {3, 300};
+  s.inference.compute_input = {3, 30};
+  s.inference.compute_infer = {3, 2400};
+  s.inference.compute_output = {3, 60};
+  s.batches[1] = {{1, 5}, {1, 700}, {1, 9}};
+  s.batches[8] = {{1, 20}, {1, 1000}, {1, 21}};
+  return s;
+}
+
+TEST(StatsJsonTest, ExactDocument) {
+  const std::vector<ModelStatisticsEntry> entries = {{"add_sub", 1, Sample()}};
+  EXPECT_EQ(
+      ModelStatisticsJson(entries),
+      R"({"model_stats":[{"name":"add_sub","version":"1","last_inference":1700000000123,)"
+      R"("inference_count":9,"execution_count":2,"inference_stats":{)"
+      R"("success":{"count":3,"ns":3000},"fail":{"count":1,"ns":10},)"
+      R"("queue":{"count":3,"ns":300},"compute_input":{"count":3,"ns":30},)"
+      R"("compute_infer":{"count":3,"ns":2400},"compute_output":{"count":3,"ns":60},)"
+      R"("cache_hit":{"count":0,"ns":0},"cache_miss":{"count":0,"ns":0}},)"
+      R"("response_stats":{},"batch_stats":[)"
+      R"({"batch_size":1,"compute_input":{"count":1,"ns":5},)"
+      R"("compute_infer":{"count":1,"ns":700},"compute_output":{"count":1,"ns":9}},)"
+      R"({"batch_size":8,"compute_input":{"count":1,"ns":20},)"
+      R"("compute_infer":{"count":1,"ns":1000},"compute_output":{"count":1,"ns":21}}],)"
+      R"("memory_usage":[]}]})");
+  EXPECT_EQ(ModelStatisticsJson({}), R"({"model_stats":[]})");
+}
+
+// Reads the document the way perf_analyzer does: no presence checks, unsigned integers.
+TEST(StatsJsonTest, EveryMemberPerfAnalyzerReads) {
+  ModelStatistics big;
+  big.inference_count = UINT64_MAX;
+  big.inference.success = {UINT64_MAX, UINT64_MAX};
+  const std::vector<ModelStatisticsEntry> entries = {{"a", 3, ModelStatistics()},
+                                                     {"b", 12, big}};
+  const std::string json = ModelStatisticsJson(entries);
+  dom::parser parser;
+  dom::element root;
+  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  dom::array stats;
+  ASSERT_EQ(root["model_stats"].get_array().get(stats), simdjson::SUCCESS);
+  ASSERT_EQ(stats.size(), 2u);
+  size_t i = 0;
+  for (dom::element m : stats) {
+    std::string_view name, version;
+    EXPECT_EQ(m["name"].get_string().get(name), simdjson::SUCCESS);
+    EXPECT_EQ(m["version"].get_string().get(version), simdjson::SUCCESS);
+    EXPECT_EQ(version, i == 0 ? "3" : "12");
+    uint64_t n = 0;
+    for (const char* key : {"last_inference", "inference_count", "execution_count"}) {
+      EXPECT_EQ(m[key].get_uint64().get(n), simdjson::SUCCESS) << key;
+    }
+    for (const char* key : {"success", "fail", "queue", "compute_input", "compute_infer",
+                            "compute_output", "cache_hit", "cache_miss"}) {
+      EXPECT_EQ(m["inference_stats"][key]["count"].get_uint64().get(n), simdjson::SUCCESS) << key;
+      EXPECT_EQ(m["inference_stats"][key]["ns"].get_uint64().get(n), simdjson::SUCCESS) << key;
+    }
+    dom::array batches;
+    EXPECT_EQ(m["batch_stats"].get_array().get(batches), simdjson::SUCCESS);
+    ++i;
+  }
+  uint64_t max = 0;
+  ASSERT_EQ(root["model_stats"].at(1)["inference_stats"]["success"]["ns"].get_uint64().get(max),
+            simdjson::SUCCESS);
+  EXPECT_EQ(max, UINT64_MAX);
+}
+
+}  // namespace
+}  // namespace kiln
