@@ -218,6 +218,8 @@ void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback
 
 ModelStatistics LoadedModelImpl::Statistics() const { return stats_->Snapshot(); }
 
+void LoadedModelImpl::ResetStatistics() { stats_->Reset(); }
+
 void LoadedModelImpl::Shutdown() {
   if (batcher_ != nullptr) batcher_->Shutdown();
 }

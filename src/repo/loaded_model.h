@@ -79,6 +79,8 @@ class LoadedModelImpl final : public LoadedModel {
   // Cumulative statistics since the model was loaded (every request answered, including those
   // refused by validation or the queue, counts as a success or a failure).
   ModelStatistics Statistics() const override;
+  // Zeroes the statistics (after warmup, before the version serves).
+  void ResetStatistics();
 
   // Refuses new requests, runs every queued request (each callback is called), then joins the
   // threads. Idempotent; concurrent callers return once the threads are gone.

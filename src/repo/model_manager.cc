@@ -346,6 +346,10 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
         v.status = Status::Unavailable(warmed.message());
         continue;
       }
+      // Warmup samples are not served requests: statistics start at zero when the version
+      // serves. (Every warmup callback has returned, and the scheduler records a request's
+      // statistics before calling its callback.)
+      (*model)->ResetStatistics();
     }
     v.model = std::move(model).value();
   }

@@ -455,6 +455,12 @@ output [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] },
   ASSERT_TRUE(m->LoadInitialModels().ok());
   ASSERT_TRUE(m->LoadModel("warm", {}).ok());
   EXPECT_EQ(StateOf(*m, "warm", 1), "READY");
+  // Warmup ran (2 x batch 3) but served nothing: statistics start at zero.
+  Result<std::shared_ptr<LoadedModel>> warm = m->GetModel("warm", 1);
+  ASSERT_TRUE(warm.ok());
+  EXPECT_EQ((*warm)->Statistics().inference_count, 0u);
+  EXPECT_EQ((*warm)->Statistics().execution_count, 0u);
+  EXPECT_EQ((*warm)->Statistics().inference.success.count, 0u);
 
   Status s = m->LoadModel("cold", {});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

@@ -33,6 +33,11 @@ void StatsCollector::RecordFailure(uint64_t total_ns, uint64_t now_ms) {
   stats_.last_inference_ms = now_ms;
 }
 
+void StatsCollector::Reset() {
+  std::lock_guard lock(mu_);
+  stats_ = ModelStatistics{};
+}
+
 ModelStatistics StatsCollector::Snapshot() const {
   std::lock_guard lock(mu_);
   return stats_;

@@ -64,6 +64,8 @@ class StatsCollector {
   void RecordFailure(uint64_t total_ns, uint64_t now_ms);
 
   ModelStatistics Snapshot() const;
+  // Forgets everything recorded so far (warmup runs are not served requests).
+  void Reset();
 
  private:
   mutable std::mutex mu_;

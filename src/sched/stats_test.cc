@@ -27,6 +27,11 @@ TEST(StatsCollectorTest, ChargesBatchTimeToEveryRequestAndCountsElements) {
   EXPECT_EQ(s.batches.at(3).compute_infer.count, 1u);
   EXPECT_EQ(s.batches.at(3).compute_output.ns, 5u);
   EXPECT_EQ(s.inference.cache_hit.count, 0u);
+  c.Reset();
+  s = c.Snapshot();
+  EXPECT_EQ(s.execution_count, 0u);
+  EXPECT_EQ(s.inference.success.count, 0u);
+  EXPECT_TRUE(s.batches.empty());
 }
 
 }  // namespace

@@ -51,6 +51,8 @@ struct ServeOptions {
   int log_verbose = 0;
   uint64_t max_request_bytes = 64ull << 20;
   int model_workers = 1;
+  int model_thread_budget = 0;
+  bool allow_thread_oversubscription = false;
 };
 
 Result<ModelControlMode> ParseControlMode(const std::string& mode) {
@@ -153,6 +155,8 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   mopt.startup_models = opt.load_models;
   mopt.repository_poll_secs = *mode == ModelControlMode::kPoll ? opt.repository_poll_secs : 0;
   mopt.workers_per_model = opt.model_workers;
+  mopt.instance_options.cpu_threads = opt.model_thread_budget;
+  mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
   Result<std::unique_ptr<ModelManager>> manager = ModelManager::Create(mopt);
   if (!manager.ok()) {
     KILN_LOG_ERROR("{}", manager.status().message());
@@ -261,9 +265,19 @@ CommandMain AddServeCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--model-workers", opt->model_workers,
-                  "Worker threads per model version running inference requests")
+                  "Instances per model version for instance groups that do not set `count` "
+                  "(each instance runs one batch at a time on its own thread)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--model-thread-budget", opt->model_thread_budget,
+                  "Threads one model's instances may use together (one per instance while "
+                  "kernels run single-threaded): a model starts at most this many instances, "
+                  "with a warning when its config asks for more; 0 = the machine's hardware "
+                  "threads")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd->add_flag("--allow-thread-oversubscription", opt->allow_thread_oversubscription,
+                "Start every configured instance even past --model-thread-budget");
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }
 
