@@ -18,6 +18,9 @@ Each scenario starts its own `kiln serve` on a temporary repository built from t
             once, new inference gets 503, every accepted request gets 200, exit status 0.
   timeout   SIGTERM with more queued work than --exit-timeout-secs allows: exit status 0 soon
             after the timeout, and the log says how many requests were abandoned.
+  schedule  dynamic batching over HTTP: a request whose `timeout` parameter expires while it is
+            queued gets 504 at once; a full queue (max_queue_size) answers 429 with Retry-After;
+            the queued requests run as one batch, which the statistics show.
 
     /usr/bin/python3 lifecycle_integration_test.py --kiln build/kiln --repo build/demo_models
 """
@@ -529,12 +532,81 @@ def scenario_timeout(t, kiln, tmp):
     for th in threads:
         th.join(10)
 
+ADD_SUB_IO = """
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] },
+        { name: "INPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] },
+         { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
+"""
+
+
+def send_add_sub_async(port, results, index_):
+    c = h.Client(port, timeout=60)
+    try:
+        ok, r = add_sub_ok(c)
+        results[index_] = 200 if ok else r.status
+    except OSError as e:
+        results[index_] = f"{type(e).__name__}: {e}"
+    finally:
+        c.close()
+
+
+def scenario_schedule(t, kiln, demo, tmp):
+    repo = os.path.join(tmp, "schedule")
+    copy_model(demo, repo, "add_sub")
+    # Requests wait up to 1.5 s for a batch of 8; at most 2 may wait.
+    write(os.path.join(repo, "add_sub", "config.pbtxt"), ('name: "add_sub"\nmax_batch_size: 8\n' +
+          ADD_SUB_IO + """dynamic_batching {
+  max_queue_delay_microseconds: 1500000
+  default_queue_policy { max_queue_size: 2 allow_timeout_override: true }
+}
+""").encode())
+    server, port = start(t, kiln, repo, [], "schedule")
+    if server is None:
+        return
+    c = h.Client(port)
+    t0 = time.monotonic()
+    r = c.post("/v2/models/add_sub/infer",
+               h.add_sub_request([([1.0] * 16, [0.5] * 16)], parameters={"timeout": 20000}))
+    waited = time.monotonic() - t0
+    t.check(f"schedule: a request whose 20 ms timeout passes in the queue -> 504 "
+            f"({waited:.2f} s)", r.status == 504 and waited < 1.0, repr(r))
+    t.check("schedule: the 504 names the timeout", "timeout" in r.error().lower() or
+            "deadline" in r.error().lower(), r.error())
+
+    results = [None, None]
+    threads = [threading.Thread(target=send_add_sub_async, args=(port, results, i))
+               for i in range(2)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    time.sleep(0.5)  # both are queued, waiting for the batch to fill or the delay to pass
+    r = c.post("/v2/models/add_sub/infer", h.add_sub_request([([1.0] * 16, [0.5] * 16)]))
+    t.check("schedule: a full queue -> 429", r.status == 429, repr(r))
+    t.check("schedule: the 429 carries Retry-After", r.headers.get("Retry-After") is not None,
+            str(dict(r.headers)))
+    for th in threads:
+        th.join(30)
+    waited = time.monotonic() - t0
+    t.check(f"schedule: the queued requests answer 200 after the queue delay ({waited:.2f} s)",
+            results == [200, 200] and waited >= 1.4, repr(results))
+    stats = c.get("/v2/models/add_sub/stats").json()["model_stats"][0]
+    batches = {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]}
+    t.check("schedule: the two queued requests ran as one batch of 2",
+            batches.get(2) == 1 and stats["execution_count"] == 1, json.dumps(stats))
+    inf = stats["inference_stats"]
+    t.check("schedule: statistics count 2 successes and 2 failures (504, 429)",
+            inf["success"]["count"] == 2 and inf["fail"]["count"] == 2 and
+            stats["inference_count"] == 2, json.dumps(inf))
+    c.close()
+    finish(t, server, "schedule")
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kiln", required=True, help="path to the kiln executable")
     parser.add_argument("--repo", required=True, help="demo model repository")
-    parser.add_argument("--only", help="run one scenario: explicit, none, poll, shutdown, timeout")
+    parser.add_argument("--only", help="run one scenario: explicit, none, poll, shutdown, timeout, schedule")
     args = parser.parse_args()
 
     t = h.Checks()
@@ -548,6 +620,7 @@ def main():
         "poll": lambda tmp: scenario_poll(t, args.kiln, args.repo, tmp),
         "shutdown": lambda tmp: scenario_shutdown(t, args.kiln, tmp),
         "timeout": lambda tmp: scenario_timeout(t, args.kiln, tmp),
+        "schedule": lambda tmp: scenario_schedule(t, args.kiln, args.repo, tmp),
     }
     with tempfile.TemporaryDirectory(prefix="kiln_lifecycle_") as tmp:
         for name, run in scenarios.items():
