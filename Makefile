@@ -51,16 +51,15 @@ asan: deps
 tsan: deps
 	@$(MAKE) --no-print-directory test BUILD_DIR=build-tsan BUILD_TYPE=Tsan
 
-# libFuzzer targets (model bytes, infer JSON, repository JSON, .npy, config.pbtxt), built with
-# clang in build-fuzz/ and run for FUZZ_SECONDS each (default 60). Crashes land in
+# libFuzzer targets (model bytes, infer JSON, repository JSON, .npy, value files, config.pbtxt),
+# built with clang in build-fuzz/ and run for FUZZ_SECONDS each (default 60). Crashes land in
 # build-fuzz/fuzz/crashes.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/install-deps fuzz
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DKILN_FUZZ=ON \
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DKILN_BUILD_TESTS=OFF
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_model fuzz_infer_json \
-	  fuzz_repository_json fuzz_npy fuzz_config demo_models
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets demo_models
 	tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:

@@ -5,7 +5,25 @@
 
 namespace kiln {
 
+ValueType ValueType::Sequence(ValueType element) {
+  ValueType t;
+  t.kind = TypeKind::kSequence;
+  t.elem = std::make_shared<const ValueType>(std::move(element));
+  return t;
+}
+
+ValueType ValueType::Optional(ValueType contained) {
+  ValueType t;
+  t.kind = TypeKind::kOptional;
+  t.elem = std::make_shared<const ValueType>(std::move(contained));
+  return t;
+}
+
 std::string ValueType::ToString() const {
+  if (kind != TypeKind::kTensor) {
+    const char* name = kind == TypeKind::kSequence ? "seq" : "optional";
+    return fmt::format("{}({})", name, elem ? elem->ToString() : std::string("?"));
+  }
   std::string out(DataTypeName(dtype));
   if (!has_shape) return out + "[?]";
   out += "[";

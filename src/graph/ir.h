@@ -3,10 +3,11 @@
 // kiln's graph IR: the model as the runtime and optimizer see it, independent of ONNX protobuf
 // (graph/onnx/ is the only code that reads protobuf and builds this IR).
 //
-// A Graph owns Values (tensors flowing between nodes) and Nodes (operators). Both are addressed
-// by dense integer ids (indices into the graph's vectors). Node inputs/outputs are value ids;
-// kNoValue (-1) marks an omitted optional input or output. Initializers are Values with constant
-// data. Nodes are stored in topological order (the importer checks it).
+// A Graph owns Values (tensors, sequences of tensors and optionals flowing between nodes) and
+// Nodes (operators). Both are addressed by dense integer ids (indices into the graph's vectors).
+// Node inputs/outputs are value ids; kNoValue (-1) marks an omitted optional input or output.
+// Initializers are Values with constant data. Nodes are stored in topological order (the
+// importer checks it).
 //
 //   const Graph& g = ...;
 //   for (const Node& n : g.nodes()) {
@@ -40,13 +41,40 @@ struct Dim {
   bool known() const { return value >= 0; }
 };
 
-// Declared element type and (optional) shape of a value, as the model states or shape inference
-// derived it. `has_shape == false` means the rank itself is unknown.
+// What kind of value a ValueType describes.
+enum class TypeKind : uint8_t {
+  kTensor,    // a tensor (the default, and the only kind most ops take)
+  kSequence,  // an ordered list of tensors of one element type
+  kOptional,  // a tensor or a sequence of tensors, or nothing ("none")
+};
+
+// Declared type of a value, as the model states or shape inference derived it.
+//
+// A tensor type has an element type and an (optional) shape: `has_shape == false` means the
+// rank itself is unknown. A sequence type has `elem`, the type of its elements (a tensor type);
+// an optional type has `elem`, the type of what it holds (a tensor or a sequence type). `elem`
+// is null when the model does not say; dtype/has_shape/dims are unused for those kinds. A
+// default-constructed ValueType is a tensor of unknown dtype and rank, which is also how a value
+// without any recorded type looks (IsUnknown()).
 struct ValueType {
+  TypeKind kind = TypeKind::kTensor;
   DataType dtype = DataType::kInvalid;
   bool has_shape = false;
   std::vector<Dim> dims;
-  // "FP32[batch,16]" / "FP32[?]" style text for messages.
+  std::shared_ptr<const ValueType> elem;  // kSequence / kOptional only
+
+  static ValueType Sequence(ValueType element);
+  static ValueType Optional(ValueType contained);
+
+  bool is_tensor() const { return kind == TypeKind::kTensor; }
+  bool is_sequence() const { return kind == TypeKind::kSequence; }
+  bool is_optional() const { return kind == TypeKind::kOptional; }
+  // A tensor type with neither dtype nor shape: nothing is known, not even the kind.
+  bool IsUnknown() const {
+    return kind == TypeKind::kTensor && dtype == DataType::kInvalid && !has_shape;
+  }
+  // "FP32[batch,16]" / "FP32[?]" for tensors, "seq(FP32[?])", "optional(seq(INT64[2]))",
+  // "seq(?)" for a sequence of unknown elements: text for messages.
   std::string ToString() const;
 };
 
@@ -59,7 +87,19 @@ struct Value {
 };
 
 enum class AttributeType : uint8_t {
-  kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs
+  kUndefined,
+  kFloat,
+  kInt,
+  kString,
+  kTensor,
+  kGraph,
+  kFloats,
+  kInts,
+  kStrings,
+  kTensors,
+  kGraphs,
+  kTypeProto,
+  kTypeProtos
 };
 
 struct Attribute {
@@ -75,6 +115,8 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<std::shared_ptr<const OwnedTensor>> tensors;
   std::vector<std::shared_ptr<const Graph>> graphs;
+  std::shared_ptr<const ValueType> tp;  // TYPE_PROTO (the Optional op's `type`)
+  std::vector<ValueType> tps;           // TYPE_PROTOS
 };
 
 struct Node {

@@ -10,6 +10,12 @@
 // Output memory comes from the context (AllocateOutput), so the runtime can later hand out
 // planned memory without kernels changing. Kernels never create threads.
 //
+// Most kernels see only tensors. Kernels of the sequence and optional operators (and the
+// control-flow ops) also take and produce non-tensor values (tensor/runtime_value.h): they
+// override TakesNonTensorValues(), read such inputs with value_input(i) and write such outputs
+// with SetOutputValue(i, ...). Tensor inputs stay visible as input(i) to every kernel. The
+// runtime refuses to hand a sequence or a none to a kernel that does not take them.
+//
 //   class ReluKernel final : public Kernel {
 //    public:
 //     Status Compute(KernelContext& ctx) const override {
@@ -25,6 +31,7 @@
 
 #include "base/result.h"
 #include "graph/ir.h"
+#include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -63,20 +70,62 @@ class KernelContext {
   KernelContext(std::span<const Tensor> inputs, std::span<OwnedTensor> outputs,
                 Allocator& allocator = HostAllocator())
       : inputs_(inputs), outputs_(outputs), allocator_(allocator) {}
+  // For kernels that take non-tensor values: input i is `inputs[i]` when that tensor is valid,
+  // else `input_values[i]` (a sequence or none) when non-null, else omitted. `input_values` may
+  // be shorter than `inputs` (missing entries are null). `output_values` has one slot per node
+  // output for the outputs that are not tensors (SetOutputValue).
+  KernelContext(std::span<const Tensor> inputs, std::span<const RuntimeValue* const> input_values,
+                std::span<OwnedTensor> outputs, std::span<RuntimeValue> output_values,
+                Allocator& allocator = HostAllocator())
+      : inputs_(inputs),
+        input_values_(input_values),
+        outputs_(outputs),
+        output_values_(output_values),
+        allocator_(allocator) {}
 
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
-  bool has_input(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)].valid(); }
+  // True when input i is present: a tensor, or (for kernels that take them) a sequence or none.
+  bool has_input(int i) const {
+    return i >= 0 && i < num_inputs() &&
+           (inputs_[static_cast<size_t>(i)].valid() || value_input(i) != nullptr);
+  }
+  // The tensor at input i; an invalid Tensor when the input is omitted or not a tensor.
   // REQUIRES: 0 <= i < num_inputs().
   const Tensor& input(int i) const { return inputs_[static_cast<size_t>(i)]; }
+  // The non-tensor value (a sequence or none) at input i; nullptr when input i is a tensor or is
+  // omitted.
+  const RuntimeValue* value_input(int i) const {
+    return i >= 0 && static_cast<size_t>(i) < input_values_.size()
+               ? input_values_[static_cast<size_t>(i)]
+               : nullptr;
+  }
+  // The sequence at input i, or nullptr when input i is not a sequence.
+  const TensorSequence* sequence_input(int i) const {
+    const RuntimeValue* v = value_input(i);
+    return v != nullptr && v->is_sequence() ? &v->sequence() : nullptr;
+  }
+  // Input i as an owned value (a tensor input is copied into the context's allocator); an
+  // invalid RuntimeValue when the input is omitted.
+  Result<RuntimeValue> InputValue(int i) const;
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
 
   // Allocates output i (zero-filled) and returns a writable view of it.
   // REQUIRES: 0 <= i < num_outputs(); each output allocated at most once.
   Result<Tensor> AllocateOutput(int i, DataType dtype, const Shape& shape);
+  // A zero-filled tensor from the context's allocator that is not (yet) an output, such as an
+  // element of a sequence being built.
+  Result<OwnedTensor> AllocateTensor(DataType dtype, const Shape& shape) const;
+  // Sets output i to `value`: a tensor goes to the tensor slot (as AllocateOutput would put it),
+  // a sequence or none to the value slot.
+  // REQUIRES: 0 <= i < num_outputs(); value.valid(); output i not set before; the context was
+  // built with output value slots (the runtime does so for kernels that take non-tensor values).
+  void SetOutputValue(int i, RuntimeValue value);
 
  private:
   std::span<const Tensor> inputs_;
+  std::span<const RuntimeValue* const> input_values_;
   std::span<OwnedTensor> outputs_;
+  std::span<RuntimeValue> output_values_;
   Allocator& allocator_;
 };
 
@@ -86,6 +135,9 @@ class Kernel {
   // Computes every present output of the node from the inputs in `ctx`. Returns an error Status
   // (never crashes) when runtime inputs violate the operator's rules (shape mismatch, etc.).
   virtual Status Compute(KernelContext& ctx) const = 0;
+  // True for kernels that read sequences or nones (KernelContext::value_input) or write them
+  // (SetOutputValue). The runtime gives other kernels tensors only.
+  virtual bool TakesNonTensorValues() const { return false; }
 };
 
 // Builds a kernel for the node in `info`; may reject attributes with INVALID_ARGUMENT.

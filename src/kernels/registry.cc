@@ -33,6 +33,33 @@ Result<Tensor> KernelContext::AllocateOutput(int i, DataType dtype, const Shape&
   return slot.view();
 }
 
+Result<OwnedTensor> KernelContext::AllocateTensor(DataType dtype, const Shape& shape) const {
+  return OwnedTensor::Allocate(dtype, shape, allocator_);
+}
+
+Result<RuntimeValue> KernelContext::InputValue(int i) const {
+  if (const RuntimeValue* v = value_input(i)) return *v;
+  if (!has_input(i)) return RuntimeValue();
+  KILN_ASSIGN_OR_RETURN(OwnedTensor copy, OwnedTensor::CopyOf(input(i), allocator_));
+  return RuntimeValue(std::move(copy));
+}
+
+void KernelContext::SetOutputValue(int i, RuntimeValue value) {
+  KILN_CHECK(i >= 0 && i < num_outputs(), "output index ", i, " of ", num_outputs());
+  KILN_CHECK(value.valid(), "output ", i, " set to an invalid value");
+  OwnedTensor& slot = outputs_[static_cast<size_t>(i)];
+  KILN_CHECK(!slot.valid(), "output ", i, " set twice");
+  if (value.is_tensor()) {
+    slot = value.tensor();
+    return;
+  }
+  KILN_CHECK(static_cast<size_t>(i) < output_values_.size(),
+             "this context has no value slot for output ", i);
+  RuntimeValue& value_slot = output_values_[static_cast<size_t>(i)];
+  KILN_CHECK(!value_slot.valid(), "output ", i, " set twice");
+  value_slot = std::move(value);
+}
+
 const KernelRegistry& KernelRegistry::Global() {
   static const KernelRegistry* const registry = [] {
     auto* r = new KernelRegistry();

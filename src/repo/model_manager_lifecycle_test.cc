@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -499,10 +500,18 @@ TEST_F(LifecycleTest, StressInferWhileLoadingAndUnloading) {
   std::atomic<int> steady_failures{0};
   std::atomic<int> toggled_ok{0};
   std::vector<std::thread> clients;
+  // Each client keeps at most kMaxInFlight requests outstanding, so queues stay short and every
+  // unload drains a bounded backlog whatever the machine's speed.
+  constexpr int kMaxInFlight = 8;
+  std::array<std::atomic<int>, 4> in_flight{};
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&, c] {
       int i = 0;
       while (!stop.load()) {
+        if (in_flight[static_cast<size_t>(c)].load() >= kMaxInFlight) {
+          std::this_thread::yield();
+          continue;
+        }
         const int pick = (i++ + c) % 3;
         const std::string name = pick == 0 ? "toggled" : pick == 1 ? "reloaded" : "steady";
         Result<std::shared_ptr<LoadedModel>> model = m.GetModel(name, -1);
@@ -518,8 +527,10 @@ TEST_F(LifecycleTest, StressInferWhileLoadingAndUnloading) {
           request = PairRequest(1.f);
         }
         sent++;
-        (*model)->Infer(std::move(request), [&, name](Result<InferResponse> r) {
+        in_flight[static_cast<size_t>(c)]++;
+        (*model)->Infer(std::move(request), [&, name, c](Result<InferResponse> r) {
           answered++;
+          in_flight[static_cast<size_t>(c)]--;
           if (name == "toggled") {
             if (r.ok()) toggled_ok++;
           } else if (!r.ok()) {

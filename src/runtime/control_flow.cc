@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// If, Loop and Scan over nested Sessions.
+// If, Loop, Scan and SequenceMap over nested Sessions.
 //
 // NOTE on the approach: each subgraph becomes a Session at load (so an unsupported op inside a
 // body fails the model load, like any other). At run time the kernel gathers the subgraph's
-// captured values from its implicit inputs, runs the subgraph once (If) or once per iteration
-// (Loop, Scan), and copies the final values into its outputs. Per-iteration outputs are kept as
-// separate tensors and stacked once at the end. Loop-carried values may change shape between
+// captured values from its implicit inputs, runs the subgraph once (If), once per iteration
+// (Loop, Scan) or once per sequence element (SequenceMap) through Session::RunValues, and hands
+// the final values to its outputs. If outputs, Loop-carried values and captures may be tensors,
+// sequences or nones; Loop scan outputs, Scan and the per-element values of SequenceMap are
+// tensors, as ONNX says. Per-iteration outputs are kept as separate tensors and stacked (or
+// collected into a sequence) once at the end. Loop-carried values may change shape between
 // iterations, so subgraph inputs are checked for dtype and rank only.
 
 #include "runtime/control_flow.h"
@@ -126,13 +129,33 @@ struct Subgraph {
   std::unique_ptr<Session> session;
   std::vector<int> capture_inputs;  // node input index per captures() entry
 
-  Result<std::vector<OwnedTensor>> Run(const KernelContext& ctx,
-                                       std::span<const Tensor> inputs) const {
-    std::vector<Tensor> captures;
-    captures.reserve(capture_inputs.size());
-    for (int i : capture_inputs) captures.push_back(ctx.input(i));
-    return session->Run(inputs, captures);
+  Result<std::vector<RuntimeValue>> Run(const KernelContext& ctx,
+                                        std::span<const RuntimeValue> inputs) const {
+    std::vector<Tensor> tensors;
+    std::vector<const RuntimeValue*> values;
+    tensors.reserve(capture_inputs.size());
+    values.reserve(capture_inputs.size());
+    for (int i : capture_inputs) {
+      tensors.push_back(ctx.input(i));
+      values.push_back(ctx.value_input(i));
+    }
+    return session->RunValues(inputs, tensors, values);
   }
+};
+
+// The tensor in `v`, or an error naming `what` when it is a sequence or none.
+Result<OwnedTensor> TensorOf(std::string_view op, RuntimeValue v, std::string_view what) {
+  if (!v.is_tensor()) {
+    return CfError(op, fmt::format("{} must be a tensor, got a {}", what, v.Describe()));
+  }
+  return v.tensor();
+}
+
+// The base of the control-flow kernels: all of them may see sequences and nones (captured
+// values, If outputs, Loop-carried values, SequenceMap inputs).
+class ControlFlowKernel : public Kernel {
+ public:
+  bool TakesNonTensorValues() const override { return true; }
 };
 
 Result<Subgraph> BuildSubgraph(const KernelInfo& info, std::string_view attr,
@@ -166,7 +189,7 @@ Result<Subgraph> BuildSubgraph(const KernelInfo& info, std::string_view attr,
   return s;
 }
 
-class IfKernel final : public Kernel {
+class IfKernel final : public ControlFlowKernel {
  public:
   IfKernel(Subgraph then_branch, Subgraph else_branch)
       : then_(std::move(then_branch)), else_(std::move(else_branch)) {}
@@ -175,13 +198,13 @@ class IfKernel final : public Kernel {
     if (!ctx.has_input(0)) return CfError("If", "input 'cond' is missing");
     KILN_ASSIGN_OR_RETURN(bool cond, ReadBool("If", ctx.input(0), "input 'cond'"));
     const Subgraph& branch = cond ? then_ : else_;
-    KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outs, branch.Run(ctx, {}));
+    KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outs, branch.Run(ctx, {}));
     if (static_cast<int>(outs.size()) != ctx.num_outputs()) {
       return CfError("If", fmt::format("the {} branch has {} outputs but the node has {}",
                                        cond ? "then" : "else", outs.size(), ctx.num_outputs()));
     }
     for (int i = 0; i < ctx.num_outputs(); ++i) {
-      KILN_RETURN_IF_ERROR(CopyToOutput(ctx, i, outs[static_cast<size_t>(i)].view()));
+      ctx.SetOutputValue(i, std::move(outs[static_cast<size_t>(i)]));
     }
     return Status::OK();
   }
@@ -190,7 +213,7 @@ class IfKernel final : public Kernel {
   Subgraph then_, else_;
 };
 
-class LoopKernel final : public Kernel {
+class LoopKernel final : public ControlFlowKernel {
  public:
   LoopKernel(Subgraph body, int num_carried, int num_scan, std::vector<DataType> scan_dtypes)
       : body_(std::move(body)),
@@ -213,38 +236,45 @@ class LoopKernel final : public Kernel {
       KILN_ASSIGN_OR_RETURN(cond, ReadBool("Loop", ctx.input(1), "input 'cond'"));
     }
 
-    std::vector<OwnedTensor> carried;
+    // inputs = {iteration number, condition, loop-carried values...}
+    std::vector<RuntimeValue> inputs(static_cast<size_t>(2 + num_carried_));
     for (int i = 0; i < num_carried_; ++i) {
       if (!ctx.has_input(2 + i)) {
         return CfError("Loop", fmt::format("loop-carried input {} is missing", i));
       }
-      KILN_ASSIGN_OR_RETURN(OwnedTensor t, OwnedTensor::CopyOf(ctx.input(2 + i)));
-      carried.push_back(std::move(t));
+      KILN_ASSIGN_OR_RETURN(inputs[static_cast<size_t>(2 + i)], ctx.InputValue(2 + i));
     }
     std::vector<std::vector<OwnedTensor>> scans(static_cast<size_t>(num_scan_));
-    KILN_ASSIGN_OR_RETURN(OwnedTensor iter, OwnedTensor::Allocate(DataType::kInt64, Shape{}));
-    KILN_ASSIGN_OR_RETURN(OwnedTensor cond_t, OwnedTensor::Allocate(DataType::kBool, Shape{}));
-    std::vector<Tensor> inputs;
     for (int64_t i = 0; i < max_trips && cond; ++i) {
+      // Fresh scalars each iteration: values the body returns may share their buffers.
+      KILN_ASSIGN_OR_RETURN(OwnedTensor iter, OwnedTensor::Allocate(DataType::kInt64, Shape{}));
+      KILN_ASSIGN_OR_RETURN(OwnedTensor cond_t, OwnedTensor::Allocate(DataType::kBool, Shape{}));
       *iter.data<int64_t>() = i;
       *cond_t.data<bool>() = cond;
-      inputs.assign({iter.view(), cond_t.view()});
-      for (const OwnedTensor& c : carried) inputs.push_back(c.view());
-      KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outs, body_.Run(ctx, inputs));
+      inputs[0] = RuntimeValue(std::move(iter));
+      inputs[1] = RuntimeValue(std::move(cond_t));
+      KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outs, body_.Run(ctx, inputs));
       if (static_cast<int>(outs.size()) != 1 + num_carried_ + num_scan_) {
         return CfError("Loop", fmt::format("the body produced {} outputs, expected {}",
                                            outs.size(), 1 + num_carried_ + num_scan_));
       }
       if (use_cond) {
-        KILN_ASSIGN_OR_RETURN(cond, ReadBool("Loop", outs[0].view(), "body 'cond'"));
+        KILN_ASSIGN_OR_RETURN(OwnedTensor c, TensorOf("Loop", outs[0], "body output 'cond'"));
+        KILN_ASSIGN_OR_RETURN(cond, ReadBool("Loop", c.view(), "body 'cond'"));
       }
-      for (int c = 0; c < num_carried_; ++c) carried[static_cast<size_t>(c)] = outs[1 + c];
+      for (int c = 0; c < num_carried_; ++c) {
+        inputs[static_cast<size_t>(2 + c)] = std::move(outs[static_cast<size_t>(1 + c)]);
+      }
       for (int k = 0; k < num_scan_; ++k) {
-        scans[static_cast<size_t>(k)].push_back(outs[static_cast<size_t>(1 + num_carried_ + k)]);
+        KILN_ASSIGN_OR_RETURN(
+            OwnedTensor t,
+            TensorOf("Loop", std::move(outs[static_cast<size_t>(1 + num_carried_ + k)]),
+                     fmt::format("scan output {} of the body", k)));
+        scans[static_cast<size_t>(k)].push_back(std::move(t));
       }
     }
     for (int c = 0; c < num_carried_ && c < ctx.num_outputs(); ++c) {
-      KILN_RETURN_IF_ERROR(CopyToOutput(ctx, c, carried[static_cast<size_t>(c)].view()));
+      ctx.SetOutputValue(c, std::move(inputs[static_cast<size_t>(2 + c)]));
     }
     for (int k = 0; k < num_scan_ && num_carried_ + k < ctx.num_outputs(); ++k) {
       KILN_ASSIGN_OR_RETURN(OwnedTensor stacked,
@@ -264,7 +294,7 @@ class LoopKernel final : public Kernel {
 
 // Scan. Opset 8 has a leading batch axis on every input and output and an optional
 // sequence_lens input; opset 9+ has per-input/output axes and directions.
-class ScanKernel final : public Kernel {
+class ScanKernel final : public ControlFlowKernel {
  public:
   struct Attrs {
     int num_states = 0;
@@ -277,6 +307,12 @@ class ScanKernel final : public Kernel {
 
   Status Compute(KernelContext& ctx) const override {
     const int first = a_.batched ? 1 : 0;  // opset 8: input 0 is sequence_lens
+    for (int i = 0; i < first + a_.num_states + a_.num_scan_inputs; ++i) {
+      if (const RuntimeValue* v = ctx.value_input(i)) {
+        return CfError("Scan",
+                       fmt::format("input {} is a {}; Scan takes tensors only", i, v->Describe()));
+      }
+    }
     std::vector<Tensor> states, scans;
     for (int i = 0; i < a_.num_states; ++i) states.push_back(ctx.input(first + i));
     for (int j = 0; j < a_.num_scan_inputs; ++j) {
@@ -380,24 +416,30 @@ class ScanKernel final : public Kernel {
       current.push_back(std::move(t));
     }
     std::vector<std::vector<OwnedTensor>> collected(static_cast<size_t>(a_.num_scan_outputs));
-    std::vector<OwnedTensor> slices(scans.size());
-    std::vector<Tensor> inputs;
+    std::vector<RuntimeValue> inputs;
     for (int64_t t = 0; t < seq; ++t) {
+      inputs.clear();
+      for (const OwnedTensor& c : current) inputs.emplace_back(c);
       for (size_t j = 0; j < scans.size(); ++j) {
         const bool reverse = j < a_.input_directions.size() && a_.input_directions[j] == 1;
-        KILN_ASSIGN_OR_RETURN(slices[j], SliceAlong(scans[j], axes[j], reverse ? seq - 1 - t : t));
+        KILN_ASSIGN_OR_RETURN(OwnedTensor slice,
+                              SliceAlong(scans[j], axes[j], reverse ? seq - 1 - t : t));
+        inputs.emplace_back(std::move(slice));
       }
-      inputs.clear();
-      for (const OwnedTensor& c : current) inputs.push_back(c.view());
-      for (const OwnedTensor& s : slices) inputs.push_back(s.view());
-      KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outs, body_.Run(ctx, inputs));
+      KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outs, body_.Run(ctx, inputs));
       if (static_cast<int>(outs.size()) != a_.num_states + a_.num_scan_outputs) {
         return CfError("Scan", fmt::format("the body produced {} outputs, expected {}",
                                            outs.size(), a_.num_states + a_.num_scan_outputs));
       }
-      for (int i = 0; i < a_.num_states; ++i) current[static_cast<size_t>(i)] = outs[i];
-      for (int k = 0; k < a_.num_scan_outputs; ++k) {
-        collected[static_cast<size_t>(k)].push_back(outs[static_cast<size_t>(a_.num_states + k)]);
+      for (int i = 0; i < a_.num_states + a_.num_scan_outputs; ++i) {
+        KILN_ASSIGN_OR_RETURN(OwnedTensor out,
+                              TensorOf("Scan", std::move(outs[static_cast<size_t>(i)]),
+                                       fmt::format("body output {}", i)));
+        if (i < a_.num_states) {
+          current[static_cast<size_t>(i)] = std::move(out);
+        } else {
+          collected[static_cast<size_t>(i - a_.num_states)].push_back(std::move(out));
+        }
       }
     }
     *final_states = std::move(current);
@@ -419,6 +461,91 @@ class ScanKernel final : public Kernel {
 
   Subgraph body_;
   Attrs a_;
+};
+
+// SequenceMap (opset 17): runs the body once per element of input 0. Additional inputs that are
+// sequences (of the same length) contribute their element at the same position; tensors are fed
+// whole to every iteration. Body output k, one tensor per iteration, becomes output sequence k.
+class SequenceMapKernel final : public ControlFlowKernel {
+ public:
+  SequenceMapKernel(Subgraph body, std::vector<DataType> output_dtypes)
+      : body_(std::move(body)), output_dtypes_(std::move(output_dtypes)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const int num_explicit = static_cast<int>(body_.session->graph().inputs.size());
+    const TensorSequence* first = ctx.sequence_input(0);
+    if (first == nullptr) {
+      return CfError("SequenceMap",
+                     fmt::format("input 0 must be a sequence, got {}", Describe(ctx, 0)));
+    }
+    const int64_t n = first->size();
+    // Per body input: the sequence it walks, or the whole value it gets every time.
+    std::vector<const TensorSequence*> walked(static_cast<size_t>(num_explicit), nullptr);
+    std::vector<RuntimeValue> inputs(static_cast<size_t>(num_explicit));
+    walked[0] = first;
+    for (int j = 1; j < num_explicit; ++j) {
+      if (const TensorSequence* seq = ctx.sequence_input(j)) {
+        if (seq->size() != n) {
+          return CfError("SequenceMap",
+                         fmt::format("input {} has {} elements but input 0 has {}; sequences "
+                                     "must have the same length",
+                                     j, seq->size(), n));
+        }
+        walked[static_cast<size_t>(j)] = seq;
+      } else if (ctx.input(j).valid()) {
+        KILN_ASSIGN_OR_RETURN(inputs[static_cast<size_t>(j)], ctx.InputValue(j));
+      } else {
+        return CfError("SequenceMap", fmt::format("input {} must be a sequence or a tensor, "
+                                                  "got {}",
+                                                  j, Describe(ctx, j)));
+      }
+    }
+    std::vector<TensorSequence> results;
+    for (DataType dtype : output_dtypes_) results.emplace_back(dtype);
+    for (int64_t k = 0; k < n; ++k) {
+      for (size_t j = 0; j < walked.size(); ++j) {
+        if (walked[j] != nullptr) inputs[j] = RuntimeValue(walked[j]->at(k));
+      }
+      KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outs, body_.Run(ctx, inputs));
+      if (outs.size() != results.size()) {
+        return CfError("SequenceMap", fmt::format("the body produced {} outputs, expected {}",
+                                                  outs.size(), results.size()));
+      }
+      for (size_t o = 0; o < outs.size(); ++o) {
+        KILN_ASSIGN_OR_RETURN(OwnedTensor t, TensorOf("SequenceMap", std::move(outs[o]),
+                                                      fmt::format("body output {}", o)));
+        if (k == 0 && results[o].elem_dtype() == DataType::kInvalid) {
+          results[o] = TensorSequence(t.dtype());
+        }
+        Status s = results[o].Insert(results[o].size(), std::move(t));
+        if (!s.ok()) {
+          return CfError("SequenceMap",
+                         fmt::format("body output {} at element {}: {}", o, k, s.message()));
+        }
+      }
+    }
+    for (size_t o = 0; o < results.size(); ++o) {
+      if (results[o].elem_dtype() == DataType::kInvalid) {
+        return CfError("SequenceMap", fmt::format("output {} is an empty sequence whose element "
+                                                  "type the model does not declare",
+                                                  o));
+      }
+      if (static_cast<int>(o) < ctx.num_outputs()) {
+        ctx.SetOutputValue(static_cast<int>(o), RuntimeValue(std::move(results[o])));
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  static std::string Describe(const KernelContext& ctx, int i) {
+    if (const RuntimeValue* v = ctx.value_input(i)) return v->Describe();
+    return ctx.input(i).valid() ? "a tensor" : "nothing (the input is omitted)";
+  }
+
+  Subgraph body_;
+  // Element type per output sequence from the declared types; kInvalid: from the first element.
+  std::vector<DataType> output_dtypes_;
 };
 
 Result<std::unique_ptr<Kernel>> CreateIf(const KernelInfo& info, const SessionOptions& options) {
@@ -486,11 +613,36 @@ Result<std::unique_ptr<Kernel>> CreateScan(const KernelInfo& info,
   return std::unique_ptr<Kernel>(new ScanKernel(std::move(body), std::move(a)));
 }
 
+Result<std::unique_ptr<Kernel>> CreateSequenceMap(const KernelInfo& info,
+                                                  const SessionOptions& options) {
+  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(info, "body", options));
+  const Graph& g = body.session->graph();
+  if (g.inputs.empty() || info.num_inputs() != static_cast<int>(g.inputs.size())) {
+    return CfError("SequenceMap", fmt::format("the node has {} inputs but the body takes {}; "
+                                              "they must match, and be at least 1",
+                                              info.num_inputs(), g.inputs.size()));
+  }
+  if (static_cast<int>(g.outputs.size()) != info.num_outputs()) {
+    return CfError("SequenceMap", fmt::format("the node has {} outputs but the body produces {}",
+                                              info.num_outputs(), g.outputs.size()));
+  }
+  std::vector<DataType> output_dtypes;
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    DataType dtype = g.value(g.outputs[o]).type.dtype;
+    const ValueType& declared = info.output_type(static_cast<int>(o));
+    if (dtype == DataType::kInvalid && declared.is_sequence() && declared.elem != nullptr) {
+      dtype = declared.elem->dtype;
+    }
+    output_dtypes.push_back(dtype);
+  }
+  return std::unique_ptr<Kernel>(new SequenceMapKernel(std::move(body), std::move(output_dtypes)));
+}
+
 }  // namespace
 
 bool IsControlFlowOp(const Node& node) {
-  return node.domain.empty() &&
-         (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan");
+  return node.domain.empty() && (node.op_type == "If" || node.op_type == "Loop" ||
+                                 node.op_type == "Scan" || node.op_type == "SequenceMap");
 }
 
 Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const KernelInfo& info,
@@ -499,6 +651,7 @@ Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const KernelInfo& info,
   if (op == "If") return CreateIf(info, options);
   if (op == "Loop") return CreateLoop(info, options);
   if (op == "Scan" && info.opset() >= 8) return CreateScan(info, options);
+  if (op == "SequenceMap" && info.opset() >= 17) return CreateSequenceMap(info, options);
   return Status::InvalidArgument(
       fmt::format("op {} (opset {}) is not supported", op, info.opset()));
 }

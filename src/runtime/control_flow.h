@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Control-flow operators (If, Loop, Scan): kernels that run subgraphs. They live in the runtime,
-// not in kernels/, because each builds nested Sessions for its branches or body at load time.
-// Session::Create routes these ops here instead of the kernel registry.
+// Control-flow operators (If, Loop, Scan, SequenceMap): kernels that run subgraphs. They live in
+// the runtime, not in kernels/, because each builds nested Sessions for its branches or body at
+// load time. Session::Create routes these ops here instead of the kernel registry.
 //
 // Subgraphs read values of the enclosing graph through the node's implicit inputs
 // (Node::implicit_inputs, fed after the explicit inputs), matched by name to the subgraph's
@@ -18,7 +18,7 @@ namespace kiln {
 
 struct SessionOptions;
 
-// True for the ONNX-domain ops If, Loop and Scan.
+// True for the ONNX-domain ops If, Loop, Scan and SequenceMap.
 bool IsControlFlowOp(const Node& node);
 
 // Builds the kernel, including nested sessions for every subgraph attribute. Errors name the

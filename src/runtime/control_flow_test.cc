@@ -256,5 +256,293 @@ TEST(ControlFlowTest, BadSubgraphsFailAtLoad) {
             std::string::npos);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sequences and optionals through If, Loop and SequenceMap.
+
+OwnedTensor FloatTensor(std::vector<float> v) {
+  Result<OwnedTensor> t =
+      OwnedTensor::Allocate(DataType::kFloat32, Shape{static_cast<int64_t>(v.size())});
+  KILN_CHECK(t.ok(), "alloc");
+  std::copy(v.begin(), v.end(), t->data<float>());
+  return std::move(t).value();
+}
+
+RuntimeValue FloatSeq(const std::vector<std::vector<float>>& elements) {
+  std::vector<OwnedTensor> tensors;
+  for (const auto& e : elements) tensors.push_back(FloatTensor(e));
+  Result<TensorSequence> s = TensorSequence::Create(DataType::kFloat32, std::move(tensors));
+  KILN_CHECK(s.ok(), s.status().ToString());
+  return RuntimeValue(std::move(s).value());
+}
+
+RuntimeValue BoolValue(bool b) {
+  Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kBool, Shape{});
+  KILN_CHECK(t.ok(), "alloc");
+  *t->data<bool>() = b;
+  return RuntimeValue(std::move(t).value());
+}
+
+RuntimeValue Int64Value(int64_t v) {
+  Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kInt64, Shape{});
+  KILN_CHECK(t.ok(), "alloc");
+  *t->data<int64_t>() = v;
+  return RuntimeValue(std::move(t).value());
+}
+
+// The elements of a sequence of floats, as vectors.
+std::vector<std::vector<float>> Elements(const RuntimeValue& v) {
+  std::vector<std::vector<float>> out;
+  if (!v.is_sequence()) return out;
+  for (const OwnedTensor& t : v.sequence().elements()) {
+    out.emplace_back(t.data<const float>(), t.data<const float>() + t.num_elements());
+  }
+  return out;
+}
+
+Attribute TypeAttr(ValueType t) {
+  Attribute a;
+  a.name = "type";
+  a.type = AttributeType::kTypeProto;
+  a.tp = std::make_shared<const ValueType>(std::move(t));
+  return a;
+}
+
+ValueType SeqOf(DataType dtype) {
+  ValueType e;
+  e.dtype = dtype;
+  return ValueType::Sequence(e);
+}
+
+// If: then = (SequenceInsert(s, x), Optional(s)); else = (SequenceErase(s), none). `s` and `x`
+// are captured from the main graph.
+TEST(ControlFlowValuesTest, IfBranchesProduceSequencesAndOptionals) {
+  auto then_branch = NewGraph("then");
+  {
+    const int s = AddValue(*then_branch, "s");
+    const int x = AddValue(*then_branch, "x");
+    const int out = AddValue(*then_branch, "then_seq");
+    AddNode(*then_branch, "SequenceInsert", {s, x}, {out});
+    const int opt = AddValue(*then_branch, "then_opt");
+    AddNode(*then_branch, "Optional", {s}, {opt});
+    then_branch->outputs = {out, opt};
+  }
+  auto else_branch = NewGraph("else");
+  {
+    const int s = AddValue(*else_branch, "s");
+    const int out = AddValue(*else_branch, "else_seq");
+    AddNode(*else_branch, "SequenceErase", {s}, {out});
+    const int opt = AddValue(*else_branch, "else_opt");
+    AddNode(*else_branch, "Optional", {}, {opt}, {TypeAttr(SeqOf(DataType::kFloat32))});
+    else_branch->outputs = {out, opt};
+  }
+  auto g = NewGraph("main");
+  const int cond = AddValue(*g, "cond", Type(DataType::kBool, {}));
+  const int s = AddValue(*g, "s", SeqOf(DataType::kFloat32));
+  const int x = AddValue(*g, "x", Type(DataType::kFloat32, {1}));
+  g->inputs = {cond, s, x};
+  const int seq_out = AddValue(*g, "seq_out");
+  const int opt_out = AddValue(*g, "opt_out");
+  AddNode(*g, "If", {cond}, {seq_out, opt_out},
+          {GraphAttr("then_branch", then_branch), GraphAttr("else_branch", else_branch)}, {s, x});
+  g->outputs = {seq_out, opt_out};
+  Result<std::unique_ptr<Session>> session = Session::Create(g);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+
+  const RuntimeValue seq = FloatSeq({{1, 2}, {3}});
+  for (bool c : {true, false}) {
+    std::vector<RuntimeValue> in = {BoolValue(c), seq, RuntimeValue(FloatTensor({9}))};
+    Result<std::vector<RuntimeValue>> out = (*session)->RunValues(in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    if (c) {
+      EXPECT_EQ(Elements((*out)[0]), (std::vector<std::vector<float>>{{1, 2}, {3}, {9}}));
+      EXPECT_EQ(Elements((*out)[1]), (std::vector<std::vector<float>>{{1, 2}, {3}}));
+    } else {
+      EXPECT_EQ(Elements((*out)[0]), (std::vector<std::vector<float>>{{1, 2}}));
+      EXPECT_TRUE((*out)[1].is_none());
+    }
+  }
+}
+
+// Loop over M = 3 trips carrying a sequence and an optional:
+//   seq_{i+1} = SequenceInsert(seq_i, x)   (x captured); scan output: SequenceLength(seq_{i+1})
+//   opt_{i+1} = Identity(opt_i)            (none stays none)
+std::shared_ptr<Graph> SequenceLoopModel(bool sequence_scan_output) {
+  auto body = NewGraph("body");
+  const int iter = AddValue(*body, "iter", Type(DataType::kInt64, {}));
+  const int cond_in = AddValue(*body, "cond_in", Type(DataType::kBool, {}));
+  const int seq_in = AddValue(*body, "seq_in", SeqOf(DataType::kFloat32));
+  const int opt_in = AddValue(*body, "opt_in", ValueType::Optional(SeqOf(DataType::kFloat32)));
+  body->inputs = {iter, cond_in, seq_in, opt_in};
+  const int x = AddValue(*body, "x");  // captured
+  const int cond_out = AddValue(*body, "cond_out");
+  AddNode(*body, "Identity", {cond_in}, {cond_out});
+  const int seq_out = AddValue(*body, "seq_out");
+  AddNode(*body, "SequenceInsert", {seq_in, x}, {seq_out});
+  const int opt_out = AddValue(*body, "opt_out");
+  AddNode(*body, "Identity", {opt_in}, {opt_out});
+  int scan = AddValue(*body, "len");
+  AddNode(*body, "SequenceLength", {seq_out}, {scan});
+  if (sequence_scan_output) scan = seq_out;
+  body->outputs = {cond_out, seq_out, opt_out, scan};
+
+  auto g = NewGraph("main");
+  const int m = AddValue(*g, "M", Type(DataType::kInt64, {}));
+  const int seq = AddValue(*g, "seq", SeqOf(DataType::kFloat32));
+  const int opt = AddValue(*g, "opt", ValueType::Optional(SeqOf(DataType::kFloat32)));
+  const int x_v = AddValue(*g, "x", Type(DataType::kFloat32, {1}));
+  g->inputs = {m, seq, opt, x_v};
+  const int final_seq = AddValue(*g, "final_seq");
+  const int final_opt = AddValue(*g, "final_opt");
+  const int lengths = AddValue(*g, "lengths");
+  AddNode(*g, "Loop", {m, kNoValue, seq, opt}, {final_seq, final_opt, lengths},
+          {GraphAttr("body", body)}, {x_v});
+  g->outputs = {final_seq, final_opt, lengths};
+  return g;
+}
+
+TEST(ControlFlowValuesTest, LoopCarriesSequencesAndNones) {
+  Result<std::unique_ptr<Session>> session = Session::Create(SequenceLoopModel(false));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<RuntimeValue> in = {Int64Value(3), RuntimeValue(TensorSequence(DataType::kFloat32)),
+                                  RuntimeValue::None(), RuntimeValue(FloatTensor({7}))};
+  Result<std::vector<RuntimeValue>> out = (*session)->RunValues(in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(Elements((*out)[0]), (std::vector<std::vector<float>>{{7}, {7}, {7}}));
+  EXPECT_TRUE((*out)[1].is_none());
+  ASSERT_TRUE((*out)[2].is_tensor());
+  const OwnedTensor& lengths = (*out)[2].tensor();
+  ASSERT_EQ(lengths.shape(), (Shape{3}));
+  EXPECT_EQ(lengths.data<int64_t>()[0], 1);
+  EXPECT_EQ(lengths.data<int64_t>()[2], 3);
+
+  // Zero trips: the initial values come out unchanged; a sequence initial value stays typed.
+  in[0] = Int64Value(0);
+  in[2] = FloatSeq({{1}});
+  out = (*session)->RunValues(in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_TRUE((*out)[0].is_sequence());
+  EXPECT_EQ((*out)[0].sequence().size(), 0);
+  EXPECT_EQ((*out)[0].sequence().elem_dtype(), DataType::kFloat32);
+  EXPECT_EQ(Elements((*out)[1]), (std::vector<std::vector<float>>{{1}}));
+
+  // Scan outputs must be tensors.
+  Result<std::unique_ptr<Session>> bad = Session::Create(SequenceLoopModel(true));
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  in[0] = Int64Value(1);
+  Result<std::vector<RuntimeValue>> r = (*bad)->RunValues(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(
+                "Loop: scan output 0 of the body must be a tensor, got a sequence of 1 FP32"),
+            std::string::npos)
+      << r.status().message();
+}
+
+// SequenceMap over (a, b, c): a and b sequences walked together, c a tensor given whole.
+//   sum_i = a_i + b_i + c;  shape_i = Shape(a_i)
+std::shared_ptr<Graph> SequenceMapModel(ValueType sum_type, ValueType shape_out_type) {
+  auto body = NewGraph("body");
+  body->opset_imports[""] = 17;
+  const int a = AddValue(*body, "a_i");
+  const int b = AddValue(*body, "b_i");
+  const int c = AddValue(*body, "c_in");
+  body->inputs = {a, b, c};
+  const int ab = AddValue(*body, "ab");
+  AddNode(*body, "Add", {a, b}, {ab});
+  const int sum = AddValue(*body, "sum", std::move(sum_type));
+  AddNode(*body, "Add", {ab, c}, {sum});
+  const int shape = AddValue(*body, "shape");
+  AddNode(*body, "Shape", {a}, {shape});
+  body->outputs = {sum, shape};
+
+  auto g = NewGraph("main");
+  g->opset_imports[""] = 17;
+  const int a_v = AddValue(*g, "a");
+  const int b_v = AddValue(*g, "b");
+  const int c_v = AddValue(*g, "c");
+  g->inputs = {a_v, b_v, c_v};
+  const int sums = AddValue(*g, "sums");
+  const int shapes = AddValue(*g, "shapes", std::move(shape_out_type));
+  AddNode(*g, "SequenceMap", {a_v, b_v, c_v}, {sums, shapes}, {GraphAttr("body", body)});
+  g->outputs = {sums, shapes};
+  return g;
+}
+
+TEST(ControlFlowValuesTest, SequenceMapRunsTheBodyPerElement) {
+  Result<std::unique_ptr<Session>> s = Session::Create(SequenceMapModel({}, {}));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->provider(0), "runtime");
+  const RuntimeValue a = FloatSeq({{1, 2, 3}, {4}});
+  const RuntimeValue b = FloatSeq({{10, 20, 30}, {40}});
+  std::vector<RuntimeValue> in = {a, b, RuntimeValue(FloatTensor({100}))};
+  Result<std::vector<RuntimeValue>> out = (*s)->RunValues(in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(Elements((*out)[0]), (std::vector<std::vector<float>>{{111, 122, 133}, {144}}));
+  ASSERT_TRUE((*out)[1].is_sequence());
+  ASSERT_EQ((*out)[1].sequence().size(), 2);
+  EXPECT_EQ((*out)[1].sequence().elem_dtype(), DataType::kInt64);
+  EXPECT_EQ((*out)[1].sequence().at(0).data<int64_t>()[0], 3);
+  EXPECT_EQ((*out)[1].sequence().at(1).data<int64_t>()[0], 1);
+
+  // Sequences of different lengths, and a tensor where the sequence to walk belongs.
+  in = {a, FloatSeq({{1}}), RuntimeValue(FloatTensor({0}))};
+  Result<std::vector<RuntimeValue>> r = (*s)->RunValues(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("SequenceMap: input 1 has 1 elements but input 0 has 2"),
+            std::string::npos)
+      << r.status().message();
+  in = {RuntimeValue(FloatTensor({1})), b, RuntimeValue(FloatTensor({0}))};
+  r = (*s)->RunValues(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("SequenceMap: input 0 must be a sequence, got a tensor"),
+            std::string::npos)
+      << r.status().message();
+  in = {a, b, RuntimeValue::None()};
+  r = (*s)->RunValues(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("input 2 must be a sequence or a tensor, got none"),
+            std::string::npos)
+      << r.status().message();
+
+  // An empty input: each output is an empty sequence of its declared element type, which must
+  // be known (from the body's output or the node's output type).
+  in = {RuntimeValue(TensorSequence(DataType::kFloat32)),
+        RuntimeValue(TensorSequence(DataType::kFloat32)), RuntimeValue(FloatTensor({0}))};
+  r = (*s)->RunValues(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("output 0 is an empty sequence whose element type the "
+                                      "model does not declare"),
+            std::string::npos)
+      << r.status().message();
+  Result<std::unique_ptr<Session>> typed =
+      Session::Create(SequenceMapModel(Type(DataType::kFloat32, {1}), SeqOf(DataType::kInt64)));
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  out = (*typed)->RunValues(in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].sequence().elem_dtype(), DataType::kFloat32);
+  EXPECT_EQ((*out)[0].sequence().size(), 0);
+  EXPECT_EQ((*out)[1].sequence().elem_dtype(), DataType::kInt64);
+}
+
+TEST(ControlFlowValuesTest, SequenceMapBodyMustMatchTheNode) {
+  auto body = NewGraph("body");
+  body->opset_imports[""] = 17;
+  const int a = AddValue(*body, "a_i");
+  body->inputs = {a};
+  body->outputs = {a};
+  auto g = NewGraph("main");
+  g->opset_imports[""] = 17;
+  const int a_v = AddValue(*g, "a");
+  const int b_v = AddValue(*g, "b");
+  g->inputs = {a_v, b_v};
+  const int out = AddValue(*g, "out");
+  AddNode(*g, "SequenceMap", {a_v, b_v}, {out}, {GraphAttr("body", body)});
+  g->outputs = {out};
+  Result<std::unique_ptr<Session>> s = Session::Create(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("the node has 2 inputs but the body takes 1"),
+            std::string::npos)
+      << s.status().message();
+}
+
 }  // namespace
 }  // namespace kiln

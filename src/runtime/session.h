@@ -8,8 +8,14 @@
 //   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Create(g));
 //   KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outs, s->Run(inputs));
 //
-// Thread safety: Run() is const and may be called from several threads at once; each call keeps
-// its intermediate tensors to itself. The graph is shared read-only.
+// Two ways to run: Run over tensors (inputs are views, outputs OwnedTensors), for models whose
+// inputs and outputs are all tensors, which is what the server feeds; and RunValues over
+// RuntimeValues (tensor/runtime_value.h), for models with sequence or optional inputs or
+// outputs. Inside, both execute the same way: tensors flow as views, sequences and nones as
+// RuntimeValues, and every intermediate is released after its last reader.
+//
+// Thread safety: Run() and RunValues() are const and may be called from several threads at once;
+// each call keeps its intermediate values to itself. The graph is shared read-only.
 
 #include <memory>
 #include <span>
@@ -19,6 +25,7 @@
 #include "base/result.h"
 #include "graph/ir.h"
 #include "kernels/kernel.h"
+#include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -45,14 +52,28 @@ class Session {
 
   // Runs the graph. `inputs` holds one tensor per graph input (graph().inputs order). Each is
   // checked against the declared type: dtype must match, rank and every known dim must match.
-  // Returns one tensor per graph output (graph().outputs order).
+  // Returns one tensor per graph output (graph().outputs order); a graph output that turns out
+  // to be a sequence or none is UNIMPLEMENTED naming the output (use RunValues).
   Result<std::vector<OwnedTensor>> Run(std::span<const Tensor> inputs) const {
-    return Run(inputs, {});
+    return Run(inputs, std::span<const Tensor>());
   }
   // For a subgraph (an If branch, a Loop or Scan body): `captures` holds one tensor per
   // captures() entry, the data of the values the subgraph reads from its enclosing scope.
   Result<std::vector<OwnedTensor>> Run(std::span<const Tensor> inputs,
                                        std::span<const Tensor> captures) const;
+
+  // Runs the graph on values of any kind: one valid RuntimeValue per graph input, checked
+  // against the declared type (a sequence's element type and, with check_input_shapes, every
+  // element's shape against the declared element type; an optional type accepts none or what it
+  // may hold; an unknown type accepts anything). Returns one value per graph output.
+  Result<std::vector<RuntimeValue>> RunValues(std::span<const RuntimeValue> inputs) const {
+    return RunValues(inputs, std::span<const Tensor>(), std::span<const RuntimeValue* const>());
+  }
+  // For a subgraph: capture i is `capture_tensors[i]` when that tensor is valid, else
+  // `*capture_values[i]` (a sequence or none). `capture_values` may be shorter (null entries).
+  Result<std::vector<RuntimeValue>> RunValues(
+      std::span<const RuntimeValue> inputs, std::span<const Tensor> capture_tensors,
+      std::span<const RuntimeValue* const> capture_values) const;
   // Value ids of the graph's captured values (Graph::Captures), in the order Run expects them.
   std::span<const int> captures() const { return captures_; }
 
@@ -61,7 +82,12 @@ class Session {
 
  private:
   struct NodeKernel;
+  struct Frame;
   Session(std::shared_ptr<const Graph> graph, std::vector<NodeKernel> kernels);
+
+  // Binds the captures into `frame`, runs every node, and leaves the graph outputs in it.
+  Status Execute(std::span<const Tensor> capture_tensors,
+                 std::span<const RuntimeValue* const> capture_values, Frame& frame) const;
 
   std::shared_ptr<const Graph> graph_;
   std::vector<NodeKernel> kernels_;
@@ -75,5 +101,11 @@ class Session {
 
 // Checks `tensor` against a declared value type; the message names `what` ("input 'x'").
 Status CheckTensorMatchesType(const Tensor& tensor, const ValueType& type, std::string_view what);
+
+// Checks a runtime value against a declared type of any kind (see RunValues). Without
+// `check_dims`, tensor dims are not compared (ranks still are) and sequence elements are checked
+// for their dtype only. The message names `what`.
+Status CheckValueMatchesType(const RuntimeValue& value, const ValueType& type,
+                             std::string_view what, bool check_dims = true);
 
 }  // namespace kiln

@@ -202,5 +202,167 @@ TEST(SessionTest, OutputThatIsAnInitializerIsCopiedOut) {
   EXPECT_EQ((*r)[0].data<float>()[1], 7.f);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sequences and optionals.
+
+OwnedTensor Floats(const Shape& shape, float fill = 0) {
+  Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kFloat32, shape);
+  KILN_CHECK(t.ok(), t.status().ToString());
+  for (int64_t i = 0; i < t->num_elements(); ++i) t->data<float>()[i] = fill;
+  return std::move(t).value();
+}
+
+RuntimeValue FloatSeq(std::vector<Shape> shapes) {
+  std::vector<OwnedTensor> elements;
+  for (const Shape& s : shapes) elements.push_back(Floats(s));
+  Result<TensorSequence> seq = TensorSequence::Create(DataType::kFloat32, std::move(elements));
+  KILN_CHECK(seq.ok(), seq.status().ToString());
+  return RuntimeValue(std::move(seq).value());
+}
+
+int AddNodeOut(Graph& g, const std::string& op, std::vector<int> inputs, const std::string& out) {
+  const int y = g.AddValue({out, ValueType{}, -1, nullptr});
+  Node n;
+  n.name = op + "_" + out;
+  n.op_type = op;
+  n.inputs = std::move(inputs);
+  n.outputs = {y};
+  g.AddNode(std::move(n));
+  return y;
+}
+
+// n = SequenceLength(s), with s declared as `type`.
+std::unique_ptr<Session> LengthSession(ValueType type) {
+  auto g = std::make_shared<Graph>();
+  g->opset_imports[""] = 16;
+  const int s = AddInput(*g, "s", std::move(type));
+  g->outputs = {AddNodeOut(*g, "SequenceLength", {s}, "n")};
+  Result<std::unique_ptr<Session>> session = Session::Create(g);
+  KILN_CHECK(session.ok(), session.status().ToString());
+  return std::move(session).value();
+}
+
+std::string RunError(const Session& s, RuntimeValue v) {
+  std::vector<RuntimeValue> in;
+  in.push_back(std::move(v));
+  Result<std::vector<RuntimeValue>> r = s.RunValues(in);
+  return r.ok() ? "OK" : r.status().message();
+}
+
+TEST(SessionValuesTest, ChecksValuesAgainstDeclaredKinds) {
+  std::unique_ptr<Session> seq = LengthSession(ValueType::Sequence(FloatType({Dim{2, ""}})));
+  {
+    std::vector<RuntimeValue> in = {FloatSeq({Shape{2}, Shape{2}, Shape{2}})};
+    Result<std::vector<RuntimeValue>> r = seq->RunValues(in);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE((*r)[0].is_tensor());
+    EXPECT_EQ(*(*r)[0].tensor().data<int64_t>(), 3);
+  }
+  EXPECT_EQ(RunError(*seq, RuntimeValue(Floats({2}))),
+            "input 's': expected seq(FP32[2]), got tensor FP32[2]");
+  EXPECT_EQ(RunError(*seq, RuntimeValue(TensorSequence(DataType::kInt64))),
+            "input 's': expected seq(FP32[2]), got sequence of 0 INT64 tensors");
+  EXPECT_EQ(RunError(*seq, FloatSeq({Shape{2}, Shape{3}})),
+            "input 's' element 1: expected shape FP32[2], got [3] (dim 0 differs)");
+  EXPECT_EQ(RunError(*seq, RuntimeValue::None()),
+            "input 's': expected seq(FP32[2]), got none (an empty optional)");
+  EXPECT_EQ(RunError(*seq, RuntimeValue()), "input 's': no value given");
+  // The tensor Run cannot feed a sequence input.
+  float f[2] = {};
+  Tensor t[] = {Tensor(DataType::kFloat32, Shape{2}, f)};
+  Result<std::vector<OwnedTensor>> r = seq->Run(t);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "input 's': expected seq(FP32[2]), got a tensor FP32[2]");
+
+  // An optional sequence accepts none or a matching sequence (the kernel then sees none).
+  std::unique_ptr<Session> opt =
+      LengthSession(ValueType::Optional(ValueType::Sequence(FloatType({Dim{}}))));
+  EXPECT_EQ(RunError(*opt, FloatSeq({Shape{4}})), "OK");
+  EXPECT_NE(RunError(*opt, RuntimeValue::None()).find("input 0 must be a sequence, got none"),
+            std::string::npos);
+  EXPECT_EQ(RunError(*opt, RuntimeValue(Floats({4}))),
+            "input 's': expected seq(FP32[?]), got tensor FP32[4]");
+  EXPECT_EQ(RunError(*opt, FloatSeq({Shape{4, 1}})),
+            "input 's' element 0: expected shape FP32[?] (rank 1), got [4,1]");
+
+  // An unknown type accepts any value; the kernel judges it.
+  std::unique_ptr<Session> any = LengthSession(ValueType{});
+  EXPECT_EQ(RunError(*any, FloatSeq({})), "OK");
+}
+
+TEST(SessionValuesTest, TensorRunNamesTheNonTensorOutputAndRunValuesReturnsIt) {
+  // s = SequenceConstruct(x); outputs s and x.
+  auto g = std::make_shared<Graph>();
+  g->opset_imports[""] = 16;
+  const int x = AddInput(*g, "x", FloatType({Dim{2, ""}}));
+  const int s = AddNodeOut(*g, "SequenceConstruct", {x, x}, "s");
+  g->outputs = {s, x};
+  Result<std::unique_ptr<Session>> session = Session::Create(g);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  float f[2] = {3, 4};
+  Tensor in[] = {Tensor(DataType::kFloat32, Shape{2}, f)};
+  Result<std::vector<OwnedTensor>> r = (*session)->Run(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(r.status().message(),
+            "graph output 's' is a sequence of 2 FP32 tensors, not a tensor; this Run returns "
+            "tensors only (RunValues returns any value)");
+
+  std::vector<RuntimeValue> values = {RuntimeValue(Floats({2}, 5))};
+  Result<std::vector<RuntimeValue>> v = (*session)->RunValues(values);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_TRUE((*v)[0].is_sequence());
+  EXPECT_EQ((*v)[0].sequence().size(), 2);
+  EXPECT_EQ((*v)[0].sequence().at(1).data<float>()[0], 5.f);
+  ASSERT_TRUE((*v)[1].is_tensor());  // the input passed through, copied
+  EXPECT_NE((*v)[1].tensor().raw_data(), values[0].tensor().raw_data());
+  EXPECT_EQ((*v)[1].tensor().data<float>()[1], 5.f);
+}
+
+// Counts live bytes and their peak.
+class PeakAllocator final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes, size_t alignment) override {
+    live_ += bytes;
+    peak_ = std::max(peak_, live_);
+    return HostAllocator().Allocate(bytes, alignment);
+  }
+  void Free(void* ptr, size_t bytes) override {
+    live_ -= bytes;
+    HostAllocator().Free(ptr, bytes);
+  }
+  Device device() const override { return Device::Cpu(); }
+  size_t peak() const { return peak_; }
+
+ private:
+  size_t live_ = 0;
+  size_t peak_ = 0;
+};
+
+TEST(SessionValuesTest, SequencesAreReleasedAfterTheirLastReader) {
+  // s = SequenceConstruct(x) copies x; n = SequenceLength(s) is s's last reader; y = Identity(x)
+  // copies x again. With s released after n, at most one copy of x (plus n) is ever live.
+  PeakAllocator alloc;
+  SessionOptions options;
+  options.allocator = &alloc;
+  auto g = std::make_shared<Graph>();
+  g->opset_imports[""] = 13;
+  const int x = AddInput(*g, "x", FloatType({Dim{1000, ""}}));
+  const int s = AddNodeOut(*g, "SequenceConstruct", {x}, "s");
+  const int n = AddNodeOut(*g, "SequenceLength", {s}, "n");
+  const int y = AddNodeOut(*g, "Identity", {x}, "y");
+  g->outputs = {n, y};
+  Result<std::unique_ptr<Session>> session = Session::Create(g, options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<float> data(1000, 1.f);
+  Tensor in[] = {Tensor(DataType::kFloat32, Shape{1000}, data.data())};
+  Result<std::vector<OwnedTensor>> r = (*session)->Run(in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*(*r)[0].data<int64_t>(), 1);
+  const size_t x_bytes = 1000 * sizeof(float);
+  EXPECT_GE(alloc.peak(), x_bytes);
+  EXPECT_LT(alloc.peak(), 2 * x_bytes);
+}
+
 }  // namespace
 }  // namespace kiln

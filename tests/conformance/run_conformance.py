@@ -6,8 +6,10 @@ Walks the ONNX backend test data (Debian package libonnx-testdata: node/, pytorc
 pytorch-operator/, simple/; each case is model.onnx + test_data_set_N/{input_K.pb, output_K.pb}),
 runs every data set through `kiln run MODEL --inputs-dir SET --output-dir OUT`, and compares the
 outputs with the expected ones: rtol 1e-3 and atol 1e-5 for floating point, exact for integers,
-bools and strings. Cases whose models use random-output ops are checked for shape and dtype only
-and counted separately.
+bools and strings. Sequence and optional outputs (SequenceProto / OptionalProto files, read as
+the model's declared output type says) are compared element by element with the same
+tolerances; an empty optional matches only an empty optional. Cases whose models use
+random-output ops are checked for shape and dtype only and counted separately.
 
 Every case gets one status:
   pass         every output of every data set matches
@@ -41,7 +43,7 @@ FOLDERS = ["node", "pytorch-converted", "pytorch-operator", "simple"]
 RANDOM_OPS = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
               "RandomNormalLike", "Multinomial", "Dropout:train"}
 RTOL, ATOL = 1e-3, 1e-5
-UNSUPPORTED_MARKERS = ("is not supported", "kiln supports only tensor values",
+UNSUPPORTED_MARKERS = ("is not supported", "kiln supports",
                        "not supported", "unsupported")
 
 
@@ -68,18 +70,63 @@ def list_cases(testdata, folders, pattern):
     return cases
 
 
-def load_expected(path):
-    """The expected value in a .pb: a numpy array, or None for sequence/optional values."""
+class _None:
+    """The value of an empty optional (an OptionalProto of elem_type UNDEFINED)."""
+
+    def __repr__(self):
+        return "none"
+
+
+NONE = _None()
+
+
+def value_kind(type_proto):
+    """'tensor', 'sequence' or 'optional' for a graph output's TypeProto (unset: 'tensor')."""
+    kind = type_proto.WhichOneof("value") if type_proto is not None else None
+    return {"sequence_type": "sequence", "optional_type": "optional"}.get(kind, "tensor")
+
+
+def _sequence_to_list(seq):
+    if seq.elem_type not in (onnx.SequenceProto.TENSOR, onnx.SequenceProto.UNDEFINED) or \
+            seq.sparse_tensor_values or seq.sequence_values or seq.map_values or \
+            seq.optional_values:
+        raise ValueError(f"a sequence of elem_type {seq.elem_type}, not of tensors")
+    return [numpy_helper.to_array(t) for t in seq.tensor_values]
+
+
+def load_value(path, kind):
+    """The value stored in a .pb file as the output's declared kind says: a numpy array (a
+    TensorProto), a list of arrays (a SequenceProto), or for an OptionalProto NONE, an array or
+    a list. Raises on bytes that are not such a message."""
     with open(path, "rb") as f:
         data = f.read()
+    if kind == "sequence":
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(data)
+        return _sequence_to_list(seq)
+    if kind == "optional":
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(data)
+        if opt.elem_type == onnx.OptionalProto.UNDEFINED:
+            if opt.HasField("tensor_value") or opt.HasField("sequence_value"):
+                raise ValueError("an OptionalProto of elem_type UNDEFINED that holds a value")
+            return NONE
+        if opt.elem_type == onnx.OptionalProto.TENSOR:
+            return numpy_helper.to_array(opt.tensor_value)
+        if opt.elem_type == onnx.OptionalProto.SEQUENCE:
+            return _sequence_to_list(opt.sequence_value)
+        raise ValueError(f"an optional of elem_type {opt.elem_type}")
     t = onnx.TensorProto()
-    try:
-        t.ParseFromString(data)
-    except Exception:  # noqa: BLE001 - not a TensorProto
-        return None
-    if t.data_type == 0 and not t.dims and not t.raw_data:
-        return None  # a SequenceProto / OptionalProto parsed leniently
+    t.ParseFromString(data)
     return numpy_helper.to_array(t)
+
+
+def describe(v):
+    if v is NONE:
+        return "none"
+    if isinstance(v, list):
+        return f"a sequence of {len(v)}"
+    return f"a tensor {v.dtype}{list(v.shape)}"
 
 
 def compare(got, want, random_case):
@@ -98,12 +145,43 @@ def compare(got, want, random_case):
     return bool(np.array_equal(got, want)), "exact"
 
 
-def model_ops(path):
+def compare_value(got, want, random_case):
+    """compare() for values of any kind: tensors as compare() does, sequences element by element
+    with the same tolerances, nones by kind. The detail of a match is 'exact', 'shape and dtype'
+    or the worst 'max abs error'."""
+    if want is NONE or got is NONE:
+        if want is got:
+            return True, "exact"
+        return False, f"got {describe(got)}, expected {describe(want)}"
+    if isinstance(want, list) or isinstance(got, list):
+        if not (isinstance(want, list) and isinstance(got, list)):
+            return False, f"got {describe(got)}, expected {describe(want)}"
+        if len(got) != len(want):
+            return False, f"a sequence of {len(got)} elements, expected {len(want)}"
+        details = []
+        for k, (g, w) in enumerate(zip(got, want)):
+            ok, detail = compare(g, w, random_case)
+            if not ok:
+                return False, f"element {k}: {detail}"
+            details.append(detail)
+        errors = [float(d.split()[-1]) for d in details if d.startswith("max abs error")]
+        if errors:
+            return True, f"max abs error {max(errors):.3g}"
+        return True, details[0] if details else "exact"
+    return compare(got, want, random_case)
+
+
+def load_model(path):
+    try:
+        return onnx.load(path, load_external_data=False)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def model_ops(m):
     """Op types the model uses; a Dropout given a training_mode input counts as 'Dropout:train'
     (its mask and output are random, like the random ops')."""
-    try:
-        m = onnx.load(path, load_external_data=False)
-    except Exception:  # noqa: BLE001
+    if m is None:
         return set()
     ops = set()
 
@@ -123,7 +201,9 @@ def model_ops(path):
 
 def run_case(kiln, key, case_dir, timeout, workdir):
     model = os.path.join(case_dir, "model.onnx")
-    random_case = bool(model_ops(model) & RANDOM_OPS)
+    proto = load_model(model)
+    random_case = bool(model_ops(proto) & RANDOM_OPS)
+    kinds = [value_kind(o.type) for o in proto.graph.output] if proto is not None else []
     sets = sorted(d for d in os.listdir(case_dir) if d.startswith("test_data_set_"))
     if not sets:
         return key, "error", "no test_data_set_* folder"
@@ -145,14 +225,19 @@ def run_case(kiln, key, case_dir, timeout, workdir):
             return key, status, msg
         n = len([f for f in os.listdir(set_dir) if re.fullmatch(r"output_\d+\.pb", f)])
         for i in range(n):
-            want = load_expected(os.path.join(set_dir, f"output_{i}.pb"))
-            if want is None:
-                return key, "unsupported", f"output {i} is a sequence or optional value"
+            kind = kinds[i] if i < len(kinds) else "tensor"
+            try:
+                want = load_value(os.path.join(set_dir, f"output_{i}.pb"), kind)
+            except Exception as e:  # noqa: BLE001 - expected data this runner cannot read
+                return key, "error", f"{s}: expected output {i} ({kind}) is unreadable: {e}"
             got_path = os.path.join(out, f"output_{i}.pb")
             if not os.path.exists(got_path):
                 return key, "fail", f"{s}: output {i} was not written"
-            got = load_expected(got_path)
-            ok, detail = compare(got, want, random_case)
+            try:
+                got = load_value(got_path, kind)
+            except Exception as e:  # noqa: BLE001 - kiln wrote something else
+                return key, "fail", f"{s}: output {i} is not a valid {kind} file: {e}"
+            ok, detail = compare_value(got, want, random_case)
             if not ok:
                 return key, "fail", f"{s}: output {i}: {detail}"
             details.append(detail)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs every kiln fuzz target for FUZZ_SECONDS (default 60) each, from seed corpora built out of
 # real inputs: ONNX backend test models, the demo requests, repository requests, .npy files,
-# config.pbtxt files.
+# SequenceProto / OptionalProto test data files, config.pbtxt files.
 # Usage: run_fuzzers.sh BUILD_DIR [SECONDS]. Crashes are written to BUILD_DIR/fuzz/crashes/.
 set -euo pipefail
 build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
@@ -20,7 +20,9 @@ seed() {  # seed NAME FILES...
   echo "$dir"
 }
 
-models=$(seed onnx_model $(ls -d "$testdata"/node/*/model.onnx | awk 'NR % 8 == 0'))
+models=$(seed onnx_model $(ls -d "$testdata"/node/*/model.onnx | awk 'NR % 8 == 0') \
+  "$testdata"/node/test_{sequence_map_add_2_sequences,optional_get_element_sequence,if_opt,loop16_seq_none}/model.onnx \
+  "$testdata"/simple/test_sequence_model{1,5}/model.onnx)
 json=$(seed infer_json "$build"/demo_models/*/sample_request.json)
 printf '{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4]]}]}' \
   > "$json/int64.json"
@@ -38,13 +40,26 @@ d = sys.argv[1]
 for i, dt in enumerate(["<f4", "<f8", "<i8", "|u1", "|b1", "<f2"]):
     np.save(f"{d}/seed{i}.npy", (np.arange(6).reshape(2, 3) % 2).astype(dt))
 PY
+# Value files: the first byte picks the declared type (fuzz_value_proto.cc: 0 seq(FP32), 1 seq(?),
+# 2 optional(INT64), 3 optional(seq(INT32)), 4 optional(?)), the rest is a test data file.
+values=$(seed value_proto)
+prefixed() {  # prefixed BYTE FILE NAME
+  if [[ -f $2 ]]; then { printf "\\x$1"; cat "$2"; } > "$values/$3"; fi
+}
+prefixed 01 "$testdata/node/test_sequence_insert_at_back/test_data_set_0/input_0.pb" seq_int64
+prefixed 00 "$testdata/node/test_loop13_seq/test_data_set_0/input_2.pb" seq_empty
+prefixed 04 "$testdata/node/test_identity_opt/test_data_set_0/input_0.pb" opt_seq
+prefixed 02 "$testdata/node/test_optional_get_element/test_data_set_0/input_0.pb" opt_tensor
+prefixed 02 "$testdata/node/test_optional_has_element_empty/test_data_set_0/input_0.pb" opt_none
+prefixed 03 "$testdata/node/test_optional_get_element_sequence/test_data_set_0/input_0.pb" opt_seq_int32
 config=$(seed config $(find "$build/demo_models" "$root/src/repo" -name '*.pbtxt' 2>/dev/null))
 printf 'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 16 ] } ]\ndynamic_batching { preferred_batch_size: [ 4, 8 ] }\n' \
   > "$config/seed.pbtxt"
 
 status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
-    fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_config:"$config"; do
+    fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
+    fuzz_config:"$config"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \

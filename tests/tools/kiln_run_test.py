@@ -32,6 +32,12 @@ CASES = [
     "test_globalaveragepool", "test_batchnorm_epsilon", "test_batchnorm_example",
 ]
 
+# Cases with sequence or optional inputs and outputs (SequenceProto / OptionalProto files).
+VALUE_CASES = [
+    "test_sequence_insert_at_back", "test_optional_get_element_sequence",
+    "test_optional_has_element_empty", "test_if_opt", "test_identity_opt",
+]
+
 failures = []
 
 
@@ -55,6 +61,49 @@ def close(got, want):
         err = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
         return ok, f"max abs error {err:g}"
     return bool(np.array_equal(got, want)), "exact"
+
+
+def load_value(path, type_proto):
+    """A .pb value as its declared type says: an array, a list of arrays, or None (none)."""
+    kind = type_proto.WhichOneof("value")
+    with open(path, "rb") as f:
+        data = f.read()
+    if kind == "sequence_type":
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(data)
+        return [numpy_helper.to_array(t) for t in seq.tensor_values]
+    if kind == "optional_type":
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(data)
+        if opt.elem_type == onnx.OptionalProto.UNDEFINED:
+            return None
+        if opt.elem_type == onnx.OptionalProto.SEQUENCE:
+            return [numpy_helper.to_array(t) for t in opt.sequence_value.tensor_values]
+        return numpy_helper.to_array(opt.tensor_value)
+    return numpy_helper.to_array(onnx.load_tensor(path))
+
+
+def same_value(got, want):
+    if want is None or got is None:
+        return got is want
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and \
+            all(close(g, w)[0] for g, w in zip(got, want))
+    return not isinstance(got, list) and close(got, want)[0]
+
+
+def compare_values(case_dir, out_dir):
+    model = onnx.load(os.path.join(case_dir, "model.onnx"))
+    data = os.path.join(case_dir, "test_data_set_0")
+    for i, output in enumerate(model.graph.output):
+        path = os.path.join(out_dir, f"output_{i}.pb")
+        if not os.path.exists(path):
+            return False, f"missing {path}"
+        want = load_value(os.path.join(data, f"output_{i}.pb"), output.type)
+        got = load_value(path, output.type)
+        if not same_value(got, want):
+            return False, f"output {i}: got {got!r}, expected {want!r}"
+    return True, "equal"
 
 
 def run(kiln, args):
@@ -102,6 +151,18 @@ def main():
                 continue
             ok, detail = compare_outputs(d, out, "pb")
             check(ok, f"{case} (--inputs-dir): {detail}")
+
+        # Sequence and optional inputs and outputs.
+        for case in VALUE_CASES:
+            d = os.path.join(node, case)
+            out = os.path.join(tmp, case)
+            r = run(a.kiln, [os.path.join(d, "model.onnx"), "--inputs-dir",
+                             os.path.join(d, "test_data_set_0"), "--output-dir", out])
+            if r.returncode != 0:
+                check(False, f"{case}: exit {r.returncode}: {r.stderr.strip()}")
+                continue
+            ok, detail = compare_values(d, out)
+            check(ok, f"{case} (sequence / optional values): {detail}")
 
         # --input NAME=PATH with .npy inputs, --output-format npy.
         d = os.path.join(node, "test_gemm_all_attributes")
@@ -166,13 +227,24 @@ def main():
             ("unknown input extension", [os.path.join(add, "model.onnx"), "--inputs",
                                          garbage + "," + garbage], ".npy"),
         ]
+        seq_case = os.path.join(node, "test_sequence_insert_at_back")
+        seq_in = os.path.join(seq_case, "test_data_set_0")
+        errors += [
+            ("sequence output as .npy", [os.path.join(seq_case, "model.onnx"), "--inputs-dir",
+                                         seq_in, "--output-format", "npy"],
+             "which a .npy file cannot hold; use .pb"),
+            ("sequence input from .npy", [os.path.join(seq_case, "model.onnx"), "--input",
+                                          "sequence=" + foo_in, "--input",
+                                          "tensor=" + foo_in],
+             "a .npy file holds one tensor, but the value is a seq(INT64[?])"),
+        ]
         for what, args, needle in errors:
             r = run(a.kiln, args + ["--output-dir", os.path.join(tmp, "err")])
             lines = r.stderr.strip().splitlines()
             ok = r.returncode != 0 and len(lines) == 1 and needle in lines[0]
             check(ok, f"{what}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
-    total = len(CASES) + 2 + 8
+    total = len(CASES) + len(VALUE_CASES) + 2 + 10
     print(f"\n{total - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kiln run`: import a model, read its inputs from tensor files (.pb TensorProto or .npy), run
 // it once on the reference path, write every output to a file. Used by people checking a model
-// and by the ONNX conformance runner.
+// and by the ONNX conformance runner. Inputs and outputs declared as sequences or optionals are
+// .pb SequenceProto / OptionalProto files (the model's declared type says which), as in the ONNX
+// backend test data.
 //
 //   kiln run model.onnx --input x=x.npy --output-dir out/
 //   kiln run model.onnx --inputs-dir test_data_set_0 --output-dir out/   # input_0.pb, ...
@@ -59,15 +61,13 @@ Status RunModel(const RunOptions& opt) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph));
   const size_t num_inputs = graph->inputs.size();
 
-  std::vector<OwnedTensor> tensors(num_inputs);
-  std::vector<bool> given(num_inputs, false);
+  std::vector<RuntimeValue> values(num_inputs);
   auto set_input = [&](size_t index, const std::string& path) -> Status {
-    if (given[index]) {
-      return Status::InvalidArgument(fmt::format(
-          "input '{}' is given twice", graph->value(graph->inputs[index]).name));
+    const Value& input = graph->value(graph->inputs[index]);
+    if (values[index].valid()) {
+      return Status::InvalidArgument(fmt::format("input '{}' is given twice", input.name));
     }
-    KILN_ASSIGN_OR_RETURN(tensors[index], ReadTensorFile(path));
-    given[index] = true;
+    KILN_ASSIGN_OR_RETURN(values[index], ReadValueFile(path, input.type));
     return Status::OK();
   };
 
@@ -99,16 +99,14 @@ Status RunModel(const RunOptions& opt) {
     }
     KILN_RETURN_IF_ERROR(set_input(index, spec.substr(eq + 1)));
   }
-  std::vector<Tensor> views;
   for (size_t i = 0; i < num_inputs; ++i) {
-    if (!given[i]) {
+    if (!values[i].valid()) {
       return Status::InvalidArgument(
           fmt::format("no data for input '{}'", graph->value(graph->inputs[i]).name));
     }
-    views.push_back(tensors[i].view());
   }
 
-  KILN_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outputs, session->Run(views));
+  KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outputs, session->RunValues(values));
 
   std::error_code ec;
   fs::create_directories(opt.output_dir, ec);
@@ -118,8 +116,8 @@ Status RunModel(const RunOptions& opt) {
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string path = fmt::format("{}/output_{}.{}", opt.output_dir, i, opt.output_format);
-    KILN_RETURN_IF_ERROR(
-        WriteTensorFile(path, outputs[i].view(), graph->value(graph->outputs[i]).name));
+    const Value& output = graph->value(graph->outputs[i]);
+    KILN_RETURN_IF_ERROR(WriteValueFile(path, outputs[i], output.type, output.name));
   }
   return Status::OK();
 }
@@ -132,8 +130,8 @@ CommandMain AddRunCommand(CLI::App& app) {
       "run", "Run a model once on inputs read from files and write its outputs to files");
   cmd->add_option("model", opt->model, "ONNX model file")->required();
   cmd->add_option("--input", opt->named_inputs,
-                  "NAME=PATH: the data of graph input NAME from a .pb (ONNX TensorProto) or .npy "
-                  "file; repeatable");
+                  "NAME=PATH: the data of graph input NAME from a .pb (ONNX TensorProto; "
+                  "SequenceProto or OptionalProto for such inputs) or .npy file; repeatable");
   cmd->add_option("--inputs", opt->input_list,
                   "Comma-separated files for the graph inputs in graph-input order")
       ->delimiter(',');
@@ -144,7 +142,8 @@ CommandMain AddRunCommand(CLI::App& app) {
                   "Directory that receives output_0.<fmt>, output_1.<fmt>, ... in graph-output "
                   "order (created if missing)")
       ->required();
-  cmd->add_option("--output-format", opt->output_format, "Output file format: pb or npy")
+  cmd->add_option("--output-format", opt->output_format,
+                  "Output file format: pb or npy (sequence and none outputs need pb)")
       ->check(CLI::IsMember({"pb", "npy"}))
       ->capture_default_str();
   return [opt] {

@@ -185,57 +185,105 @@ Status CheckGraphStructure(const onnx::GraphProto& graph, const Scope* outer) {
 // ---------------------------------------------------------------------------------------------
 // Pass 2: conversion.
 
-Result<ValueType> ConvertType(const onnx::TypeProto& type, const std::string& value_name) {
-  std::string_view kind;
+// The kind of a TypeProto that kiln cannot represent, for messages.
+std::string_view TypeKindName(const onnx::TypeProto& type) {
   switch (type.value_case()) {
-    case onnx::TypeProto::kTensorType: {
-      const onnx::TypeProto_Tensor& tensor = type.tensor_type();
-      ValueType out;
-      if (tensor.elem_type() != onnx::TensorProto::UNDEFINED) {
-        std::optional<DataType> dtype = DataTypeFromOnnx(tensor.elem_type());
-        if (!dtype) {
-          return Status::Unimplemented(
-              fmt::format("value '{}' has element type {}, which kiln does not support", value_name,
-                          OnnxTypeName(tensor.elem_type())));
-        }
-        out.dtype = *dtype;
-      }
-      if (tensor.has_shape()) {
-        out.has_shape = true;
-        out.dims.reserve(static_cast<size_t>(tensor.shape().dim_size()));
-        for (const onnx::TensorShapeProto_Dimension& d : tensor.shape().dim()) {
-          if (d.has_dim_value() && d.dim_value() >= 0) {
-            out.dims.push_back(Dim{d.dim_value(), {}});
-          } else if (d.has_dim_param() && !d.dim_param().empty()) {
-            out.dims.push_back(Dim{-1, d.dim_param()});
-          } else {
-            out.dims.push_back(Dim{});
-          }
-        }
-      }
-      return out;
-    }
-    case onnx::TypeProto::VALUE_NOT_SET:
-      return ValueType{};
+    case onnx::TypeProto::kTensorType:
+      return "a tensor";
     case onnx::TypeProto::kSequenceType:
-      kind = "a sequence";
-      break;
+      return "a sequence";
     case onnx::TypeProto::kMapType:
-      kind = "a map";
-      break;
+      return "a map";
     case onnx::TypeProto::kOptionalType:
-      kind = "an optional";
-      break;
+      return "an optional";
     case onnx::TypeProto::kSparseTensorType:
-      kind = "a sparse tensor";
-      break;
+      return "a sparse tensor";
     case onnx::TypeProto::kOpaqueType:
-      kind = "an opaque";
+      return "an opaque";
+    case onnx::TypeProto::VALUE_NOT_SET:
       break;
   }
-  if (kind.empty()) kind = "an unknown";
+  return "an unknown";
+}
+
+// `what` names the value in messages ("value 'x'").
+Result<ValueType> ConvertTensorType(const onnx::TypeProto_Tensor& tensor, std::string_view what) {
+  ValueType out;
+  if (tensor.elem_type() != onnx::TensorProto::UNDEFINED) {
+    std::optional<DataType> dtype = DataTypeFromOnnx(tensor.elem_type());
+    if (!dtype) {
+      return Status::Unimplemented(
+          fmt::format("{} has element type {}, which kiln does not support", what,
+                      OnnxTypeName(tensor.elem_type())));
+    }
+    out.dtype = *dtype;
+  }
+  if (tensor.has_shape()) {
+    out.has_shape = true;
+    out.dims.reserve(static_cast<size_t>(tensor.shape().dim_size()));
+    for (const onnx::TensorShapeProto_Dimension& d : tensor.shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() >= 0) {
+        out.dims.push_back(Dim{d.dim_value(), {}});
+      } else if (d.has_dim_param() && !d.dim_param().empty()) {
+        out.dims.push_back(Dim{-1, d.dim_param()});
+      } else {
+        out.dims.push_back(Dim{});
+      }
+    }
+  }
+  return out;
+}
+
+// A tensor, a sequence of tensors, or an optional of either. The element of a sequence and the
+// content of an optional may be left unset by the model (`elem` stays null).
+Result<ValueType> ConvertType(const onnx::TypeProto& type, std::string_view what) {
+  switch (type.value_case()) {
+    case onnx::TypeProto::kTensorType:
+      return ConvertTensorType(type.tensor_type(), what);
+    case onnx::TypeProto::VALUE_NOT_SET:
+      return ValueType{};
+    case onnx::TypeProto::kSequenceType: {
+      ValueType out;
+      out.kind = TypeKind::kSequence;
+      if (!type.sequence_type().has_elem_type() ||
+          type.sequence_type().elem_type().value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+        return out;
+      }
+      const onnx::TypeProto& elem = type.sequence_type().elem_type();
+      if (elem.value_case() != onnx::TypeProto::kTensorType) {
+        return Status::Unimplemented(
+            fmt::format("{} is a sequence of {} type; kiln supports sequences of tensors only",
+                        what, TypeKindName(elem)));
+      }
+      KILN_ASSIGN_OR_RETURN(ValueType element, ConvertTensorType(elem.tensor_type(), what));
+      return ValueType::Sequence(std::move(element));
+    }
+    case onnx::TypeProto::kOptionalType: {
+      ValueType out;
+      out.kind = TypeKind::kOptional;
+      if (!type.optional_type().has_elem_type() ||
+          type.optional_type().elem_type().value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+        return out;
+      }
+      const onnx::TypeProto& elem = type.optional_type().elem_type();
+      if (elem.value_case() != onnx::TypeProto::kTensorType &&
+          elem.value_case() != onnx::TypeProto::kSequenceType) {
+        return Status::Unimplemented(fmt::format(
+            "{} is an optional of {} type; kiln supports optional tensors and optional sequences "
+            "of tensors only",
+            what, TypeKindName(elem)));
+      }
+      KILN_ASSIGN_OR_RETURN(ValueType contained, ConvertType(elem, what));
+      return ValueType::Optional(std::move(contained));
+    }
+    case onnx::TypeProto::kMapType:
+    case onnx::TypeProto::kSparseTensorType:
+    case onnx::TypeProto::kOpaqueType:
+      break;
+  }
   return Status::Unimplemented(
-      fmt::format("value '{}' has {} type; kiln supports only tensor values", value_name, kind));
+      fmt::format("{} has {} type; kiln supports tensors, sequences of tensors and optionals", what,
+                  TypeKindName(type)));
 }
 
 // What every graph of the model shares.
@@ -284,7 +332,7 @@ class GraphBuilder {
   Result<ValueType> TypeOf(const std::string& name) const {
     auto it = types_.find(name);
     if (it == types_.end()) return ValueType{};
-    return ConvertType(*it->second, name);
+    return ConvertType(*it->second, fmt::format("value '{}'", name));
   }
 
   Status AddInitializers(onnx::GraphProto& proto) {
@@ -318,7 +366,8 @@ class GraphBuilder {
       Value value;
       value.name = vi.name();
       if (vi.has_type()) {
-        KILN_ASSIGN_OR_RETURN(value.type, ConvertType(vi.type(), vi.name()));
+        KILN_ASSIGN_OR_RETURN(value.type,
+                              ConvertType(vi.type(), fmt::format("value '{}'", vi.name())));
       }
       graph_->inputs.push_back(graph_->AddValue(std::move(value)));
     }
@@ -479,10 +528,20 @@ class GraphBuilder {
       case A::SPARSE_TENSORS:
         return Status::Unimplemented(
             fmt::format("{} holds a sparse tensor; sparse tensors are not supported", label));
-      case A::TYPE_PROTO:
+      case A::TYPE_PROTO: {
+        a.type = AttributeType::kTypeProto;
+        KILN_ASSIGN_OR_RETURN(ValueType t, ConvertType(proto.tp(), "type " + label));
+        a.tp = std::make_shared<const ValueType>(std::move(t));
+        break;
+      }
       case A::TYPE_PROTOS:
-        return Status::Unimplemented(
-            fmt::format("{} holds a type (TYPE_PROTO); such attributes are not supported", label));
+        a.type = AttributeType::kTypeProtos;
+        for (int i = 0; i < proto.type_protos_size(); ++i) {
+          KILN_ASSIGN_OR_RETURN(ValueType t, ConvertType(proto.type_protos(i),
+                                                         fmt::format("type {} of {}", i, label)));
+          a.tps.push_back(std::move(t));
+        }
+        break;
       case A::UNDEFINED:  // the checker rejects these; kept so the switch stays total
         return Status::InvalidArgument(fmt::format("{} has no type", label));
       default:

@@ -34,7 +34,10 @@
 // caller does not feed it). `outputs` follow the model's outputs. Every Value carries its type
 // from the model's inputs/outputs/value_info plus shape inference: dims from dim_value are known,
 // dim_param gives Dim{-1, "name"}, an unset dim gives Dim{}; a type without a shape has
-// has_shape == false; a value with no recorded type has dtype kInvalid. Negative dim_values
+// has_shape == false; a value with no recorded type has dtype kInvalid. Sequence types (of
+// tensors) and optional types (of tensors or of sequences of tensors) import as ValueTypes of
+// kind kSequence / kOptional with their element type; TYPE_PROTO(S) attributes (the Optional
+// op's `type`) import the same way. Negative dim_values
 // (written by some old exporters) are read as unknown dims. Nodes keep the model's order; an empty
 // input or output name becomes kNoValue; node domains are normalized like opsets. Attributes of
 // every ONNX kind are converted; GRAPH and GRAPHS attributes (If/Loop/Scan bodies) become
@@ -46,9 +49,10 @@
 // Its type is whatever the subgraph's value_info records (often nothing).
 //
 // Not supported (UNIMPLEMENTED, naming the tensor or value): external data, sparse initializers
-// and SPARSE_TENSOR(S) attributes, TYPE_PROTO(S) attributes, element types kiln lacks (COMPLEX64,
-// COMPLEX128, float8 and other types newer than this libonnx), non-tensor values (sequence, map,
-// optional), tensors of rank above Shape::kMaxRank. Model-local functions are not expanded:
+// and SPARSE_TENSOR(S) attributes, element types kiln lacks (COMPLEX64, COMPLEX128, float8 and
+// other types newer than this libonnx), map, sparse-tensor and opaque values, sequences of
+// anything but tensors, optionals of anything but tensors or sequences of tensors, tensors of
+// rank above Shape::kMaxRank. Model-local functions are not expanded:
 // their call sites import as ordinary nodes of the function's domain.
 //
 // Errors: NOT_FOUND for a missing file; INVALID_ARGUMENT for unreadable files ("cannot read model

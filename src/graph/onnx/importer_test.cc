@@ -829,17 +829,121 @@ TEST(OnnxImporterTest, UnsupportedTensors) {
                     "needs 3");
 }
 
-TEST(OnnxImporterTest, NonTensorValues) {
-  onnx::ModelProto m = NewModel();
+// Sequence and optional types on inputs, outputs and inferred values, and a TYPE_PROTO attribute:
+//   seq: seq(FP32[2]), opt: optional(seq(INT64[N,3])) (inputs)
+//   built = SequenceConstruct(x)             inferred: seq(FP32[2])
+//   n = SequenceLength(seq); has = OptionalHasElement(opt)
+//   empty = Optional[type = seq(FP32[5])]()  declared output: optional(seq(FP32[5]))
+onnx::ModelProto SequenceModel() {
+  onnx::ModelProto m = NewModel(17);
   onnx::GraphProto* g = m.mutable_graph();
   onnx::ValueInfoProto* seq = g->add_input();
   seq->set_name("seq");
   SetTensorType(seq->mutable_type()->mutable_sequence_type()->mutable_elem_type(),
                 TensorProto::FLOAT, {"2"});
+  onnx::ValueInfoProto* opt = g->add_input();
+  opt->set_name("opt");
+  SetTensorType(opt->mutable_type()
+                    ->mutable_optional_type()
+                    ->mutable_elem_type()
+                    ->mutable_sequence_type()
+                    ->mutable_elem_type(),
+                TensorProto::INT64, {"N", "3"});
+  AddInput(g, "x", TensorProto::FLOAT, {"2"});
+  AddNode(g, "SequenceConstruct", {"x"}, {"built"});
+  AddNode(g, "SequenceLength", {"built"}, {"n_built"});
   AddNode(g, "SequenceLength", {"seq"}, {"n"});
+  AddNode(g, "OptionalHasElement", {"opt"}, {"has"});
+  onnx::NodeProto* make = AddNode(g, "Optional", {}, {"empty"}, "make_empty");
+  onnx::AttributeProto* type = make->add_attribute();
+  type->set_name("type");
+  type->set_type(onnx::AttributeProto::TYPE_PROTO);
+  SetTensorType(type->mutable_tp()->mutable_sequence_type()->mutable_elem_type(),
+                TensorProto::FLOAT, {"5"});
   AddOutput(g, "n", TensorProto::INT64, {});
-  ExpectImportError(m, StatusCode::kUnimplemented,
-                    "value 'seq' has a sequence type; kiln supports only tensor values");
+  AddOutput(g, "n_built", TensorProto::INT64, {});
+  AddOutput(g, "has", TensorProto::BOOL, {});
+  onnx::ValueInfoProto* empty = g->add_output();
+  empty->set_name("empty");
+  *empty->mutable_type()->mutable_optional_type()->mutable_elem_type() = type->tp();
+  return m;
+}
+
+TEST(OnnxImporterTest, SequenceAndOptionalTypes) {
+  std::shared_ptr<Graph> graph = ImportOk(SequenceModel());
+  ASSERT_NE(graph, nullptr);
+  const ValueType& seq = ValueNamed(*graph, "seq").type;
+  EXPECT_EQ(seq.kind, TypeKind::kSequence);
+  ASSERT_NE(seq.elem, nullptr);
+  EXPECT_EQ(seq.elem->dtype, DataType::kFloat32);
+  EXPECT_EQ(seq.ToString(), "seq(FP32[2])");
+  const ValueType& opt = ValueNamed(*graph, "opt").type;
+  EXPECT_TRUE(opt.is_optional());
+  ASSERT_NE(opt.elem, nullptr);
+  EXPECT_TRUE(opt.elem->is_sequence());
+  EXPECT_EQ(opt.ToString(), "optional(seq(INT64[N,3]))");
+  // From ONNX shape inference.
+  EXPECT_EQ(ValueNamed(*graph, "built").type.ToString(), "seq(FP32[2])");
+  EXPECT_EQ(ValueNamed(*graph, "empty").type.ToString(), "optional(seq(FP32[5]))");
+  EXPECT_EQ(ValueNamed(*graph, "n").type.ToString(), "INT64[]");
+  ValueType unknown_elements;
+  unknown_elements.kind = TypeKind::kSequence;
+  EXPECT_EQ(unknown_elements.ToString(), "seq(?)");
+  // The TYPE_PROTO attribute.
+  const Node* make = nullptr;
+  for (const Node& n : graph->nodes()) {
+    if (n.name == "make_empty") make = &n;
+  }
+  ASSERT_NE(make, nullptr);
+  const Attribute* type = make->FindAttribute("type");
+  ASSERT_NE(type, nullptr);
+  EXPECT_EQ(type->type, AttributeType::kTypeProto);
+  ASSERT_NE(type->tp, nullptr);
+  EXPECT_EQ(type->tp->ToString(), "seq(FP32[5])");
+}
+
+TEST(OnnxImporterTest, UnsupportedValueKindsAreNamed) {
+  {  // a map input
+    onnx::ModelProto m = SequenceModel();
+    onnx::ValueInfoProto* map = m.mutable_graph()->add_input();
+    map->set_name("map");
+    onnx::TypeProto_Map* t = map->mutable_type()->mutable_map_type();
+    t->set_key_type(TensorProto::INT64);
+    SetTensorType(t->mutable_value_type(), TensorProto::FLOAT, {});
+    ExpectImportError(m, StatusCode::kUnimplemented,
+                      "value 'map' has a map type; kiln supports tensors, sequences of tensors "
+                      "and optionals");
+  }
+  {  // a sequence of sequences
+    onnx::ModelProto m = SequenceModel();
+    onnx::ValueInfoProto* nested = m.mutable_graph()->add_input();
+    nested->set_name("nested");
+    SetTensorType(nested->mutable_type()
+                      ->mutable_sequence_type()
+                      ->mutable_elem_type()
+                      ->mutable_sequence_type()
+                      ->mutable_elem_type(),
+                  TensorProto::FLOAT, {});
+    ExpectImportError(m, StatusCode::kUnimplemented,
+                      "value 'nested' is a sequence of a sequence type; kiln supports sequences "
+                      "of tensors only");
+  }
+  {  // an optional of an optional, in the Optional op's type attribute
+    onnx::ModelProto m = SequenceModel();
+    onnx::GraphProto* g = m.mutable_graph();
+    for (onnx::NodeProto& n : *g->mutable_node()) {
+      if (n.name() != "make_empty") continue;
+      onnx::TypeProto nested;
+      *nested.mutable_optional_type()
+           ->mutable_elem_type()
+           ->mutable_optional_type()
+           ->mutable_elem_type() = n.attribute(0).tp();
+      *n.mutable_attribute(0)->mutable_tp() = nested;
+    }
+    ExpectImportError(m, StatusCode::kUnimplemented,
+                      "type attribute 'type' of node 'make_empty' (Optional) is an optional of an "
+                      "optional type");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -847,14 +951,15 @@ TEST(OnnxImporterTest, NonTensorValues) {
 
 TEST(OnnxImporterTest, MutatedModelsNeverCrash) {
   const std::string seeds[] = {RichModel().SerializeAsString(),
-                               AttributeModel().SerializeAsString()};
+                               AttributeModel().SerializeAsString(),
+                               SequenceModel().SerializeAsString()};
   spdlog::level::level_enum level = spdlog::get_level();
   spdlog::set_level(spdlog::level::off);
   std::mt19937 rng(1234567);
   int accepted = 0;
   std::map<StatusCode, int> codes;
   for (int iter = 0; iter < 6000; ++iter) {
-    const std::string bytes = testing::MutateBytes(seeds[iter % 2], rng);
+    const std::string bytes = testing::MutateBytes(seeds[iter % 3], rng);
     Result<std::shared_ptr<Graph>> g = ImportOnnxModelFromString(bytes, "mutant");
     if (g.ok()) {
       ++accepted;

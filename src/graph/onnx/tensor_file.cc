@@ -7,6 +7,7 @@
 
 #include "graph/onnx/file_io.h"
 #include "graph/onnx/tensor_proto.h"
+#include "graph/onnx/value_proto.h"
 #include "tensor/npy.h"
 
 namespace kiln {
@@ -55,6 +56,41 @@ Status WriteTensorFile(const std::string& path, const Tensor& tensor, std::strin
   KILN_ASSIGN_OR_RETURN(TensorFileFormat format, FormatOf(path));
   Result<std::string> bytes =
       format == TensorFileFormat::kNpy ? WriteNpy(tensor) : TensorToProtoBytes(tensor, name);
+  if (!bytes.ok()) return bytes.status().WithContext(fmt::format("tensor file '{}'", path));
+  return onnx_internal::WriteWholeFile(path, *bytes, kKind);
+}
+
+Result<RuntimeValue> ReadValueFile(const std::string& path, const ValueType& type,
+                                   std::string* name) {
+  KILN_ASSIGN_OR_RETURN(TensorFileFormat format, FormatOf(path));
+  if (format == TensorFileFormat::kNpy || (!type.is_sequence() && !type.is_optional())) {
+    if (format == TensorFileFormat::kNpy && type.is_sequence()) {
+      return Status::Unimplemented(fmt::format(
+          "tensor file '{}': a .npy file holds one tensor, but the value is a {}; give a .pb "
+          "SequenceProto",
+          path, type.ToString()));
+    }
+    KILN_ASSIGN_OR_RETURN(OwnedTensor t, ReadTensorFile(path, name));
+    return RuntimeValue(std::move(t));
+  }
+  KILN_ASSIGN_OR_RETURN(std::string bytes, onnx_internal::ReadWholeFile(path, kKind));
+  Result<RuntimeValue> v = ValueFromProtoBytes(bytes, type, name);
+  if (!v.ok()) return v.status().WithContext(fmt::format("tensor file '{}'", path));
+  return v;
+}
+
+Status WriteValueFile(const std::string& path, const RuntimeValue& value, const ValueType& type,
+                      std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(TensorFileFormat format, FormatOf(path));
+  if (value.is_tensor() && (format == TensorFileFormat::kNpy || !type.is_optional())) {
+    return WriteTensorFile(path, value.tensor().view(), name);
+  }
+  if (format == TensorFileFormat::kNpy) {
+    return Status::Unimplemented(
+        fmt::format("tensor file '{}': value '{}' is a {}, which a .npy file cannot hold; use .pb",
+                    path, name, value.Describe()));
+  }
+  Result<std::string> bytes = ValueToProtoBytes(value, type, name);
   if (!bytes.ok()) return bytes.status().WithContext(fmt::format("tensor file '{}'", path));
   return onnx_internal::WriteWholeFile(path, *bytes, kKind);
 }

@@ -8,6 +8,8 @@
 //   t.Input(MakeTensor<float>({2}, {1, 2})).Input(MakeTensor<float>({}, {10}));
 //   Result<std::vector<OwnedTensor>> out = t.Run();
 //   ExpectTensor<float>(out->at(0), {2}, {11, 12});
+//
+// Ops on sequences and optionals take ValueInput()s and run with RunValues().
 
 #include <gtest/gtest.h>
 
@@ -17,10 +19,12 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "graph/ir.h"
 #include "runtime/session.h"
+#include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
 namespace kiln::ref::testing {
@@ -119,17 +123,29 @@ class OpTest {
   }
   // A graph input fed at Run(). `declared` overrides the declared dtype (kInvalid: unknown).
   OpTest& Input(OwnedTensor t, std::optional<DataType> declared = std::nullopt) {
-    inputs_.push_back({std::move(t), false, false, declared});
+    inputs_.push_back({std::move(t), false, false, declared, RuntimeValue(), ValueType()});
     return *this;
   }
   // An initializer (constant input).
   OpTest& ConstInput(OwnedTensor t) {
-    inputs_.push_back({std::move(t), true, false, std::nullopt});
+    inputs_.push_back({std::move(t), true, false, std::nullopt, RuntimeValue(), ValueType()});
     return *this;
   }
   // An omitted optional input (kNoValue).
   OpTest& OmittedInput() {
-    inputs_.push_back({OwnedTensor(), false, true, std::nullopt});
+    inputs_.push_back({OwnedTensor(), false, true, std::nullopt, RuntimeValue(), ValueType()});
+    return *this;
+  }
+  // A graph input of any kind (a sequence, a none, or a tensor), declared as `declared` (by
+  // default unknown, which accepts anything); fed only by RunValues().
+  OpTest& ValueInput(RuntimeValue v, ValueType declared = {}) {
+    inputs_.push_back(
+        {OwnedTensor(), false, false, std::nullopt, std::move(v), std::move(declared)});
+    return *this;
+  }
+  // Declared type of output `i` (for ops whose kernels read it).
+  OpTest& OutputValueType(int i, ValueType type) {
+    output_value_types_.emplace_back(i, std::move(type));
     return *this;
   }
   // Output slots: `present[i]` false makes output i omitted. Default: one present output.
@@ -167,6 +183,7 @@ class OpTest {
       Value v;
       v.name = "in" + std::to_string(i);
       v.type.dtype = in.declared.value_or(in.tensor.dtype());
+      if (in.value.valid()) v.type = in.value_type;
       if (in.constant) v.constant = std::make_shared<const OwnedTensor>(in.tensor);
       const int id = g->AddValue(std::move(v));
       if (!in.constant) g->inputs.push_back(id);
@@ -180,6 +197,9 @@ class OpTest {
       Value v;
       v.name = "out" + std::to_string(i);
       if (i == 0) v.type.dtype = output_type_;
+      for (const auto& [index, type] : output_value_types_) {
+        if (static_cast<size_t>(index) == i) v.type = type;
+      }
       const int id = g->AddValue(std::move(v));
       g->outputs.push_back(id);
       node.outputs.push_back(id);
@@ -202,6 +222,32 @@ class OpTest {
       if (!in.omitted && !in.constant) feeds.push_back(in.tensor.view());
     }
     return session->Run(feeds);
+  }
+
+  // Creates the session and runs it once over RuntimeValues (tensor inputs are fed as tensor
+  // values).
+  Result<std::vector<RuntimeValue>> RunValues() const {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph()));
+    std::vector<RuntimeValue> feeds;
+    for (const InputSpec& in : inputs_) {
+      if (in.omitted || in.constant) continue;
+      feeds.push_back(in.value.valid() ? in.value : RuntimeValue(in.tensor));
+    }
+    return session->RunValues(feeds);
+  }
+
+  // RunValues' output 0, failing the test (and returning an invalid value) on error.
+  RuntimeValue RunOneValue() const {
+    Result<std::vector<RuntimeValue>> r = RunValues();
+    EXPECT_TRUE(r.ok()) << op_ << ": " << r.status().ToString();
+    if (!r.ok() || r->empty()) return RuntimeValue();
+    return r->at(0);
+  }
+
+  // The status of RunValues() (OK or the error).
+  Status RunValuesStatus() const {
+    Result<std::vector<RuntimeValue>> r = RunValues();
+    return r.ok() ? Status::OK() : r.status();
   }
 
   // Runs and returns output 0, failing the test (and returning an empty tensor) on error.
@@ -231,6 +277,8 @@ class OpTest {
     bool constant = false;
     bool omitted = false;
     std::optional<DataType> declared;
+    RuntimeValue value;    // a ValueInput (valid) instead of `tensor`
+    ValueType value_type;  // its declared type
   };
   std::string op_;
   int64_t opset_;
@@ -240,6 +288,7 @@ class OpTest {
   std::vector<InputSpec> inputs_;
   std::vector<bool> outputs_ = {true};
   DataType output_type_ = DataType::kInvalid;
+  std::vector<std::pair<int, ValueType>> output_value_types_;
 };
 
 // Expects an INVALID_ARGUMENT whose message contains every one of `parts`.
