@@ -136,19 +136,9 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   const std::string& model = config.name();
   KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));
 
+  KILN_RETURN_IF_ERROR(ValidateInstanceGroups(config));
   int requested = 0;
   for (const inference::ModelInstanceGroup& g : config.instance_group()) {
-    if (g.kind() == inference::ModelInstanceGroup::KIND_GPU) {
-      return Status::InvalidArgument(fmt::format(
-          "model '{}': instance_group '{}' asks for KIND_GPU, but this kiln build has no GPU "
-          "backend; use KIND_CPU",
-          model, g.name()));
-    }
-    if (g.count() < 0) {
-      return Status::InvalidArgument(
-          fmt::format("model '{}': instance_group '{}' count must be >= 1, got {}", model, g.name(),
-                      g.count()));
-    }
     requested += std::max(1, g.count());
   }
   requested = std::max(1, requested);

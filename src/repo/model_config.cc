@@ -2,6 +2,7 @@
 #include "repo/model_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -65,15 +66,6 @@ class ConfigErrorCollector final : public google::protobuf::io::ErrorCollector {
   std::string source_;
   std::vector<std::string> errors_;
 };
-
-std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
 
 // Config dims with the implicit batch dim prepended (-1) when the model batches, and with the
 // reshape applied when there is one: the shape the graph itself sees.
@@ -279,7 +271,7 @@ Result<inference::ModelConfig> ParseModelConfigText(std::string_view text,
     if (errors.errors().empty()) {
       return Status::InvalidArgument(fmt::format("{}: cannot parse model configuration", source));
     }
-    return Status::InvalidArgument(Join(errors.errors(), "; "));
+    return Status::InvalidArgument(fmt::format("{}", fmt::join(errors.errors(), "; ")));
   }
   return config;
 }
@@ -451,6 +443,11 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     return Status::InvalidArgument(
         fmt::format("model '{}': version_policy specific lists no versions", model));
   }
+  return ValidateInstanceGroups(config);
+}
+
+Status ValidateInstanceGroups(const inference::ModelConfig& config) {
+  const std::string& model = config.name();
   for (const ModelInstanceGroup& g : config.instance_group()) {
     if (g.kind() == ModelInstanceGroup::KIND_GPU) {
       return Status::InvalidArgument(fmt::format(
@@ -481,7 +478,7 @@ Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Gr
       for (int g : graph.inputs) names.push_back("'" + graph.value(g).name + "'");
       return Status::InvalidArgument(fmt::format(
           "model '{}': config input '{}' is not an input of the model (model inputs: {})", model,
-          in.name(), Join(names, ", ")));
+          in.name(), fmt::join(names, ", ")));
     }
     KILN_RETURN_IF_ERROR(CheckAgainstGraphValue(
         config, "input", in.name(), in.data_type(),
@@ -505,7 +502,7 @@ Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Gr
       for (int g : graph.outputs) names.push_back("'" + graph.value(g).name + "'");
       return Status::InvalidArgument(fmt::format(
           "model '{}': config output '{}' is not an output of the model (model outputs: {})", model,
-          out.name(), Join(names, ", ")));
+          out.name(), fmt::join(names, ", ")));
     }
     KILN_RETURN_IF_ERROR(CheckAgainstGraphValue(
         config, "output", out.name(), out.data_type(),

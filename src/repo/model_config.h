@@ -99,6 +99,9 @@ Status NormalizeModelConfig(inference::ModelConfig* config, int default_instance
 // KIND_GPU instance groups (no GPU backend is built) or gpus listed on a CPU group; negative
 // instance counts; an ensemble platform.
 Status ValidateModelConfig(const inference::ModelConfig& config);
+// The instance_group part of ValidateModelConfig: INVALID_ARGUMENT for KIND_GPU (no GPU backend
+// in this build), a negative count, or gpus listed for a CPU group.
+Status ValidateInstanceGroups(const inference::ModelConfig& config);
 
 // Checks a config against the graph it will run. Every config input must be a graph input and
 // every graph input must be in the config (the runtime must feed all of them); every config

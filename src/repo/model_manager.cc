@@ -20,6 +20,7 @@
 #include "repo/model_manager.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
@@ -93,15 +94,6 @@ std::string JoinVersions(std::span<const int64_t> versions) {
     out += std::to_string(versions[i]);
   }
   return out + "]";
-}
-
-std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
 }
 
 // Gives the memory freed by an unload back to the operating system. glibc keeps freed heap
@@ -327,7 +319,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
       const std::vector<std::string> ignored = UnimplementedConfigFields(config);
       if (!ignored.empty()) {
         KILN_LOG_WARN("model '{}': config fields accepted but not acted on yet: {}", name,
-                      Join(ignored, ", "));
+                      fmt::join(ignored, ", "));
       }
     }
     Result<std::shared_ptr<LoadedModelImpl>> model =
@@ -619,7 +611,7 @@ Status ModelManagerImpl::LoadInitialModels() {
   }
   if (failures.empty()) return Status::OK();
   return Status::Unavailable(
-      fmt::format("{} model load failure(s): {}", failures.size(), Join(failures, "; ")));
+      fmt::format("{} model load failure(s): {}", failures.size(), fmt::join(failures, "; ")));
 }
 
 Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions& options) {
@@ -658,7 +650,7 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
   LoadLocked(model, override_config ? &*override_config : nullptr, &failures);
   if (failures.empty()) return Status::OK();
   return Status::InvalidArgument(
-      fmt::format("load failed for model '{}': {}", name, Join(failures, "; ")));
+      fmt::format("load failed for model '{}': {}", name, fmt::join(failures, "; ")));
 }
 
 Status ModelManagerImpl::UnloadModel(std::string_view name) {
@@ -728,7 +720,7 @@ Status ModelManagerImpl::PollLocked() {
   }
   if (failures.empty()) return Status::OK();
   return Status::Unavailable(
-      fmt::format("{} model load failure(s): {}", failures.size(), Join(failures, "; ")));
+      fmt::format("{} model load failure(s): {}", failures.size(), fmt::join(failures, "; ")));
 }
 
 void ModelManagerImpl::PollLoop() {
