@@ -413,6 +413,52 @@ TEST(GradientTest, FloatModelMatchesTheDefinition) {
   }
 }
 
+// Runs a DOUBLE model on `inputs` and returns its outputs.
+std::vector<OwnedTensor> RunModel(const onnx::ModelProto& m, const std::vector<Input>& inputs) {
+  Result<std::shared_ptr<Graph>> g = Import(m);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return {};
+  return Run(*g, inputs);
+}
+
+std::vector<double> Doubles(const OwnedTensor& t) {
+  const double* p = t.data<const double>();
+  return std::vector<double>(p, p + t.num_elements());
+}
+
+TEST(GradientTest, ZsAreConstantsAndGradientNodesMayPrecedeY) {
+  // y = a * z + b; the Gradient node comes first in the node list, names z in zs, and its
+  // output feeds a later node; a second Gradient node differentiates the same y w.r.t. b.
+  onnx::ModelProto m = BuildModel([](onnx::GraphProto*) {}, {}, {}, 13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_node();
+  g->clear_output();
+  const std::vector<int64_t> dims = {3};
+  for (const char* name : {"a", "z", "b"}) {
+    AddValueInfo(g->mutable_input(), name, TensorProto::DOUBLE, &dims);
+  }
+  onnx::NodeProto* n = AddNode(g, "Gradient", {"a", "z"}, {"ga"}, "first");
+  n->set_domain(kTrainingDomain);
+  SetStrings(n, "xs", {"a"});
+  SetStrings(n, "zs", {"z"});
+  SetString(n, "y", "y");
+  AddNode(g, "Add", {"ga", "ga"}, {"twice_ga"});
+  AddNode(g, "Mul", {"a", "z"}, {"p"});
+  AddNode(g, "Add", {"p", "b"}, {"y"});
+  n = AddNode(g, "Gradient", {"b"}, {"gb"}, "second");
+  n->set_domain(kTrainingDomain);
+  SetStrings(n, "xs", {"b"});
+  SetString(n, "y", "y");
+  for (const char* name : {"twice_ga", "gb"}) {
+    AddValueInfo(g->mutable_output(), name, TensorProto::DOUBLE, &dims);
+  }
+  const std::vector<OwnedTensor> out =
+      RunModel(m, {{"a", {3}, {1, 2, 3}}, {"z", {3}, {0.5, -1, 4}}, {"b", {3}, {7, 8, 9}}});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(Doubles(out[0]), (std::vector<double>{1, -2, 8}));
+  EXPECT_EQ(Doubles(out[1]), (std::vector<double>{1, 1, 1}));
+}
+
 TEST(GradientTest, GraphsWithoutGradientAreReturnedAsTheyAre) {
   Result<std::shared_ptr<Graph>> g = Import(BuildModel(Unary("Exp"), {kA23}, {}, 13));
   ASSERT_TRUE(g.ok()) << g.status().ToString();
@@ -488,6 +534,33 @@ TEST(GradientTest, YThatDependsOnTheGradientItselfIsRejected) {
   const std::vector<int64_t> scalar;
   AddValueInfo(g->mutable_output(), "y_sum", TensorProto::DOUBLE, &scalar);
   ExpectError(Import(m), StatusCode::kInvalidArgument, {"depends on this node's own outputs"});
+}
+
+TEST(GradientTest, BroadcastOverUnknownShapesIsUnimplemented) {
+  onnx::ModelProto m = BuildModel(Binary("Mul"), {kA23, {"b", {3}, {1, 2, 3}}}, {"a", "b"}, 13);
+  // a becomes [batch, 3]: b's broadcast axes are no longer statically known.
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  m.mutable_graph()
+      ->mutable_output(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  ExpectError(Import(m), StatusCode::kUnimplemented,
+              {"op Mul may broadcast 'b'", "not statically known"});
+}
+
+TEST(GradientTest, MatMulOfVectorsIsUnimplemented) {
+  ExpectError(Import(BuildModel(Binary("MatMul"), {{"a", {3}, {1, 2, 3}}, {"b", {3}, {4, 5, 6}}},
+                                {"a", "b"}, 13)),
+              StatusCode::kUnimplemented, {"MatMul needs operands of known rank >= 2"});
 }
 
 TEST(GradientTest, WrongOutputCountIsRejected) {
