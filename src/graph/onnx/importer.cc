@@ -27,6 +27,7 @@
 #include "graph/onnx/file_io.h"
 #include "graph/onnx/shape_inference.h"
 #include "graph/onnx/tensor_proto_convert.h"
+#include "graph/onnx/gradient.h"
 #include "graph/onnx/version_adapter.h"
 #include "onnx/checker.h"
 
@@ -605,7 +606,8 @@ Result<std::shared_ptr<Graph>> Import(std::string_view bytes, std::string_view o
   KILN_ASSIGN_OR_RETURN(
       std::shared_ptr<Graph> graph,
       GraphBuilder(context, /*is_subgraph=*/false).Build(*model->mutable_graph()));
-  return AdaptToOpset7(std::move(graph));
+  KILN_ASSIGN_OR_RETURN(graph, AdaptToOpset7(std::move(graph)));
+  return ExpandGradients(std::move(graph));
 }
 
 Result<std::shared_ptr<Graph>> ImportWithContext(std::string_view bytes, std::string_view origin,

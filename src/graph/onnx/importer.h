@@ -25,7 +25,9 @@
 //      make a valid model unloadable;
 //   5. conversion into the Graph (below);
 //   6. for a default-domain opset below 7, the version adapter (version_adapter.h), which
-//      rewrites the old operator versions into their opset 7 form and records opset 7.
+//      rewrites the old operator versions into their opset 7 form and records opset 7;
+//   7. gradient expansion (gradient.h), which replaces each Gradient node (domain
+//      ai.onnx.preview.training) by the ordinary nodes of its backward pass.
 //
 // The Graph: `name`, `ir_version`, and `opset_imports` (domain "ai.onnx" normalized to "") come
 // from the model. Every initializer becomes a constant Value (its tensor copied into an
