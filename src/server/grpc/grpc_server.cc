@@ -76,6 +76,14 @@ class GrpcServer::Impl {
   bool accepting() const { return accepting_.load(); }
   const GrpcServerOptions& options() const { return options_; }
 
+  // Calls accepted and not finished yet: Stop lets them finish before it closes connections.
+  void CallStarted() { active_calls_.fetch_add(1); }
+  void CallEnded() {
+    if (active_calls_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle_cv_.notify_all();
+    }
+  }
   // Inference bookkeeping: Stop waits until every model callback has run.
   void InferenceStarted() { in_flight_.fetch_add(1); }
   void InferenceDone() {
@@ -114,6 +122,7 @@ class GrpcServer::Impl {
   std::atomic<bool> draining_{false};
   std::atomic<bool> accepting_{false};
   std::atomic<size_t> in_flight_{0};
+  std::atomic<int> active_calls_{0};
   std::mutex mu_;
   std::condition_variable idle_cv_;
   std::condition_variable control_cv_;
@@ -144,11 +153,17 @@ class UnaryCall final : public Tag {
     (server->service()->*request)(&call->ctx_, &call->request_, &call->responder_, cq, cq, call);
   }
 
+  ~UnaryCall() override {
+    if (started_) server_->CallEnded();
+  }
+
   void Proceed(bool ok) override {
     if (finishing_ || !ok) {
       delete this;
       return;
     }
+    started_ = true;
+    server_->CallStarted();
     if (server_->accepting()) Listen(server_, cq_, request_fn_, handler_);
     handler_(server_, this);
   }
@@ -177,7 +192,8 @@ class UnaryCall final : public Tag {
   Req request_;
   Resp response_;
   grpc::ServerAsyncResponseWriter<Resp> responder_;
-  bool finishing_ = false;
+  bool started_ = false;    // the call arrived (it counts in CallStarted / CallEnded)
+  bool finishing_ = false;  // Finish was called: the next completion is the last
 };
 
 Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::string& name,
@@ -477,12 +493,17 @@ class StreamCall {
 
   StreamCall(Impl* server, grpc::ServerCompletionQueue* cq)
       : server_(server), cq_(cq), stream_(&ctx_) {}
+  ~StreamCall() {
+    if (started_) server_->CallEnded();
+  }
 
   void OnAccept(bool ok) {
     if (!ok) {
       delete this;
       return;
     }
+    started_ = true;
+    server_->CallStarted();
     if (server_->accepting()) Listen(server_, cq_);
     stream_.Read(&incoming_, &read_tag_);
   }
@@ -567,6 +588,7 @@ class StreamCall {
                                 inference::ModelInferRequest>
       stream_;
   inference::ModelInferRequest incoming_;  // the pending Read's target (CQ thread only)
+  bool started_ = false;                   // the stream was accepted (CQ thread only)
   OpTag accept_tag_{this, &StreamCall::OnAccept};
   OpTag read_tag_{this, &StreamCall::OnRead};
   OpTag write_tag_{this, &StreamCall::OnWrite};
@@ -696,8 +718,16 @@ void GrpcServer::Impl::Stop() {
   draining_.store(true);
   accepting_.store(false);
   if (grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService()) h->Shutdown();
-  // Calls in progress get a grace period; the CQ threads keep serving them meanwhile.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Calls in progress get a grace period, the CQ threads serving them meanwhile; then the
+  // server closes every connection (idle clients keep theirs open otherwise) and cancels what
+  // is left.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait_for(lock, std::chrono::seconds(5), [this] {
+      return active_calls_.load() == 0 && in_flight_.load() == 0;
+    });
+  }
+  server_->Shutdown(std::chrono::system_clock::now());
   {
     std::unique_lock<std::mutex> lock(mu_);
     control_stop_ = true;

@@ -67,7 +67,8 @@ class GrpcServer {
   // Inference requests handed to a model and not answered by it yet.
   size_t InferencesInFlight() const;
   // Stops accepting calls, lets the calls in progress finish (those still open after a 5 s
-  // grace period are cancelled), waits for every model callback and joins the threads.
+  // grace period, such as a stream the client keeps open, are cancelled), closes every
+  // connection, waits for every model callback and joins the threads.
   // REQUIRES: every model callback for an accepted request is eventually called.
   void Stop();
 
