@@ -203,6 +203,44 @@ Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::strin
   return server->manager()->GetModel(name, v);
 }
 
+// The model's answer to one request. A model that destroys its callback without calling it
+// (a broken LoadedModel contract) still gets the call answered, with INTERNAL, so no call and
+// no Stop ever waits for it.
+class InferCompletion {
+ public:
+  InferCompletion(Impl* server, std::string name, int64_t version,
+                  std::function<void(Result<InferResponse>)> done)
+      : server_(server), name_(std::move(name)), version_(version), done_(std::move(done)) {
+    server_->InferenceStarted();
+  }
+  ~InferCompletion() {
+    if (done_) {
+      Deliver(Status::Internal(fmt::format(
+          "model '{}' version {} dropped the request without answering it", name_, version_)));
+    }
+  }
+  InferCompletion(const InferCompletion&) = delete;
+  InferCompletion& operator=(const InferCompletion&) = delete;
+
+  void Deliver(Result<InferResponse> result) {
+    std::function<void(Result<InferResponse>)> done = std::move(done_);
+    done_ = nullptr;
+    if (!done) return;
+    if (result.ok()) {
+      result->model_name = name_;
+      result->model_version = version_;
+    }
+    done(std::move(result));
+    server_->InferenceDone();
+  }
+
+ private:
+  Impl* server_;
+  const std::string name_;
+  const int64_t version_;
+  std::function<void(Result<InferResponse>)> done_;
+};
+
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
 void StartInference(Impl* server, const inference::ModelInferRequest& msg,
                     std::function<void(Result<InferResponse>)> done) {
@@ -224,16 +262,11 @@ void StartInference(Impl* server, const inference::ModelInferRequest& msg,
   std::shared_ptr<LoadedModel> loaded = std::move(model).value();
   (*request)->model_name = loaded->name();
   (*request)->model_version = loaded->version();
-  server->InferenceStarted();
+  auto completion =
+      std::make_shared<InferCompletion>(server, loaded->name(), loaded->version(), std::move(done));
   loaded->Infer(std::move(request).value(),
-                [server, name = loaded->name(), version = loaded->version(),
-                 done = std::move(done)](Result<InferResponse> result) {
-                  if (result.ok()) {
-                    result->model_name = name;
-                    result->model_version = version;
-                  }
-                  done(std::move(result));
-                  server->InferenceDone();
+                [completion = std::move(completion)](Result<InferResponse> result) {
+                  completion->Deliver(std::move(result));
                 });
 }
 
