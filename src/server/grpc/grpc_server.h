@@ -2,8 +2,9 @@
 #pragma once
 // GrpcServer: the KServe v2 gRPC front end (KSERVE-V2.md section 2): service
 // inference.GRPCInferenceService plus the standard grpc.health.v1.Health service (grpc++'s
-// built-in one: SERVING while the server is ready). It translates calls to the ModelManager /
-// LoadedModel interface; gRPC types stay out of this header.
+// built-in one: SERVING from Start while the readiness flag is set, NOT_SERVING once draining
+// begins; unlike ServerReady it does not follow the models' load state). It translates calls
+// to the ModelManager / LoadedModel interface; gRPC types stay out of this header.
 //
 //   GrpcServerOptions options;
 //   options.port = 8001;
