@@ -67,6 +67,7 @@ class LoadedModelImpl final : public LoadedModel {
   int64_t version() const override;
   const ModelSignature& signature() const override;
   const inference::ModelConfig& config() const;
+  const inference::ModelConfig* model_config() const override { return &config(); }
   // Instances actually started (the configured count, capped by the thread budget).
   int instance_count() const { return instance_count_; }
 

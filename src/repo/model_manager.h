@@ -44,6 +44,10 @@
 #include "sched/stats.h"
 #include "tensor/dtype.h"
 
+namespace inference {
+class ModelConfig;
+}  // namespace inference
+
 namespace kiln {
 
 // Declared tensor of a model, as its (normalized) config states it.
@@ -133,6 +137,9 @@ class LoadedModel {
   virtual void Infer(std::unique_ptr<InferRequest> request, InferCallback done) = 0;
   // Cumulative statistics of this version since it was loaded.
   virtual ModelStatistics Statistics() const { return {}; }
+  // The complete, normalized config this version runs with (what the ModelConfig RPC returns);
+  // nullptr when the model has none (test doubles). Valid as long as the model is held.
+  virtual const inference::ModelConfig* model_config() const { return nullptr; }
 };
 
 class ModelManager {

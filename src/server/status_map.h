@@ -2,7 +2,7 @@
 #pragma once
 // The one table that maps kiln StatusCodes to protocol status codes: the HTTP status a REST
 // endpoint answers with and the gRPC status code a gRPC method returns. Every protocol front end
-// (server/http, later server/grpc) goes through this table; nothing else in server/ hard-codes a
+// (server/http, server/grpc) goes through this table; nothing else in server/ hard-codes a
 // status number for an error.
 //
 //   const ProtocolStatus& p = ProtocolStatusFor(status.code());

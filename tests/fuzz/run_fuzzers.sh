@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs every kiln fuzz target for FUZZ_SECONDS (default 60) each, from seed corpora built out of
-# real inputs: ONNX backend test models, the demo requests, repository requests, .npy files,
-# SequenceProto / OptionalProto test data files, config.pbtxt files.
+# real inputs: ONNX backend test models, the demo requests, gRPC inference requests (protoc
+# --encode from text), repository requests, .npy files, SequenceProto / OptionalProto test data
+# files, config.pbtxt files.
 # Usage: run_fuzzers.sh BUILD_DIR [SECONDS]. Crashes are written to BUILD_DIR/fuzz/crashes/.
 set -euo pipefail
 build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
@@ -55,11 +56,19 @@ prefixed 03 "$testdata/node/test_optional_get_element_sequence/test_data_set_0/i
 config=$(seed config $(find "$build/demo_models" "$root/src/repo" -name '*.pbtxt' 2>/dev/null))
 printf 'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 16 ] } ]\ndynamic_batching { preferred_batch_size: [ 4, 8 ] }\n' \
   > "$config/seed.pbtxt"
+grpc_infer=$(seed grpc_infer)
+encode() {  # encode NAME TEXT: a ModelInferRequest from protobuf text format
+  printf '%s' "$2" | protoc --encode=inference.ModelInferRequest -I"$root/src/server/grpc" \
+    -I"$root/src/repo" grpc_service.proto > "$grpc_infer/$1.bin"
+}
+encode typed 'model_name: "add_sub" id: "a" inputs { name: "INPUT0" datatype: "FP32" shape: [1, 2] contents { fp32_contents: [1, 2] } } inputs { name: "b" datatype: "INT8" shape: [2] contents { int_contents: [-1, 7] } } outputs { name: "OUTPUT0" } parameters { key: "priority" value { uint64_param: 1 } }'
+encode raw 'model_name: "m" model_version: "1" inputs { name: "x" datatype: "INT32" shape: [2] } inputs { name: "s" datatype: "BYTES" shape: [2] } raw_input_contents: "\001\000\000\000\002\000\000\000" raw_input_contents: "\002\000\000\000hi\000\000\000\000"'
+encode bool_fp16 'inputs { name: "b" datatype: "BOOL" shape: [3] } inputs { name: "h" datatype: "FP16" shape: [1] } raw_input_contents: "\001\000\001" raw_input_contents: "\000<"'
 
 status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
     fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
-    fuzz_config:"$config"; do
+    fuzz_config:"$config" fuzz_grpc_infer:"$grpc_infer"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \

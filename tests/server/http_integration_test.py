@@ -123,7 +123,8 @@ class Server:
     def __init__(self, kiln, repo, port, extra_args):
         self.port = port
         self.log = tempfile.TemporaryFile()
-        self.args = [kiln, "serve", "--model-repository", repo, "--http-port", str(port)]
+        self.args = [kiln, "serve", "--model-repository", repo, "--http-port", str(port),
+                     "--grpc-port", "0"]
         self.args += extra_args
         print("starting: " + " ".join(self.args), flush=True)
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)

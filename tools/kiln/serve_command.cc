@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// `kiln serve`: load a model repository and serve it over KServe v2 HTTP. Flag names follow the
-// reference server's where the same setting exists, so existing launch scripts keep working.
+// `kiln serve`: load a model repository and serve it over KServe v2 HTTP and gRPC. Flag names
+// follow the reference server's where the same setting exists, so existing launch scripts keep
+// working.
 //
 // Model control (--model-control-mode): none loads every model at start; poll also rescans the
 // repository every --repository-poll-secs and loads, reloads and unloads what changed; explicit
 // loads the --load-model models at start and then only what POST /v2/repository/models/{m}/load
 // asks for (and unloads on .../unload).
 //
-// Shutdown (SIGINT or SIGTERM): readiness turns false at once and new inference requests get
-// 503; queued and in-flight requests run to completion and are answered, for at most
-// --exit-timeout-secs; then the listener closes and the process exits 0. If the timeout cuts
-// the drain short (or a second signal arrives), it logs how many requests were abandoned and
-// exits 0 anyway: stopping was asked for, and it happened.
+// Shutdown (SIGINT or SIGTERM): readiness turns false at once (HTTP and gRPC) and new inference
+// requests get 503 / UNAVAILABLE; queued and in-flight requests run to completion and are
+// answered, for at most --exit-timeout-secs; then the listeners close and the process exits 0.
+// If the timeout cuts the drain short (or a second signal arrives), it logs how many requests
+// were abandoned and exits 0 anyway: stopping was asked for, and it happened.
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -31,6 +32,7 @@
 
 #include "base/logging.h"
 #include "repo/model_manager.h"
+#include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
 #include "tools/kiln/commands.h"
 
@@ -42,6 +44,8 @@ struct ServeOptions {
   std::string http_address = "0.0.0.0";
   int http_port = 8000;
   int http_thread_count = 0;
+  bool allow_grpc = true;
+  std::string grpc_address = "0.0.0.0";
   int grpc_port = 8001;
   int metrics_port = 8002;
   std::string model_control_mode = "none";
@@ -89,14 +93,36 @@ int WaitForSignal(const sigset_t& signals) {
 
 const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
+// The gRPC server's part of readiness, drain and stop; nothing in a build without gRPC.
+#ifdef KILN_HAVE_GRPC
+void SetGrpcReady(GrpcServer* grpc) {
+  if (grpc != nullptr) grpc->SetReady(true);
+}
+void DrainGrpc(GrpcServer* grpc) {
+  if (grpc != nullptr) grpc->StartDraining();
+}
+void StopGrpc(GrpcServer* grpc) {
+  if (grpc != nullptr) grpc->Stop();
+}
+size_t GrpcInFlight(const GrpcServer* grpc) {
+  return grpc != nullptr ? grpc->InferencesInFlight() : 0;
+}
+#else
+void SetGrpcReady(GrpcServer*) {}
+void DrainGrpc(GrpcServer*) {}
+void StopGrpc(GrpcServer*) {}
+size_t GrpcInFlight(const GrpcServer*) { return 0; }
+#endif
+
 // Drains and stops on a helper thread; the calling thread waits until it is done, the deadline
 // passes, or a second signal asks to stop now. True when the drain completed.
-bool DrainAndStop(ModelManager* manager, HttpServer* server, const sigset_t& signals,
-                  std::chrono::seconds timeout) {
+bool DrainAndStop(ModelManager* manager, HttpServer* server, GrpcServer* grpc,
+                  const sigset_t& signals, std::chrono::seconds timeout) {
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread drain([manager, server, done] {
+  std::thread drain([manager, server, grpc, done] {
     manager->Shutdown();  // every queued and running request is answered
     server->Stop();       // every answer is written
+    StopGrpc(grpc);
     done->store(true);
   });
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -132,10 +158,14 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
     KILN_LOG_ERROR("{}", s.message());
     return 1;
   }
-  if (cmd.count("--grpc-port") > 0) {
-    KILN_LOG_WARN("--grpc-port {}: this build has no gRPC endpoint yet; the flag is ignored",
-                  opt.grpc_port);
+#ifndef KILN_HAVE_GRPC
+  if (opt.allow_grpc && (cmd.count("--grpc-port") > 0 || cmd.count("--grpc-address") > 0)) {
+    KILN_LOG_ERROR("this build has no gRPC server (gRPC was not found at configure time; run "
+                   "scripts/install-deps and reconfigure); drop --grpc-port / --grpc-address or "
+                   "pass --allow-grpc=false");
+    return 1;
   }
+#endif
   if (cmd.count("--metrics-port") > 0) {
     KILN_LOG_WARN("--metrics-port {}: this build has no metrics endpoint yet; the flag is ignored",
                   opt.metrics_port);
@@ -185,21 +215,48 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
                 opt.http_address, (*server)->port(), opt.model_repository,
                 opt.model_control_mode);
+
+  GrpcServer* grpc = nullptr;
+#ifdef KILN_HAVE_GRPC
+  std::unique_ptr<GrpcServer> grpc_owner;
+  if (opt.allow_grpc) {
+    GrpcServerOptions gopt;
+    gopt.address = opt.grpc_address;
+    gopt.port = opt.grpc_port;
+    gopt.server_version = KILN_VERSION;
+    Result<std::unique_ptr<GrpcServer>> created = GrpcServer::Create(gopt, manager->get());
+    Status grpc_started = created.ok() ? (*created)->Start() : created.status();
+    if (!grpc_started.ok()) {
+      KILN_LOG_ERROR("{}", grpc_started.message());
+      (*server)->StartDraining();
+      (*manager)->Shutdown();
+      (*server)->Stop();
+      return 1;
+    }
+    grpc_owner = std::move(created).value();
+    grpc = grpc_owner.get();
+    KILN_LOG_INFO("serving KServe v2 gRPC on {}:{}", opt.grpc_address, grpc->port());
+  }
+#endif
   (*server)->SetReady(true);
+  SetGrpcReady(grpc);
 
   const int sig = WaitForSignal(signals);
   KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
                 "{} s",
-                SignalName(sig), (*server)->InferencesInFlight(), opt.exit_timeout_secs);
+                SignalName(sig),
+                (*server)->InferencesInFlight() + GrpcInFlight(grpc),
+                opt.exit_timeout_secs);
   (*server)->StartDraining();
-  const bool drained = DrainAndStop(manager->get(), server->get(), signals,
+  DrainGrpc(grpc);
+  const bool drained = DrainAndStop(manager->get(), server->get(), grpc, signals,
                                     std::chrono::seconds(opt.exit_timeout_secs));
   if (drained) {
     KILN_LOG_INFO("stopped");
     return 0;
   }
   KILN_LOG_WARN("exit timeout: {} inference request(s) abandoned unanswered",
-                (*server)->InferencesInFlight());
+                (*server)->InferencesInFlight() + GrpcInFlight(grpc));
   spdlog::default_logger()->flush();
   std::fflush(nullptr);
   // Worker and io threads may still be running: leave without running destructors under them.
@@ -210,7 +267,7 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
 
 CommandMain AddServeCommand(CLI::App& app) {
   auto opt = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over KServe v2 HTTP");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over KServe v2 HTTP and gRPC");
   cmd->add_option("--model-repository", opt->model_repository,
                   "Model repository directory: <repo>/<model>/[config.pbtxt] and "
                   "<repo>/<model>/<version>/model.onnx")
@@ -224,8 +281,12 @@ CommandMain AddServeCommand(CLI::App& app) {
                   "HTTP I/O threads (0 = number of cores, at least 2)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--grpc-port", opt->grpc_port,
-                  "gRPC port (accepted for compatibility; this build has no gRPC endpoint yet)")
+  cmd->add_option("--allow-grpc", opt->allow_grpc,
+                  "Serve KServe v2 gRPC (inference.GRPCInferenceService and grpc.health.v1)")
+      ->capture_default_str();
+  cmd->add_option("--grpc-address", opt->grpc_address, "Address the gRPC server binds")
+      ->capture_default_str();
+  cmd->add_option("--grpc-port", opt->grpc_port, "gRPC port (0 picks a free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--metrics-port", opt->metrics_port,

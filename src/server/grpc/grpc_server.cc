@@ -1,0 +1,802 @@
+// SPDX-License-Identifier: Apache-2.0
+// The gRPC front end over the async (completion queue) API; see grpc_server.h.
+//
+// Every call is an object whose address is the completion-queue tag of its next operation
+// (streams use one small tag per kind of operation, since a read and a write may be pending
+// together). A call object deletes itself when its last operation completes.
+#include "server/grpc/grpc_server.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "base/logging.h"
+#include "grpc_service.grpc.pb.h"
+#include "repo/model_config.pb.h"
+#include "repo/model_manager.h"
+#include "server/grpc/infer_grpc.h"
+#include "server/status_map.h"
+
+namespace kiln {
+namespace {
+
+using Service = inference::GRPCInferenceService::AsyncService;
+
+// Names of the KServe extensions kiln implements (as the HTTP server reports them).
+constexpr std::string_view kExtensions[] = {"model_repository", "statistics"};
+
+grpc::Status ToGrpc(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(GrpcStatusFor(status.code())),
+                      std::string(status.message()));
+}
+
+class Tag {
+ public:
+  virtual ~Tag() = default;
+  virtual void Proceed(bool ok) = 0;
+};
+
+}  // namespace
+
+class GrpcServer::Impl {
+ public:
+  Impl(const GrpcServerOptions& options, ModelManager* manager)
+      : options_(options), manager_(manager) {}
+  ~Impl() { Stop(); }
+
+  Status Start();
+  void Stop();
+  int port() const { return port_.load(); }
+  void SetReady(bool ready) {
+    ready_.store(ready);
+    UpdateHealth();
+  }
+  void StartDraining() {
+    draining_.store(true);
+    UpdateHealth();
+  }
+  size_t InferencesInFlight() const { return in_flight_.load(); }
+
+  bool Ready() const { return ready_.load() && !draining_.load() && manager_->AllModelsReady(); }
+  bool draining() const { return draining_.load(); }
+  ModelManager* manager() const { return manager_; }
+  Service* service() { return &service_; }
+  bool accepting() const { return accepting_.load(); }
+  const GrpcServerOptions& options() const { return options_; }
+
+  // Calls accepted and not finished yet: Stop lets them finish before it closes connections.
+  void CallStarted() { active_calls_.fetch_add(1); }
+  void CallEnded() {
+    if (active_calls_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle_cv_.notify_all();
+    }
+  }
+  // Inference bookkeeping: Stop waits until every model callback has run.
+  void InferenceStarted() { in_flight_.fetch_add(1); }
+  void InferenceDone() {
+    if (in_flight_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle_cv_.notify_all();
+    }
+  }
+  // Runs `fn` on the control thread (model load / unload: they take seconds).
+  void PostControl(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    control_queue_.push_back(std::move(fn));
+    control_cv_.notify_one();
+  }
+
+ private:
+  void RegisterCalls(grpc::ServerCompletionQueue* cq);
+  void PollLoop(grpc::ServerCompletionQueue* cq);
+  void ControlLoop();
+  void UpdateHealth() {
+    if (server_ == nullptr) return;
+    if (grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService()) {
+      h->SetServingStatus(ready_.load() && !draining_.load());
+    }
+  }
+
+  GrpcServerOptions options_;
+  ModelManager* manager_;
+  Service service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::thread> threads_;
+  std::thread control_thread_;
+  std::atomic<int> port_{0};
+  std::atomic<bool> ready_{true};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> accepting_{false};
+  std::atomic<size_t> in_flight_{0};
+  std::atomic<int> active_calls_{0};
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::condition_variable control_cv_;
+  std::deque<std::function<void()>> control_queue_;  // guarded by mu_
+  bool control_stop_ = false;                        // guarded by mu_
+  bool started_ = false;                             // guarded by mu_
+  bool stopped_ = false;                             // guarded by mu_
+};
+
+namespace {
+
+using Impl = GrpcServer::Impl;
+
+// One unary call of one method. `Handler` fills the response and calls Finish (at once, or
+// later from another thread).
+template <typename Req, typename Resp>
+class UnaryCall final : public Tag {
+ public:
+  using RequestFn = void (Service::*)(grpc::ServerContext*, Req*,
+                                      grpc::ServerAsyncResponseWriter<Resp>*,
+                                      grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
+  using Handler = void (*)(Impl*, UnaryCall*);
+
+  // Asks gRPC for the next call of this method on `cq`.
+  static void Listen(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request,
+                     Handler handler) {
+    auto* call = new UnaryCall(server, cq, request, handler);
+    (server->service()->*request)(&call->ctx_, &call->request_, &call->responder_, cq, cq, call);
+  }
+
+  ~UnaryCall() override {
+    if (started_) server_->CallEnded();
+  }
+
+  void Proceed(bool ok) override {
+    if (finishing_ || !ok) {
+      delete this;
+      return;
+    }
+    started_ = true;
+    server_->CallStarted();
+    if (server_->accepting()) Listen(server_, cq_, request_fn_, handler_);
+    handler_(server_, this);
+  }
+
+  const Req& request() const { return request_; }
+  Resp* response() { return &response_; }
+  void Finish(const grpc::Status& status) {
+    finishing_ = true;
+    if (status.ok()) {
+      responder_.Finish(response_, status, this);
+    } else {
+      responder_.FinishWithError(status, this);
+    }
+  }
+  void Finish(const Status& status) { Finish(ToGrpc(status)); }
+
+ private:
+  UnaryCall(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request, Handler handler)
+      : server_(server), cq_(cq), request_fn_(request), handler_(handler), responder_(&ctx_) {}
+
+  Impl* server_;
+  grpc::ServerCompletionQueue* cq_;
+  RequestFn request_fn_;
+  Handler handler_;
+  grpc::ServerContext ctx_;
+  Req request_;
+  Resp response_;
+  grpc::ServerAsyncResponseWriter<Resp> responder_;
+  bool started_ = false;    // the call arrived (it counts in CallStarted / CallEnded)
+  bool finishing_ = false;  // Finish was called: the next completion is the last
+};
+
+Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::string& name,
+                                                  const std::string& version) {
+  if (name.empty()) return Status::InvalidArgument("the request names no model ('name' is empty)");
+  KILN_ASSIGN_OR_RETURN(int64_t v, ParseModelVersion(version));
+  return server->manager()->GetModel(name, v);
+}
+
+// The model's answer to one request. A model that destroys its callback without calling it
+// (a broken LoadedModel contract) still gets the call answered, with INTERNAL, so no call and
+// no Stop ever waits for it.
+class InferCompletion {
+ public:
+  InferCompletion(Impl* server, std::string name, int64_t version,
+                  std::function<void(Result<InferResponse>)> done)
+      : server_(server), name_(std::move(name)), version_(version), done_(std::move(done)) {
+    server_->InferenceStarted();
+  }
+  ~InferCompletion() {
+    if (done_) {
+      Deliver(Status::Internal(fmt::format(
+          "model '{}' version {} dropped the request without answering it", name_, version_)));
+    }
+  }
+  InferCompletion(const InferCompletion&) = delete;
+  InferCompletion& operator=(const InferCompletion&) = delete;
+
+  void Deliver(Result<InferResponse> result) {
+    std::function<void(Result<InferResponse>)> done = std::move(done_);
+    done_ = nullptr;
+    if (!done) return;
+    if (result.ok()) {
+      result->model_name = name_;
+      result->model_version = version_;
+    }
+    done(std::move(result));
+    server_->InferenceDone();
+  }
+
+ private:
+  Impl* server_;
+  const std::string name_;
+  const int64_t version_;
+  std::function<void(Result<InferResponse>)> done_;
+};
+
+// Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
+void StartInference(Impl* server, const inference::ModelInferRequest& msg,
+                    std::function<void(Result<InferResponse>)> done) {
+  if (server->draining()) {
+    done(Status::Unavailable("the server is shutting down: no new inference requests"));
+    return;
+  }
+  Result<std::shared_ptr<LoadedModel>> model =
+      ResolveModel(server, msg.model_name(), msg.model_version());
+  if (!model.ok()) {
+    done(model.status());
+    return;
+  }
+  Result<std::unique_ptr<InferRequest>> request = DecodeModelInferRequest(msg);
+  if (!request.ok()) {
+    done(request.status());
+    return;
+  }
+  std::shared_ptr<LoadedModel> loaded = std::move(model).value();
+  (*request)->model_name = loaded->name();
+  (*request)->model_version = loaded->version();
+  auto completion =
+      std::make_shared<InferCompletion>(server, loaded->name(), loaded->version(), std::move(done));
+  loaded->Infer(std::move(request).value(),
+                [completion = std::move(completion)](Result<InferResponse> result) {
+                  completion->Deliver(std::move(result));
+                });
+}
+
+// ---- unary handlers ----
+
+using LiveCall = UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse>;
+void HandleLive(Impl*, LiveCall* call) {
+  call->response()->set_live(true);
+  call->Finish(grpc::Status::OK);
+}
+
+using ReadyCall = UnaryCall<inference::ServerReadyRequest, inference::ServerReadyResponse>;
+void HandleReady(Impl* server, ReadyCall* call) {
+  call->response()->set_ready(server->Ready());
+  call->Finish(grpc::Status::OK);
+}
+
+using ModelReadyCall = UnaryCall<inference::ModelReadyRequest, inference::ModelReadyResponse>;
+void HandleModelReady(Impl* server, ModelReadyCall* call) {
+  Result<std::shared_ptr<LoadedModel>> model =
+      ResolveModel(server, call->request().name(), call->request().version());
+  call->response()->set_ready(model.ok());
+  call->Finish(model.ok() ? Status::OK() : model.status());
+}
+
+using ServerMetaCall =
+    UnaryCall<inference::ServerMetadataRequest, inference::ServerMetadataResponse>;
+void HandleServerMetadata(Impl* server, ServerMetaCall* call) {
+  auto* r = call->response();
+  r->set_name("kiln");
+  r->set_version(server->options().server_version);
+  for (std::string_view e : kExtensions) r->add_extensions(std::string(e));
+  call->Finish(grpc::Status::OK);
+}
+
+using ModelMetaCall = UnaryCall<inference::ModelMetadataRequest, inference::ModelMetadataResponse>;
+void HandleModelMetadata(Impl* server, ModelMetaCall* call) {
+  const auto& req = call->request();
+  Result<std::shared_ptr<LoadedModel>> model = ResolveModel(server, req.name(), req.version());
+  if (!model.ok()) {
+    call->Finish(model.status());
+    return;
+  }
+  auto* r = call->response();
+  r->set_name(req.name());
+  std::vector<int64_t> versions;
+  if (!req.version().empty()) {
+    versions.push_back((*model)->version());
+  } else {
+    versions = server->manager()->ReadyVersions(req.name());
+    if (versions.empty()) versions.push_back((*model)->version());
+  }
+  for (int64_t v : versions) r->add_versions(std::to_string(v));
+  const ModelSignature& sig = (*model)->signature();
+  r->set_platform(sig.platform.empty() ? sig.backend : sig.platform);
+  const bool batched = sig.max_batch_size > 0;
+  const auto add = [batched](const std::vector<TensorSpec>& specs, auto* field) {
+    for (const TensorSpec& spec : specs) {
+      auto* t = field->Add();
+      t->set_name(spec.name);
+      t->set_datatype(std::string(DataTypeName(spec.dtype)));
+      if (batched) t->add_shape(-1);
+      for (int64_t d : spec.dims) t->add_shape(d);
+    }
+  };
+  add(sig.inputs, r->mutable_inputs());
+  add(sig.outputs, r->mutable_outputs());
+  call->Finish(grpc::Status::OK);
+}
+
+using ConfigCall = UnaryCall<inference::ModelConfigRequest, inference::ModelConfigResponse>;
+void HandleModelConfig(Impl* server, ConfigCall* call) {
+  const auto& req = call->request();
+  Result<std::shared_ptr<LoadedModel>> model = ResolveModel(server, req.name(), req.version());
+  if (!model.ok()) {
+    call->Finish(model.status());
+    return;
+  }
+  const inference::ModelConfig* config = (*model)->model_config();
+  if (config == nullptr) {
+    call->Finish(Status::Unavailable(
+        fmt::format("model '{}' has no configuration to report", req.name())));
+    return;
+  }
+  *call->response()->mutable_config() = *config;
+  call->Finish(grpc::Status::OK);
+}
+
+void FillDuration(const StatDuration& d, inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+
+using StatsCall =
+    UnaryCall<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>;
+void HandleStatistics(Impl* server, StatsCall* call) {
+  const auto& req = call->request();
+  ModelManager* manager = server->manager();
+  auto* r = call->response();
+  const auto add = [&](const std::string& name, int64_t version) {
+    // A version unloaded since it was listed is skipped, as if it had not been ready.
+    Result<std::shared_ptr<LoadedModel>> model = manager->GetModel(name, version);
+    if (!model.ok()) return;
+    const ModelStatistics s = (*model)->Statistics();
+    auto* m = r->add_model_stats();
+    m->set_name(name);
+    m->set_version(std::to_string(version));
+    m->set_last_inference(s.last_inference_ms);
+    m->set_inference_count(s.inference_count);
+    m->set_execution_count(s.execution_count);
+    auto* is = m->mutable_inference_stats();
+    FillDuration(s.inference.success, is->mutable_success());
+    FillDuration(s.inference.fail, is->mutable_fail());
+    FillDuration(s.inference.queue, is->mutable_queue());
+    FillDuration(s.inference.compute_input, is->mutable_compute_input());
+    FillDuration(s.inference.compute_infer, is->mutable_compute_infer());
+    FillDuration(s.inference.compute_output, is->mutable_compute_output());
+    FillDuration(s.inference.cache_hit, is->mutable_cache_hit());
+    FillDuration(s.inference.cache_miss, is->mutable_cache_miss());
+    for (const auto& [size, b] : s.batches) {
+      auto* bs = m->add_batch_stats();
+      bs->set_batch_size(size);
+      FillDuration(b.compute_input, bs->mutable_compute_input());
+      FillDuration(b.compute_infer, bs->mutable_compute_infer());
+      FillDuration(b.compute_output, bs->mutable_compute_output());
+    }
+  };
+  if (req.name().empty()) {
+    for (const ModelIndexEntry& e : manager->Index()) {
+      if (e.state == ModelState::kReady) add(e.name, e.version);
+    }
+    call->Finish(grpc::Status::OK);
+    return;
+  }
+  Result<int64_t> version = ParseModelVersion(req.version());
+  if (!version.ok()) {
+    call->Finish(version.status());
+    return;
+  }
+  const std::vector<int64_t> ready = manager->ReadyVersions(req.name());
+  if (ready.empty()) {
+    call->Finish(Status::InvalidArgument(
+        fmt::format("requested model '{}' is not available", req.name())));
+    return;
+  }
+  if (*version >= 0) {
+    if (std::find(ready.begin(), ready.end(), *version) == ready.end()) {
+      call->Finish(Status::InvalidArgument(
+          fmt::format("requested model version is not available for model '{}'", req.name())));
+      return;
+    }
+    add(req.name(), *version);
+  } else {
+    for (int64_t v : ready) add(req.name(), v);
+  }
+  call->Finish(grpc::Status::OK);
+}
+
+using IndexCall =
+    UnaryCall<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>;
+void HandleIndex(Impl* server, IndexCall* call) {
+  if (!call->request().repository_name().empty()) {
+    call->Finish(Status::Unimplemented("'repository_name' specification is not supported"));
+    return;
+  }
+  for (const ModelIndexEntry& e : server->manager()->Index()) {
+    if (call->request().ready() && e.state != ModelState::kReady) continue;
+    auto* m = call->response()->add_models();
+    m->set_name(e.name);
+    if (e.version >= 0) m->set_version(std::to_string(e.version));
+    if (e.state != ModelState::kUnknown) m->set_state(std::string(ModelStateName(e.state)));
+    m->set_reason(e.reason);
+  }
+  call->Finish(grpc::Status::OK);
+}
+
+using LoadCall =
+    UnaryCall<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>;
+void HandleLoad(Impl* server, LoadCall* call) {
+  const auto& req = call->request();
+  if (!req.repository_name().empty()) {
+    call->Finish(Status::Unimplemented("'repository_name' specification is not supported"));
+    return;
+  }
+  ModelLoadOptions options;
+  for (const auto& [key, p] : req.parameters()) {
+    if (key == "config") {
+      if (p.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
+        call->Finish(Status::InvalidArgument(
+            "load parameter 'config' must be a string_param holding the config JSON"));
+        return;
+      }
+      options.config_json = p.string_param();
+    } else if (key.starts_with("file:")) {
+      call->Finish(Status::Unimplemented(
+          fmt::format("load parameter '{}': model files in the load request are not supported",
+                      key)));
+      return;
+    }
+  }
+  if (server->draining()) {
+    call->Finish(Status::Unavailable("the server is shutting down: no model loads"));
+    return;
+  }
+  server->PostControl([server, call, name = req.model_name(), options = std::move(options)] {
+    call->Finish(server->manager()->LoadModel(name, options));
+  });
+}
+
+using UnloadCall =
+    UnaryCall<inference::RepositoryModelUnloadRequest, inference::RepositoryModelUnloadResponse>;
+void HandleUnload(Impl* server, UnloadCall* call) {
+  const auto& req = call->request();
+  if (!req.repository_name().empty()) {
+    call->Finish(Status::Unimplemented("'repository_name' specification is not supported"));
+    return;
+  }
+  server->PostControl([server, call, name = req.model_name()] {
+    call->Finish(server->manager()->UnloadModel(name));
+  });
+}
+
+using InferCall = UnaryCall<inference::ModelInferRequest, inference::ModelInferResponse>;
+void HandleInfer(Impl* server, InferCall* call) {
+  StartInference(server, call->request(), [call](Result<InferResponse> result) {
+    if (!result.ok()) {
+      call->Finish(result.status());
+      return;
+    }
+    call->Finish(EncodeModelInferResponse(*result, call->response()));
+  });
+}
+
+template <typename Req, typename Resp>
+void HandleUnimplemented(Impl*, UnaryCall<Req, Resp>* call) {
+  call->Finish(Status::Unimplemented(
+      "this RPC is not supported by kiln (no shared memory, trace or log settings)"));
+}
+
+// ---- ModelStreamInfer ----
+
+class StreamCall {
+ public:
+  static void Listen(Impl* server, grpc::ServerCompletionQueue* cq) {
+    auto* call = new StreamCall(server, cq);
+    server->service()->RequestModelStreamInfer(&call->ctx_, &call->stream_, cq, cq,
+                                               &call->accept_tag_);
+  }
+
+ private:
+  struct OpTag final : Tag {
+    OpTag(StreamCall* c, void (StreamCall::*f)(bool)) : call(c), fn(f) {}
+    void Proceed(bool ok) override { (call->*fn)(ok); }
+    StreamCall* call;
+    void (StreamCall::*fn)(bool);
+  };
+
+  StreamCall(Impl* server, grpc::ServerCompletionQueue* cq)
+      : server_(server), cq_(cq), stream_(&ctx_) {}
+  ~StreamCall() {
+    if (started_) server_->CallEnded();
+  }
+
+  void OnAccept(bool ok) {
+    if (!ok) {
+      delete this;
+      return;
+    }
+    started_ = true;
+    server_->CallStarted();
+    if (server_->accepting()) Listen(server_, cq_);
+    stream_.Read(&incoming_, &read_tag_);
+  }
+
+  void OnRead(bool ok) {
+    if (!ok) {
+      std::unique_lock<std::mutex> lock(mu_);
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    inference::ModelInferRequest request = std::move(incoming_);
+    incoming_.Clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++pending_;  // this request's response
+    }
+    stream_.Read(&incoming_, &read_tag_);
+    const std::string id = request.id();
+    const std::string model = request.model_name();
+    const std::string version = request.model_version();
+    StartInference(server_, request, [this, id, model, version](Result<InferResponse> result) {
+      inference::ModelStreamInferResponse response;
+      Status status = result.status();
+      if (result.ok()) status = EncodeModelInferResponse(*result, response.mutable_infer_response());
+      if (!status.ok()) {
+        response.Clear();
+        response.set_error_message(std::string(status.message()));
+        auto* r = response.mutable_infer_response();
+        r->set_id(id);
+        r->set_model_name(model);
+        r->set_model_version(version);
+      }
+      (*response.mutable_infer_response()->mutable_parameters())["triton_final_response"]
+          .set_bool_param(true);
+      Enqueue(std::move(response));
+    });
+  }
+
+  void Enqueue(inference::ModelStreamInferResponse response) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --pending_;
+    if (broken_) {
+      MaybeFinishLocked();
+      return;
+    }
+    outgoing_.push_back(std::move(response));
+    if (!writing_) {
+      writing_ = true;
+      stream_.Write(outgoing_.front(), &write_tag_);
+    }
+  }
+
+  void OnWrite(bool ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    outgoing_.pop_front();
+    if (!ok) {
+      broken_ = true;  // the client is gone: drop what is left
+      outgoing_.clear();
+    }
+    if (!outgoing_.empty()) {
+      stream_.Write(outgoing_.front(), &write_tag_);
+      return;
+    }
+    writing_ = false;
+    MaybeFinishLocked();
+  }
+
+  // REQUIRES: mu_ held.
+  void MaybeFinishLocked() {
+    if (finishing_ || !reads_done_ || pending_ > 0 || writing_) return;
+    finishing_ = true;
+    stream_.Finish(grpc::Status::OK, &finish_tag_);
+  }
+
+  void OnFinish(bool) { delete this; }
+
+  Impl* server_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext ctx_;
+  grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse,
+                                inference::ModelInferRequest>
+      stream_;
+  inference::ModelInferRequest incoming_;  // the pending Read's target (CQ thread only)
+  bool started_ = false;                   // the stream was accepted (CQ thread only)
+  OpTag accept_tag_{this, &StreamCall::OnAccept};
+  OpTag read_tag_{this, &StreamCall::OnRead};
+  OpTag write_tag_{this, &StreamCall::OnWrite};
+  OpTag finish_tag_{this, &StreamCall::OnFinish};
+  std::mutex mu_;
+  std::deque<inference::ModelStreamInferResponse> outgoing_;  // front is being written; mu_
+  int pending_ = 0;          // requests read and not yet answered; mu_
+  bool reads_done_ = false;  // mu_
+  bool writing_ = false;     // mu_
+  bool broken_ = false;      // a write failed; mu_
+  bool finishing_ = false;   // mu_
+};
+
+}  // namespace
+
+void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
+  using S = Service;
+  LiveCall::Listen(this, cq, &S::RequestServerLive, &HandleLive);
+  ReadyCall::Listen(this, cq, &S::RequestServerReady, &HandleReady);
+  ModelReadyCall::Listen(this, cq, &S::RequestModelReady, &HandleModelReady);
+  ServerMetaCall::Listen(this, cq, &S::RequestServerMetadata, &HandleServerMetadata);
+  ModelMetaCall::Listen(this, cq, &S::RequestModelMetadata, &HandleModelMetadata);
+  ConfigCall::Listen(this, cq, &S::RequestModelConfig, &HandleModelConfig);
+  StatsCall::Listen(this, cq, &S::RequestModelStatistics, &HandleStatistics);
+  IndexCall::Listen(this, cq, &S::RequestRepositoryIndex, &HandleIndex);
+  LoadCall::Listen(this, cq, &S::RequestRepositoryModelLoad, &HandleLoad);
+  UnloadCall::Listen(this, cq, &S::RequestRepositoryModelUnload, &HandleUnload);
+  // Several pending ModelInfer calls per queue, so a burst of clients is accepted at once.
+  for (int i = 0; i < 8; ++i) InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer);
+  StreamCall::Listen(this, cq);
+  using namespace inference;  // the unimplemented RPCs' message types
+  UnaryCall<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>::Listen(
+      this, cq, &S::RequestSystemSharedMemoryStatus, &HandleUnimplemented);
+  UnaryCall<SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse>::Listen(
+      this, cq, &S::RequestSystemSharedMemoryRegister, &HandleUnimplemented);
+  UnaryCall<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse>::Listen(
+      this, cq, &S::RequestSystemSharedMemoryUnregister, &HandleUnimplemented);
+  UnaryCall<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>::Listen(
+      this, cq, &S::RequestCudaSharedMemoryStatus, &HandleUnimplemented);
+  UnaryCall<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>::Listen(
+      this, cq, &S::RequestCudaSharedMemoryRegister, &HandleUnimplemented);
+  UnaryCall<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>::Listen(
+      this, cq, &S::RequestCudaSharedMemoryUnregister, &HandleUnimplemented);
+  UnaryCall<TraceSettingRequest, TraceSettingResponse>::Listen(
+      this, cq, &S::RequestTraceSetting, &HandleUnimplemented);
+  UnaryCall<LogSettingsRequest, LogSettingsResponse>::Listen(this, cq, &S::RequestLogSettings,
+                                                             &HandleUnimplemented);
+}
+
+void GrpcServer::Impl::PollLoop(grpc::ServerCompletionQueue* cq) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) static_cast<Tag*>(tag)->Proceed(ok);
+}
+
+void GrpcServer::Impl::ControlLoop() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      control_cv_.wait(lock, [this] { return control_stop_ || !control_queue_.empty(); });
+      if (control_queue_.empty()) return;
+      fn = std::move(control_queue_.front());
+      control_queue_.pop_front();
+    }
+    fn();
+  }
+}
+
+Status GrpcServer::Impl::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_ || stopped_) {
+      return Status::FailedPrecondition("the gRPC server was already started");
+    }
+    started_ = true;
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  const std::string address = fmt::format(
+      "{}:{}",
+      options_.address.find(':') != std::string::npos ? "[" + options_.address + "]"
+                                                      : options_.address,
+      options_.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service_);
+  builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  int threads = options_.threads;
+  if (threads == 0) threads = std::max(2u, std::thread::hardware_concurrency());
+  for (int i = 0; i < threads; ++i) cqs_.push_back(builder.AddCompletionQueue());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port == 0) {
+    server_.reset();
+    for (auto& cq : cqs_) {
+      cq->Shutdown();
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) {
+      }
+    }
+    cqs_.clear();
+    return Status::Unavailable(
+        fmt::format("cannot listen for gRPC on {} (address in use or not local?)", address));
+  }
+  port_.store(bound_port);
+  accepting_.store(true);
+  UpdateHealth();
+  control_thread_ = std::thread([this] { ControlLoop(); });
+  for (auto& cq : cqs_) {
+    RegisterCalls(cq.get());
+    threads_.emplace_back([this, q = cq.get()] { PollLoop(q); });
+  }
+  return Status::OK();
+}
+
+void GrpcServer::Impl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_ || stopped_) {
+      stopped_ = true;
+      return;
+    }
+    stopped_ = true;
+  }
+  draining_.store(true);
+  accepting_.store(false);
+  if (grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService()) h->Shutdown();
+  // Calls in progress get a grace period, the CQ threads serving them meanwhile; then the
+  // server closes every connection (idle clients keep theirs open otherwise) and cancels what
+  // is left.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait_for(lock, std::chrono::seconds(5), [this] {
+      return active_calls_.load() == 0 && in_flight_.load() == 0;
+    });
+  }
+  server_->Shutdown(std::chrono::system_clock::now());
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    control_stop_ = true;
+    control_cv_.notify_all();
+  }
+  control_thread_.join();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
+  }
+  for (auto& cq : cqs_) cq->Shutdown();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GrpcServer::~GrpcServer() = default;
+
+Result<std::unique_ptr<GrpcServer>> GrpcServer::Create(const GrpcServerOptions& options,
+                                                       ModelManager* manager) {
+  if (options.port < 0 || options.port > 65535) {
+    return Status::InvalidArgument(fmt::format("gRPC port {} is not in 0..65535", options.port));
+  }
+  if (options.threads < 0) {
+    return Status::InvalidArgument(
+        fmt::format("gRPC thread count {} is negative", options.threads));
+  }
+  if (manager == nullptr) return Status::InvalidArgument("the gRPC server needs a model manager");
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::make_unique<Impl>(options, manager)));
+}
+
+Status GrpcServer::Start() { return impl_->Start(); }
+int GrpcServer::port() const { return impl_->port(); }
+void GrpcServer::SetReady(bool ready) { impl_->SetReady(ready); }
+void GrpcServer::StartDraining() { impl_->StartDraining(); }
+size_t GrpcServer::InferencesInFlight() const { return impl_->InferencesInFlight(); }
+void GrpcServer::Stop() { impl_->Stop(); }
+
+}  // namespace kiln

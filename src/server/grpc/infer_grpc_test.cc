@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/grpc/infer_grpc.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+namespace kiln {
+namespace {
+
+using inference::ModelInferRequest;
+
+ModelInferRequest::InferInputTensor* AddInput(ModelInferRequest* r, const std::string& name,
+                                              const std::string& dtype,
+                                              std::initializer_list<int64_t> shape) {
+  auto* in = r->add_inputs();
+  in->set_name(name);
+  in->set_datatype(dtype);
+  for (int64_t d : shape) in->add_shape(d);
+  return in;
+}
+
+TEST(ParseModelVersion, AcceptsEmptyAndDecimal) {
+  EXPECT_EQ(*ParseModelVersion(""), -1);
+  EXPECT_EQ(*ParseModelVersion("3"), 3);
+  EXPECT_FALSE(ParseModelVersion("-1").ok());
+  EXPECT_FALSE(ParseModelVersion("+1").ok());
+  EXPECT_FALSE(ParseModelVersion("1x").ok());
+  EXPECT_FALSE(ParseModelVersion("99999999999999999999").ok());
+}
+
+TEST(DecodeModelInferRequest, TypedFp32AndParameters) {
+  ModelInferRequest r;
+  r.set_id("abc");
+  auto* x = AddInput(&r, "x", "FP32", {2, 2})->mutable_contents();
+  for (float v : {1.f, 2.f, 3.f, 4.f}) x->add_fp32_contents(v);
+  (*r.mutable_parameters())["priority"].set_uint64_param(2);
+  (*r.mutable_parameters())["timeout"].set_int64_param(500);
+  r.add_outputs()->set_name("y");
+  auto decoded = DecodeModelInferRequest(r);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  const InferRequest& req = **decoded;
+  EXPECT_EQ(req.id, "abc");
+  EXPECT_EQ(req.priority, 2u);
+  EXPECT_EQ(req.timeout_us, 500u);
+  ASSERT_EQ(req.inputs.size(), 1u);
+  EXPECT_EQ(req.inputs[0].tensor.num_elements(), 4);
+  EXPECT_EQ(req.inputs[0].tensor.data<float>()[3], 4.f);
+  ASSERT_EQ(req.outputs.size(), 1u);
+  EXPECT_EQ(req.outputs[0].name, "y");
+}
+
+TEST(DecodeModelInferRequest, RawInt16AndBytes) {
+  ModelInferRequest r;
+  AddInput(&r, "a", "INT16", {3});
+  AddInput(&r, "s", "BYTES", {2});
+  const int16_t v[3] = {-1, 2, 300};
+  r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(v), sizeof(v)));
+  r.add_raw_input_contents(std::string("\x02\0\0\0hi\0\0\0\0", 10));
+  auto decoded = DecodeModelInferRequest(r);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ((*decoded)->inputs[0].tensor.data<int16_t>()[2], 300);
+  EXPECT_EQ((*decoded)->inputs[1].tensor.data<std::string>()[0], "hi");
+  EXPECT_EQ((*decoded)->inputs[1].tensor.data<std::string>()[1], "");
+}
+
+TEST(DecodeModelInferRequest, RejectsBadInput) {
+  struct Case {
+    const char* what;
+    std::function<void(ModelInferRequest*)> build;
+    StatusCode code;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"bad dtype", [](auto* r) { AddInput(r, "x", "FLOAT", {1}); }, StatusCode::kInvalidArgument,
+       "invalid datatype"},
+      {"negative dim", [](auto* r) { AddInput(r, "x", "FP32", {-1}); },
+       StatusCode::kInvalidArgument, "negative"},
+      {"huge shape no data",
+       [](auto* r) { AddInput(r, "x", "FP32", {1 << 30, 1 << 30, 1 << 30}); },
+       StatusCode::kInvalidArgument, "x"},
+      {"count mismatch",
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {3})->mutable_contents()->add_fp32_contents(1.f);
+       },
+       StatusCode::kInvalidArgument, "needs 3"},
+      {"wrong field",
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {1})->mutable_contents()->add_int_contents(1);
+       },
+       StatusCode::kInvalidArgument, "int_contents"},
+      {"int8 range",
+       [](auto* r) {
+         AddInput(r, "x", "INT8", {1})->mutable_contents()->add_int_contents(300);
+       },
+       StatusCode::kInvalidArgument, "out of range"},
+      {"fp16 typed",
+       [](auto* r) {
+         AddInput(r, "x", "FP16", {1})->mutable_contents()->add_fp32_contents(1.f);
+       },
+       StatusCode::kInvalidArgument, "raw_input_contents"},
+      {"raw size",
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {2});
+         r->add_raw_input_contents("abc");
+       },
+       StatusCode::kInvalidArgument, "unexpected size"},
+      {"raw bool value",
+       [](auto* r) {
+         AddInput(r, "x", "BOOL", {1});
+         r->add_raw_input_contents("\x05");
+       },
+       StatusCode::kInvalidArgument, "BOOL"},
+      {"raw bytes truncated",
+       [](auto* r) {
+         AddInput(r, "x", "BYTES", {1});
+         r->add_raw_input_contents(std::string("\x09\0\0\0ab", 6));
+       },
+       StatusCode::kInvalidArgument, "remain"},
+      {"raw missing",
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {1});
+         AddInput(r, "y", "FP32", {1});
+         r->add_raw_input_contents(std::string(4, '\0'));
+       },
+       StatusCode::kInvalidArgument, "unable to find data for input tensor 'y'"},
+      {"mixed",
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {1})->mutable_contents()->add_fp32_contents(1.f);
+         r->add_raw_input_contents(std::string(4, '\0'));
+       },
+       StatusCode::kInvalidArgument, "raw_input_contents"},
+      {"no data", [](auto* r) { AddInput(r, "x", "FP32", {1}); }, StatusCode::kInvalidArgument,
+       "unable to find data"},
+      {"duplicate",
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {0});
+         AddInput(r, "x", "FP32", {0});
+       },
+       StatusCode::kInvalidArgument, "more than once"},
+      {"triton param",
+       [](auto* r) { (*r->mutable_parameters())["triton_x"].set_bool_param(true); },
+       StatusCode::kInvalidArgument, "reserved"},
+      {"negative priority",
+       [](auto* r) { (*r->mutable_parameters())["priority"].set_int64_param(-1); },
+       StatusCode::kInvalidArgument, "priority"},
+      {"sequence",
+       [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_string_param("s"); },
+       StatusCode::kUnimplemented, "sequence"},
+      {"classification",
+       [](auto* r) {
+         auto* o = r->add_outputs();
+         o->set_name("y");
+         (*o->mutable_parameters())["classification"].set_int64_param(2);
+       },
+       StatusCode::kUnimplemented, "classification"},
+  };
+  for (const Case& c : cases) {
+    ModelInferRequest r;
+    c.build(&r);
+    auto decoded = DecodeModelInferRequest(r);
+    ASSERT_FALSE(decoded.ok()) << c.what;
+    EXPECT_EQ(decoded.status().code(), c.code) << c.what;
+    EXPECT_NE(decoded.status().message().find(c.needle), std::string::npos)
+        << c.what << ": " << decoded.status().message();
+  }
+}
+
+TEST(EncodeModelInferResponse, RawOutputsIndexAligned) {
+  InferResponse resp;
+  resp.model_name = "m";
+  resp.model_version = 3;
+  resp.id = "i";
+  auto f = OwnedTensor::Allocate(DataType::kFloat32, Shape{2});
+  ASSERT_TRUE(f.ok());
+  f->data<float>()[0] = 1.5f;
+  f->data<float>()[1] = -2.f;
+  auto s = OwnedTensor::Allocate(DataType::kBytes, Shape{1});
+  ASSERT_TRUE(s.ok());
+  s->data<std::string>()[0] = "xyz";
+  resp.outputs.push_back({"f", std::move(*f)});
+  resp.outputs.push_back({"s", std::move(*s)});
+  inference::ModelInferResponse out;
+  ASSERT_TRUE(EncodeModelInferResponse(resp, &out).ok());
+  EXPECT_EQ(out.model_version(), "3");
+  EXPECT_EQ(out.id(), "i");
+  ASSERT_EQ(out.outputs_size(), 2);
+  ASSERT_EQ(out.raw_output_contents_size(), 2);
+  EXPECT_EQ(out.outputs(1).datatype(), "BYTES");
+  EXPECT_FALSE(out.outputs(0).has_contents());
+  float back[2];
+  ASSERT_EQ(out.raw_output_contents(0).size(), sizeof(back));
+  std::memcpy(back, out.raw_output_contents(0).data(), sizeof(back));
+  EXPECT_EQ(back[1], -2.f);
+  EXPECT_EQ(out.raw_output_contents(1), std::string("\x03\0\0\0xyz", 7));
+}
+
+}  // namespace
+}  // namespace kiln
