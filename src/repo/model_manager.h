@@ -133,6 +133,12 @@ class LoadedModel {
   virtual void Infer(std::unique_ptr<InferRequest> request, InferCallback done) = 0;
   // Cumulative statistics of this version since it was loaded.
   virtual ModelStatistics Statistics() const { return {}; }
+  // Requests accepted and not yet started on an instance (queued in the scheduler).
+  virtual size_t PendingRequestCount() const { return 0; }
+  // Seconds the version took to load (graph import, sessions, warmup); 0 when unknown.
+  virtual double LoadDurationSeconds() const { return 0; }
+  // Bytes of the model's weights (graph initializers) held in memory; 0 when unknown.
+  virtual uint64_t WeightBytes() const { return 0; }
 };
 
 class ModelManager {
