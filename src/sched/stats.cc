@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sched/stats.h"
 
-#include <algorithm>
-
-#include "base/check.h"
-
 namespace kiln {
 
 std::string_view FailureReasonName(FailureReason reason) {
@@ -25,33 +21,6 @@ std::string_view FailureReasonName(FailureReason reason) {
       return "other";
   }
   return "other";
-}
-
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {
-  for (size_t i = 1; i < bounds.size(); ++i) {
-    KILN_CHECK(bounds[i - 1] < bounds[i], "histogram bounds must be strictly ascending");
-  }
-}
-
-void Histogram::Observe(double v) {
-  const size_t i = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) -
-                                       bounds.begin());
-  ++counts[i];
-  ++count;
-  sum += v;
-}
-
-const std::vector<double>& DurationBucketsSeconds() {
-  static const std::vector<double> kBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                              0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
-                                              0.5,     1,      2.5,     5,      10};
-  return kBounds;
-}
-
-const std::vector<double>& BatchSizeBuckets() {
-  static const std::vector<double> kBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-  return kBounds;
 }
 
 namespace {

@@ -18,12 +18,15 @@
 //
 // Thread safety: every method of StatsCollector is thread-safe.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string_view>
 #include <vector>
+
+#include "base/check.h"
 
 namespace kiln {
 
@@ -49,6 +52,7 @@ std::string_view FailureReasonName(FailureReason reason);
 
 // Fixed-bucket histogram. counts[i] counts the observations v with bounds[i-1] < v <= bounds[i]
 // (not cumulative); counts.back() those above the last bound. Not thread-safe by itself.
+// (Defined in this header, as ModelStatistics is, so that readers of statistics need only it.)
 struct Histogram {
   std::vector<double> bounds;    // ascending upper bounds
   std::vector<uint64_t> counts;  // bounds.size() + 1
@@ -57,14 +61,32 @@ struct Histogram {
 
   Histogram() : counts(1, 0) {}
   // REQUIRES: `upper_bounds` strictly ascending and finite.
-  explicit Histogram(std::vector<double> upper_bounds);
-  void Observe(double v);
+  explicit Histogram(std::vector<double> upper_bounds)
+      : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {
+    for (size_t i = 1; i < bounds.size(); ++i) {
+      KILN_CHECK(bounds[i - 1] < bounds[i], "histogram bounds must be strictly ascending");
+    }
+  }
+  void Observe(double v) {
+    ++counts[static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) -
+                                 bounds.begin())];
+    ++count;
+    sum += v;
+  }
 };
 
 // Upper bounds (seconds) of the duration histograms: 50 us .. 10 s.
-const std::vector<double>& DurationBucketsSeconds();
+inline const std::vector<double>& DurationBucketsSeconds() {
+  static const std::vector<double> kBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                              0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
+                                              0.5,     1,      2.5,     5,      10};
+  return kBounds;
+}
 // Upper bounds of the batch-size histogram: 1, 2, 4, .. 1024.
-const std::vector<double>& BatchSizeBuckets();
+inline const std::vector<double>& BatchSizeBuckets() {
+  static const std::vector<double> kBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  return kBounds;
+}
 
 struct InferStatistics {
   StatDuration success;         // total time from arrival to response, successful requests
