@@ -39,6 +39,14 @@ FailureReason EnqueueFailureReason(const Status& refused) {
   }
 }
 
+uint64_t GraphWeightBytes(const Graph& graph) {
+  uint64_t bytes = 0;
+  for (const Value& v : graph.values()) {
+    if (v.constant != nullptr) bytes += v.constant->size_bytes();
+  }
+  return bytes;
+}
+
 Status ValidateInferRequest(const ModelSignature& sig, const InferRequest& request) {
   const bool batching = sig.max_batch_size > 0;
   std::vector<int> seen(sig.inputs.size(), 0);
@@ -143,14 +151,6 @@ LoadedModelImpl::LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRun
       runner_(std::move(first_runner)),
       stats_(std::move(stats)),
       instance_count_(instance_count) {}
-
-uint64_t GraphWeightBytes(const Graph& graph) {
-  uint64_t bytes = 0;
-  for (const Value& v : graph.values()) {
-    if (v.constant != nullptr) bytes += v.constant->size_bytes();
-  }
-  return bytes;
-}
 
 Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     int64_t version, const inference::ModelConfig& config, std::shared_ptr<const Graph> graph,
