@@ -20,7 +20,8 @@ bad add_sub requests over HTTP, scrapes /metrics, parses it with the strict inde
     (kiln_requests_rejected_total timeout 1, queue_full 1), the pending count is 2 while two
     requests wait, they run as one batch of 2, and their queue time lands in the right buckets;
   * the endpoint: Content-Type text/plain; version=0.0.4, 404 elsewhere, 405 for POST;
-    --allow-metrics=false opens no metrics port.
+    --allow-metrics=false opens no metrics port; a metrics port in use stops kiln serve with
+    exit status 1 and a message naming it.
 
     /usr/bin/python3 metrics_integration_test.py --kiln build/kiln --repo build/demo_models
 """
@@ -265,6 +266,22 @@ def check_disabled(t, kiln, repo):
         server.terminate()
 
 
+def check_busy_port(t, kiln, repo):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        server = h.Server(kiln, repo, h.free_port(), ["--metrics-port", str(port)])
+        try:
+            status = server.proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001  (still running: the check fails, then it is stopped)
+            status = None
+        server.terminate()
+        t.check("busy metrics port: exit status 1", status == 1, f"{status}")
+        t.check("busy metrics port: the log names it", f"cannot bind to 0.0.0.0:{port}" in
+                server.output(), server.output()[-500:])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kiln", required=True)
@@ -305,6 +322,7 @@ def main():
             print("---- server output ----\n" + server.output()[-20000:], flush=True)
     t.run("rejections", lambda: check_rejections(t, args.kiln, args.repo))
     t.run("metrics disabled", lambda: check_disabled(t, args.kiln, args.repo))
+    t.run("busy metrics port", lambda: check_busy_port(t, args.kiln, args.repo))
     return 0 if t.summary() else 1
 
 
