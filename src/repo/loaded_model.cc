@@ -24,6 +24,29 @@ std::string QuotedNames(const std::vector<TensorSpec>& specs) {
 
 }  // namespace
 
+FailureReason EnqueueFailureReason(const Status& refused) {
+  switch (refused.code()) {
+    case StatusCode::kResourceExhausted:
+      return FailureReason::kQueueFull;
+    case StatusCode::kUnavailable:
+      return FailureReason::kShuttingDown;
+    case StatusCode::kInvalidArgument:
+      return FailureReason::kInvalid;
+    case StatusCode::kDeadlineExceeded:
+      return FailureReason::kTimeout;
+    default:
+      return FailureReason::kOther;
+  }
+}
+
+uint64_t GraphWeightBytes(const Graph& graph) {
+  uint64_t bytes = 0;
+  for (const Value& v : graph.values()) {
+    if (v.constant != nullptr) bytes += v.constant->size_bytes();
+  }
+  return bytes;
+}
+
 Status ValidateInferRequest(const ModelSignature& sig, const InferRequest& request) {
   const bool batching = sig.max_batch_size > 0;
   std::vector<int> seen(sig.inputs.size(), 0);
@@ -169,6 +192,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   }
 
   std::shared_ptr<LoadedModelImpl> loaded(new LoadedModelImpl(version, runners[0], stats, count));
+  loaded->weight_bytes_ = GraphWeightBytes(*graph);
   BatcherOptions batcher_options;
   batcher_options.name = fmt::format("model '{}' version {}", model, version);
   batcher_options.policy = std::move(policy);
@@ -189,13 +213,15 @@ const ModelSignature& LoadedModelImpl::signature() const { return runner_->signa
 const inference::ModelConfig& LoadedModelImpl::config() const { return runner_->config(); }
 
 void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback done) {
-  const auto refuse = [&](Status s) {
-    stats_->RecordFailure(0, WallClockMs());
+  const auto refuse = [&](FailureReason reason, Status s) {
+    stats_->RecordFailure(reason, 0, WallClockMs());
     done(std::move(s));
   };
-  if (request == nullptr) return refuse(Status::InvalidArgument("null inference request"));
+  if (request == nullptr) {
+    return refuse(FailureReason::kInvalid, Status::InvalidArgument("null inference request"));
+  }
   if (Status valid = ValidateInferRequest(signature(), *request); !valid.ok()) {
-    return refuse(std::move(valid));
+    return refuse(FailureReason::kInvalid, std::move(valid));
   }
   const BatchingPlan& plan = runner_->plan();
   BatchShape shape = RequestBatchShape(plan, *request);
@@ -203,7 +229,10 @@ void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback
   // Once the request is queued, its callback may drop the last reference to this model before
   // Enqueue returns: touch nothing of this object after an OK Enqueue.
   Status queued = batcher_->Enqueue(request, done, std::move(shape), batch_size);
-  if (!queued.ok()) refuse(std::move(queued));
+  if (!queued.ok()) {
+    const FailureReason reason = EnqueueFailureReason(queued);
+    refuse(reason, std::move(queued));
+  }
 }
 
 ModelStatistics LoadedModelImpl::Statistics() const { return stats_->Snapshot(); }
@@ -215,5 +244,15 @@ void LoadedModelImpl::Shutdown() {
 }
 
 size_t LoadedModelImpl::queued() const { return batcher_->queued(); }
+
+size_t LoadedModelImpl::PendingRequestCount() const { return queued(); }
+
+double LoadedModelImpl::LoadDurationSeconds() const {
+  return static_cast<double>(load_duration_ns_.load(std::memory_order_relaxed)) / 1e9;
+}
+
+void LoadedModelImpl::SetLoadDuration(uint64_t ns) {
+  load_duration_ns_.store(ns, std::memory_order_relaxed);
+}
 
 }  // namespace kiln

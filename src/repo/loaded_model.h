@@ -25,6 +25,7 @@
 //
 // Thread safety: Infer, Shutdown, Statistics and the accessors are thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,13 @@ namespace kiln {
 // rank is not dims + 1 (batching) or dims; the batch size is outside 1..max_batch_size or
 // differs between inputs; a fixed dim differs; a requested output is unknown or requested twice.
 Status ValidateInferRequest(const ModelSignature& signature, const InferRequest& request);
+
+// The statistics reason of a request refused by Batcher::Enqueue with `refused`:
+// RESOURCE_EXHAUSTED is a full queue, UNAVAILABLE a shutdown, INVALID_ARGUMENT a bad request.
+FailureReason EnqueueFailureReason(const Status& refused);
+
+// Bytes of the graph's initializers (the top-level graph's constant values: the weights).
+uint64_t GraphWeightBytes(const Graph& graph);
 
 class LoadedModelImpl final : public LoadedModel {
  public:
@@ -90,6 +98,11 @@ class LoadedModelImpl final : public LoadedModel {
 
   // Requests accepted but not yet handed to an instance (for tests and stats).
   size_t queued() const;
+  size_t PendingRequestCount() const override;
+  // Set by the model manager once the version is loaded and warmed up.
+  double LoadDurationSeconds() const override;
+  void SetLoadDuration(uint64_t ns);
+  uint64_t WeightBytes() const override { return weight_bytes_; }
 
  private:
   class Executor;
@@ -100,6 +113,8 @@ class LoadedModelImpl final : public LoadedModel {
   std::shared_ptr<const ModelRunner> runner_;  // instance 0's: config, signature and plan
   std::shared_ptr<StatsCollector> stats_;
   const int instance_count_;
+  uint64_t weight_bytes_ = 0;  // set by Create
+  std::atomic<uint64_t> load_duration_ns_{0};
   std::unique_ptr<Batcher> batcher_;
 };
 

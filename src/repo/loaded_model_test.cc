@@ -285,6 +285,7 @@ TEST(LoadedModel, ShutdownDrainsQueuedRequestsThenRefuses) {
   };
   for (int i = 0; i < 5; ++i) model->Infer(make_request(), count);
   EXPECT_EQ(model->queued(), 5u);
+  EXPECT_EQ(model->PendingRequestCount(), 5u);
 
   std::thread stopper([&] { model->Shutdown(); });
   // Requests keep arriving until Shutdown has begun; every later one is refused synchronously.
@@ -344,8 +345,12 @@ TEST(LoadedModel, StatisticsCountEveryAnswer) {
   const ModelStatistics s = model->Statistics();
   EXPECT_EQ(s.inference.success.count, 3u);
   EXPECT_EQ(s.inference.fail.count, 1u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kInvalid)], 1u);
   EXPECT_EQ(s.inference_count, 4u);
   EXPECT_EQ(s.execution_count, 3u);
+  EXPECT_EQ(s.request_seconds.count, 3u);
+  EXPECT_EQ(s.batch_size.count, 3u);
+  EXPECT_DOUBLE_EQ(s.batch_size.sum, 4);
   EXPECT_EQ(s.inference.queue.count, 3u);
   EXPECT_EQ(s.inference.compute_input.count, 3u);
   EXPECT_EQ(s.inference.compute_output.count, 3u);
@@ -439,6 +444,34 @@ TEST(LoadedModel, QueueFullAndTimeoutsReachTheCaller) {
   const ModelStatistics s = model->Statistics();
   EXPECT_EQ(s.inference.success.count, 1u);
   EXPECT_EQ(s.inference.fail.count, 2u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kQueueFull)], 1u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kTimeout)], 1u);
+}
+
+TEST(LoadedModel, WeightBytesSumTheInitializers) {
+  std::shared_ptr<Graph> graph = PairGraph();
+  EXPECT_EQ(GraphWeightBytes(*graph), 0u);
+  for (int64_t n : {3, 5}) {
+    Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kFloat32, Shape{2, n});
+    ASSERT_TRUE(t.ok());
+    Value v;
+    v.name = "w" + std::to_string(n);
+    v.constant = std::make_shared<const OwnedTensor>(std::move(t).value());
+    graph->AddValue(std::move(v));
+  }
+  EXPECT_EQ(GraphWeightBytes(*graph), (6u + 10u) * sizeof(float));
+  auto model = MakePassthroughModel(kPairConfig, graph, 1);
+  EXPECT_EQ(model->WeightBytes(), 16 * sizeof(float));
+  EXPECT_EQ(model->LoadDurationSeconds(), 0);
+  model->SetLoadDuration(1'500'000'000);
+  EXPECT_DOUBLE_EQ(model->LoadDurationSeconds(), 1.5);
+}
+
+TEST(LoadedModel, EnqueueRefusalsMapToFailureReasons) {
+  EXPECT_EQ(EnqueueFailureReason(Status::ResourceExhausted("full")), FailureReason::kQueueFull);
+  EXPECT_EQ(EnqueueFailureReason(Status::Unavailable("stopping")), FailureReason::kShuttingDown);
+  EXPECT_EQ(EnqueueFailureReason(Status::InvalidArgument("priority")), FailureReason::kInvalid);
+  EXPECT_EQ(EnqueueFailureReason(Status::Internal("x")), FailureReason::kOther);
 }
 
 }  // namespace

@@ -297,6 +297,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
         continue;
       }
     }
+    const auto load_start = std::chrono::steady_clock::now();
     Result<fs::path> path = ResolveModelFile(dir / std::to_string(version), config);
     if (!path.ok()) {
       v.status = Status::Unavailable(path.status().message());
@@ -343,6 +344,10 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
       // statistics before calling its callback.)
       (*model)->ResetStatistics();
     }
+    (*model)->SetLoadDuration(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                             load_start)
+            .count()));
     v.model = std::move(model).value();
   }
   if (completed) load.config = std::make_shared<const inference::ModelConfig>(std::move(config));

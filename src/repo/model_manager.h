@@ -140,6 +140,12 @@ class LoadedModel {
   // The complete, normalized config this version runs with (what the ModelConfig RPC returns);
   // nullptr when the model has none (test doubles). Valid as long as the model is held.
   virtual const inference::ModelConfig* model_config() const { return nullptr; }
+  // Requests accepted and not yet started on an instance (queued in the scheduler).
+  virtual size_t PendingRequestCount() const { return 0; }
+  // Seconds the version took to load (graph import, sessions, warmup); 0 when unknown.
+  virtual double LoadDurationSeconds() const { return 0; }
+  // Bytes of the model's weights (graph initializers) held in memory; 0 when unknown.
+  virtual uint64_t WeightBytes() const { return 0; }
 };
 
 class ModelManager {

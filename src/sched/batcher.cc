@@ -92,8 +92,10 @@ struct Batcher::State {
   // Calls the callbacks of `items` (sorted by id), in id order across threads when
   // preserve_ordering is set.
   void Deliver(std::vector<Delivery> items);
-  void RecordFailure(int64_t arrival_ns, int64_t now_ns) {
-    if (options.stats) options.stats->RecordFailure(Elapsed(arrival_ns, now_ns), WallClockMs());
+  void RecordFailure(FailureReason reason, int64_t arrival_ns, int64_t now_ns) {
+    if (options.stats) {
+      options.stats->RecordFailure(reason, Elapsed(arrival_ns, now_ns), WallClockMs());
+    }
   }
 };
 
@@ -159,7 +161,7 @@ void Batcher::State::SchedulerLoop() {
             fmt::format("{}: the request timed out in the queue (waited {} us, timeout {} us)",
                         options.name, waited_us, timeout_us));
         e.request.reset();
-        RecordFailure(e.arrival_ns, now);
+        RecordFailure(FailureReason::kTimeout, e.arrival_ns, now);
         InferCallback done = std::move(e.done);
         done(std::move(s));
         placeholders.push_back({e.id, nullptr, Status::Cancelled("answered out of order")});
@@ -211,7 +213,7 @@ void Batcher::State::InstanceLoop(int index) {
                                        o.compute_infer_ns, o.compute_output_ns,
                                        Elapsed(e.arrival_ns, now), now_ms);
         } else {
-          options.stats->RecordFailure(Elapsed(e.arrival_ns, now), now_ms);
+          options.stats->RecordFailure(FailureReason::kBackend, Elapsed(e.arrival_ns, now), now_ms);
         }
       }
       e.request.reset();

@@ -21,7 +21,8 @@
 //
 // Statistics: per request success / fail with queue time (arrival to dispatch), the compute
 // times the executor reports, and total time (arrival to response); failures include expired
-// requests. Executions and batch sizes are recorded by the executor (it knows how often it ran
+// requests (reason kTimeout) and requests whose run failed (kBackend); a refused Enqueue is
+// recorded by the caller, which answers it. Executions and batch sizes are recorded by the executor (it knows how often it ran
 // the model, e.g. after splitting a batch).
 //
 // Ownership and lifetimes: the threads share the queue state, the executor and the statistics

@@ -3,10 +3,35 @@
 
 namespace kiln {
 
+std::string_view FailureReasonName(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kQueueFull:
+      return "queue_full";
+    case FailureReason::kTimeout:
+      return "timeout";
+    case FailureReason::kShuttingDown:
+      return "shutting_down";
+    case FailureReason::kInvalid:
+      return "invalid";
+    case FailureReason::kCanceled:
+      return "canceled";
+    case FailureReason::kBackend:
+      return "backend";
+    case FailureReason::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+namespace {
+double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+}  // namespace
+
 void StatsCollector::RecordExecution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                                      uint64_t output_ns) {
   std::lock_guard lock(mu_);
   ++stats_.execution_count;
+  stats_.batch_size.Observe(static_cast<double>(batch_size));
   BatchStatistics& b = stats_.batches[batch_size];
   b.compute_input.Add(input_ns);
   b.compute_infer.Add(infer_ns);
@@ -25,11 +50,15 @@ void StatsCollector::RecordSuccess(uint64_t batch_elements, uint64_t queue_ns, u
   s.compute_input.Add(input_ns);
   s.compute_infer.Add(infer_ns);
   s.compute_output.Add(output_ns);
+  stats_.request_seconds.Observe(Seconds(total_ns));
+  stats_.queue_seconds.Observe(Seconds(queue_ns));
+  stats_.compute_seconds.Observe(Seconds(input_ns + infer_ns + output_ns));
 }
 
-void StatsCollector::RecordFailure(uint64_t total_ns, uint64_t now_ms) {
+void StatsCollector::RecordFailure(FailureReason reason, uint64_t total_ns, uint64_t now_ms) {
   std::lock_guard lock(mu_);
   stats_.inference.fail.Add(total_ns);
+  ++stats_.failures[static_cast<size_t>(reason)];
   stats_.last_inference_ms = now_ms;
 }
 

@@ -10,14 +10,23 @@
 //                                                       total_ns, now_ms);
 //   ModelStatistics s = stats.Snapshot();
 //
+// Besides the cumulative counters it keeps fixed-bucket histograms (request, queue and compute
+// time of successful requests; executed batch sizes) and failure counts by reason, for /metrics.
+//
 // Time of a batched execution is charged in full to every request of the batch (as the
 // reference server does), so the count of every inference_stats member equals success.count.
 //
 // Thread safety: every method of StatsCollector is thread-safe.
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "base/check.h"
 
 namespace kiln {
 
@@ -26,6 +35,58 @@ struct StatDuration {
   uint64_t ns = 0;
   void Add(uint64_t n) { ++count; ns += n; }
 };
+
+// Why a request was answered with an error.
+enum class FailureReason : uint8_t {
+  kQueueFull,     // refused at admission: its priority level's queue was full
+  kTimeout,       // its timeout passed while it was queued
+  kShuttingDown,  // refused because the model was shutting down
+  kInvalid,       // refused by validation (bad inputs, unknown outputs, bad priority)
+  kCanceled,      // cancelled before it ran
+  kBackend,       // running the model failed
+  kOther,
+};
+inline constexpr size_t kNumFailureReasons = 7;
+// "queue_full", "timeout", "shutting_down", "invalid", "canceled", "backend", "other".
+std::string_view FailureReasonName(FailureReason reason);
+
+// Fixed-bucket histogram. counts[i] counts the observations v with bounds[i-1] < v <= bounds[i]
+// (not cumulative); counts.back() those above the last bound. Not thread-safe by itself.
+// (Defined in this header, as ModelStatistics is, so that readers of statistics need only it.)
+struct Histogram {
+  std::vector<double> bounds;    // ascending upper bounds
+  std::vector<uint64_t> counts;  // bounds.size() + 1
+  uint64_t count = 0;
+  double sum = 0;
+
+  Histogram() : counts(1, 0) {}
+  // REQUIRES: `upper_bounds` strictly ascending and finite.
+  explicit Histogram(std::vector<double> upper_bounds)
+      : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {
+    for (size_t i = 1; i < bounds.size(); ++i) {
+      KILN_CHECK(bounds[i - 1] < bounds[i], "histogram bounds must be strictly ascending");
+    }
+  }
+  void Observe(double v) {
+    ++counts[static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) -
+                                 bounds.begin())];
+    ++count;
+    sum += v;
+  }
+};
+
+// Upper bounds (seconds) of the duration histograms: 50 us .. 10 s.
+inline const std::vector<double>& DurationBucketsSeconds() {
+  static const std::vector<double> kBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                              0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
+                                              0.5,     1,      2.5,     5,      10};
+  return kBounds;
+}
+// Upper bounds of the batch-size histogram: 1, 2, 4, .. 1024.
+inline const std::vector<double>& BatchSizeBuckets() {
+  static const std::vector<double> kBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  return kBounds;
+}
 
 struct InferStatistics {
   StatDuration success;         // total time from arrival to response, successful requests
@@ -50,6 +111,16 @@ struct ModelStatistics {
   uint64_t execution_count = 0;    // session runs (one per executed batch)
   InferStatistics inference;
   std::map<uint64_t, BatchStatistics> batches;  // by executed batch size
+
+  // Failed requests by reason (indexed by FailureReason); they sum to inference.fail.count.
+  std::array<uint64_t, kNumFailureReasons> failures{};
+  // Successful requests: arrival to response, arrival to dispatch, and the compute time
+  // (input + infer + output) of the batch they ran in; count == inference.success.count.
+  Histogram request_seconds{DurationBucketsSeconds()};
+  Histogram queue_seconds{DurationBucketsSeconds()};
+  Histogram compute_seconds{DurationBucketsSeconds()};
+  // Executed batch sizes, one observation per session run; count == execution_count.
+  Histogram batch_size{BatchSizeBuckets()};
 };
 
 class StatsCollector {
@@ -61,7 +132,7 @@ class StatsCollector {
   void RecordSuccess(uint64_t batch_elements, uint64_t queue_ns, uint64_t input_ns,
                      uint64_t infer_ns, uint64_t output_ns, uint64_t total_ns, uint64_t now_ms);
   // One request answered with an error (after `total_ns` in the server).
-  void RecordFailure(uint64_t total_ns, uint64_t now_ms);
+  void RecordFailure(FailureReason reason, uint64_t total_ns, uint64_t now_ms);
 
   ModelStatistics Snapshot() const;
   // Forgets everything recorded so far (warmup runs are not served requests).

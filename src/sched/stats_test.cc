@@ -11,7 +11,7 @@ TEST(StatsCollectorTest, ChargesBatchTimeToEveryRequestAndCountsElements) {
   c.RecordExecution(3, 10, 100, 5);
   c.RecordSuccess(2, 7, 10, 100, 5, 130, 1000);
   c.RecordSuccess(1, 9, 10, 100, 5, 140, 1001);
-  c.RecordFailure(50, 1002);
+  c.RecordFailure(FailureReason::kBackend, 50, 1002);
   ModelStatistics s = c.Snapshot();
   EXPECT_EQ(s.execution_count, 1u);
   EXPECT_EQ(s.inference_count, 3u);
@@ -32,6 +32,73 @@ TEST(StatsCollectorTest, ChargesBatchTimeToEveryRequestAndCountsElements) {
   EXPECT_EQ(s.execution_count, 0u);
   EXPECT_EQ(s.inference.success.count, 0u);
   EXPECT_TRUE(s.batches.empty());
+}
+
+TEST(StatsCollectorTest, CountsFailuresByReason) {
+  StatsCollector c;
+  c.RecordFailure(FailureReason::kQueueFull, 0, 1);
+  c.RecordFailure(FailureReason::kQueueFull, 0, 2);
+  c.RecordFailure(FailureReason::kTimeout, 40, 3);
+  c.RecordFailure(FailureReason::kInvalid, 0, 4);
+  const ModelStatistics s = c.Snapshot();
+  EXPECT_EQ(s.inference.fail.count, 4u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kQueueFull)], 2u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kTimeout)], 1u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kInvalid)], 1u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kBackend)], 0u);
+  EXPECT_EQ(FailureReasonName(FailureReason::kQueueFull), "queue_full");
+  EXPECT_EQ(FailureReasonName(FailureReason::kShuttingDown), "shutting_down");
+}
+
+TEST(StatsCollectorTest, HistogramsCountSuccessesAndExecutions) {
+  StatsCollector c;
+  c.RecordExecution(3, 0, 0, 0);
+  c.RecordExecution(1, 0, 0, 0);
+  c.RecordExecution(5, 0, 0, 0);
+  // total 2 ms, queue 0.2 ms, compute 0.1 + 0.3 + 0.1 = 0.5 ms.
+  c.RecordSuccess(1, 200'000, 100'000, 300'000, 100'000, 2'000'000, 1);
+  // total exactly on the 1 ms bound (bounds are inclusive), queue 0.
+  c.RecordSuccess(1, 0, 0, 0, 0, 1'000'000, 2);
+  c.RecordFailure(FailureReason::kBackend, 5'000'000, 3);  // failures are not observed
+  const ModelStatistics s = c.Snapshot();
+
+  const auto bucket_of = [](const Histogram& h, double bound) {
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      if (h.bounds[i] == bound) return h.counts[i];
+    }
+    ADD_FAILURE() << "no bucket " << bound;
+    return uint64_t{0};
+  };
+  EXPECT_EQ(s.request_seconds.count, 2u);
+  EXPECT_DOUBLE_EQ(s.request_seconds.sum, 0.003);
+  EXPECT_EQ(bucket_of(s.request_seconds, 0.001), 1u);
+  EXPECT_EQ(bucket_of(s.request_seconds, 0.0025), 1u);
+  EXPECT_EQ(s.queue_seconds.count, 2u);
+  EXPECT_EQ(bucket_of(s.queue_seconds, 0.00025), 1u);  // 0.2 ms
+  EXPECT_EQ(bucket_of(s.queue_seconds, 0.00005), 1u);  // 0
+  EXPECT_EQ(s.compute_seconds.count, 2u);
+  EXPECT_DOUBLE_EQ(s.compute_seconds.sum, 0.0005);
+  EXPECT_EQ(bucket_of(s.compute_seconds, 0.0005), 1u);
+
+  EXPECT_EQ(s.batch_size.count, s.execution_count);
+  EXPECT_DOUBLE_EQ(s.batch_size.sum, 9);
+  EXPECT_EQ(bucket_of(s.batch_size, 1), 1u);
+  EXPECT_EQ(bucket_of(s.batch_size, 4), 1u);  // 3
+  EXPECT_EQ(bucket_of(s.batch_size, 8), 1u);  // 5
+}
+
+TEST(HistogramTest, BucketsAreUpperBoundInclusiveWithOverflow) {
+  Histogram h({1, 10});
+  ASSERT_EQ(h.counts.size(), 3u);
+  for (double v : {0.5, 1.0, 1.5, 10.0, 11.0, 1e9}) h.Observe(v);
+  EXPECT_EQ(h.counts[0], 2u);
+  EXPECT_EQ(h.counts[1], 2u);
+  EXPECT_EQ(h.counts[2], 2u);
+  EXPECT_EQ(h.count, 6u);
+  EXPECT_DOUBLE_EQ(h.sum, 0.5 + 1 + 1.5 + 10 + 11 + 1e9);
+  Histogram empty;
+  empty.Observe(3);
+  EXPECT_EQ(empty.counts, std::vector<uint64_t>{1});
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `kiln serve`: load a model repository and serve it over KServe v2 HTTP and gRPC. Flag names
-// follow the reference server's where the same setting exists, so existing launch scripts keep
-// working.
+// `kiln serve`: load a model repository and serve it over KServe v2 HTTP and gRPC, with
+// Prometheus metrics on --metrics-port (src/server/metrics/metrics_report.h). Flag names follow
+// the reference server's where the same setting exists, so existing launch scripts keep working.
 //
 // Model control (--model-control-mode): none loads every model at start; poll also rescans the
 // repository every --repository-poll-secs and loads, reloads and unloads what changed; explicit
@@ -34,6 +34,9 @@
 #include "repo/model_manager.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
+#include "server/metrics/metrics_report.h"
+#include "server/metrics/metrics_server.h"
+#include "server/metrics/system_metrics.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::tools {
@@ -48,6 +51,8 @@ struct ServeOptions {
   std::string grpc_address = "0.0.0.0";
   int grpc_port = 8001;
   int metrics_port = 8002;
+  bool allow_metrics = true;
+  std::string metrics_address = "0.0.0.0";
   std::string model_control_mode = "none";
   int repository_poll_secs = 15;
   std::vector<std::string> load_models;
@@ -166,10 +171,6 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
     return 1;
   }
 #endif
-  if (cmd.count("--metrics-port") > 0) {
-    KILN_LOG_WARN("--metrics-port {}: this build has no metrics endpoint yet; the flag is ignored",
-                  opt.metrics_port);
-  }
 
   // Block the shutdown signals before any thread starts so every thread inherits the mask and
   // only the waits below see them.
@@ -241,6 +242,33 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   (*server)->SetReady(true);
   SetGrpcReady(grpc);
 
+  // Prometheus metrics: its own listener, serving until the drain is over.
+  std::unique_ptr<MetricsServer> metrics;
+  if (opt.allow_metrics) {
+    MetricsServerOptions metrics_options;
+    metrics_options.address = opt.metrics_address;
+    metrics_options.port = opt.metrics_port;
+    auto cpu = std::make_shared<CpuUtilizationSampler>();
+    ModelManager* model_manager = manager->get();
+    Result<std::unique_ptr<MetricsServer>> created =
+        MetricsServer::Create(metrics_options, [model_manager, cpu] {
+          const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
+          return RenderMetrics(models,
+                               {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes()});
+        });
+    Status metrics_started = created.ok() ? (*created)->Start() : created.status();
+    if (!metrics_started.ok()) {
+      KILN_LOG_ERROR("{}", metrics_started.message());
+      (*server)->StartDraining();
+      (*manager)->Shutdown();
+      (*server)->Stop();
+      return 1;
+    }
+    metrics = std::move(created).value();
+    KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
+                  metrics->port());
+  }
+
   const int sig = WaitForSignal(signals);
   KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
                 "{} s",
@@ -252,6 +280,7 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   const bool drained = DrainAndStop(manager->get(), server->get(), grpc, signals,
                                     std::chrono::seconds(opt.exit_timeout_secs));
   if (drained) {
+    if (metrics != nullptr) metrics->Stop();
     KILN_LOG_INFO("stopped");
     return 0;
   }
@@ -290,9 +319,14 @@ CommandMain AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--metrics-port", opt->metrics_port,
-                  "Prometheus metrics port (accepted for compatibility; this build has no "
-                  "metrics endpoint yet)")
+                  "Port of the Prometheus metrics endpoint (GET /metrics); 0 picks a free port")
       ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--allow-metrics", opt->allow_metrics,
+                  "Serve Prometheus metrics on --metrics-port (--allow-metrics=false: no listener)")
+      ->capture_default_str();
+  cmd->add_option("--metrics-address", opt->metrics_address,
+                  "Address the metrics endpoint listens on")
       ->capture_default_str();
   cmd->add_option("--model-control-mode", opt->model_control_mode,
                   "none: load every model at start, ignore later repository changes (load/unload "

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/metrics/metrics_report.h"
+
+#include <array>
+#include <string>
+
+#include "repo/model_manager.h"
+#include "server/metrics/exposition.h"
+
+namespace kiln {
+namespace {
+
+constexpr std::array<std::string_view, 4> kReferenceReasons = {"REJECTED", "CANCELED", "BACKEND",
+                                                               "OTHER"};
+constexpr std::array<FailureReason, 4> kRejectionReasons = {
+    FailureReason::kQueueFull, FailureReason::kTimeout, FailureReason::kShuttingDown,
+    FailureReason::kInvalid};
+
+double Micros(uint64_t ns) { return static_cast<double>(ns / 1000); }
+
+// A family with one sample per model version.
+template <typename F>
+void PerModel(ExpositionWriter& w, std::span<const ModelMetrics> models, std::string_view name,
+              MetricType type, std::string_view help, F value) {
+  w.BeginFamily(name, type, help);
+  for (const ModelMetrics& m : models) {
+    const std::string version = std::to_string(m.version);
+    w.Sample({{"model", m.name}, {"version", version}}, value(m));
+  }
+}
+
+template <typename F>
+void PerModelHistogram(ExpositionWriter& w, std::span<const ModelMetrics> models,
+                       std::string_view name, std::string_view help, F histogram) {
+  w.BeginFamily(name, MetricType::kHistogram, help);
+  for (const ModelMetrics& m : models) {
+    const std::string version = std::to_string(m.version);
+    w.HistogramSample({{"model", m.name}, {"version", version}}, histogram(m));
+  }
+}
+
+}  // namespace
+
+std::string_view ReferenceFailureReason(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kQueueFull:
+    case FailureReason::kTimeout:
+    case FailureReason::kShuttingDown:
+      return "REJECTED";
+    case FailureReason::kCanceled:
+      return "CANCELED";
+    case FailureReason::kBackend:
+      return "BACKEND";
+    case FailureReason::kInvalid:
+    case FailureReason::kOther:
+      return "OTHER";
+  }
+  return "OTHER";
+}
+
+std::vector<ModelMetrics> CollectModelMetrics(const ModelManager& manager) {
+  std::vector<ModelMetrics> out;
+  for (const ModelIndexEntry& e : manager.Index()) {  // sorted by name, then version
+    if (e.state != ModelState::kReady || e.version < 0) continue;
+    Result<std::shared_ptr<LoadedModel>> model = manager.GetModel(e.name, e.version);
+    if (!model.ok()) continue;  // unloaded since the index was taken
+    ModelMetrics& m = out.emplace_back();
+    m.name = e.name;
+    m.version = e.version;
+    m.stats = (*model)->Statistics();
+    m.pending_requests = (*model)->PendingRequestCount();
+    m.load_duration_seconds = (*model)->LoadDurationSeconds();
+    m.weight_bytes = (*model)->WeightBytes();
+  }
+  return out;
+}
+
+std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetrics& system) {
+  ExpositionWriter w;
+  using T = MetricType;
+
+  // Reference families (KSERVE-V2.md section 4).
+  PerModel(w, models, "nv_inference_request_success", T::kCounter,
+           "Number of successful inference requests, all batch sizes",
+           [](const ModelMetrics& m) { return static_cast<double>(m.stats.inference.success.count); });
+  w.BeginFamily("nv_inference_request_failure", T::kCounter,
+                "Number of failed inference requests, all batch sizes");
+  for (const ModelMetrics& m : models) {
+    const std::string version = std::to_string(m.version);
+    for (std::string_view reference : kReferenceReasons) {
+      uint64_t n = 0;
+      for (size_t r = 0; r < kNumFailureReasons; ++r) {
+        if (ReferenceFailureReason(static_cast<FailureReason>(r)) == reference) {
+          n += m.stats.failures[r];
+        }
+      }
+      w.Sample({{"model", m.name}, {"version", version}, {"reason", reference}},
+               static_cast<double>(n));
+    }
+  }
+  PerModel(w, models, "nv_inference_count", T::kCounter,
+           "Number of inferences performed (a batch of n counts n)",
+           [](const ModelMetrics& m) { return static_cast<double>(m.stats.inference_count); });
+  PerModel(w, models, "nv_inference_exec_count", T::kCounter,
+           "Number of model executions performed (a dynamically formed batch counts 1)",
+           [](const ModelMetrics& m) { return static_cast<double>(m.stats.execution_count); });
+  PerModel(w, models, "nv_inference_pending_request_count", T::kGauge,
+           "Instantaneous number of requests queued and not yet started on an instance",
+           [](const ModelMetrics& m) { return static_cast<double>(m.pending_requests); });
+  PerModel(w, models, "nv_inference_request_duration_us", T::kCounter,
+           "Cumulative inference request duration in microseconds (successful requests)",
+           [](const ModelMetrics& m) { return Micros(m.stats.inference.success.ns); });
+  PerModel(w, models, "nv_inference_queue_duration_us", T::kCounter,
+           "Cumulative inference queuing duration in microseconds (successful requests)",
+           [](const ModelMetrics& m) { return Micros(m.stats.inference.queue.ns); });
+  PerModel(w, models, "nv_inference_compute_input_duration_us", T::kCounter,
+           "Cumulative compute input duration in microseconds",
+           [](const ModelMetrics& m) { return Micros(m.stats.inference.compute_input.ns); });
+  PerModel(w, models, "nv_inference_compute_infer_duration_us", T::kCounter,
+           "Cumulative compute inference duration in microseconds",
+           [](const ModelMetrics& m) { return Micros(m.stats.inference.compute_infer.ns); });
+  PerModel(w, models, "nv_inference_compute_output_duration_us", T::kCounter,
+           "Cumulative inference compute output duration in microseconds",
+           [](const ModelMetrics& m) { return Micros(m.stats.inference.compute_output.ns); });
+  PerModel(w, models, "nv_model_load_duration_secs", T::kGauge,
+           "Model load time in seconds (graph import, sessions, warmup)",
+           [](const ModelMetrics& m) { return m.load_duration_seconds; });
+  if (system.cpu_utilization) {
+    w.BeginFamily("nv_cpu_utilization", T::kGauge,
+                  "CPU utilization rate [0.0 - 1.0] since the previous scrape");
+    w.Sample({}, *system.cpu_utilization);
+  }
+  if (system.memory) {
+    w.BeginFamily("nv_cpu_memory_total_bytes", T::kGauge, "CPU total memory (RAM), in bytes");
+    w.Sample({}, static_cast<double>(system.memory->total_bytes));
+    w.BeginFamily("nv_cpu_memory_used_bytes", T::kGauge,
+                  "CPU used memory (RAM), in bytes (total - available)");
+    w.Sample({}, static_cast<double>(system.memory->used_bytes));
+  }
+
+  // kiln's own families.
+  PerModelHistogram(w, models, "kiln_request_duration_seconds",
+                    "Time from arrival to response of successful requests, in seconds",
+                    [](const ModelMetrics& m) -> const Histogram& { return m.stats.request_seconds; });
+  PerModelHistogram(w, models, "kiln_queue_duration_seconds",
+                    "Time successful requests waited in the scheduler queue, in seconds",
+                    [](const ModelMetrics& m) -> const Histogram& { return m.stats.queue_seconds; });
+  PerModelHistogram(
+      w, models, "kiln_compute_duration_seconds",
+      "Compute time (input + infer + output) of the batch each successful request ran in, in "
+      "seconds",
+      [](const ModelMetrics& m) -> const Histogram& { return m.stats.compute_seconds; });
+  PerModelHistogram(w, models, "kiln_batch_size",
+                    "Batch size of each model execution, in batch elements",
+                    [](const ModelMetrics& m) -> const Histogram& { return m.stats.batch_size; });
+  PerModel(w, models, "kiln_queue_depth", T::kGauge,
+           "Requests queued in the scheduler and not yet started on an instance",
+           [](const ModelMetrics& m) { return static_cast<double>(m.pending_requests); });
+  w.BeginFamily("kiln_requests_rejected_total", T::kCounter,
+                "Requests refused before they ran, by reason");
+  for (const ModelMetrics& m : models) {
+    const std::string version = std::to_string(m.version);
+    for (FailureReason r : kRejectionReasons) {
+      w.Sample({{"model", m.name}, {"version", version}, {"reason", FailureReasonName(r)}},
+               static_cast<double>(m.stats.failures[static_cast<size_t>(r)]));
+    }
+  }
+  PerModel(w, models, "kiln_model_weight_bytes", T::kGauge,
+           "Bytes of model weights (graph initializers) held in memory",
+           [](const ModelMetrics& m) { return static_cast<double>(m.weight_bytes); });
+  if (system.process_rss_bytes) {
+    w.BeginFamily("kiln_process_resident_memory_bytes", T::kGauge,
+                  "Resident set size of the kiln process, in bytes");
+    w.Sample({}, static_cast<double>(*system.process_rss_bytes));
+  }
+  return std::move(w).Take();
+}
+
+}  // namespace kiln

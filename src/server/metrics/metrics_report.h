@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The /metrics document: what kiln exports, in one place (docs/metrics.md lists the same
+// families). RenderMetrics is a pure function of plain data, so the catalogue is tested without
+// servers or threads; CollectModelMetrics gathers that data from a ModelManager.
+//
+//   std::vector<ModelMetrics> models = CollectModelMetrics(*manager);
+//   SystemMetrics system = {cpu.Sample(), ReadMemoryInfo(), ReadProcessRssBytes()};
+//   std::string body = RenderMetrics(models, system);   // Prometheus text format 0.0.4
+//
+// Per-model families carry the labels model="<name>" and version="<n>", one series per ready
+// version. Reference names (nv_*) keep the reference units (microseconds, seconds); kiln_*
+// histograms are in seconds (durations) and batch elements (batch size). The failure counter
+// nv_inference_request_failure has a series for each reference reason (REJECTED, CANCELED,
+// BACKEND, OTHER), zero included; kiln_requests_rejected_total one for each reason a request
+// can be refused before it runs (queue_full, timeout, shutting_down, invalid).
+//
+// Thread safety: RenderMetrics is thread-safe; CollectModelMetrics as the ModelManager is.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sched/stats.h"
+#include "server/metrics/system_metrics.h"
+
+namespace kiln {
+
+class ModelManager;
+
+struct ModelMetrics {
+  std::string name;
+  int64_t version = 0;
+  ModelStatistics stats;
+  uint64_t pending_requests = 0;
+  double load_duration_seconds = 0;
+  uint64_t weight_bytes = 0;
+};
+
+struct SystemMetrics {
+  std::optional<double> cpu_utilization;  // 0..1
+  std::optional<MemoryInfo> memory;
+  std::optional<uint64_t> process_rss_bytes;
+};
+
+// The reference failure reason of a kiln failure reason: queue full, timeout and shutdown are
+// REJECTED (refused by the scheduler), a failed run BACKEND, cancellation CANCELED, anything
+// else (invalid requests included) OTHER.
+std::string_view ReferenceFailureReason(FailureReason reason);
+
+// Every ready model version of `manager`, sorted by name then version.
+std::vector<ModelMetrics> CollectModelMetrics(const ModelManager& manager);
+
+std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetrics& system);
+
+}  // namespace kiln

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/metrics/metrics_report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ModelMetrics SampleModel() {
+  StatsCollector c;
+  c.RecordExecution(2, 1000, 2000, 3000);
+  c.RecordSuccess(1, 500'000, 1000, 2000, 3000, 1'000'000, 1);
+  c.RecordSuccess(1, 700'000, 1000, 2000, 3000, 2'000'000, 1);
+  c.RecordFailure(FailureReason::kQueueFull, 0, 1);
+  c.RecordFailure(FailureReason::kTimeout, 9, 1);
+  c.RecordFailure(FailureReason::kInvalid, 0, 1);
+  c.RecordFailure(FailureReason::kBackend, 0, 1);
+  ModelMetrics m;
+  m.name = "add_sub";
+  m.version = 3;
+  m.stats = c.Snapshot();
+  m.pending_requests = 4;
+  m.load_duration_seconds = 0.5;
+  m.weight_bytes = 1024;
+  return m;
+}
+
+TEST(MetricsReport, ReferenceFamiliesCarryModelAndVersion) {
+  const std::vector<ModelMetrics> models = {SampleModel()};
+  const std::string text = RenderMetrics(models, {});
+  const std::string l = "{model=\"add_sub\",version=\"3\"}";
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_request_success counter\n"
+                              "nv_inference_request_success" + l + " 2\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_count" + l + " 2\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_exec_count" + l + " 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_pending_request_count gauge\n"
+                              "nv_inference_pending_request_count" + l + " 4\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_duration_us" + l + " 3000\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_queue_duration_us" + l + " 1200\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_compute_input_duration_us" + l + " 2\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_compute_infer_duration_us" + l + " 4\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_compute_output_duration_us" + l + " 6\n"));
+  EXPECT_THAT(text, HasSubstr("nv_model_load_duration_secs" + l + " 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_model_weight_bytes" + l + " 1024\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_queue_depth" + l + " 4\n"));
+}
+
+TEST(MetricsReport, FailureReasonsArePreCreatedAndMapped) {
+  const std::vector<ModelMetrics> models = {SampleModel()};
+  const std::string text = RenderMetrics(models, {});
+  const std::string l = "{model=\"add_sub\",version=\"3\",reason=";
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_failure" + l + "\"REJECTED\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_failure" + l + "\"CANCELED\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_failure" + l + "\"BACKEND\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_failure" + l + "\"OTHER\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_requests_rejected_total" + l + "\"queue_full\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_requests_rejected_total" + l + "\"timeout\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_requests_rejected_total" + l + "\"shutting_down\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_requests_rejected_total" + l + "\"invalid\"} 1\n"));
+  EXPECT_EQ(ReferenceFailureReason(FailureReason::kShuttingDown), "REJECTED");
+  EXPECT_EQ(ReferenceFailureReason(FailureReason::kOther), "OTHER");
+}
+
+TEST(MetricsReport, HistogramsAndSystemGauges) {
+  const std::vector<ModelMetrics> models = {SampleModel()};
+  SystemMetrics system;
+  system.cpu_utilization = 0.25;
+  system.memory = MemoryInfo{1000, 400};
+  system.process_rss_bytes = 123;
+  const std::string text = RenderMetrics(models, system);
+  const std::string l = "model=\"add_sub\",version=\"3\"";
+  // Requests of 1 ms and 2 ms: one in the 1 ms bucket, both by 2.5 ms.
+  EXPECT_THAT(text, HasSubstr("kiln_request_duration_seconds_bucket{" + l + ",le=\"0.0005\"} 0\n"
+                              "kiln_request_duration_seconds_bucket{" + l + ",le=\"0.001\"} 1\n"
+                              "kiln_request_duration_seconds_bucket{" + l + ",le=\"0.0025\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_request_duration_seconds_bucket{" + l + ",le=\"+Inf\"} 2\n"
+                              "kiln_request_duration_seconds_sum{" + l + "} 0.003\n"
+                              "kiln_request_duration_seconds_count{" + l + "} 2\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_batch_size_bucket{" + l + ",le=\"1\"} 0\n"
+                              "kiln_batch_size_bucket{" + l + ",le=\"2\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_batch_size_count{" + l + "} 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_queue_duration_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_compute_duration_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cpu_utilization 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cpu_memory_total_bytes 1000\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cpu_memory_used_bytes 400\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_process_resident_memory_bytes 123\n"));
+}
+
+TEST(MetricsReport, NoModelsStillDescribesEveryFamilyAndLeavesOutUnknownSystemFigures) {
+  const std::string text = RenderMetrics({}, {});
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_request_success counter\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_batch_size histogram\n"));
+  EXPECT_THAT(text, Not(HasSubstr("nv_cpu_utilization")));
+  EXPECT_THAT(text, Not(HasSubstr("kiln_process_resident_memory_bytes")));
+}
+
+}  // namespace
+}  // namespace kiln

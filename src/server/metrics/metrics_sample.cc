@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prints a /metrics document with every family, two model versions (one with a name that needs
+// escaping) and awkward values, for the independent format check (tests/server/prometheus_text.py).
+#include <cstdio>
+#include <vector>
+
+#include "server/metrics/metrics_report.h"
+
+int main() {
+  using namespace kiln;
+  StatsCollector a;
+  a.RecordExecution(3, 1000, 250'000, 1000);
+  a.RecordExecution(1, 1000, 90'000, 1000);
+  a.RecordSuccess(2, 40'000, 1000, 250'000, 1000, 300'000, 1);
+  a.RecordSuccess(1, 45'000, 1000, 250'000, 1000, 310'000, 1);
+  a.RecordSuccess(1, 0, 1000, 90'000, 1000, 20'000'000'000, 1);  // 20 s: above every bound
+  a.RecordFailure(FailureReason::kQueueFull, 0, 2);
+  a.RecordFailure(FailureReason::kBackend, 5000, 2);
+  a.RecordFailure(FailureReason::kInvalid, 0, 2);
+  StatsCollector b;
+
+  std::vector<ModelMetrics> models(2);
+  models[0].name = "add_sub";
+  models[0].version = 1;
+  models[0].stats = a.Snapshot();
+  models[0].pending_requests = 2;
+  models[0].load_duration_seconds = 0.0123;
+  models[0].weight_bytes = 4096;
+  models[1].name = "we\"ird\\name\nline";
+  models[1].version = 12;
+  models[1].stats = b.Snapshot();
+  SystemMetrics system;
+  system.cpu_utilization = 0.375;
+  system.memory = MemoryInfo{25'000'000'000, 1'234'567'890};
+  system.process_rss_bytes = 52'428'800;
+  const std::string text = RenderMetrics(models, system);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
