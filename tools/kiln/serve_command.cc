@@ -152,7 +152,7 @@ bool DrainAndStop(ModelManager* manager, HttpServer* server, GrpcServer* grpc,
   return false;
 }
 
-int Serve(const ServeOptions& opt, const CLI::App& cmd) {
+int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   SetLogVerbosity(opt.log_verbose);
   Result<ModelControlMode> mode = ParseControlMode(opt.model_control_mode);
   if (!mode.ok()) {
