@@ -40,9 +40,7 @@ class Tensor {
   int64_t dim(int i) const { return shape_.dim(i); }
   int64_t num_elements() const { return shape_.NumElements(); }
   // Bytes covered by a contiguous view.
-  size_t size_bytes() const {
-    return static_cast<size_t>(num_elements()) * DataTypeSize(dtype_);
-  }
+  size_t size_bytes() const { return static_cast<size_t>(num_elements()) * DataTypeSize(dtype_); }
   // Byte stride of dimension i.
   int64_t stride_bytes(int i) const { return strides_[static_cast<size_t>(i)]; }
   bool is_contiguous() const;
@@ -75,6 +73,10 @@ class OwnedTensor {
                                       Allocator& allocator = HostAllocator());
   // Allocates and copies from `src` (host, contiguous). Strings are copied element by element.
   static Result<OwnedTensor> CopyOf(const Tensor& src, Allocator& allocator = HostAllocator());
+  // Memory owned elsewhere, kept alive by `owner` for as long as this tensor (or a copy of it)
+  // lives; no bytes are copied. REQUIRES: `view` points into memory that `owner` keeps valid, and
+  // view.dtype() is not BYTES (BYTES elements must be constructed std::strings).
+  static OwnedTensor Borrow(const Tensor& view, std::shared_ptr<const void> owner);
 
   const Tensor& view() const { return view_; }
   DataType dtype() const { return view_.dtype(); }

@@ -62,6 +62,7 @@
 
 #include "base/logging.h"
 #include "repo/model_manager.h"
+#include "server/http/compression.h"
 #include "server/http/infer_json.h"
 #include "server/http/metadata_json.h"
 #include "server/http/repository_json.h"
@@ -95,8 +96,8 @@ constexpr unsigned kHttpPayloadTooLarge = 413;
 
 // Names of the KServe extensions kiln implements, in the reference server's order. Others
 // (binary data, shared memory, ...) are added here when their endpoints exist.
-constexpr std::array<std::string_view, 2> kImplementedExtensions{"model_repository",
-                                                                 "statistics"};
+constexpr std::array<std::string_view, 3> kImplementedExtensions{
+    "model_repository", "binary_tensor_data", "statistics"};
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -258,10 +259,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Response> response_;
   std::unique_ptr<char[]> linger_buffer_;
 
-  // The inference in flight: what the response echoes.
+  // The inference in flight: what the response echoes and how it is encoded.
   std::string infer_model_name_;
   int64_t infer_model_version_ = 0;
   std::string infer_id_;
+  ResponseEncoding infer_encoding_;
+  ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
 };
 
 // Carries a Session and a work guard from Infer() to the model's callback; see the NOTE above.
@@ -511,35 +514,56 @@ void Session::HandleInfer(const Route& route) {
     SendError(Status::Unavailable("the server is shutting down: no new inference requests"));
     return;
   }
-  const auto& req = body_parser_->get();
+  auto& req = body_parser_->get();
   const std::string_view encoding = ToStd(req[http::field::content_encoding]);
-  if (!encoding.empty() && !IEquals(encoding, "identity")) {
+  const std::optional<ContentCoding> coding = ParseContentEncoding(encoding);
+  if (!coding) {
     Response res{static_cast<http::status>(HttpStatusFor(StatusCode::kUnimplemented)), version_};
-    res.set(http::field::accept_encoding, "identity");
+    res.set(http::field::accept_encoding, "gzip, deflate");
     res.set(http::field::content_type, "application/json");
-    res.body() = JsonErrorBody(fmt::format("unsupported Content-Encoding '{}'", encoding));
+    res.body() = JsonErrorBody(fmt::format(
+        "unsupported Content-Encoding '{}'; supported: gzip, deflate, identity", encoding));
     Send(std::move(res), After::kContinue);
     return;
   }
+  // The body moves into shared ownership: tensors of binary inputs borrow it while the model
+  // runs, and it is freed with the last of them.
+  std::shared_ptr<std::string> body;
+  if (*coding == ContentCoding::kIdentity) {
+    body = std::make_shared<std::string>(std::move(req.body()));
+  } else {
+    Result<std::string> inflated =
+        Decompress(req.body(), *coding, server_->options().max_request_bytes, kJsonPaddingBytes);
+    if (!inflated.ok()) {
+      SendError(inflated.status());
+      return;
+    }
+    body = std::make_shared<std::string>(std::move(inflated).value());
+  }
+  size_t json_bytes = body->size();
   const std::string_view header_length = ToStd(req["Inference-Header-Content-Length"]);
   if (!header_length.empty()) {
     uint64_t n = 0;
     const auto res =
         std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
     if (res.ec != std::errc() || res.ptr != header_length.data() + header_length.size() ||
-        n > req.body().size()) {
-      SendError(Status::InvalidArgument(
-          fmt::format("invalid Inference-Header-Content-Length '{}' for a body of {} bytes",
-                      header_length, req.body().size())));
+        n > body->size()) {
+      SendError(Status::InvalidArgument(fmt::format(
+          "invalid Inference-Header-Content-Length '{}' for a{} body of {} bytes", header_length,
+          *coding == ContentCoding::kIdentity ? "" : " decompressed", body->size())));
       return;
     }
-    if (n != req.body().size()) {
+    if (n == 0 && !body->empty()) {
       SendError(Status::Unimplemented(
-          "binary tensor data (Inference-Header-Content-Length smaller than the body) is not "
-          "supported; send the tensors as JSON"));
+          "raw binary requests (Inference-Header-Content-Length 0) are not supported; send a "
+          "JSON header describing the inputs"));
       return;
     }
+    json_bytes = n;
   }
+  const ContentCoding response_coding =
+      ChooseResponseCoding(ToStd(req[http::field::accept_encoding]));
+  body_parser_.reset();  // the body now lives in `body`
 
   Result<std::shared_ptr<LoadedModel>> model =
       server_->manager()->GetModel(route.model, route.version);
@@ -547,13 +571,12 @@ void Session::HandleInfer(const Route& route) {
     SendError(model.status());
     return;
   }
-  Result<std::unique_ptr<InferRequest>> parsed = ParseInferRequestJson(req.body());
-  body_parser_.reset();  // the body is no longer needed while the model runs
+  Result<ParsedInferRequest> parsed = ParseInferRequest(std::move(body), json_bytes);
   if (!parsed.ok()) {
     SendError(parsed.status());
     return;
   }
-  std::unique_ptr<InferRequest> request = std::move(parsed).value();
+  std::unique_ptr<InferRequest> request = std::move(parsed->request);
   const std::shared_ptr<LoadedModel>& loaded = *model;
   request->model_name = loaded->name();
   request->model_version = loaded->version();
@@ -564,6 +587,8 @@ void Session::HandleInfer(const Route& route) {
   infer_model_name_ = loaded->name();
   infer_model_version_ = loaded->version();
   infer_id_ = request->id;
+  infer_encoding_ = std::move(parsed->encoding);
+  infer_response_coding_ = response_coding;
   auto ticket =
       std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard(), server_);
   loaded->Infer(std::move(request), [ticket = std::move(ticket)](Result<InferResponse> result) {
@@ -642,22 +667,21 @@ void Session::HandleRepositoryControl(const Route& route) {
     return;
   }
   ModelManager* manager = server_->manager();
-  net::post(server_->control_pool(),
-            [self = shared_from_this(), work = server_->MakeWorkGuard(), manager, load,
-             model = route.model, options = std::move(options)]() mutable {
-              Status status;
-              try {
-                status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
-              } catch (const std::exception& e) {
-                status = Status::Internal(fmt::format("model {} of '{}' failed: {}",
-                                                      load ? "load" : "unload", model, e.what()));
-              }
-              net::any_io_executor ex = self->executor();
-              net::post(ex, [self = std::move(self), status = std::move(status)] {
-                self->OnControlDone(status);
-              });
-              // `work` is released here; the posted handler keeps the io_context busy.
-            });
+  net::post(server_->control_pool(), [self = shared_from_this(), work = server_->MakeWorkGuard(),
+                                      manager, load, model = route.model,
+                                      options = std::move(options)]() mutable {
+    Status status;
+    try {
+      status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
+    } catch (const std::exception& e) {
+      status = Status::Internal(
+          fmt::format("model {} of '{}' failed: {}", load ? "load" : "unload", model, e.what()));
+    }
+    net::any_io_executor ex = self->executor();
+    net::post(
+        ex, [self = std::move(self), status = std::move(status)] { self->OnControlDone(status); });
+    // `work` is released here; the posted handler keeps the io_context busy.
+  });
 }
 
 void Session::OnControlDone(const Status& status) {
@@ -679,12 +703,29 @@ void Session::OnInferDone(Result<InferResponse> result) {
   response.model_name = infer_model_name_;
   response.model_version = infer_model_version_;
   response.id = infer_id_;
-  std::string body;
-  if (Status s = AppendInferResponseJson(response, &body); !s.ok()) {
+  EncodedInferResponse encoded;
+  if (Status s = EncodeInferResponse(response, infer_encoding_, &encoded); !s.ok()) {
     SendError(s);
     return;
   }
-  SendJson(kHttpOk, std::move(body));
+  Response res{http::status::ok, version_};
+  if (encoded.binary) {
+    res.set(http::field::content_type, "application/octet-stream");
+    res.set("Inference-Header-Content-Length", std::to_string(encoded.json_bytes));
+  } else {
+    res.set(http::field::content_type, "application/json");
+  }
+  res.body() = std::move(encoded.body);
+  if (infer_response_coding_ != ContentCoding::kIdentity) {
+    // A compression failure sends the body uncompressed (KSERVE-V2.md 1.14).
+    Result<std::string> compressed = Compress(res.body(), infer_response_coding_);
+    if (compressed.ok()) {
+      res.body() = std::move(compressed).value();
+      res.set(http::field::content_encoding,
+              std::string(ContentCodingName(infer_response_coding_)));
+    }
+  }
+  Send(std::move(res), After::kContinue);
 }
 
 void Session::SendEmpty(unsigned status) {
