@@ -60,7 +60,8 @@ fuzz:
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DKILN_FUZZ=ON \
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DKILN_BUILD_TESTS=OFF
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_model fuzz_infer_json \
-	  fuzz_repository_json fuzz_npy fuzz_config demo_models
+	  fuzz_repository_json fuzz_npy fuzz_config fuzz_binary_section fuzz_http_request \
+	  demo_models
 	tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:

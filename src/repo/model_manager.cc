@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -64,6 +65,29 @@ GraphLoader DefaultGraphLoader() {
 
 namespace {
 
+// Reads each output's label_filename (relative to the model directory): one label per line.
+Result<OutputLabels> ReadOutputLabels(const inference::ModelConfig& config,
+                                      const fs::path& model_dir) {
+  OutputLabels labels;
+  for (const inference::ModelOutput& out : config.output()) {
+    if (out.label_filename().empty()) continue;
+    const fs::path path = model_dir / out.label_filename();
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': cannot read label_filename '{}' of output '{}' ({})",
+                      config.name(), out.label_filename(), out.name(), path.string()));
+    }
+    std::vector<std::string>& lines = labels[out.name()];
+    std::string line;
+    while (std::getline(file, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(std::move(line));
+    }
+  }
+  return labels;
+}
+
 // How long retiring a model waits for callers that hold it (between GetModel and Infer)
 // before shutting it down anyway; they then get UNAVAILABLE.
 constexpr auto kRetireQuiesceTimeout = std::chrono::seconds(2);
@@ -82,7 +106,7 @@ struct VersionLoad {
 struct ModelLoad {
   Status status;  // model-level failure (config, layout); then `versions` may be empty
   std::vector<VersionLoad> versions;
-  std::optional<ModelDirFingerprint> files;            // what the load read
+  std::optional<ModelDirFingerprint> files;              // what the load read
   std::shared_ptr<const inference::ModelConfig> config;  // the completed config, when it got one
 };
 
@@ -121,9 +145,9 @@ Result<inference::ModelConfig> ParseModelConfigJson(std::string_view json) {
   const auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), &config, options);
   if (!status.ok()) {
-    return Status::InvalidArgument(fmt::format(
-        "the 'config' parameter is not a valid model configuration: {}",
-        status.message().as_string()));
+    return Status::InvalidArgument(
+        fmt::format("the 'config' parameter is not a valid model configuration: {}",
+                    status.message().as_string()));
   }
   return config;
 }
@@ -180,7 +204,8 @@ class ModelManagerImpl final : public ModelManager {
   // config.
   Result<std::shared_ptr<LoadedModelImpl>> LoadVersion(const inference::ModelConfig& config,
                                                        std::shared_ptr<Graph> graph,
-                                                       int64_t version) const;
+                                                       int64_t version,
+                                                       const fs::path& model_dir) const;
 
   // Lifecycle operations. REQUIRES: ops_mu_ held.
   // Loads or reloads `name` and publishes the result; appends one message per failure
@@ -216,9 +241,12 @@ class ModelManagerImpl final : public ModelManager {
 };
 
 Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
-    const inference::ModelConfig& config, std::shared_ptr<Graph> graph, int64_t version) const {
+    const inference::ModelConfig& config, std::shared_ptr<Graph> graph, int64_t version,
+    const fs::path& model_dir) const {
   KILN_RETURN_IF_ERROR(ValidateConfigAgainstGraph(config, *graph));
-  return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options);
+  KILN_ASSIGN_OR_RETURN(OutputLabels labels, ReadOutputLabels(config, model_dir));
+  return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options,
+                                 std::move(labels));
 }
 
 ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reuse& reuse,
@@ -237,8 +265,8 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
 
   inference::ModelConfig config;
   // Serving versions may be kept only when they run with exactly the config this load uses.
-  const bool same_config = override_config == nullptr && reuse.config != nullptr &&
-                           reuse.config_files == files->model;
+  const bool same_config =
+      override_config == nullptr && reuse.config != nullptr && reuse.config_files == files->model;
   bool completed = false;
   if (override_config != nullptr) {
     config = *override_config;
@@ -276,7 +304,9 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
     load.versions.push_back({v,
                              Status::Unavailable(fmt::format(
                                  "version directory '{}' not found in model '{}'", v, name)),
-                             nullptr, false, {}});
+                             nullptr,
+                             false,
+                             {}});
   }
   if (selected.empty()) {
     return fail_model(Status::Unavailable(
@@ -331,7 +361,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
       }
     }
     Result<std::shared_ptr<LoadedModelImpl>> model =
-        LoadVersion(config, std::move(graph).value(), version);
+        LoadVersion(config, std::move(graph).value(), version, dir);
     if (!model.ok()) {
       v.status = model.status().code() == StatusCode::kUnavailable
                      ? model.status()
@@ -643,9 +673,9 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
   }
   Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
   if (!dirs.ok()) {
-    return Status::InvalidArgument(fmt::format(
-        "failed to load '{}', failed to poll from model repository: {}", name,
-        dirs.status().message()));
+    return Status::InvalidArgument(
+        fmt::format("failed to load '{}', failed to poll from model repository: {}", name,
+                    dirs.status().message()));
   }
   if (!std::binary_search(dirs->begin(), dirs->end(), model)) {
     UnloadLocked(model, /*forget=*/true);  // its directory is gone: it must not keep serving
@@ -713,7 +743,8 @@ Status ModelManagerImpl::PollLocked() {
     KILN_LOG_INFO("repository poll: model '{}' {}; loading", name, known ? "changed" : "added");
     std::vector<std::string> model_failures;
     LoadLocked(name, nullptr, &model_failures);
-    for (const std::string& f : model_failures) failures.push_back(fmt::format("'{}': {}", name, f));
+    for (const std::string& f : model_failures)
+      failures.push_back(fmt::format("'{}': {}", name, f));
   }
   std::vector<std::string> removed;
   {
@@ -892,8 +923,8 @@ Result<std::unique_ptr<ModelManager>> CreateModelManager(const ModelManagerOptio
         fmt::format("workers_per_model must be >= 1, got {}", options.workers_per_model));
   }
   if (options.repository_poll_secs < 0) {
-    return Status::InvalidArgument(fmt::format("repository_poll_secs must be >= 0, got {}",
-                                               options.repository_poll_secs));
+    return Status::InvalidArgument(
+        fmt::format("repository_poll_secs must be >= 0, got {}", options.repository_poll_secs));
   }
   std::error_code ec;
   if (!fs::is_directory(options.repository_path, ec)) {

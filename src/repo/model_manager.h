@@ -33,6 +33,7 @@
 // held by shared_ptr, so a model being unloaded stays alive until in-flight requests finish.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,6 +62,8 @@ struct ModelSignature {
   int max_batch_size = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  // Classification labels by output name: the lines of the output's config label_filename.
+  std::map<std::string, std::vector<std::string>, std::less<>> output_labels;
 };
 
 enum class ModelState { kUnknown, kLoading, kReady, kUnloading, kUnavailable };
@@ -92,7 +95,7 @@ struct ModelIndexEntry {
   std::string name;
   int64_t version = -1;  // -1 when no version is known (never loaded, or the model failed)
   ModelState state = ModelState::kUnknown;  // kUnknown with version -1: found, never loaded
-  std::string reason;  // why it is UNAVAILABLE; empty otherwise
+  std::string reason;                       // why it is UNAVAILABLE; empty otherwise
 };
 
 enum class ModelControlMode { kNone, kPoll, kExplicit };

@@ -47,6 +47,7 @@ ModelSignature FloatSignature(const std::string& name, int max_batch_size) {
   sig.max_batch_size = max_batch_size;
   sig.inputs = {{"INPUT", DataType::kFloat32, {4}}};
   sig.outputs = {{"OUTPUT", DataType::kFloat32, {4}}, {"NEGATED", DataType::kFloat32, {4}}};
+  sig.output_labels["OUTPUT"] = {"zero", "one"};
   return sig;
 }
 
@@ -392,7 +393,8 @@ TEST_F(HttpServerTest, ServerMetadata) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.header("Content-Type"), "application/json");
   EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3",)"
-                    R"("extensions":["model_repository","binary_tensor_data","statistics"]})");
+                    R"("extensions":["classification","model_repository","binary_tensor_data",)"
+                    R"("statistics"]})");
 }
 
 TEST_F(HttpServerTest, ModelMetadata) {
@@ -815,6 +817,33 @@ TEST_F(HttpServerTest, BinaryTensorRoundTrip) {
   EXPECT_NE(ErrorOf(truncated).find("unexpected size for input 'INPUT'"), std::string::npos);
   // The connection still serves.
   EXPECT_EQ(c.Post("/v2/models/double/infer", InferBody({1, 2, 3, 4}, 1)).status, 200);
+}
+
+TEST_F(HttpServerTest, Classification) {
+  Client c(port());
+  // OUTPUT = 2 * INPUT = [2, 10, 6, 4] per item; labels "zero", "one" for OUTPUT only.
+  Reply r = c.Post("/v2/models/double/infer",
+                   InferBody({1, 5, 3, 2, 4, 0, 1, 9}, 2,
+                             R"(,"outputs":[{"name":"OUTPUT","parameters":{"classification":2}},)"
+                             R"({"name":"NEGATED","parameters":{"classification":1,)"
+                             R"("binary_data":true}}])"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const size_t n = std::stoul(r.header("Inference-Header-Content-Length"));
+  EXPECT_EQ(r.body.substr(0, n),
+            R"({"model_name":"double","model_version":"2","outputs":[)"
+            R"({"name":"OUTPUT","datatype":"BYTES","shape":[2,2],"data":)"
+            R"(["10.000000:1:one","6.000000:2","18.000000:3","8.000000:0:zero"]},)"
+            R"({"name":"NEGATED","datatype":"BYTES","shape":[2,1],)"
+            R"("parameters":{"binary_data_size":30}}]})");
+  // NEGATED = [-1,-5,-3,-2] -> "-1.000000:0"; [-4,-0,-1,-9] -> "-0.000000:1" (the negated 0 is
+  // -0.0f); each string behind a 4-byte little-endian length.
+  EXPECT_EQ(r.body.substr(n), std::string("\x0b\0\0\0-1.000000:0\x0b\0\0\0-0.000000:1", 30));
+  Reply bad =
+      c.Post("/v2/models/double/infer",
+             InferBody({1, 2, 3, 4}, 1,
+                       R"(,"outputs":[{"name":"OUTPUT","parameters":{"classification":-2}}])"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("'classification'"), std::string::npos);
 }
 
 TEST_F(HttpServerTest, CompressedRequestsAndResponses) {

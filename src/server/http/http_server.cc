@@ -62,6 +62,7 @@
 
 #include "base/logging.h"
 #include "repo/model_manager.h"
+#include "server/classification.h"
 #include "server/http/compression.h"
 #include "server/http/infer_json.h"
 #include "server/http/metadata_json.h"
@@ -96,8 +97,8 @@ constexpr unsigned kHttpPayloadTooLarge = 413;
 
 // Names of the KServe extensions kiln implements, in the reference server's order. Others
 // (binary data, shared memory, ...) are added here when their endpoints exist.
-constexpr std::array<std::string_view, 3> kImplementedExtensions{
-    "model_repository", "binary_tensor_data", "statistics"};
+constexpr std::array<std::string_view, 4> kImplementedExtensions{
+    "classification", "model_repository", "binary_tensor_data", "statistics"};
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -265,6 +266,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string infer_id_;
   ResponseEncoding infer_encoding_;
   ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
+  bool infer_batched_ = false;  // the model's max_batch_size > 0 (classification shape)
+  // Labels of the outputs requested with a class count.
+  std::unordered_map<std::string, std::vector<std::string>> infer_labels_;
 };
 
 // Carries a Session and a work guard from Infer() to the model's callback; see the NOTE above.
@@ -526,52 +530,18 @@ void Session::HandleInfer(const Route& route) {
     Send(std::move(res), After::kContinue);
     return;
   }
-  // The body moves into shared ownership: tensors of binary inputs borrow it while the model
-  // runs, and it is freed with the last of them.
-  std::shared_ptr<std::string> body;
-  if (*coding == ContentCoding::kIdentity) {
-    body = std::make_shared<std::string>(std::move(req.body()));
-  } else {
-    Result<std::string> inflated =
-        Decompress(req.body(), *coding, server_->options().max_request_bytes, kJsonPaddingBytes);
-    if (!inflated.ok()) {
-      SendError(inflated.status());
-      return;
-    }
-    body = std::make_shared<std::string>(std::move(inflated).value());
-  }
-  size_t json_bytes = body->size();
-  const std::string_view header_length = ToStd(req["Inference-Header-Content-Length"]);
-  if (!header_length.empty()) {
-    uint64_t n = 0;
-    const auto res =
-        std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
-    if (res.ec != std::errc() || res.ptr != header_length.data() + header_length.size() ||
-        n > body->size()) {
-      SendError(Status::InvalidArgument(fmt::format(
-          "invalid Inference-Header-Content-Length '{}' for a{} body of {} bytes", header_length,
-          *coding == ContentCoding::kIdentity ? "" : " decompressed", body->size())));
-      return;
-    }
-    if (n == 0 && !body->empty()) {
-      SendError(Status::Unimplemented(
-          "raw binary requests (Inference-Header-Content-Length 0) are not supported; send a "
-          "JSON header describing the inputs"));
-      return;
-    }
-    json_bytes = n;
-  }
   const ContentCoding response_coding =
       ChooseResponseCoding(ToStd(req[http::field::accept_encoding]));
-  body_parser_.reset();  // the body now lives in `body`
-
   Result<std::shared_ptr<LoadedModel>> model =
       server_->manager()->GetModel(route.model, route.version);
   if (!model.ok()) {
     SendError(model.status());
     return;
   }
-  Result<ParsedInferRequest> parsed = ParseInferRequest(std::move(body), json_bytes);
+  Result<ParsedInferRequest> parsed = ParseInferHttpBody(
+      std::move(req.body()), encoding, ToStd(req["Inference-Header-Content-Length"]),
+      server_->options().max_request_bytes);
+  body_parser_.reset();  // the body now lives in the request's tensors, or is freed
   if (!parsed.ok()) {
     SendError(parsed.status());
     return;
@@ -589,6 +559,13 @@ void Session::HandleInfer(const Route& route) {
   infer_id_ = request->id;
   infer_encoding_ = std::move(parsed->encoding);
   infer_response_coding_ = response_coding;
+  infer_batched_ = loaded->signature().max_batch_size > 0;
+  infer_labels_.clear();
+  for (const OutputEncoding& o : infer_encoding_.outputs) {
+    if (o.class_count == 0) continue;
+    const auto labels = loaded->signature().output_labels.find(o.name);
+    if (labels != loaded->signature().output_labels.end()) infer_labels_[o.name] = labels->second;
+  }
   auto ticket =
       std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard(), server_);
   loaded->Infer(std::move(request), [ticket = std::move(ticket)](Result<InferResponse> result) {
@@ -703,6 +680,21 @@ void Session::OnInferDone(Result<InferResponse> result) {
   response.model_name = infer_model_name_;
   response.model_version = infer_model_version_;
   response.id = infer_id_;
+  for (InferOutput& output : response.outputs) {
+    const int64_t k = infer_encoding_.ClassCount(output.name);
+    if (k == 0) continue;
+    const auto labels = infer_labels_.find(output.name);
+    Result<OwnedTensor> classes =
+        Classify(output.tensor.view(), k, infer_batched_,
+                 labels == infer_labels_.end() ? std::span<const std::string>()
+                                               : std::span<const std::string>(labels->second));
+    if (!classes.ok()) {
+      SendError(Status::InvalidArgument(
+          fmt::format("output '{}': {}", output.name, classes.status().message())));
+      return;
+    }
+    output.tensor = std::move(classes).value();
+  }
   EncodedInferResponse encoded;
   if (Status s = EncodeInferResponse(response, infer_encoding_, &encoded); !s.ok()) {
     SendError(s);

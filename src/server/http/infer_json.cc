@@ -12,12 +12,14 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "server/http/compression.h"
 #include "server/json_writer.h"
 #include "server/raw_tensor.h"
 #include "tensor/shape.h"
@@ -691,6 +693,44 @@ Result<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> 
   KILN_CHECK(body != nullptr && json_bytes <= body->size(), "bad ParseInferRequest arguments");
   const std::string& text = *body;
   return ParseBody(text, json_bytes, std::move(body));
+}
+
+Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view content_encoding,
+                                              std::string_view inference_header_length,
+                                              size_t max_request_bytes) {
+  const std::optional<ContentCoding> coding = ParseContentEncoding(content_encoding);
+  if (!coding) {
+    return Status::Unimplemented(fmt::format(
+        "unsupported Content-Encoding '{}'; supported: gzip, deflate, identity", content_encoding));
+  }
+  // The body moves into shared ownership: tensors of binary inputs borrow it, and it is freed
+  // with the last of them.
+  std::shared_ptr<std::string> owned;
+  if (*coding == ContentCoding::kIdentity) {
+    owned = std::make_shared<std::string>(std::move(body));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::string inflated,
+                          Decompress(body, *coding, max_request_bytes, kJsonPaddingBytes));
+    owned = std::make_shared<std::string>(std::move(inflated));
+  }
+  size_t json_bytes = owned->size();
+  if (!inference_header_length.empty()) {
+    const std::string_view h = inference_header_length;
+    uint64_t n = 0;
+    const auto res = std::from_chars(h.data(), h.data() + h.size(), n);
+    if (res.ec != std::errc() || res.ptr != h.data() + h.size() || n > owned->size()) {
+      return Status::InvalidArgument(
+          fmt::format("invalid Inference-Header-Content-Length '{}' for a{} body of {} bytes", h,
+                      *coding == ContentCoding::kIdentity ? "" : " decompressed", owned->size()));
+    }
+    if (n == 0 && !owned->empty()) {
+      return Status::Unimplemented(
+          "raw binary requests (Inference-Header-Content-Length 0) are not supported; send a "
+          "JSON header describing the inputs");
+    }
+    json_bytes = n;
+  }
+  return ParseInferRequest(std::move(owned), json_bytes);
 }
 
 Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body) {

@@ -88,6 +88,16 @@ struct ParsedInferRequest {
 Result<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> body,
                                              size_t json_bytes);
 
+// The HTTP layer of an inference body: decompresses `body` per `content_encoding` (see
+// compression.h; at most max_request_bytes after decompression), splits it at
+// `inference_header_length` (the Inference-Header-Content-Length header; empty: all JSON) and
+// parses it with ParseInferRequest. INVALID_ARGUMENT for a header that is not a decimal in
+// [0, decompressed size] or for corrupt / oversized compressed data; UNIMPLEMENTED for an unknown
+// Content-Encoding and for a raw binary request (header 0 with a non-empty body).
+Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view content_encoding,
+                                              std::string_view inference_header_length,
+                                              size_t max_request_bytes);
+
 // A body that is all JSON (no binary section). Nothing in the result refers to `body`.
 Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body);
 
