@@ -15,8 +15,9 @@
 //   http->Stop();                           // in-flight responses are written, then it returns
 //
 // Endpoints: GET /v2/health/live, GET /v2/health/ready, GET /v2 (server metadata),
-// GET /v2/models/{m}[/versions/{v}] (model metadata), GET .../ready, POST .../infer (JSON
-// tensors), GET /v2/models[/{m}[/versions/{v}]]/stats (statistics), POST /v2/repository/index,
+// GET /v2/models/{m}[/versions/{v}] (model metadata), GET .../ready, POST .../infer (JSON and
+// binary tensors, gzip/deflate bodies both ways, classification; see infer_json.h),
+// GET /v2/models[/{m}[/versions/{v}]]/stats (statistics), POST /v2/repository/index,
 // POST /v2/repository/models/{m}/load and .../unload (model repository; a {repo} path segment
 // answers 501). Other protocol paths answer 404 {"error":"Not Found"}; a known path with the
 // wrong method 405. Errors are {"error": "..."} with the status from server/status_map.h; a body over
