@@ -885,6 +885,44 @@ TEST_F(HttpServerTest, CompressedRequestsAndResponses) {
   EXPECT_EQ(c.Post("/v2/models/double/infer", json).status, 200);
 }
 
+TEST(HttpServerLimitsTest, ConnectionsPastTheLimitGet503) {
+  FakeManager manager;
+  HttpServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.threads = 2;
+  options.max_connections = 2;
+  auto server = HttpServer::Create(options, &manager);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  {
+    Client a((*server)->port());
+    Client b((*server)->port());
+    EXPECT_EQ(a.Get("/v2/health/live").status, 200);
+    EXPECT_EQ(b.Get("/v2/health/live").status, 200);
+    Client c((*server)->port());
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(r.header("Retry-After"), "1");
+    EXPECT_NE(ErrorOf(r).find("at most 2 concurrent HTTP connections"), std::string::npos);
+    EXPECT_TRUE(c.ClosedByPeer());
+    EXPECT_EQ(a.Get("/v2/health/live").status, 200);  // the open ones keep working
+  }
+  // Once they are closed, new connections are served again.
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    try {
+      Client d((*server)->port());
+      served = d.Get("/v2/health/live").status == 200;
+    } catch (const std::exception&) {
+      // Refused while the closed sessions were still being torn down; try again.
+    }
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+  (*server)->Stop();
+}
+
 TEST_F(HttpServerTest, StopWaitsForInFlightInference) {
   FakeModel* slow = manager_.Get("slow", 1);
   slow->delay_ms_ = 400;

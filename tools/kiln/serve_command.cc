@@ -13,11 +13,11 @@
 // the drain short (or a second signal arrives), it logs how many requests were abandoned and
 // exits 0 anyway: stopping was asked for, and it happened.
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -50,6 +50,7 @@ struct ServeOptions {
   int exit_timeout_secs = 30;
   int log_verbose = 0;
   uint64_t max_request_bytes = 64ull << 20;
+  size_t http_max_connections = 1000;
   int model_workers = 1;
   int model_thread_budget = 0;
   bool allow_thread_oversubscription = false;
@@ -73,8 +74,9 @@ Status CheckControlFlags(const ServeOptions& opt, ModelControlMode mode) {
     KILN_LOG_WARN("--load-model is used only with --model-control-mode=explicit; ignored");
   }
   if (mode == ModelControlMode::kPoll && opt.repository_poll_secs == 0) {
-    KILN_LOG_WARN("--model-control-mode=poll with --repository-poll-secs=0: the repository is "
-                  "loaded at start and not rescanned");
+    KILN_LOG_WARN(
+        "--model-control-mode=poll with --repository-poll-secs=0: the repository is "
+        "loaded at start and not rescanned");
   }
   return Status::OK();
 }
@@ -103,8 +105,8 @@ bool DrainAndStop(ModelManager* manager, HttpServer* server, const sigset_t& sig
   while (!done->load()) {
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::seconds(0)) break;
-    const auto slice = std::min<std::chrono::steady_clock::duration>(
-        left, std::chrono::milliseconds(50));
+    const auto slice =
+        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
     timespec wait{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
@@ -170,6 +172,7 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   hopt.port = opt.http_port;
   hopt.threads = opt.http_thread_count;
   hopt.max_request_bytes = opt.max_request_bytes;
+  hopt.max_connections = opt.http_max_connections;
   hopt.server_version = KILN_VERSION;
   Result<std::unique_ptr<HttpServer>> server = HttpServer::Create(hopt, manager->get());
   if (!server.ok()) {
@@ -183,14 +186,14 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
     return 1;
   }
   KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
-                opt.http_address, (*server)->port(), opt.model_repository,
-                opt.model_control_mode);
+                opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
   (*server)->SetReady(true);
 
   const int sig = WaitForSignal(signals);
-  KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
-                "{} s",
-                SignalName(sig), (*server)->InferencesInFlight(), opt.exit_timeout_secs);
+  KILN_LOG_INFO(
+      "received {}: not ready any more; draining {} in-flight request(s) for at most "
+      "{} s",
+      SignalName(sig), (*server)->InferencesInFlight(), opt.exit_timeout_secs);
   (*server)->StartDraining();
   const bool drained = DrainAndStop(manager->get(), server->get(), signals,
                                     std::chrono::seconds(opt.exit_timeout_secs));
@@ -223,6 +226,10 @@ CommandMain AddServeCommand(CLI::App& app) {
   cmd->add_option("--http-thread-count", opt->http_thread_count,
                   "HTTP I/O threads (0 = number of cores, at least 2)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", opt->http_max_connections,
+                  "Most HTTP connections open at once; beyond it a connection gets 503 and is "
+                  "closed (0 = no limit; the default stays under the usual 1024 open files)")
       ->capture_default_str();
   cmd->add_option("--grpc-port", opt->grpc_port,
                   "gRPC port (accepted for compatibility; this build has no gRPC endpoint yet)")

@@ -929,6 +929,29 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   }
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);  // small responses must not wait for Nagle
+  const size_t limit = options_.max_connections;
+  size_t open = 0;
+  if (limit > 0) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    open = sessions_.size();
+  }
+  if (limit > 0 && open >= limit) {
+    // Over the limit: one non-blocking write of a 503 (it fits the socket buffer of a fresh
+    // connection; if not, the client just sees the close), then the connection is closed.
+    const std::string body = JsonErrorBody(fmt::format(
+        "too many connections: the server accepts at most {} concurrent HTTP connections", limit));
+    const std::string response = fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Retry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+        body.size(), body);
+    socket.non_blocking(true, ignored);
+    socket.write_some(net::buffer(response), ignored);
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    socket.close(ignored);
+    KILN_LOG_WARN("HTTP connection refused: {} connections open (limit {})", open, limit);
+    DoAccept();
+    return;
+  }
   std::make_shared<Session>(std::move(socket), this)->Start();
   DoAccept();
 }
