@@ -106,7 +106,7 @@ struct VersionLoad {
 struct ModelLoad {
   Status status;  // model-level failure (config, layout); then `versions` may be empty
   std::vector<VersionLoad> versions;
-  std::optional<ModelDirFingerprint> files;              // what the load read
+  std::optional<ModelDirFingerprint> files;            // what the load read
   std::shared_ptr<const inference::ModelConfig> config;  // the completed config, when it got one
 };
 
@@ -145,9 +145,9 @@ Result<inference::ModelConfig> ParseModelConfigJson(std::string_view json) {
   const auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), &config, options);
   if (!status.ok()) {
-    return Status::InvalidArgument(
-        fmt::format("the 'config' parameter is not a valid model configuration: {}",
-                    status.message().as_string()));
+    return Status::InvalidArgument(fmt::format(
+        "the 'config' parameter is not a valid model configuration: {}",
+        status.message().as_string()));
   }
   return config;
 }
@@ -265,8 +265,8 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
 
   inference::ModelConfig config;
   // Serving versions may be kept only when they run with exactly the config this load uses.
-  const bool same_config =
-      override_config == nullptr && reuse.config != nullptr && reuse.config_files == files->model;
+  const bool same_config = override_config == nullptr && reuse.config != nullptr &&
+                           reuse.config_files == files->model;
   bool completed = false;
   if (override_config != nullptr) {
     config = *override_config;
@@ -304,9 +304,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
     load.versions.push_back({v,
                              Status::Unavailable(fmt::format(
                                  "version directory '{}' not found in model '{}'", v, name)),
-                             nullptr,
-                             false,
-                             {}});
+                             nullptr, false, {}});
   }
   if (selected.empty()) {
     return fail_model(Status::Unavailable(
@@ -673,9 +671,9 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
   }
   Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
   if (!dirs.ok()) {
-    return Status::InvalidArgument(
-        fmt::format("failed to load '{}', failed to poll from model repository: {}", name,
-                    dirs.status().message()));
+    return Status::InvalidArgument(fmt::format(
+        "failed to load '{}', failed to poll from model repository: {}", name,
+        dirs.status().message()));
   }
   if (!std::binary_search(dirs->begin(), dirs->end(), model)) {
     UnloadLocked(model, /*forget=*/true);  // its directory is gone: it must not keep serving
@@ -743,8 +741,7 @@ Status ModelManagerImpl::PollLocked() {
     KILN_LOG_INFO("repository poll: model '{}' {}; loading", name, known ? "changed" : "added");
     std::vector<std::string> model_failures;
     LoadLocked(name, nullptr, &model_failures);
-    for (const std::string& f : model_failures)
-      failures.push_back(fmt::format("'{}': {}", name, f));
+    for (const std::string& f : model_failures) failures.push_back(fmt::format("'{}': {}", name, f));
   }
   std::vector<std::string> removed;
   {
@@ -923,8 +920,8 @@ Result<std::unique_ptr<ModelManager>> CreateModelManager(const ModelManagerOptio
         fmt::format("workers_per_model must be >= 1, got {}", options.workers_per_model));
   }
   if (options.repository_poll_secs < 0) {
-    return Status::InvalidArgument(
-        fmt::format("repository_poll_secs must be >= 0, got {}", options.repository_poll_secs));
+    return Status::InvalidArgument(fmt::format("repository_poll_secs must be >= 0, got {}",
+                                               options.repository_poll_secs));
   }
   std::error_code ec;
   if (!fs::is_directory(options.repository_path, ec)) {

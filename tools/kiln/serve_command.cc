@@ -13,11 +13,11 @@
 // the drain short (or a second signal arrives), it logs how many requests were abandoned and
 // exits 0 anyway: stopping was asked for, and it happened.
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -74,9 +74,8 @@ Status CheckControlFlags(const ServeOptions& opt, ModelControlMode mode) {
     KILN_LOG_WARN("--load-model is used only with --model-control-mode=explicit; ignored");
   }
   if (mode == ModelControlMode::kPoll && opt.repository_poll_secs == 0) {
-    KILN_LOG_WARN(
-        "--model-control-mode=poll with --repository-poll-secs=0: the repository is "
-        "loaded at start and not rescanned");
+    KILN_LOG_WARN("--model-control-mode=poll with --repository-poll-secs=0: the repository is "
+                  "loaded at start and not rescanned");
   }
   return Status::OK();
 }
@@ -105,8 +104,8 @@ bool DrainAndStop(ModelManager* manager, HttpServer* server, const sigset_t& sig
   while (!done->load()) {
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::seconds(0)) break;
-    const auto slice =
-        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50));
+    const auto slice = std::min<std::chrono::steady_clock::duration>(
+        left, std::chrono::milliseconds(50));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
     timespec wait{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
@@ -186,14 +185,14 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
     return 1;
   }
   KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
-                opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
+                opt.http_address, (*server)->port(), opt.model_repository,
+                opt.model_control_mode);
   (*server)->SetReady(true);
 
   const int sig = WaitForSignal(signals);
-  KILN_LOG_INFO(
-      "received {}: not ready any more; draining {} in-flight request(s) for at most "
-      "{} s",
-      SignalName(sig), (*server)->InferencesInFlight(), opt.exit_timeout_secs);
+  KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
+                "{} s",
+                SignalName(sig), (*server)->InferencesInFlight(), opt.exit_timeout_secs);
   (*server)->StartDraining();
   const bool drained = DrainAndStop(manager->get(), server->get(), signals,
                                     std::chrono::seconds(opt.exit_timeout_secs));

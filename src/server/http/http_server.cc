@@ -644,21 +644,22 @@ void Session::HandleRepositoryControl(const Route& route) {
     return;
   }
   ModelManager* manager = server_->manager();
-  net::post(server_->control_pool(), [self = shared_from_this(), work = server_->MakeWorkGuard(),
-                                      manager, load, model = route.model,
-                                      options = std::move(options)]() mutable {
-    Status status;
-    try {
-      status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
-    } catch (const std::exception& e) {
-      status = Status::Internal(
-          fmt::format("model {} of '{}' failed: {}", load ? "load" : "unload", model, e.what()));
-    }
-    net::any_io_executor ex = self->executor();
-    net::post(
-        ex, [self = std::move(self), status = std::move(status)] { self->OnControlDone(status); });
-    // `work` is released here; the posted handler keeps the io_context busy.
-  });
+  net::post(server_->control_pool(),
+            [self = shared_from_this(), work = server_->MakeWorkGuard(), manager, load,
+             model = route.model, options = std::move(options)]() mutable {
+              Status status;
+              try {
+                status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
+              } catch (const std::exception& e) {
+                status = Status::Internal(fmt::format("model {} of '{}' failed: {}",
+                                                      load ? "load" : "unload", model, e.what()));
+              }
+              net::any_io_executor ex = self->executor();
+              net::post(ex, [self = std::move(self), status = std::move(status)] {
+                self->OnControlDone(status);
+              });
+              // `work` is released here; the posted handler keeps the io_context busy.
+            });
 }
 
 void Session::OnControlDone(const Status& status) {
