@@ -154,7 +154,7 @@ LoadedModelImpl::LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRun
 
 Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     int64_t version, const inference::ModelConfig& config, std::shared_ptr<const Graph> graph,
-    const InstanceOptions& options) {
+    const InstanceOptions& options, OutputLabels output_labels) {
   KILN_CHECK(graph != nullptr, "LoadedModelImpl::Create: null graph");
   const std::string& model = config.name();
   KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));
@@ -186,6 +186,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     ModelRunnerOptions runner_options;
     runner_options.allocator = options.allocator;
     runner_options.stats = stats;
+    runner_options.output_labels = output_labels;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
                           ModelRunner::Create(config, std::move(session), runner_options));
     runners.push_back(std::move(runner));

@@ -65,7 +65,8 @@ class LoadedModelImpl final : public LoadedModel {
   static Result<std::shared_ptr<LoadedModelImpl>> Create(int64_t version,
                                                          const inference::ModelConfig& config,
                                                          std::shared_ptr<const Graph> graph,
-                                                         const InstanceOptions& options = {});
+                                                         const InstanceOptions& options = {},
+                                                         OutputLabels output_labels = {});
   // Shuts down (see Shutdown) if that has not happened yet.
   ~LoadedModelImpl() override;
   LoadedModelImpl(const LoadedModelImpl&) = delete;

@@ -536,7 +536,6 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
     if (in.is_non_linear_format_io()) add("input.is_non_linear_format_io");
   }
   for (const inference::ModelOutput& out : config.output()) {
-    if (!out.label_filename().empty()) add("output.label_filename");
     if (out.is_shape_tensor()) add("output.is_shape_tensor");
     if (out.is_non_linear_format_io()) add("output.is_non_linear_format_io");
   }

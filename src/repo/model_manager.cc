@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -64,6 +65,29 @@ GraphLoader DefaultGraphLoader() {
 }
 
 namespace {
+
+// Reads each output's label_filename (relative to the model directory): one label per line.
+Result<OutputLabels> ReadOutputLabels(const inference::ModelConfig& config,
+                                      const fs::path& model_dir) {
+  OutputLabels labels;
+  for (const inference::ModelOutput& out : config.output()) {
+    if (out.label_filename().empty()) continue;
+    const fs::path path = model_dir / out.label_filename();
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': cannot read label_filename '{}' of output '{}' ({})",
+                      config.name(), out.label_filename(), out.name(), path.string()));
+    }
+    std::vector<std::string>& lines = labels[out.name()];
+    std::string line;
+    while (std::getline(file, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(std::move(line));
+    }
+  }
+  return labels;
+}
 
 // How long retiring a model waits for callers that hold it (between GetModel and Infer)
 // before shutting it down anyway; they then get UNAVAILABLE.
@@ -172,7 +196,8 @@ class ModelManagerImpl final : public ModelManager {
   // config.
   Result<std::shared_ptr<LoadedModelImpl>> LoadVersion(const inference::ModelConfig& config,
                                                        std::shared_ptr<Graph> graph,
-                                                       int64_t version) const;
+                                                       int64_t version,
+                                                       const fs::path& model_dir) const;
 
   // Lifecycle operations. REQUIRES: ops_mu_ held.
   // Loads or reloads `name` and publishes the result; appends one message per failure
@@ -208,9 +233,12 @@ class ModelManagerImpl final : public ModelManager {
 };
 
 Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
-    const inference::ModelConfig& config, std::shared_ptr<Graph> graph, int64_t version) const {
+    const inference::ModelConfig& config, std::shared_ptr<Graph> graph, int64_t version,
+    const fs::path& model_dir) const {
   KILN_RETURN_IF_ERROR(ValidateConfigAgainstGraph(config, *graph));
-  return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options);
+  KILN_ASSIGN_OR_RETURN(OutputLabels labels, ReadOutputLabels(config, model_dir));
+  return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options,
+                                 std::move(labels));
 }
 
 ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reuse& reuse,
@@ -324,7 +352,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reu
       }
     }
     Result<std::shared_ptr<LoadedModelImpl>> model =
-        LoadVersion(config, std::move(graph).value(), version);
+        LoadVersion(config, std::move(graph).value(), version, dir);
     if (!model.ok()) {
       v.status = model.status().code() == StatusCode::kUnavailable
                      ? model.status()

@@ -33,6 +33,7 @@
 // held by shared_ptr, so a model being unloaded stays alive until in-flight requests finish.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -65,6 +66,8 @@ struct ModelSignature {
   int max_batch_size = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  // Classification labels by output name: the lines of the output's config label_filename.
+  std::map<std::string, std::vector<std::string>, std::less<>> output_labels;
 };
 
 enum class ModelState { kUnknown, kLoading, kReady, kUnloading, kUnavailable };

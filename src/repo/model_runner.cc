@@ -45,7 +45,9 @@ ModelRunner::ModelRunner(inference::ModelConfig config, std::unique_ptr<Session>
       session_(std::move(session)),
       plan_(std::move(plan)),
       options_(std::move(options)),
-      allocator_(options_.allocator != nullptr ? options_.allocator : &HostAllocator()) {}
+      allocator_(options_.allocator != nullptr ? options_.allocator : &HostAllocator()) {
+  signature_.output_labels = options_.output_labels;
+}
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::Create(const inference::ModelConfig& config,
                                                          std::unique_ptr<Session> session,

@@ -19,6 +19,7 @@
 // runs each instance's batches on one thread.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,11 +36,16 @@
 
 namespace kiln {
 
+// Classification labels per output name (the lines of the output's config label_filename).
+using OutputLabels = std::map<std::string, std::vector<std::string>, std::less<>>;
+
 struct ModelRunnerOptions {
   // Where batch input tensors are assembled; nullptr: HostAllocator(). Must outlive the runner.
   Allocator* allocator = nullptr;
   // Executions and batch sizes are recorded here; nullptr: not recorded.
   std::shared_ptr<StatsCollector> stats;
+  // Copied into ModelSignature::output_labels.
+  OutputLabels output_labels;
 };
 
 class ModelRunner {

@@ -63,6 +63,15 @@ Result<OwnedTensor> OwnedTensor::Allocate(DataType dtype, const Shape& shape,
   return t;
 }
 
+OwnedTensor OwnedTensor::Borrow(const Tensor& view, std::shared_ptr<const void> owner) {
+  KILN_CHECK(view.dtype() != DataType::kBytes, "Borrow() of a BYTES view");
+  OwnedTensor t;
+  // Aliasing constructor: shares ownership of `owner`, points at no Buffer.
+  t.buffer_ = std::shared_ptr<Buffer>(std::move(owner), nullptr);
+  t.view_ = view;
+  return t;
+}
+
 Result<OwnedTensor> OwnedTensor::CopyOf(const Tensor& src, Allocator& allocator) {
   if (!src.is_contiguous()) return Status::Internal("CopyOf() on a non-contiguous view");
   KILN_ASSIGN_OR_RETURN(OwnedTensor t, Allocate(src.dtype(), src.shape(), allocator));

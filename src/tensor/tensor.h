@@ -75,6 +75,10 @@ class OwnedTensor {
                                       Allocator& allocator = HostAllocator());
   // Allocates and copies from `src` (host, contiguous). Strings are copied element by element.
   static Result<OwnedTensor> CopyOf(const Tensor& src, Allocator& allocator = HostAllocator());
+  // Memory owned elsewhere, kept alive by `owner` for as long as this tensor (or a copy of it)
+  // lives; no bytes are copied. REQUIRES: `view` points into memory that `owner` keeps valid, and
+  // view.dtype() is not BYTES (BYTES elements must be constructed std::strings).
+  static OwnedTensor Borrow(const Tensor& view, std::shared_ptr<const void> owner);
 
   const Tensor& view() const { return view_; }
   DataType dtype() const { return view_.dtype(); }

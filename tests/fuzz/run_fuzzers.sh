@@ -34,6 +34,40 @@ printf '{"ready":true}' > "$repository/index.json"
 printf '{"parameters":{"config":"{\\"max_batch_size\\":4}","unload_dependents":false}}' \
   > "$repository/load.json"
 printf '{"parameters":{"file:1/model.onnx":"QUJD"}}' > "$repository/files.json"
+binary=$(seed binary_section)
+http_request=$(seed http_request)
+/usr/bin/python3 - "$binary" "$http_request" <<'PY'
+import gzip, json, struct, sys
+binary_dir, http_dir = sys.argv[1], sys.argv[2]
+def section(inputs, outputs=None):
+    head = {"inputs": [{"name": n, "datatype": d, "shape": s,
+                        "parameters": {"binary_data_size": len(raw)}} for n, d, s, raw in inputs]}
+    if outputs:
+        head["outputs"] = outputs
+    js = json.dumps(head).encode()
+    return js, js + b"".join(raw for *_, raw in inputs)
+seeds = [
+    section([("a", "FP32", [2, 2], struct.pack("<4f", 1, 2, 3, 4))]),
+    section([("s", "BYTES", [2], b"\x02\x00\x00\x00hi\x00\x00\x00\x00"),
+             ("b", "BOOL", [3], b"\x00\x01\x01"), ("h", "FP16", [1], b"\x00\x3c")],
+            [{"name": "s", "parameters": {"binary_data": True, "classification": 2}}]),
+    section([("i", "INT64", [1, 3], struct.pack("<3q", -1, 0, 7)),
+             ("u", "UINT16", [2], struct.pack("<2H", 1, 65535)),
+             ("e", "BF16", [0], b"")]),
+]
+for i, (js, body) in enumerate(seeds):
+    open(f"{binary_dir}/seed{i}", "wb").write(struct.pack("<H", len(js)) + body)
+    for j, (enc, payload) in enumerate([("", body), ("gzip", gzip.compress(body))]):
+        head = ("POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                f"Inference-Header-Content-Length: {len(js)}\r\n"
+                + (f"Content-Encoding: {enc}\r\n" if enc else "")
+                + f"Content-Length: {len(payload)}\r\n\r\n").encode()
+        open(f"{http_dir}/seed{i}_{j}", "wb").write(head + payload)
+open(f"{http_dir}/chunked", "wb").write(
+    b"POST /v2/models/m/versions/2/infer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"d\r\n{\"inputs\":[]}\r\n0\r\n\r\n")
+open(f"{http_dir}/get", "wb").write(b"GET /v2/models/m/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+PY
 npy=$(seed npy)
 /usr/bin/python3 - "$npy" <<'PY'
 import sys, numpy as np
@@ -68,7 +102,8 @@ encode bool_fp16 'inputs { name: "b" datatype: "BOOL" shape: [3] } inputs { name
 status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
     fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
-    fuzz_config:"$config" fuzz_grpc_infer:"$grpc_infer"; do
+    fuzz_config:"$config" fuzz_binary_section:"$binary" fuzz_http_request:"$http_request" \
+    fuzz_grpc_infer:"$grpc_infer"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -488,6 +489,332 @@ def check_concurrency(t, port, rng):
             len(results) == 8 and all(results), f"{results}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Binary tensor data, compression and classification, against a repository generated here
+# (numpy + onnx from Debian): an identity model over every datatype and a classifier with labels.
+
+DTYPES = [  # (protocol name, ONNX TensorProto enum name, numpy dtype or None for BYTES)
+    ("BOOL", "BOOL", "bool"), ("UINT8", "UINT8", "uint8"), ("UINT16", "UINT16", "uint16"),
+    ("UINT32", "UINT32", "uint32"), ("UINT64", "UINT64", "uint64"), ("INT8", "INT8", "int8"),
+    ("INT16", "INT16", "int16"), ("INT32", "INT32", "int32"), ("INT64", "INT64", "int64"),
+    ("FP16", "FLOAT16", "float16"), ("FP32", "FLOAT", "float32"), ("FP64", "DOUBLE", "float64"),
+    ("BF16", "BFLOAT16", None), ("BYTES", "STRING", None),
+]
+CONFIG_TYPE = {"BYTES": "TYPE_STRING"}
+LABELS = ["zero", "one", "two", "three", "four"]
+
+
+def make_extension_repo(root):
+    """identity_all: OUT_<DT> = Identity(IN_<DT>) for every datatype, dims [-1], no batching.
+    classify: OUT = Identity(IN), FP32, max_batch_size 4, dims [5], label_filename labels.txt."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def save(name, graph, config):
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        os.makedirs(os.path.join(root, name, "1"))
+        with open(os.path.join(root, name, "1", "model.onnx"), "wb") as f:
+            f.write(model.SerializeToString())
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(config)
+
+    nodes, ins, outs, cfg_in, cfg_out = [], [], [], [], []
+    for proto, onnx_name, _ in DTYPES:
+        et = getattr(TensorProto, onnx_name)
+        nodes.append(helper.make_node("Identity", [f"IN_{proto}"], [f"OUT_{proto}"]))
+        ins.append(helper.make_tensor_value_info(f"IN_{proto}", et, ["n"]))
+        outs.append(helper.make_tensor_value_info(f"OUT_{proto}", et, ["n"]))
+        ct = CONFIG_TYPE.get(proto, "TYPE_" + proto)
+        cfg_in.append(f'  {{ name: "IN_{proto}" data_type: {ct} dims: [ -1 ] }}')
+        cfg_out.append(f'  {{ name: "OUT_{proto}" data_type: {ct} dims: [ -1 ] }}')
+    save("identity_all", helper.make_graph(nodes, "identity_all", ins, outs),
+         'name: "identity_all"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
+         "input [\n" + ",\n".join(cfg_in) + "\n]\noutput [\n" + ",\n".join(cfg_out) + "\n]\n")
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["IN"], ["OUT"])], "classify",
+        [helper.make_tensor_value_info("IN", TensorProto.FLOAT, ["b", 5])],
+        [helper.make_tensor_value_info("OUT", TensorProto.FLOAT, ["b", 5])])
+    save("classify", graph,
+         'name: "classify"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 4\n'
+         'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 5 ] } ]\n'
+         'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 5 ] label_filename: "labels.txt" } ]\n')
+    with open(os.path.join(root, "classify", "labels.txt"), "w") as f:
+        f.write("\n".join(LABELS) + "\n")
+
+
+def sample_values(np, proto, npdt, rng):
+    """n = 5 values of the datatype as raw little-endian bytes, plus what JSON would carry."""
+    n = 5
+    if proto == "BYTES":
+        items = [b"", b"a", "\u00e9t\u00e9".encode(), bytes([0, 255, 10]), b"x" * 300]
+        raw = b"".join(len(v).to_bytes(4, "little") + v for v in items)
+        return raw, items
+    if proto == "BF16":
+        f = np.array([1.5, -2.0, 0.0, 3.140625, -1e30], dtype=np.float32)
+        raw = (f.view(np.uint32) >> 16).astype("<u2").tobytes()  # upper halves, as clients do
+        return raw, None
+    if proto == "BOOL":
+        a = np.array([True, False, True, True, False])
+    elif proto.startswith("FP"):
+        a = np.array([1.5, -2.25, 0.0, 1e-3, 65504.0 if proto == "FP16" else 1e30], dtype=npdt)
+    else:
+        info = np.iinfo(npdt)
+        a = np.array([info.min, info.max, 0, 1, int(info.max) // 3], dtype=npdt)
+    return a.astype(np.dtype(npdt).newbyteorder("<")).tobytes(), a
+
+
+def binary_request(inputs, outputs=None, params=None):
+    """inputs: list of (name, datatype, shape, raw bytes). Returns (body, json header length)."""
+    head = {"inputs": [{"name": n, "datatype": d, "shape": s,
+                        "parameters": {"binary_data_size": len(raw)}} for n, d, s, raw in inputs]}
+    if outputs is not None:
+        head["outputs"] = outputs
+    if params is not None:
+        head["parameters"] = params
+    js = json.dumps(head).encode()
+    return js + b"".join(raw for _, _, _, raw in inputs), len(js)
+
+
+def split_binary_response(r):
+    """(JSON header doc, {output name: raw bytes}) of a response with binary outputs."""
+    n = int(r.headers.get("Inference-Header-Content-Length"))
+    doc = json.loads(r.body[:n].decode())
+    raw, pos = {}, n
+    for o in doc["outputs"]:
+        size = o.get("parameters", {}).get("binary_data_size")
+        if size is not None:
+            raw[o["name"]] = r.body[pos:pos + size]
+            pos += size
+    return doc, raw, pos == len(r.body)
+
+
+def check_binary_datatypes(t, c):
+    import numpy as np
+    rng = random.Random(7)
+    inputs, expect = [], {}
+    for proto, _, npdt in DTYPES:
+        raw, _ = sample_values(np, proto, npdt, rng)
+        inputs.append((f"IN_{proto}", proto, [5], raw))
+        expect[f"OUT_{proto}"] = raw
+    body, n = binary_request(inputs, params={"binary_data_output": True})
+    r = c.request("POST", "/v2/models/identity_all/infer", body=body,
+                  headers={"Inference-Header-Content-Length": str(n),
+                           "Content-Type": "application/octet-stream"})
+    if not t.check("binary request with every datatype is 200 octet-stream",
+                   r.status == 200 and r.headers.get("Content-Type") == "application/octet-stream"
+                   and r.headers.get("Inference-Header-Content-Length") is not None, repr(r)):
+        return
+    doc, raw, exact = split_binary_response(r)
+    t.check("binary response: sections add up to the body", exact, repr(doc)[:300])
+    for proto, _, _ in DTYPES:
+        name = f"OUT_{proto}"
+        out = next((o for o in doc["outputs"] if o["name"] == name), {})
+        t.check(f"binary round trip {proto}: datatype, shape and bytes",
+                out.get("datatype") == proto and out.get("shape") == [5]
+                and raw.get(name) == expect[name], f"{out} {raw.get(name)!r}")
+    # The same tensors sent as JSON where JSON allows, answered as JSON, compared with numpy.
+    json_inputs, sent = [], {}
+    for proto, _, npdt in DTYPES:
+        if proto in ("FP16", "BF16"):
+            continue
+        _, values = sample_values(np, proto, npdt, rng)
+        if proto == "BYTES":
+            data = [v.decode() for v in values if _is_utf8(v)]  # JSON carries UTF-8 only
+        else:
+            data = [v.item() for v in values]
+        sent[proto] = data
+        json_inputs.append(tensor(f"IN_{proto}", proto, [len(data)], data))
+    # identity_all needs every input: send FP16/BF16 in binary alongside.
+    bin_inputs = [(f"IN_{p}", p, [5], sample_values(np, p, d, rng)[0])
+                  for p, _, d in DTYPES if p in ("FP16", "BF16")]
+    head = {"inputs": json_inputs + [{"name": nm, "datatype": d, "shape": s,
+                                      "parameters": {"binary_data_size": len(b)}}
+                                     for nm, d, s, b in bin_inputs],
+            "outputs": [{"name": f"OUT_{p}", "parameters": {"binary_data": p in ("FP16", "BF16")}}
+                        for p, _, _ in DTYPES]}
+    js = json.dumps(head).encode()
+    r = c.request("POST", "/v2/models/identity_all/infer",
+                  body=js + b"".join(b for *_, b in bin_inputs),
+                  headers={"Inference-Header-Content-Length": str(len(js))})
+    if not t.check("mixed JSON/binary request is 200", r.status == 200, repr(r)):
+        return
+    doc, raw, exact = split_binary_response(r)
+    outs = outputs_by_name(doc)
+    for proto, _, npdt in DTYPES:
+        if proto not in sent:
+            continue
+        got = outs.get(f"OUT_{proto}", {}).get("data")
+        if proto == "BYTES" or got is None:
+            same = got == sent[proto]
+        else:  # compared in the datatype (FP32 values print with float32's shortest form)
+            same = len(got) == len(sent[proto]) and bool(
+                np.all(np.array(got, dtype=npdt) == np.array(sent[proto], dtype=npdt)))
+        t.check(f"JSON round trip {proto} equals the numpy values", same,
+                f"{got} vs {sent[proto]}")
+    t.check("FP16/BF16 listed with binary_data come back binary, others JSON",
+            set(raw) == {"OUT_FP16", "OUT_BF16"} and exact, repr(doc)[:300])
+    # FP16 asked for as JSON is a 400 naming the output.
+    head["outputs"] = [{"name": "OUT_FP16", "parameters": {"binary_data": False}}]
+    js = json.dumps(head).encode()
+    r = c.request("POST", "/v2/models/identity_all/infer",
+                  body=js + b"".join(b for *_, b in bin_inputs),
+                  headers={"Inference-Header-Content-Length": str(len(js))})
+    t.check("FP16 output requested as JSON -> 400 naming it",
+            r.status == 400 and "OUT_FP16" in r.error(), repr(r))
+
+
+def _is_utf8(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def check_compression(t, c, rng):
+    import gzip
+    import zlib
+    rows = random_rows(rng, 2)
+    body = json.dumps(add_sub_request(rows)).encode()
+    want = [a + b for x, y in rows for a, b in zip(x, y)]
+    for name, pack, unpack in (("gzip", gzip.compress, gzip.decompress),
+                               ("deflate", zlib.compress, zlib.decompress)):
+        r = c.request("POST", "/v2/models/add_sub/infer", body=pack(body),
+                      headers={"Content-Encoding": name, "Accept-Encoding": name})
+        ok = r.status == 200 and r.headers.get("Content-Encoding") == name
+        doc = json.loads(unpack(r.body)) if ok else {}
+        t.check(f"{name} request and {name} response decode to the right sums",
+                ok and close_enough(flat(outputs_by_name(doc)["OUTPUT0"]["data"]), want), repr(r))
+    r = c.request("POST", "/v2/models/add_sub/infer", body=body,
+                  headers={"Accept-Encoding": "br, deflate;q=0.2, gzip;q=0.8"})
+    t.check("Accept-Encoding with weights picks gzip",
+            r.status == 200 and r.headers.get("Content-Encoding") == "gzip"
+            and "outputs" in json.loads(gzip.decompress(r.body)), repr(r))
+    r = c.request("POST", "/v2/models/add_sub/infer", body=body)
+    t.check("no Accept-Encoding: plain JSON", r.status == 200 and
+            r.headers.get("Content-Encoding") is None and "outputs" in r.json(), repr(r))
+
+
+def check_classification(t, c):
+    import numpy as np
+    x = np.array([[0.1, 0.9, 0.3, 0.05, 0.2], [5.0, -1.0, 7.5, 7.5, 0.0]], dtype=np.float32)
+    k = 3
+    want = []
+    for row in x:
+        order = sorted(range(5), key=lambda i: (-row[i], i))[:k]
+        want.append([f"{row[i]:.6f}:{i}:{LABELS[i]}" for i in order])
+    req = {"inputs": [tensor("IN", "FP32", [2, 5], x.tolist())],
+           "outputs": [{"name": "OUT", "parameters": {"classification": k}}]}
+    r = c.post("/v2/models/classify/infer", req)
+    out = outputs_by_name(r.json()).get("OUT", {}) if r.status == 200 else {}
+    t.check("classification top-3 with labels (JSON)",
+            out.get("datatype") == "BYTES" and out.get("shape") == [2, k]
+            and out.get("data") == [s for row in want for s in row], repr(r))
+    req["outputs"][0]["parameters"]["binary_data"] = True
+    r = c.post("/v2/models/classify/infer", req)
+    ok = r.status == 200
+    raw = split_binary_response(r)[1].get("OUT", b"") if ok else b""
+    strings, pos = [], 0
+    while pos + 4 <= len(raw):
+        size = int.from_bytes(raw[pos:pos + 4], "little")
+        strings.append(raw[pos + 4:pos + 4 + size].decode())
+        pos += 4 + size
+    t.check("classification top-3 with labels (binary, length-prefixed)",
+            strings == [s for row in want for s in row], f"{r!r} {strings}")
+
+
+def check_binary_errors(t, c, rng):
+    """Framing and compression errors over HTTP, each followed by a good request."""
+    import struct
+    import zlib
+    good_rows = random_rows(rng, 1)
+    good = add_sub_request(good_rows)
+    f32 = struct.pack("<16f", *good_rows[0][0])
+
+    def send(body, headers):
+        return c.request("POST", "/v2/models/add_sub/infer", body=body, headers=headers)
+
+    def one_binary(size, raw, datatype="FP32", shape=(1, 16)):
+        head = {"inputs": [{"name": "INPUT0", "datatype": datatype, "shape": list(shape),
+                            "parameters": {"binary_data_size": size}},
+                           tensor("INPUT1", "FP32", [1, 16], good_rows[0][1])]}
+        js = json.dumps(head).encode()
+        return js + raw, {"Inference-Header-Content-Length": str(len(js))}
+
+    cases = [
+        ("binary section shorter than binary_data_size", *one_binary(64, f32[:32]), 400,
+         "unexpected size for input 'INPUT0'"),
+        ("bytes left after the binary inputs", *one_binary(64, f32 + b"xx"), 400,
+         "unexpected additional input data"),
+        ("binary_data_size not matching shape x dtype", *one_binary(60, f32[:60]), 400,
+         "needs 64 bytes"),
+        ("negative binary_data_size", *one_binary(-4, f32), 400, "binary_data_size"),
+        ("BYTES prefix running past its data",
+         *one_binary(8, struct.pack("<I", 100) + b"abcd", "BYTES", (1,)), 400,
+         "declares 100 bytes"),
+        ("Inference-Header-Content-Length past the body", json.dumps(good).encode(),
+         {"Inference-Header-Content-Length": "999999"}, 400, "Inference-Header-Content-Length"),
+        ("Inference-Header-Content-Length not a number", json.dumps(good).encode(),
+         {"Inference-Header-Content-Length": "12abc"}, 400, "Inference-Header-Content-Length"),
+        ("header length cutting the JSON", json.dumps(good).encode(),
+         {"Inference-Header-Content-Length": "10"}, 400, "JSON"),
+        ("corrupt gzip body", b"\x1f\x8b\x08garbage", {"Content-Encoding": "gzip"}, 400,
+         "gzip"),
+        ("truncated deflate body", zlib.compress(json.dumps(good).encode())[:-6],
+         {"Content-Encoding": "deflate"}, 400, "deflate"),
+        ("zip bomb past --max-request-bytes", zlib.compress(b" " * (50 * MAX_REQUEST_BYTES)),
+         {"Content-Encoding": "deflate"}, 400, str(MAX_REQUEST_BYTES)),
+        ("unsupported Content-Encoding", json.dumps(good).encode(),
+         {"Content-Encoding": "br"}, 501, "br"),
+        ("sequence_id", json.dumps(dict(good, parameters={"sequence_id": 3})).encode(), {},
+         400, "sequence batching is not supported"),
+        ("classification of an unknown count type",
+         json.dumps(dict(good, outputs=[{"name": "OUTPUT0",
+                                         "parameters": {"classification": "x"}}])).encode(),
+         {}, 400, "classification"),
+        ("shape over the element limit",
+         json.dumps({"inputs": [tensor("INPUT0", "FP32", [1 << 20, 1 << 20], [1.0])]}).encode(),
+         {}, 400, "limit"),
+    ]
+    for name, body, headers, status, part in cases:
+        r = send(body, headers)
+        msg = r.error()
+        t.check(f"{name} -> {status} naming {part!r}",
+                r.status == status and part in msg, repr(r))
+        r = c.post("/v2/models/add_sub/infer", good)
+        t.check(f"  ... and a good request after it succeeds", r.status == 200, repr(r))
+
+
+def run_extension_checks(t, kiln):
+    try:
+        import numpy  # noqa: F401
+        import onnx  # noqa: F401
+    except ImportError as e:
+        t.check("numpy and onnx available for the extension checks", False, str(e))
+        return
+    root = tempfile.mkdtemp(prefix="kiln-http-ext-")
+    try:
+        make_extension_repo(root)
+        port = free_port()
+        server = Server(kiln, root, port, ["--max-request-bytes", str(MAX_REQUEST_BYTES)])
+        ready, why = server.wait_ready()
+        if not t.check("extension repository server ready", ready, why + "\n" + server.output()):
+            server.terminate()
+            return
+        c = Client(port)
+        rng = random.Random(99)
+        t.run("binary datatypes", lambda: check_binary_datatypes(t, c))
+        t.run("classification", lambda: check_classification(t, c))
+        c.close()
+        if t.failed:
+            print("---- extension server output ----\n" + server.output()[-8000:], flush=True)
+        server.terminate()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kiln", required=True, help="path to the kiln executable")
@@ -526,6 +853,8 @@ def main():
         t.run("digits", lambda: check_digits(t, c, rng))
         t.run("statistics", lambda: check_statistics(t, c))
         t.run("error answers", lambda: check_errors(t, c, rng))
+        t.run("binary and compression errors", lambda: check_binary_errors(t, c, rng))
+        t.run("compression", lambda: check_compression(t, c, rng))
         c.close()
         t.run("body limit", lambda: check_body_limit(t, port, rng))
         t.run("keep-alive", lambda: check_keep_alive(t, port, rng))
@@ -533,6 +862,7 @@ def main():
     finally:
         start = time.monotonic()
         status = server.terminate()
+        t.run("extensions on a generated repository", lambda: run_extension_checks(t, args.kiln))
         elapsed = time.monotonic() - start
         t.check(f"SIGTERM: exit status 0 within {EXIT_TIMEOUT_S:.0f} s", status == 0,
                 "did not exit in time (killed)" if status is None

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <boost/asio/connect.hpp>
@@ -46,6 +47,7 @@ ModelSignature FloatSignature(const std::string& name, int max_batch_size) {
   sig.max_batch_size = max_batch_size;
   sig.inputs = {{"INPUT", DataType::kFloat32, {4}}};
   sig.outputs = {{"OUTPUT", DataType::kFloat32, {4}}, {"NEGATED", DataType::kFloat32, {4}}};
+  sig.output_labels["OUTPUT"] = {"zero", "one"};
   return sig;
 }
 
@@ -391,7 +393,8 @@ TEST_F(HttpServerTest, ServerMetadata) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.header("Content-Type"), "application/json");
   EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3",)"
-                    R"("extensions":["model_repository","statistics"]})");
+                    R"("extensions":["classification","model_repository","binary_tensor_data",)"
+                    R"("statistics"]})");
 }
 
 TEST_F(HttpServerTest, ModelMetadata) {
@@ -514,7 +517,9 @@ TEST_F(HttpServerTest, InferErrors) {
       {"/v2/models/double/infer",
        R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1],)"
        R"("parameters":{"binary_data_size":4}}]})",
-       501, "binary"},
+       400, "unexpected size for input 'INPUT'"},
+      {"/v2/models/double/infer", InferBody({1, 2, 3, 4}, 1, R"(,"parameters":{"sequence_id":7})"),
+       400, "sequence batching is not supported"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.target + " " + k.body.substr(0, 80));
@@ -712,6 +717,39 @@ TEST_F(HttpServerTest, ChunkedBodyWithinLimitWorks) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+std::string RawFloats(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+// zlib used directly (not the server's helpers): windowBits 15 = zlib wrapper, 31 = gzip.
+std::string Zip(const std::string& in, int window_bits) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, in.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(out.size() - z.avail_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string Unzip(const std::string& in, int window_bits) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, window_bits), Z_OK);
+  std::string out(1 << 20, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(out.size() - z.avail_out);
+  inflateEnd(&z);
+  return out;
+}
+
 TEST_F(HttpServerTest, BinaryAndCompressionHeaders) {
   Client c(port());
   const std::string body = InferBody({1, 2, 3, 4}, 1);
@@ -719,17 +757,171 @@ TEST_F(HttpServerTest, BinaryAndCompressionHeaders) {
   Reply same = c.Do(http::verb::post, "/v2/models/double/infer", body,
                     {{"Inference-Header-Content-Length", std::to_string(body.size())}});
   EXPECT_EQ(same.status, 200) << same.body;
+  EXPECT_EQ(same.header("Inference-Header-Content-Length"), "");
   Reply shorter = c.Do(http::verb::post, "/v2/models/double/infer", body,
                        {{"Inference-Header-Content-Length", "10"}});
-  EXPECT_EQ(shorter.status, 501);
-  EXPECT_NE(ErrorOf(shorter).find("binary"), std::string::npos);
+  EXPECT_EQ(shorter.status, 400);
+  EXPECT_NE(ErrorOf(shorter).find("malformed JSON"), std::string::npos);
   Reply garbage = c.Do(http::verb::post, "/v2/models/double/infer", body,
                        {{"Inference-Header-Content-Length", "x1"}});
   EXPECT_EQ(garbage.status, 400);
-  Reply gzip =
-      c.Do(http::verb::post, "/v2/models/double/infer", body, {{"Content-Encoding", "gzip"}});
-  EXPECT_EQ(gzip.status, 501);
-  EXPECT_NE(ErrorOf(gzip).find("gzip"), std::string::npos);
+  Reply past = c.Do(http::verb::post, "/v2/models/double/infer", body,
+                    {{"Inference-Header-Content-Length", std::to_string(body.size() + 1)}});
+  EXPECT_EQ(past.status, 400);
+  EXPECT_NE(ErrorOf(past).find("Inference-Header-Content-Length"), std::string::npos);
+  Reply brotli =
+      c.Do(http::verb::post, "/v2/models/double/infer", body, {{"Content-Encoding", "br"}});
+  EXPECT_EQ(brotli.status, 501);
+  EXPECT_EQ(brotli.header("Accept-Encoding"), "gzip, deflate");
+  EXPECT_NE(ErrorOf(brotli).find("'br'"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, BinaryTensorRoundTrip) {
+  Client c(port());
+  const std::string json =
+      R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1,4],)"
+      R"("parameters":{"binary_data_size":16}}],)"
+      R"("outputs":[{"name":"OUTPUT","parameters":{"binary_data":true}},{"name":"NEGATED"}]})";
+  const std::string body = json + RawFloats({1.5f, -2.f, 3.f, 0.25f});
+  Reply r = c.Do(http::verb::post, "/v2/models/double/infer", body,
+                 {{"Inference-Header-Content-Length", std::to_string(json.size())},
+                  {"Content-Type", "application/octet-stream"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("Content-Type"), "application/octet-stream");
+  const size_t n = std::stoul(r.header("Inference-Header-Content-Length"));
+  ASSERT_LE(n, r.body.size());
+  EXPECT_EQ(
+      r.body.substr(0, n),
+      R"({"model_name":"double","model_version":"2","outputs":[)"
+      R"({"name":"OUTPUT","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":16}},)"
+      R"({"name":"NEGATED","datatype":"FP32","shape":[1,4],"data":[-1.5,2.0,-3.0,-0.25]}]})");
+  EXPECT_EQ(r.body.substr(n), RawFloats({3.f, -4.f, 6.f, 0.5f}));
+
+  // binary_data_output for every output; extra bytes after the inputs are refused.
+  const std::string all =
+      R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1,4],)"
+      R"("parameters":{"binary_data_size":16}}],"parameters":{"binary_data_output":true}})";
+  Reply both =
+      c.Do(http::verb::post, "/v2/models/double/infer", all + RawFloats({1.f, 2.f, 3.f, 4.f}),
+           {{"Inference-Header-Content-Length", std::to_string(all.size())}});
+  ASSERT_EQ(both.status, 200) << both.body;
+  const size_t m = std::stoul(both.header("Inference-Header-Content-Length"));
+  EXPECT_EQ(both.body.substr(m), RawFloats({2.f, 4.f, 6.f, 8.f, -1.f, -2.f, -3.f, -4.f}));
+  Reply extra =
+      c.Do(http::verb::post, "/v2/models/double/infer", all + RawFloats({1.f, 2.f, 3.f, 4.f, 5.f}),
+           {{"Inference-Header-Content-Length", std::to_string(all.size())}});
+  EXPECT_EQ(extra.status, 400);
+  EXPECT_NE(ErrorOf(extra).find("unexpected additional input data"), std::string::npos);
+  Reply truncated = c.Do(http::verb::post, "/v2/models/double/infer", all + RawFloats({1.f, 2.f}),
+                         {{"Inference-Header-Content-Length", std::to_string(all.size())}});
+  EXPECT_EQ(truncated.status, 400);
+  EXPECT_NE(ErrorOf(truncated).find("unexpected size for input 'INPUT'"), std::string::npos);
+  // The connection still serves.
+  EXPECT_EQ(c.Post("/v2/models/double/infer", InferBody({1, 2, 3, 4}, 1)).status, 200);
+}
+
+TEST_F(HttpServerTest, Classification) {
+  Client c(port());
+  // OUTPUT = 2 * INPUT = [2, 10, 6, 4] per item; labels "zero", "one" for OUTPUT only.
+  Reply r = c.Post("/v2/models/double/infer",
+                   InferBody({1, 5, 3, 2, 4, 0, 1, 9}, 2,
+                             R"(,"outputs":[{"name":"OUTPUT","parameters":{"classification":2}},)"
+                             R"({"name":"NEGATED","parameters":{"classification":1,)"
+                             R"("binary_data":true}}])"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const size_t n = std::stoul(r.header("Inference-Header-Content-Length"));
+  EXPECT_EQ(r.body.substr(0, n),
+            R"({"model_name":"double","model_version":"2","outputs":[)"
+            R"({"name":"OUTPUT","datatype":"BYTES","shape":[2,2],"data":)"
+            R"(["10.000000:1:one","6.000000:2","18.000000:3","8.000000:0:zero"]},)"
+            R"({"name":"NEGATED","datatype":"BYTES","shape":[2,1],)"
+            R"("parameters":{"binary_data_size":30}}]})");
+  // NEGATED = [-1,-5,-3,-2] -> "-1.000000:0"; [-4,-0,-1,-9] -> "-0.000000:1" (the negated 0 is
+  // -0.0f); each string behind a 4-byte little-endian length.
+  EXPECT_EQ(r.body.substr(n), std::string("\x0b\0\0\0-1.000000:0\x0b\0\0\0-0.000000:1", 30));
+  Reply bad =
+      c.Post("/v2/models/double/infer",
+             InferBody({1, 2, 3, 4}, 1,
+                       R"(,"outputs":[{"name":"OUTPUT","parameters":{"classification":-2}}])"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("'classification'"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, CompressedRequestsAndResponses) {
+  Client c(port());
+  const std::string json = InferBody({1, 2, 3, 4}, 1);
+  for (const auto& [name, bits] :
+       std::vector<std::pair<std::string, int>>{{"gzip", 31}, {"deflate", 15}}) {
+    SCOPED_TRACE(name);
+    Reply r = c.Do(http::verb::post, "/v2/models/double/infer", Zip(json, bits),
+                   {{"Content-Encoding", name}, {"Accept-Encoding", name}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("Content-Encoding"), name);
+    const std::string plain = Unzip(r.body, bits);
+    EXPECT_NE(plain.find(R"("data":[2.0,4.0,6.0,8.0])"), std::string::npos) << plain;
+  }
+  // Binary request compressed: the header length counts the decompressed JSON.
+  const std::string head =
+      R"({"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1,4],)"
+      R"("parameters":{"binary_data_size":16}}],"parameters":{"binary_data_output":true}})";
+  Reply b = c.Do(http::verb::post, "/v2/models/double/infer",
+                 Zip(head + RawFloats({1.f, 1.f, 1.f, 1.f}), 31),
+                 {{"Content-Encoding", "gzip"},
+                  {"Inference-Header-Content-Length", std::to_string(head.size())},
+                  {"Accept-Encoding", "deflate;q=0.5, gzip;q=0.9"}});
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(b.header("Content-Encoding"), "gzip");
+  const std::string plain = Unzip(b.body, 31);
+  const size_t n = std::stoul(b.header("Inference-Header-Content-Length"));
+  EXPECT_EQ(plain.substr(n), RawFloats({2.f, 2.f, 2.f, 2.f, -1.f, -1.f, -1.f, -1.f}));
+  // Corrupt data and a bomb that inflates past max_request_bytes (1 MiB here): 400.
+  Reply corrupt = c.Do(http::verb::post, "/v2/models/double/infer", "not gzip at all",
+                       {{"Content-Encoding", "gzip"}});
+  EXPECT_EQ(corrupt.status, 400);
+  EXPECT_NE(ErrorOf(corrupt).find("not valid gzip data"), std::string::npos);
+  Reply bomb = c.Do(http::verb::post, "/v2/models/double/infer",
+                    Zip(std::string(64u << 20, ' '), 15), {{"Content-Encoding", "deflate"}});
+  EXPECT_EQ(bomb.status, 400);
+  EXPECT_NE(ErrorOf(bomb).find("exceeds the limit of 1048576 bytes"), std::string::npos);
+  EXPECT_EQ(c.Post("/v2/models/double/infer", json).status, 200);
+}
+
+TEST(HttpServerLimitsTest, ConnectionsPastTheLimitGet503) {
+  FakeManager manager;
+  HttpServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.threads = 2;
+  options.max_connections = 2;
+  auto server = HttpServer::Create(options, &manager);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  {
+    Client a((*server)->port());
+    Client b((*server)->port());
+    EXPECT_EQ(a.Get("/v2/health/live").status, 200);
+    EXPECT_EQ(b.Get("/v2/health/live").status, 200);
+    Client c((*server)->port());
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(r.header("Retry-After"), "1");
+    EXPECT_NE(ErrorOf(r).find("at most 2 concurrent HTTP connections"), std::string::npos);
+    EXPECT_TRUE(c.ClosedByPeer());
+    EXPECT_EQ(a.Get("/v2/health/live").status, 200);  // the open ones keep working
+  }
+  // Once they are closed, new connections are served again.
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    try {
+      Client d((*server)->port());
+      served = d.Get("/v2/health/live").status == 200;
+    } catch (const std::exception&) {
+      // Refused while the closed sessions were still being torn down; try again.
+    }
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+  (*server)->Stop();
 }
 
 TEST_F(HttpServerTest, StopWaitsForInFlightInference) {

@@ -59,6 +59,7 @@ struct ServeOptions {
   int exit_timeout_secs = 30;
   int log_verbose = 0;
   uint64_t max_request_bytes = 64ull << 20;
+  size_t http_max_connections = 1000;
   int model_workers = 1;
   int model_thread_budget = 0;
   bool allow_thread_oversubscription = false;
@@ -201,6 +202,7 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   hopt.port = opt.http_port;
   hopt.threads = opt.http_thread_count;
   hopt.max_request_bytes = opt.max_request_bytes;
+  hopt.max_connections = opt.http_max_connections;
   hopt.server_version = KILN_VERSION;
   Result<std::unique_ptr<HttpServer>> server = HttpServer::Create(hopt, manager->get());
   if (!server.ok()) {
@@ -309,6 +311,10 @@ CommandMain AddServeCommand(CLI::App& app) {
   cmd->add_option("--http-thread-count", opt->http_thread_count,
                   "HTTP I/O threads (0 = number of cores, at least 2)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", opt->http_max_connections,
+                  "Most HTTP connections open at once; beyond it a connection gets 503 and is "
+                  "closed (0 = no limit; the default stays under the usual 1024 open files)")
       ->capture_default_str();
   cmd->add_option("--allow-grpc", opt->allow_grpc,
                   "Serve KServe v2 gRPC (inference.GRPCInferenceService and grpc.health.v1)")

@@ -62,6 +62,8 @@
 
 #include "base/logging.h"
 #include "repo/model_manager.h"
+#include "server/classification.h"
+#include "server/http/compression.h"
 #include "server/http/infer_json.h"
 #include "server/http/metadata_json.h"
 #include "server/http/repository_json.h"
@@ -95,8 +97,8 @@ constexpr unsigned kHttpPayloadTooLarge = 413;
 
 // Names of the KServe extensions kiln implements, in the reference server's order. Others
 // (binary data, shared memory, ...) are added here when their endpoints exist.
-constexpr std::array<std::string_view, 2> kImplementedExtensions{"model_repository",
-                                                                 "statistics"};
+constexpr std::array<std::string_view, 4> kImplementedExtensions{
+    "classification", "model_repository", "binary_tensor_data", "statistics"};
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -258,10 +260,15 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Response> response_;
   std::unique_ptr<char[]> linger_buffer_;
 
-  // The inference in flight: what the response echoes.
+  // The inference in flight: what the response echoes and how it is encoded.
   std::string infer_model_name_;
   int64_t infer_model_version_ = 0;
   std::string infer_id_;
+  ResponseEncoding infer_encoding_;
+  ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
+  bool infer_batched_ = false;  // the model's max_batch_size > 0 (classification shape)
+  // Labels of the outputs requested with a class count.
+  std::unordered_map<std::string, std::vector<std::string>> infer_labels_;
 };
 
 // Carries a Session and a work guard from Infer() to the model's callback; see the NOTE above.
@@ -511,49 +518,35 @@ void Session::HandleInfer(const Route& route) {
     SendError(Status::Unavailable("the server is shutting down: no new inference requests"));
     return;
   }
-  const auto& req = body_parser_->get();
+  auto& req = body_parser_->get();
   const std::string_view encoding = ToStd(req[http::field::content_encoding]);
-  if (!encoding.empty() && !IEquals(encoding, "identity")) {
+  const std::optional<ContentCoding> coding = ParseContentEncoding(encoding);
+  if (!coding) {
     Response res{static_cast<http::status>(HttpStatusFor(StatusCode::kUnimplemented)), version_};
-    res.set(http::field::accept_encoding, "identity");
+    res.set(http::field::accept_encoding, "gzip, deflate");
     res.set(http::field::content_type, "application/json");
-    res.body() = JsonErrorBody(fmt::format("unsupported Content-Encoding '{}'", encoding));
+    res.body() = JsonErrorBody(fmt::format(
+        "unsupported Content-Encoding '{}'; supported: gzip, deflate, identity", encoding));
     Send(std::move(res), After::kContinue);
     return;
   }
-  const std::string_view header_length = ToStd(req["Inference-Header-Content-Length"]);
-  if (!header_length.empty()) {
-    uint64_t n = 0;
-    const auto res =
-        std::from_chars(header_length.data(), header_length.data() + header_length.size(), n);
-    if (res.ec != std::errc() || res.ptr != header_length.data() + header_length.size() ||
-        n > req.body().size()) {
-      SendError(Status::InvalidArgument(
-          fmt::format("invalid Inference-Header-Content-Length '{}' for a body of {} bytes",
-                      header_length, req.body().size())));
-      return;
-    }
-    if (n != req.body().size()) {
-      SendError(Status::Unimplemented(
-          "binary tensor data (Inference-Header-Content-Length smaller than the body) is not "
-          "supported; send the tensors as JSON"));
-      return;
-    }
-  }
-
+  const ContentCoding response_coding =
+      ChooseResponseCoding(ToStd(req[http::field::accept_encoding]));
   Result<std::shared_ptr<LoadedModel>> model =
       server_->manager()->GetModel(route.model, route.version);
   if (!model.ok()) {
     SendError(model.status());
     return;
   }
-  Result<std::unique_ptr<InferRequest>> parsed = ParseInferRequestJson(req.body());
-  body_parser_.reset();  // the body is no longer needed while the model runs
+  Result<ParsedInferRequest> parsed = ParseInferHttpBody(
+      std::move(req.body()), encoding, ToStd(req["Inference-Header-Content-Length"]),
+      server_->options().max_request_bytes);
+  body_parser_.reset();  // the body now lives in the request's tensors, or is freed
   if (!parsed.ok()) {
     SendError(parsed.status());
     return;
   }
-  std::unique_ptr<InferRequest> request = std::move(parsed).value();
+  std::unique_ptr<InferRequest> request = std::move(parsed->request);
   const std::shared_ptr<LoadedModel>& loaded = *model;
   request->model_name = loaded->name();
   request->model_version = loaded->version();
@@ -564,6 +557,15 @@ void Session::HandleInfer(const Route& route) {
   infer_model_name_ = loaded->name();
   infer_model_version_ = loaded->version();
   infer_id_ = request->id;
+  infer_encoding_ = std::move(parsed->encoding);
+  infer_response_coding_ = response_coding;
+  infer_batched_ = loaded->signature().max_batch_size > 0;
+  infer_labels_.clear();
+  for (const OutputEncoding& o : infer_encoding_.outputs) {
+    if (o.class_count == 0) continue;
+    const auto labels = loaded->signature().output_labels.find(o.name);
+    if (labels != loaded->signature().output_labels.end()) infer_labels_[o.name] = labels->second;
+  }
   auto ticket =
       std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard(), server_);
   loaded->Infer(std::move(request), [ticket = std::move(ticket)](Result<InferResponse> result) {
@@ -679,12 +681,44 @@ void Session::OnInferDone(Result<InferResponse> result) {
   response.model_name = infer_model_name_;
   response.model_version = infer_model_version_;
   response.id = infer_id_;
-  std::string body;
-  if (Status s = AppendInferResponseJson(response, &body); !s.ok()) {
+  for (InferOutput& output : response.outputs) {
+    const int64_t k = infer_encoding_.ClassCount(output.name);
+    if (k == 0) continue;
+    const auto labels = infer_labels_.find(output.name);
+    Result<OwnedTensor> classes =
+        Classify(output.tensor.view(), k, infer_batched_,
+                 labels == infer_labels_.end() ? std::span<const std::string>()
+                                               : std::span<const std::string>(labels->second));
+    if (!classes.ok()) {
+      SendError(Status::InvalidArgument(
+          fmt::format("output '{}': {}", output.name, classes.status().message())));
+      return;
+    }
+    output.tensor = std::move(classes).value();
+  }
+  EncodedInferResponse encoded;
+  if (Status s = EncodeInferResponse(response, infer_encoding_, &encoded); !s.ok()) {
     SendError(s);
     return;
   }
-  SendJson(kHttpOk, std::move(body));
+  Response res{http::status::ok, version_};
+  if (encoded.binary) {
+    res.set(http::field::content_type, "application/octet-stream");
+    res.set("Inference-Header-Content-Length", std::to_string(encoded.json_bytes));
+  } else {
+    res.set(http::field::content_type, "application/json");
+  }
+  res.body() = std::move(encoded.body);
+  if (infer_response_coding_ != ContentCoding::kIdentity) {
+    // A compression failure sends the body uncompressed (KSERVE-V2.md 1.14).
+    Result<std::string> compressed = Compress(res.body(), infer_response_coding_);
+    if (compressed.ok()) {
+      res.body() = std::move(compressed).value();
+      res.set(http::field::content_encoding,
+              std::string(ContentCodingName(infer_response_coding_)));
+    }
+  }
+  Send(std::move(res), After::kContinue);
 }
 
 void Session::SendEmpty(unsigned status) {
@@ -896,6 +930,29 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   }
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);  // small responses must not wait for Nagle
+  const size_t limit = options_.max_connections;
+  size_t open = 0;
+  if (limit > 0) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    open = sessions_.size();
+  }
+  if (limit > 0 && open >= limit) {
+    // Over the limit: one non-blocking write of a 503 (it fits the socket buffer of a fresh
+    // connection; if not, the client just sees the close), then the connection is closed.
+    const std::string body = JsonErrorBody(fmt::format(
+        "too many connections: the server accepts at most {} concurrent HTTP connections", limit));
+    const std::string response = fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Retry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+        body.size(), body);
+    socket.non_blocking(true, ignored);
+    socket.write_some(net::buffer(response), ignored);
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    socket.close(ignored);
+    KILN_LOG_WARN("HTTP connection refused: {} connections open (limit {})", open, limit);
+    DoAccept();
+    return;
+  }
   std::make_shared<Session>(std::move(socket), this)->Start();
   DoAccept();
 }

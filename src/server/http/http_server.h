@@ -15,15 +15,16 @@
 //   http->Stop();                           // in-flight responses are written, then it returns
 //
 // Endpoints: GET /v2/health/live, GET /v2/health/ready, GET /v2 (server metadata),
-// GET /v2/models/{m}[/versions/{v}] (model metadata), GET .../ready, POST .../infer (JSON
-// tensors), GET /v2/models[/{m}[/versions/{v}]]/stats (statistics), POST /v2/repository/index,
+// GET /v2/models/{m}[/versions/{v}] (model metadata), GET .../ready, POST .../infer (JSON and
+// binary tensors, gzip/deflate bodies both ways, classification; see infer_json.h),
+// GET /v2/models[/{m}[/versions/{v}]]/stats (statistics), POST /v2/repository/index,
 // POST /v2/repository/models/{m}/load and .../unload (model repository; a {repo} path segment
 // answers 501). Other protocol paths answer 404 {"error":"Not Found"}; a known path with the
 // wrong method 405. Errors are {"error": "..."} with the status from server/status_map.h; a body over
 // max_request_bytes is refused with 413 from its Content-Length (or as soon as a chunked body
 // passes the limit) without being stored, and that connection is closed.
 //
-// Connections: HTTP/1.1 keep-alive, one request at a time per connection (pipelined requests
+// Connections: HTTP/1.1 keep-alive, at most max_connections open (503 and close beyond), one request at a time per connection (pipelined requests
 // are answered in order). Each connection runs on its own strand; inference completes through
 // a callback that may run on any thread and posts the response back to that strand, so no io
 // thread ever waits for a model. Fixed timeouts: a connection idle (or sending a request) for
@@ -46,7 +47,10 @@ struct HttpServerOptions {
   std::string address = "0.0.0.0";       // IP literal or host name to listen on
   int port = 8000;                       // 0 = pick a free port (see HttpServer::port())
   int threads = 0;                       // io threads; 0 = number of cores, at least 2
-  size_t max_request_bytes = 64u << 20;  // largest accepted request body
+  size_t max_request_bytes = 64u << 20;  // largest accepted request body (also decompressed)
+  // Most connections open at once; 0 = no limit. A connection past it is answered 503
+  // {"error": "too many connections ..."} with Retry-After and closed.
+  size_t max_connections = 0;
   std::string server_version;            // "version" of GET /v2
 };
 

@@ -12,13 +12,16 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "server/http/compression.h"
 #include "server/json_writer.h"
+#include "server/raw_tensor.h"
 #include "tensor/shape.h"
 
 namespace kiln {
@@ -313,11 +316,24 @@ Result<Shape> ParseShape(dom::element shape_el, std::string_view input) {
     return Status::InvalidArgument(
         fmt::format("input '{}': invalid shape: {}", input, shape.status().message()));
   }
+  if (shape->NumElements() > kMaxTensorElements) {
+    return Status::InvalidArgument(
+        fmt::format("input '{}': shape {} has {} elements, more than the limit of {}", input,
+                    shape->ToString(), shape->NumElements(), kMaxTensorElements));
+  }
   return shape;
 }
 
+// The binary section of a request body: what follows the JSON header. Inputs take their bytes
+// from it in order.
+struct BinarySection {
+  std::string_view bytes;
+  size_t consumed = 0;
+  std::shared_ptr<const void> owner;  // keeps `bytes` alive for borrowing tensors
+};
+
 Result<InferInput> ParseInput(dom::element el, size_t position,
-                              std::unordered_set<std::string_view>* seen) {
+                              std::unordered_set<std::string_view>* seen, BinarySection* section) {
   dom::object in;
   if (el.get_object().get(in) != simdjson::SUCCESS) {
     return Status::InvalidArgument(
@@ -347,6 +363,7 @@ Result<InferInput> ParseInput(dom::element el, size_t position,
 
   bool binary = false;
   bool shared_memory = false;
+  dom::element binary_size_el;
   dom::element params_el;
   if (in.at_key("parameters").get(params_el) == simdjson::SUCCESS) {
     dom::object params;
@@ -354,7 +371,7 @@ Result<InferInput> ParseInput(dom::element el, size_t position,
       return Status::InvalidArgument(
           fmt::format("input '{}': 'parameters' must be an object", name));
     }
-    binary = HasKey(params, "binary_data_size");
+    binary = params.at_key("binary_data_size").get(binary_size_el) == simdjson::SUCCESS;
     shared_memory = HasKey(params, "shared_memory_region");
   }
   dom::element data_el;
@@ -367,9 +384,26 @@ Result<InferInput> ParseInput(dom::element el, size_t position,
                     name));
   }
   if (binary) {
-    return Status::Unimplemented(fmt::format(
-        "input '{}': binary tensor data (binary_data_size) is not supported; send 'data' as JSON",
-        name));
+    uint64_t size = 0;
+    if ((binary_size_el.type() != ElementType::INT64 &&
+         binary_size_el.type() != ElementType::UINT64) ||
+        binary_size_el.get_uint64().get(size) != simdjson::SUCCESS) {
+      return Status::InvalidArgument(
+          fmt::format("input '{}': 'binary_data_size' must be a non-negative integer, got {}", name,
+                      Describe(binary_size_el)));
+    }
+    const size_t remaining = section->bytes.size() - section->consumed;
+    if (size > remaining) {
+      return Status::InvalidArgument(fmt::format(
+          "unexpected size for input '{}': binary_data_size is {} bytes but only {} bytes of "
+          "binary data remain after the JSON header",
+          name, size, remaining));
+    }
+    const std::string_view data = section->bytes.substr(section->consumed, size);
+    section->consumed += size;
+    KILN_ASSIGN_OR_RETURN(OwnedTensor tensor,
+                          DecodeRawTensor(name, *dtype, shape, data, section->owner));
+    return InferInput{std::string(name), std::move(tensor)};
   }
   if (shared_memory) {
     return Status::Unimplemented(
@@ -397,7 +431,7 @@ Result<InferInput> ParseInput(dom::element el, size_t position,
   return InferInput{std::string(name), std::move(tensor)};
 }
 
-Result<RequestedOutput> ParseOutput(dom::element el, size_t position) {
+Result<OutputEncoding> ParseOutput(dom::element el, size_t position) {
   dom::object out;
   if (el.get_object().get(out) != simdjson::SUCCESS) {
     return Status::InvalidArgument(
@@ -414,16 +448,33 @@ Result<RequestedOutput> ParseOutput(dom::element el, size_t position) {
       return Status::InvalidArgument(
           fmt::format("output '{}': 'parameters' must be an object", name));
     }
-    if (HasKey(params, "classification")) {
-      return Status::Unimplemented(
-          fmt::format("output '{}': the classification extension is not supported", name));
-    }
     if (HasKey(params, "shared_memory_region")) {
       return Status::Unimplemented(
           fmt::format("output '{}': shared memory outputs are not supported", name));
     }
+    OutputEncoding encoding{std::string(name), std::nullopt, 0};
+    dom::element v;
+    if (params.at_key("binary_data").get(v) == simdjson::SUCCESS) {
+      bool binary = false;
+      if (v.get_bool().get(binary) != simdjson::SUCCESS) {
+        return Status::InvalidArgument(
+            fmt::format("output '{}': 'binary_data' must be a boolean, got {}", name, Describe(v)));
+      }
+      encoding.binary_data = binary;
+    }
+    if (params.at_key("classification").get(v) == simdjson::SUCCESS) {
+      int64_t k = 0;
+      if (v.type() != ElementType::INT64 || v.get_int64().get(k) != simdjson::SUCCESS || k < 1) {
+        return Status::InvalidArgument(fmt::format(
+            "output '{}': 'classification' must be a positive integer (the number of classes), "
+            "got {}",
+            name, Describe(v)));
+      }
+      encoding.class_count = k;
+    }
+    return encoding;
   }
-  return RequestedOutput{std::string(name)};
+  return OutputEncoding{std::string(name), std::nullopt, 0};
 }
 
 // A scheduling parameter: a JSON unsigned integer that fits uint64.
@@ -441,7 +492,14 @@ Result<uint64_t> ParseUint64Parameter(std::string_view key, dom::element value,
       "request parameter '{}' ({}) must be an unsigned integer, got {}", key, meaning, got));
 }
 
-Status ParseRequestParameters(dom::element el, InferRequest* request) {
+Status SequenceUnsupported(std::string_view key) {
+  return Status::InvalidArgument(fmt::format(
+      "sequence batching is not supported: request parameter '{}' cannot be used (kiln serves "
+      "each request on its own)",
+      key));
+}
+
+Status ParseRequestParameters(dom::element el, InferRequest* request, ResponseEncoding* encoding) {
   dom::object params;
   if (el.get_object().get(params) != simdjson::SUCCESS) {
     return Status::InvalidArgument("request 'parameters' must be an object");
@@ -460,6 +518,22 @@ Status ParseRequestParameters(dom::element el, InferRequest* request) {
       KILN_ASSIGN_OR_RETURN(
           request->timeout_us,
           ParseUint64Parameter(kv.key, kv.value, "queue timeout in microseconds"));
+    } else if (kv.key == "binary_data_output") {
+      if (kv.value.get_bool().get(encoding->binary_data_output) != simdjson::SUCCESS) {
+        return Status::InvalidArgument(
+            fmt::format("request parameter 'binary_data_output' must be a boolean, got {}",
+                        Describe(kv.value)));
+      }
+    } else if (kv.key == "sequence_id") {
+      // 0 and "" mean "not part of a sequence" and are accepted.
+      const bool none = (kv.value.type() == ElementType::INT64 && AsInt64(kv.value) == 0) ||
+                        (kv.value.type() == ElementType::STRING && AsString(kv.value).empty());
+      if (!none) return SequenceUnsupported(kv.key);
+    } else if (kv.key == "sequence_start" || kv.key == "sequence_end") {
+      bool flag = true;
+      if (kv.value.get_bool().get(flag) != simdjson::SUCCESS || flag) {
+        return SequenceUnsupported(kv.key);
+      }
     }
   }
   return Status::OK();
@@ -521,15 +595,19 @@ Status WriteOutputData(const InferOutput& output, JsonWriter* w) {
                                       DataTypeName(t.dtype())));
 }
 
-}  // namespace
-
-Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body) {
+// Parses body[0, json_bytes) as the JSON header and the rest as the binary section.
+Result<ParsedInferRequest> ParseBody(const std::string& body, size_t json_bytes,
+                                     std::shared_ptr<const void> owner) {
   dom::parser parser;
-  if (parser.allocate(std::max<size_t>(body.size(), 1), kMaxJsonDepth) != simdjson::SUCCESS) {
+  if (parser.allocate(std::max<size_t>(json_bytes, 1), kMaxJsonDepth) != simdjson::SUCCESS) {
     return Status::ResourceExhausted("cannot allocate memory to parse the request body");
   }
+  // In place when the allocation has the padding simdjson reads past the end (its content
+  // does not matter); otherwise simdjson copies the JSON.
+  const bool copy = body.capacity() - json_bytes < simdjson::SIMDJSON_PADDING;
   dom::element root;
-  if (const auto error = parser.parse(body).get(root); error != simdjson::SUCCESS) {
+  if (const auto error = parser.parse(body.data(), json_bytes, copy).get(root);
+      error != simdjson::SUCCESS) {
     return ParseError(error);
   }
   dom::object obj;
@@ -537,7 +615,9 @@ Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& b
     return Status::InvalidArgument(
         fmt::format("request body must be a JSON object, got {}", JsonTypeName(root.type())));
   }
-  auto request = std::make_unique<InferRequest>();
+  ParsedInferRequest parsed;
+  parsed.request = std::make_unique<InferRequest>();
+  InferRequest* request = parsed.request.get();
 
   dom::element el;
   if (obj.at_key("id").get(el) == simdjson::SUCCESS) {
@@ -549,7 +629,7 @@ Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& b
     request->id = std::string(id);
   }
   if (obj.at_key("parameters").get(el) == simdjson::SUCCESS) {
-    KILN_RETURN_IF_ERROR(ParseRequestParameters(el, request.get()));
+    KILN_RETURN_IF_ERROR(ParseRequestParameters(el, request, &parsed.encoding));
   }
 
   dom::array inputs;
@@ -560,12 +640,19 @@ Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& b
     return Status::InvalidArgument(
         fmt::format("request 'inputs' must be an array, got {}", JsonTypeName(el.type())));
   }
+  BinarySection section{std::string_view(body).substr(json_bytes), 0, std::move(owner)};
   std::unordered_set<std::string_view> seen;
   size_t position = 0;
   for (dom::element input_el : inputs) {
-    KILN_ASSIGN_OR_RETURN(InferInput input, ParseInput(input_el, position, &seen));
+    KILN_ASSIGN_OR_RETURN(InferInput input, ParseInput(input_el, position, &seen, &section));
     request->inputs.push_back(std::move(input));
     ++position;
+  }
+  if (section.consumed != section.bytes.size()) {
+    return Status::InvalidArgument(fmt::format(
+        "unexpected additional input data: the binary section has {} bytes, the inputs' "
+        "binary_data_size account for {}",
+        section.bytes.size(), section.consumed));
   }
 
   if (obj.at_key("outputs").get(el) == simdjson::SUCCESS) {
@@ -576,12 +663,80 @@ Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& b
     }
     position = 0;
     for (dom::element output_el : outputs) {
-      KILN_ASSIGN_OR_RETURN(RequestedOutput output, ParseOutput(output_el, position));
-      request->outputs.push_back(std::move(output));
+      KILN_ASSIGN_OR_RETURN(OutputEncoding output, ParseOutput(output_el, position));
+      request->outputs.push_back(RequestedOutput{output.name});
+      parsed.encoding.outputs.push_back(std::move(output));
       ++position;
     }
   }
-  return request;
+  return parsed;
+}
+
+}  // namespace
+
+bool ResponseEncoding::IsBinary(std::string_view output) const {
+  for (const OutputEncoding& o : outputs) {
+    if (o.name == output) return o.binary_data.value_or(binary_data_output);
+  }
+  return binary_data_output;
+}
+
+int64_t ResponseEncoding::ClassCount(std::string_view output) const {
+  for (const OutputEncoding& o : outputs) {
+    if (o.name == output) return o.class_count;
+  }
+  return 0;
+}
+
+Result<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> body,
+                                             size_t json_bytes) {
+  KILN_CHECK(body != nullptr && json_bytes <= body->size(), "bad ParseInferRequest arguments");
+  const std::string& text = *body;
+  return ParseBody(text, json_bytes, std::move(body));
+}
+
+Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view content_encoding,
+                                              std::string_view inference_header_length,
+                                              size_t max_request_bytes) {
+  const std::optional<ContentCoding> coding = ParseContentEncoding(content_encoding);
+  if (!coding) {
+    return Status::Unimplemented(fmt::format(
+        "unsupported Content-Encoding '{}'; supported: gzip, deflate, identity", content_encoding));
+  }
+  // The body moves into shared ownership: tensors of binary inputs borrow it, and it is freed
+  // with the last of them.
+  std::shared_ptr<std::string> owned;
+  if (*coding == ContentCoding::kIdentity) {
+    owned = std::make_shared<std::string>(std::move(body));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::string inflated,
+                          Decompress(body, *coding, max_request_bytes, kJsonPaddingBytes));
+    owned = std::make_shared<std::string>(std::move(inflated));
+  }
+  size_t json_bytes = owned->size();
+  if (!inference_header_length.empty()) {
+    const std::string_view h = inference_header_length;
+    uint64_t n = 0;
+    const auto res = std::from_chars(h.data(), h.data() + h.size(), n);
+    if (res.ec != std::errc() || res.ptr != h.data() + h.size() || n > owned->size()) {
+      return Status::InvalidArgument(
+          fmt::format("invalid Inference-Header-Content-Length '{}' for a{} body of {} bytes", h,
+                      *coding == ContentCoding::kIdentity ? "" : " decompressed", owned->size()));
+    }
+    if (n == 0 && !owned->empty()) {
+      return Status::Unimplemented(
+          "raw binary requests (Inference-Header-Content-Length 0) are not supported; send a "
+          "JSON header describing the inputs");
+    }
+    json_bytes = n;
+  }
+  return ParseInferRequest(std::move(owned), json_bytes);
+}
+
+Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body) {
+  // No binary section: nothing can borrow the body, so no owner is needed.
+  KILN_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseBody(body, body.size(), nullptr));
+  return std::move(parsed.request);
 }
 
 Status CheckRequestedOutputs(const InferRequest& request, const ModelSignature& signature) {
@@ -602,15 +757,16 @@ Status CheckRequestedOutputs(const InferRequest& request, const ModelSignature& 
   return Status::OK();
 }
 
-Status AppendInferResponseJson(const InferResponse& response, std::string* out) {
-  JsonWriter w(out);
-  w.BeginObject();
-  if (!response.id.empty()) w.KeyString("id", response.id);
-  w.KeyString("model_name", response.model_name);
-  w.KeyString("model_version", std::to_string(response.model_version));
-  w.Key("outputs");
-  w.BeginArray();
-  for (const InferOutput& output : response.outputs) {
+Status EncodeInferResponse(const InferResponse& response, const ResponseEncoding& encoding,
+                           EncodedInferResponse* out) {
+  std::string& body = out->body;
+  body.clear();
+  out->binary = false;
+  // Binary outputs first decided and checked, so that the JSON can name their sizes.
+  std::vector<size_t> binary_sizes(response.outputs.size(), 0);
+  std::vector<bool> binary(response.outputs.size(), false);
+  for (size_t i = 0; i < response.outputs.size(); ++i) {
+    const InferOutput& output = response.outputs[i];
     const Tensor& t = output.tensor.view();
     if (!t.valid() || (t.raw_data() == nullptr && t.num_elements() > 0)) {
       return Status::Internal(fmt::format("output '{}' has no tensor", output.name));
@@ -619,28 +775,68 @@ Status AppendInferResponseJson(const InferResponse& response, std::string* out) 
       return Status::Internal(fmt::format("output '{}' is not a contiguous host tensor ({})",
                                           output.name, t.device().ToString()));
     }
-    if (t.dtype() == DataType::kFloat16 || t.dtype() == DataType::kBFloat16) {
+    binary[i] = encoding.IsBinary(output.name);
+    if (binary[i]) {
+      binary_sizes[i] = RawTensorBytes(t);
+      out->binary = true;
+    } else if (t.dtype() == DataType::kFloat16 || t.dtype() == DataType::kBFloat16) {
       return Status::InvalidArgument(fmt::format(
-          "output '{}' has datatype {}, which cannot be returned as JSON; it requires binary "
-          "tensor data",
+          "output '{}' has datatype {}, which cannot be returned as JSON; request it with "
+          "binary tensor data (output parameter 'binary_data': true)",
           output.name, DataTypeName(t.dtype())));
     }
+  }
+  {
+    JsonWriter w(&body);
     w.BeginObject();
-    w.KeyString("name", output.name);
-    w.KeyString("datatype", DataTypeName(t.dtype()));
-    w.Key("shape");
+    if (!response.id.empty()) w.KeyString("id", response.id);
+    w.KeyString("model_name", response.model_name);
+    w.KeyString("model_version", std::to_string(response.model_version));
+    w.Key("outputs");
     w.BeginArray();
-    for (int64_t d : t.shape().dims()) w.Int(d);
-    w.EndArray();
-    w.Key("data");
-    w.BeginArray();
-    KILN_RETURN_IF_ERROR(WriteOutputData(output, &w));
+    for (size_t i = 0; i < response.outputs.size(); ++i) {
+      const InferOutput& output = response.outputs[i];
+      const Tensor& t = output.tensor.view();
+      w.BeginObject();
+      w.KeyString("name", output.name);
+      w.KeyString("datatype", DataTypeName(t.dtype()));
+      w.Key("shape");
+      w.BeginArray();
+      for (int64_t d : t.shape().dims()) w.Int(d);
+      w.EndArray();
+      if (binary[i]) {
+        w.Key("parameters");
+        w.BeginObject();
+        w.Key("binary_data_size");
+        w.Uint(binary_sizes[i]);
+        w.EndObject();
+      } else {
+        w.Key("data");
+        w.BeginArray();
+        KILN_RETURN_IF_ERROR(WriteOutputData(output, &w));
+        w.EndArray();
+      }
+      w.EndObject();
+    }
     w.EndArray();
     w.EndObject();
   }
-  w.EndArray();
-  w.EndObject();
+  out->json_bytes = body.size();
+  if (!out->binary) return Status::OK();
+  size_t total = body.size();
+  for (size_t n : binary_sizes) total += n;
+  body.reserve(total);
+  for (size_t i = 0; i < response.outputs.size(); ++i) {
+    if (binary[i]) KILN_RETURN_IF_ERROR(AppendRawTensor(response.outputs[i].tensor.view(), &body));
+  }
   return Status::OK();
+}
+
+Status AppendInferResponseJson(const InferResponse& response, std::string* out) {
+  EncodedInferResponse encoded;
+  Status s = EncodeInferResponse(response, ResponseEncoding{}, &encoded);
+  out->append(encoded.body);
+  return s;
 }
 
 }  // namespace kiln

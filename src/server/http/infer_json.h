@@ -1,38 +1,49 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Translation between the KServe v2 JSON inference body (KSERVE-V2.md 1.8-1.11) and the
-// internal InferRequest / InferResponse (sched/request.h). No sockets: the HTTP server calls
-// these, and they are unit- and mutation-tested on their own.
+// Translation between the KServe v2 inference body (KSERVE-V2.md 1.8-1.13: JSON, with the
+// binary tensor data extension) and the internal InferRequest / InferResponse (sched/request.h).
+// No sockets: the HTTP server calls these, and they are unit- and mutation-tested on their own.
 //
-//   KILN_ASSIGN_OR_RETURN(std::unique_ptr<InferRequest> req, ParseInferRequestJson(body));
-//   req->model_name = model->name(); req->model_version = model->version();
-//   KILN_RETURN_IF_ERROR(CheckRequestedOutputs(*req, model->signature()));
-//   ...
-//   std::string json;
-//   Status s = AppendInferResponseJson(response, &json);
+//   auto body = std::make_shared<const std::string>(std::move(http_body));
+//   KILN_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, json_bytes));
+//   parsed.request->model_name = ...;
+//   KILN_RETURN_IF_ERROR(CheckRequestedOutputs(*parsed.request, model->signature()));
+//   ...                                     // later, with the model's response:
+//   EncodedInferResponse encoded;
+//   Status s = EncodeInferResponse(response, parsed.encoding, &encoded);
 //
 // Request rules: a JSON object with an `inputs` array (required) and optional `id` (string),
 // `parameters` (object; keys starting with "triton_" are reserved -> 400; `priority` and
 // `timeout` (microseconds) must be unsigned integers and set InferRequest::priority /
-// timeout_us, anything else -> 400 naming the parameter; other keys are accepted and not used
-// yet) and `outputs` (array of {"name", "parameters"}). Unknown keys are ignored.
+// timeout_us; `binary_data_output` must be a boolean; `sequence_id` (non-zero / non-empty),
+// `sequence_start` and `sequence_end` (true) are refused because sequence batching is not
+// supported; other keys are custom parameters, accepted and not used) and `outputs` (array of
+// {"name", "parameters"}). Unknown keys are ignored.
 // Each input has `name`, `datatype` (protocol string), `shape` (non-negative integers, at most
-// Shape::kMaxRank dims) and exactly one data source. `data` is a flat or nested array, flattened
-// in row-major order; its element count must equal product(shape). Element types: BOOL
-// true/false; UINT*/INT* JSON integers within the type's range (no fractions, no 1.0); FP32/FP64
-// any JSON number (or "NaN", "Infinity", "-Infinity", the strings JsonWriter emits; FP32 values
-// beyond its range become +-Infinity); BYTES JSON strings. FP16/BF16 cannot be sent as JSON.
-// The binary tensor data extension (binary_data_size), shared memory and classification are not
-// implemented: they answer UNIMPLEMENTED. binary_data / binary_data_output are accepted and
-// ignored (the response is JSON, which clients read the same way). Documents nested deeper
-// than kMaxJsonDepth are rejected before any recursion, so no input can exhaust the stack.
+// Shape::kMaxRank dims, at most kMaxTensorElements elements) and exactly one data source:
+// - `data`: a flat or nested array, flattened in row-major order; its element count must equal
+//   product(shape). Element types: BOOL true/false; UINT*/INT* JSON integers within the type's
+//   range (no fractions, no 1.0); FP32/FP64 any JSON number (or "NaN", "Infinity", "-Infinity",
+//   the strings JsonWriter emits; FP32 values beyond its range become +-Infinity); BYTES JSON
+//   strings. FP16/BF16 cannot be sent as JSON.
+// - `parameters.binary_data_size`: that many bytes of the binary section (the body past the
+//   JSON header), consumed in input order, in the raw form of server/raw_tensor.h. The size
+//   must match shape x datatype (BYTES: the length prefixes must add up); the binary section
+//   must hold exactly the sum of the sizes. Fixed-size inputs borrow the body (no copy) when
+//   aligned for their element type; the tensors then keep the body alive.
+// Shared memory is not implemented (UNIMPLEMENTED). Output parameters: `binary_data` (boolean)
+// and `classification` (unsigned integer; the top-k classes, see server/classification.h).
+// Documents nested deeper than kMaxJsonDepth are rejected before any recursion, so no input
+// can exhaust the stack.
 //
 // Errors are INVALID_ARGUMENT (UNIMPLEMENTED as above) with a message naming the input and the
 // problem. Thread safety: stateless functions; call from any thread.
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "repo/model_manager.h"
@@ -44,10 +55,50 @@ namespace kiln {
 inline constexpr size_t kMaxJsonDepth = 100;
 // Spare capacity a body needs past its size() to be parsed without a copy (SIMDJSON_PADDING).
 inline constexpr size_t kJsonPaddingBytes = 64;
+// Largest element count of one input tensor (2^31: 8 GiB of FP32, beyond any request limit).
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
 
-// Parses an inference request body. model_name / model_version are left for the caller.
-// When body.capacity() - body.size() >= kJsonPaddingBytes the parser reads it in place,
-// otherwise it copies it once.
+// How one requested output is returned.
+struct OutputEncoding {
+  std::string name;
+  std::optional<bool> binary_data;  // the output's `parameters.binary_data`, when given
+  int64_t class_count = 0;          // `parameters.classification`; 0: the tensor itself
+};
+
+// The response choices a request makes (not part of InferRequest: they are the protocol's).
+struct ResponseEncoding {
+  bool binary_data_output = false;      // request parameter: default for unlisted outputs
+  std::vector<OutputEncoding> outputs;  // one per `outputs` entry, in request order
+  // Listed output: its binary_data when given, else binary_data_output; unlisted outputs:
+  // binary_data_output.
+  bool IsBinary(std::string_view output) const;
+  // The class count requested for `output` (0 when none).
+  int64_t ClassCount(std::string_view output) const;
+};
+
+struct ParsedInferRequest {
+  std::unique_ptr<InferRequest> request;
+  ResponseEncoding encoding;
+};
+
+// Parses an inference request: the JSON header is body[0, json_bytes), the binary section the
+// rest. REQUIRES: body != nullptr, json_bytes <= body->size(). model_name / model_version are
+// left for the caller. When the body has kJsonPaddingBytes of spare capacity past the JSON the
+// parser reads it in place, otherwise it copies the JSON once.
+Result<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> body,
+                                             size_t json_bytes);
+
+// The HTTP layer of an inference body: decompresses `body` per `content_encoding` (see
+// compression.h; at most max_request_bytes after decompression), splits it at
+// `inference_header_length` (the Inference-Header-Content-Length header; empty: all JSON) and
+// parses it with ParseInferRequest. INVALID_ARGUMENT for a header that is not a decimal in
+// [0, decompressed size] or for corrupt / oversized compressed data; UNIMPLEMENTED for an unknown
+// Content-Encoding and for a raw binary request (header 0 with a non-empty body).
+Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view content_encoding,
+                                              std::string_view inference_header_length,
+                                              size_t max_request_bytes);
+
+// A body that is all JSON (no binary section). Nothing in the result refers to `body`.
 Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body);
 
 // INVALID_ARGUMENT when a requested output is not an output of the model, or is requested twice.
@@ -58,5 +109,18 @@ Status CheckRequestedOutputs(const InferRequest& request, const ModelSignature& 
 // JSON form); INTERNAL for an output that is not a valid host tensor. On error *out may hold a
 // partial document.
 Status AppendInferResponseJson(const InferResponse& response, std::string* out);
+
+struct EncodedInferResponse {
+  std::string body;       // JSON header, then the binary outputs in `outputs` order
+  size_t json_bytes = 0;  // length of the JSON header (Inference-Header-Content-Length)
+  bool binary = false;    // at least one output is in the binary section
+};
+
+// Encodes a response with the request's binary choices (classification, when requested, has
+// replaced the tensors before): binary outputs carry `parameters.binary_data_size` and no
+// `data`. INVALID_ARGUMENT for an FP16/BF16 output requested as JSON; INTERNAL for an output
+// that is not a valid host tensor. On error out->body may hold a partial document.
+Status EncodeInferResponse(const InferResponse& response, const ResponseEncoding& encoding,
+                           EncodedInferResponse* out);
 
 }  // namespace kiln

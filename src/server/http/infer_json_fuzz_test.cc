@@ -27,7 +27,7 @@ const std::vector<std::string>& Seeds() {
       R"("data":[-9223372036854775808,9223372036854775807]}]})",
       R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[2,1],)"
       R"("data":[["hello"],["w\u00f6rld \"x\""]]}],)"
-      R"("parameters":{"priority":2,"sequence_id":"abc"}})",
+      R"("parameters":{"priority":2,"custom":"abc"}})",
       R"({"inputs":[{"name":"d","datatype":"FP64","shape":[],"data":[1e-300]},)"
       R"({"name":"h","datatype":"INT8","shape":[0],"data":[]}],"id":""})",
       R"({"inputs":[{"name":"x","datatype":"UINT64","shape":[1],"data":[18446744073709551615],)"

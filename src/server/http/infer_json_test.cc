@@ -6,7 +6,9 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 
 namespace kiln {
 namespace {
@@ -255,8 +257,12 @@ TEST(InferJsonParseTest, ElementCountMustMatchShape) {
   ExpectInvalid(OneInput("FP32", "[1]", "[1,2]"), {"'x'", "2 elements", "needs 1"});
   ExpectInvalid(OneInput("FP32", "[1]", "[]"), {"'x'", "0 elements"});
   // A huge shape with little data is refused before any allocation.
-  ExpectInvalid(OneInput("FP32", "[1000000000000]", "[1,2,3]"), {"'x'", "3 elements"});
-  ExpectInvalid(OneInput("BYTES", "[100000000,100000000]", "[\"a\"]"), {"'x'", "1 elements"});
+  ExpectInvalid(OneInput("FP32", "[1000000000]", "[1,2,3]"), {"'x'", "3 elements"});
+  ExpectInvalid(OneInput("BYTES", "[10000,10000]", "[\"a\"]"), {"'x'", "1 elements"});
+  // Beyond kMaxTensorElements the shape alone is refused.
+  ExpectInvalid(OneInput("FP32", "[1000000000000]", "[1,2,3]"),
+                {"'x'", "1000000000000 elements", "more than the limit of 2147483648"});
+  ExpectInvalid(OneInput("BYTES", "[100000000,100000000]", "[\"a\"]"), {"'x'", "the limit"});
 }
 
 TEST(InferJsonParseTest, BadShapes) {
@@ -289,9 +295,10 @@ TEST(InferJsonParseTest, DataSources) {
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],
                    "parameters":{"shared_memory_region":"r"}}]})",
                 {"'x'", "only one of"});
-  ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],
-                 "parameters":{"binary_data_size":4}}]})",
-              StatusCode::kUnimplemented, {"'x'", "binary"});
+  // A JSON-only body has no binary section.
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],
+                   "parameters":{"binary_data_size":4}}]})",
+                {"unexpected size for input 'x'", "binary_data_size is 4 bytes", "only 0"});
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],
                  "parameters":{"shared_memory_region":"r"}}]})",
               StatusCode::kUnimplemented, {"'x'", "shared memory"});
@@ -330,8 +337,12 @@ TEST(InferJsonParseTest, BadStructure) {
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]},
                               {"name":"x","datatype":"FP32","shape":[1],"data":[2]}]})",
                 {"'x'", "more than once"});
-  ExpectError(R"({"inputs":[],"outputs":[{"name":"y","parameters":{"classification":3}}]})",
-              StatusCode::kUnimplemented, {"'y'", "classification"});
+  ExpectInvalid(R"({"inputs":[],"outputs":[{"name":"y","parameters":{"classification":0}}]})",
+                {"'y'", "'classification' must be a positive integer"});
+  ExpectInvalid(R"({"inputs":[],"outputs":[{"name":"y","parameters":{"classification":"3"}}]})",
+                {"'y'", "'classification'"});
+  ExpectInvalid(R"({"inputs":[],"outputs":[{"name":"y","parameters":{"binary_data":1}}]})",
+                {"'y'", "'binary_data' must be a boolean"});
   ExpectError(R"({"inputs":[],"outputs":[{"name":"y","parameters":{"shared_memory_region":"r"}}]})",
               StatusCode::kUnimplemented, {"'y'", "shared memory"});
 }
@@ -460,6 +471,218 @@ TEST(InferJsonWriteTest, MissingTensorIsInternal) {
   resp.outputs.push_back(InferOutput{"y", OwnedTensor()});
   std::string json;
   EXPECT_EQ(AppendInferResponseJson(resp, &json).code(), StatusCode::kInternal);
+}
+
+// Binary tensor data extension: a JSON header followed by the binary section.
+struct Body {
+  std::shared_ptr<std::string> bytes;
+  size_t json_bytes;
+};
+
+Body MakeBody(const std::string& json, const std::string& binary) {
+  auto bytes = std::make_shared<std::string>(json + binary);
+  bytes->reserve(bytes->size() + kJsonPaddingBytes);
+  return {bytes, json.size()};
+}
+
+std::string Le32(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+template <typename T>
+std::string RawOf(std::initializer_list<T> values) {
+  std::string s;
+  for (const T& v : values) s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  return s;
+}
+
+void ExpectBinaryInvalid(const Body& body, std::initializer_list<std::string_view> parts) {
+  auto r = ParseInferRequest(body.bytes, body.json_bytes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  for (std::string_view part : parts) {
+    EXPECT_NE(r.status().message().find(part), std::string::npos)
+        << "message '" << r.status().message() << "' lacks '" << part << "'";
+  }
+}
+
+TEST(InferBinaryParseTest, InputsTakeTheirBytesInOrder) {
+  // FP16 1.0 = 0x3C00, BF16 -2.0 = 0xC000 (bit patterns written here, not converted).
+  const std::string json =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}},)"
+      R"({"name":"j","datatype":"INT32","shape":[1],"data":[7]},)"
+      R"({"name":"h","datatype":"FP16","shape":[1],"parameters":{"binary_data_size":2}},)"
+      R"({"name":"b","datatype":"BF16","shape":[1],"parameters":{"binary_data_size":2}},)"
+      R"({"name":"s","datatype":"BYTES","shape":[2],"parameters":{"binary_data_size":13}},)"
+      R"({"name":"e","datatype":"INT64","shape":[0],"parameters":{"binary_data_size":0}}]})";
+  const std::string binary = RawOf<float>({1.5f, -3.0f}) + RawOf<uint16_t>({0x3C00}) +
+                             RawOf<uint16_t>({0xC000}) + Le32(2) + "hi" + Le32(3) + "abc";
+  Body body = MakeBody(json, binary);
+  const std::string* base = body.bytes.get();
+  auto r = ParseInferRequest(body.bytes, body.json_bytes);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const InferRequest& req = *r->request;
+  ASSERT_EQ(req.inputs.size(), 6u);
+  EXPECT_EQ(req.inputs[0].tensor.data<float>()[0], 1.5f);
+  EXPECT_EQ(req.inputs[0].tensor.data<float>()[1], -3.0f);
+  EXPECT_EQ(req.inputs[1].tensor.data<int32_t>()[0], 7);
+  EXPECT_EQ(req.inputs[2].tensor.dtype(), DataType::kFloat16);
+  uint16_t bits = 0;
+  std::memcpy(&bits, req.inputs[2].tensor.raw_data(), 2);
+  EXPECT_EQ(bits, 0x3C00);
+  std::memcpy(&bits, req.inputs[3].tensor.raw_data(), 2);
+  EXPECT_EQ(bits, 0xC000);
+  EXPECT_EQ(req.inputs[4].tensor.data<std::string>()[0], "hi");
+  EXPECT_EQ(req.inputs[4].tensor.data<std::string>()[1], "abc");
+  EXPECT_EQ(req.inputs[5].tensor.num_elements(), 0);
+  // Aligned fixed-size inputs view the body; the tensors keep it alive after the caller's
+  // reference is gone.
+  const char* binary_start = base->data() + json.size();
+  const bool aligned = reinterpret_cast<uintptr_t>(binary_start) % 4 == 0;
+  if (aligned) {
+    EXPECT_EQ(req.inputs[0].tensor.raw_data(), binary_start);
+  }
+  body.bytes.reset();
+  EXPECT_EQ(req.inputs[0].tensor.data<float>()[1], -3.0f);
+}
+
+TEST(InferBinaryParseTest, AlignedBodyIsBorrowed) {
+  // Pad the JSON with spaces to a multiple of 8 so the binary section is aligned.
+  std::string json =
+      R"({"inputs":[{"name":"a","datatype":"FP64","shape":[1],"parameters":{"binary_data_size":8}}]})";
+  while (json.size() % 8 != 0) json += ' ';
+  Body body = MakeBody(json, RawOf<double>({2.25}));
+  auto r = ParseInferRequest(body.bytes, body.json_bytes);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->request->inputs[0].tensor.raw_data(), body.bytes->data() + json.size());
+  EXPECT_GE(body.bytes.use_count(), 2);
+  EXPECT_EQ(r->request->inputs[0].tensor.data<double>()[0], 2.25);
+}
+
+TEST(InferBinaryParseTest, BadFraming) {
+  const std::string one_fp32 =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
+  ExpectBinaryInvalid(MakeBody(one_fp32, std::string(4, '\0')),
+                      {"unexpected size for input 'a'", "binary_data_size is 8", "only 4"});
+  ExpectBinaryInvalid(MakeBody(one_fp32, std::string(12, '\0')),
+                      {"unexpected additional input data", "12 bytes", "account for 8"});
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"a","datatype":"FP32","shape":[3],"parameters":{"binary_data_size":8}}]})",
+          std::string(8, '\0')),
+      {"input 'a'", "8 bytes of binary data", "needs 12 bytes"});
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":-8}}]})",
+          std::string(8, '\0')),
+      {"input 'a'", "'binary_data_size' must be a non-negative integer", "-8"});
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":"8"}}]})",
+          std::string(8, '\0')),
+      {"'binary_data_size' must be a non-negative integer"});
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":18446744073709551615}}]})",
+          std::string(8, '\0')),
+      {"unexpected size for input 'a'"});
+  // BYTES with prefixes that do not add up.
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":6}}]})",
+          Le32(9) + "ab"),
+      {"input 's'", "declares 9 bytes but only 2 remain"});
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":7}}]})",
+          Le32(2) + "abc"),
+      {"input 's'", "1 bytes left"});
+  // BOOL bytes must be 0 or 1.
+  ExpectBinaryInvalid(
+      MakeBody(
+          R"({"inputs":[{"name":"b","datatype":"BOOL","shape":[2],"parameters":{"binary_data_size":2}}]})",
+          std::string("\x01\x07", 2)),
+      {"input 'b'", "BOOL element 1 is byte 7"});
+  // Binary section present but no input claims it.
+  ExpectBinaryInvalid(MakeBody(R"({"inputs":[]})", "xyz"), {"unexpected additional input data"});
+}
+
+TEST(InferBinaryParseTest, ResponseEncodingChoices) {
+  Body body = MakeBody(R"({"inputs":[],"parameters":{"binary_data_output":true},"outputs":[)"
+                       R"({"name":"a","parameters":{"binary_data":false}},{"name":"b"},)"
+                       R"({"name":"c","parameters":{"binary_data":true,"classification":3}}]})",
+                       "");
+  auto r = ParseInferRequest(body.bytes, body.json_bytes);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ResponseEncoding& e = r->encoding;
+  EXPECT_TRUE(e.binary_data_output);
+  EXPECT_FALSE(e.IsBinary("a"));
+  EXPECT_TRUE(e.IsBinary("b"));  // listed without binary_data: binary_data_output
+  EXPECT_TRUE(e.IsBinary("c"));
+  EXPECT_TRUE(e.IsBinary("unlisted"));
+  EXPECT_EQ(e.ClassCount("c"), 3);
+  EXPECT_EQ(e.ClassCount("a"), 0);
+  ASSERT_EQ(r->request->outputs.size(), 3u);
+  EXPECT_EQ(r->request->outputs[2].name, "c");
+  Body bad = MakeBody(R"({"inputs":[],"parameters":{"binary_data_output":1}})", "");
+  ExpectBinaryInvalid(bad, {"'binary_data_output' must be a boolean"});
+}
+
+TEST(InferRequestParametersTest, SequenceParametersAreRefused) {
+  for (const char* params :
+       {R"("sequence_id":5)", R"("sequence_id":"corr")", R"("sequence_start":true)",
+        R"("sequence_end":true)", R"("sequence_start":"yes")"}) {
+    ExpectInvalid(std::string(R"({"inputs":[],"parameters":{)") + params + "}}",
+                  {"sequence batching is not supported"});
+  }
+  // "Not in a sequence" values and custom parameters are accepted.
+  EXPECT_TRUE(
+      Parse(R"({"inputs":[],"parameters":{"sequence_id":0,"sequence_start":false,"custom":1.5}})")
+          .ok());
+  EXPECT_TRUE(Parse(R"({"inputs":[],"parameters":{"sequence_id":"","sequence_end":false}})").ok());
+}
+
+TEST(InferBinaryWriteTest, BinaryOutputsFollowTheJson) {
+  InferResponse resp;
+  resp.model_name = "m";
+  resp.model_version = 2;
+  resp.outputs.push_back(MakeOutput<float>("f", DataType::kFloat32, {2}, {1.0f, 2.0f}));
+  resp.outputs.push_back(MakeOutput<int32_t>("j", DataType::kInt32, {1}, {5}));
+  resp.outputs.push_back(MakeOutput<Float16>("h", DataType::kFloat16, {1}, {Float16{0x3C00}}));
+  resp.outputs.push_back(MakeOutput<std::string>("s", DataType::kBytes, {2}, {"ab", ""}));
+  ResponseEncoding enc;
+  enc.binary_data_output = true;
+  enc.outputs.push_back({"j", false, 0});
+  EncodedInferResponse out;
+  ASSERT_TRUE(EncodeInferResponse(resp, enc, &out).ok());
+  EXPECT_TRUE(out.binary);
+  const std::string json = out.body.substr(0, out.json_bytes);
+  EXPECT_EQ(
+      json,
+      R"({"model_name":"m","model_version":"2","outputs":[)"
+      R"({"name":"f","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}},)"
+      R"({"name":"j","datatype":"INT32","shape":[1],"data":[5]},)"
+      R"({"name":"h","datatype":"FP16","shape":[1],"parameters":{"binary_data_size":2}},)"
+      R"({"name":"s","datatype":"BYTES","shape":[2],"parameters":{"binary_data_size":10}}]})");
+  const std::string expected_binary =
+      RawOf<float>({1.0f, 2.0f}) + RawOf<uint16_t>({0x3C00}) + Le32(2) + "ab" + Le32(0);
+  EXPECT_EQ(out.body.substr(out.json_bytes), expected_binary);
+}
+
+TEST(InferBinaryWriteTest, AllJsonHasNoBinarySection) {
+  InferResponse resp;
+  resp.outputs.push_back(MakeOutput<float>("f", DataType::kFloat32, {1}, {1.0f}));
+  EncodedInferResponse out;
+  ASSERT_TRUE(EncodeInferResponse(resp, ResponseEncoding{}, &out).ok());
+  EXPECT_FALSE(out.binary);
+  EXPECT_EQ(out.json_bytes, out.body.size());
+  // FP16 requested as JSON is refused with advice.
+  resp.outputs.push_back(MakeOutput<Float16>("h", DataType::kFloat16, {1}, {Float16{0x3C00}}));
+  Status s = EncodeInferResponse(resp, ResponseEncoding{}, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'binary_data': true"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The classification extension (KSERVE-V2.md 1.11), independent of the protocol: an output
+// requested with a class count k is replaced by its k highest elements, each rendered as the
+// string "<value>:<index>" or "<value>:<index>:<label>". HTTP (parameters.classification) and
+// gRPC (the same output parameter) both call Classify.
+//
+//   KILN_ASSIGN_OR_RETURN(OwnedTensor classes,
+//                         Classify(output.tensor.view(), k, max_batch_size > 0, labels));
+//
+// Rules: elements are compared in the output's datatype (FP16/BF16 as their float values; NaN
+// ranks below every number); equal values keep index order. Values are written as
+// std::to_string writes them (floating point with 6 decimals, integers exactly, BOOL as 0/1),
+// as the reference server does. Index is the position within one batch item (flat over the
+// item's dims). A label is appended when labels[index] exists. The result is BYTES of shape
+// [batch, min(k, elements per item)] when `batched`, [min(k, elements)] otherwise.
+//
+// Errors: INVALID_ARGUMENT for a BYTES output, k < 1, or a batched output of rank 0.
+// Thread safety: stateless function.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "tensor/tensor.h"
+
+namespace kiln {
+
+// REQUIRES: `output` is a contiguous host tensor.
+Result<OwnedTensor> Classify(const Tensor& output, int64_t class_count, bool batched,
+                             std::span<const std::string> labels);
+
+// The lines of a label file: one label per line, "\r\n" or "\n" line ends, a final line end
+// optional. Used for an output's config label_filename.
+std::vector<std::string> ParseLabelFile(std::string_view contents);
+
+}  // namespace kiln
