@@ -157,7 +157,8 @@ def main():
                 port = free_port()
                 log = open(os.path.join(root, "serve.log"), "w")
                 proc = subprocess.Popen([args.kiln, "serve", "--model-repository", root,
-                                         "--http-port", str(port), "--grpc-port", "0"],
+                                         "--http-port", str(port), "--grpc-port", "0",
+                                         "--metrics-port", "0"],
                                         stdout=log, stderr=log)
                 try:
                     wait_ready(port, proc)

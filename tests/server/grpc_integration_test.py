@@ -528,7 +528,8 @@ def main():
         models = {dt: identity_model_dir(repo, dt) for dt in DATATYPES}
         http_port, grpc_port = free_port(), free_port()
         cmd = [args.kiln, "serve", "--model-repository", repo, "--http-port", str(http_port),
-               "--grpc-port", str(grpc_port), "--model-control-mode", "explicit",
+               "--grpc-port", str(grpc_port), "--metrics-port", "0",
+               "--model-control-mode", "explicit",
                "--load-model=*"]
         print("starting: " + " ".join(cmd), flush=True)
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

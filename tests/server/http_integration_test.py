@@ -124,8 +124,12 @@ class Server:
     def __init__(self, kiln, repo, port, extra_args):
         self.port = port
         self.log = tempfile.TemporaryFile()
-        self.args = [kiln, "serve", "--model-repository", repo, "--http-port", str(port),
-                     "--grpc-port", "0"]
+        self.args = [kiln, "serve", "--model-repository", repo, "--http-port", str(port)]
+        # gRPC and metrics listen on fixed default ports (8001, 8002): pick free ones unless the
+        # test sets them, so tests running in parallel do not collide.
+        for flag in ("--grpc-port", "--metrics-port"):
+            if not any(a == flag or a.startswith(flag + "=") for a in extra_args):
+                self.args += [flag, "0"]
         self.args += extra_args
         print("starting: " + " ".join(self.args), flush=True)
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
