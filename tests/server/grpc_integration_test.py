@@ -19,7 +19,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,9 @@ import threading
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import http_integration_test as h  # noqa: E402  (Checks, free_port)
 
 READY_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 15.0
@@ -52,38 +54,8 @@ DATATYPES = {
 CONFIG_TYPE = {"BYTES": "TYPE_STRING"}
 
 
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = []
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS  {name}", flush=True)
-        else:
-            self.failed.append(name)
-            print(f"FAIL  {name}" + (f": {detail}" if detail else ""), flush=True)
-        return ok
-
-    def run(self, name, fn):
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - report anything and go on
-            self.check(name, False, f"{type(e).__name__}: {e}")
-
-    def summary(self):
-        total = self.passed + len(self.failed)
-        print(f"\n{self.passed}/{total} checks passed", flush=True)
-        if self.failed:
-            print("failed: " + ", ".join(self.failed), flush=True)
-        return not self.failed
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+Checks = h.Checks
+free_port = h.free_port
 
 
 def identity_model_dir(root, datatype):
