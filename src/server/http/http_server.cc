@@ -69,6 +69,7 @@
 #include "server/http/repository_json.h"
 #include "server/http/router.h"
 #include "server/http/stats_json.h"
+#include "server/listener.h"
 #include "server/json_writer.h"
 #include "server/status_map.h"
 
@@ -158,8 +159,6 @@ class HttpServer::Impl {
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
   void RunIoLoop();
-  Result<tcp::endpoint> ResolveEndpoint();
-
   const HttpServerOptions options_;
   ModelManager* const manager_;
   std::atomic<bool> ready_{true};
@@ -844,44 +843,14 @@ void HttpServer::Impl::Unregister(Session* session) {
   sessions_.erase(session);
 }
 
-Result<tcp::endpoint> HttpServer::Impl::ResolveEndpoint() {
-  const auto port = static_cast<uint16_t>(options_.port);
-  beast::error_code ec;
-  const net::ip::address address = net::ip::make_address(options_.address, ec);
-  if (!ec) return tcp::endpoint(address, port);
-  tcp::resolver resolver(ioc_);
-  const auto results = resolver.resolve(options_.address, std::to_string(port), ec);
-  if (ec || results.empty()) {
-    return Status::InvalidArgument(fmt::format("cannot resolve HTTP address '{}': {}",
-                                               options_.address,
-                                               ec ? ec.message() : "no addresses"));
-  }
-  return results.begin()->endpoint();
-}
-
 Status HttpServer::Impl::Start() {
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
   if (state_ != State::kCreated) {
     return Status::FailedPrecondition("HttpServer::Start called twice or after Stop");
   }
-  KILN_ASSIGN_OR_RETURN(const tcp::endpoint endpoint, ResolveEndpoint());
-  const std::string where = fmt::format("{}:{}", options_.address, options_.port);
-  beast::error_code ec;
-  auto fail = [&](std::string_view what) {
-    beast::error_code ignored;
-    acceptor_.close(ignored);
-    return Status::Unavailable(
-        fmt::format("HTTP server cannot {} {}: {}", what, where, ec.message()));
-  };
-  if (acceptor_.open(endpoint.protocol(), ec)) return fail("open a socket for");
-  if (acceptor_.set_option(net::socket_base::reuse_address(true), ec)) {
-    return fail("configure a socket for");
-  }
-  if (acceptor_.bind(endpoint, ec)) return fail("bind to");
-  if (acceptor_.listen(net::socket_base::max_listen_connections, ec)) return fail("listen on");
-  const tcp::endpoint local = acceptor_.local_endpoint(ec);
-  if (ec) return fail("read the bound port of");
-  port_.store(local.port());
+  KILN_ASSIGN_OR_RETURN(const uint16_t port, OpenListener(ioc_, acceptor_, options_.address,
+                                                          options_.port, "HTTP server"));
+  port_.store(port);
 
   work_.emplace(ioc_.get_executor());
   DoAccept();  // no io thread runs yet, so this is race-free

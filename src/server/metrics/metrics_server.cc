@@ -17,6 +17,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "server/listener.h"
 #include "server/metrics/exposition.h"
 
 namespace kiln {
@@ -108,24 +109,9 @@ class MetricsServer::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     if (started_) return Status::FailedPrecondition("MetricsServer::Start called twice");
     started_ = true;
-    KILN_ASSIGN_OR_RETURN(const tcp::endpoint endpoint, ResolveEndpoint());
-    const std::string where = fmt::format("{}:{}", options_.address, options_.port);
-    beast::error_code ec;
-    auto fail = [&](std::string_view what) {
-      beast::error_code ignored;
-      acceptor_.close(ignored);
-      return Status::Unavailable(
-          fmt::format("metrics server cannot {} {}: {}", what, where, ec.message()));
-    };
-    if (acceptor_.open(endpoint.protocol(), ec)) return fail("open a socket for");
-    if (acceptor_.set_option(net::socket_base::reuse_address(true), ec)) {
-      return fail("configure a socket for");
-    }
-    if (acceptor_.bind(endpoint, ec)) return fail("bind to");
-    if (acceptor_.listen(net::socket_base::max_listen_connections, ec)) return fail("listen on");
-    const tcp::endpoint local = acceptor_.local_endpoint(ec);
-    if (ec) return fail("read the bound port of");
-    port_.store(local.port());
+    KILN_ASSIGN_OR_RETURN(const uint16_t port, OpenListener(ioc_, acceptor_, options_.address,
+                                                            options_.port, "metrics server"));
+    port_.store(port);
     Accept();
     try {
       thread_ = std::thread([this] { Run(); });
@@ -149,21 +135,6 @@ class MetricsServer::Impl {
   int port() const { return port_.load(); }
 
  private:
-  Result<tcp::endpoint> ResolveEndpoint() {
-    const auto port = static_cast<uint16_t>(options_.port);
-    beast::error_code ec;
-    const net::ip::address address = net::ip::make_address(options_.address, ec);
-    if (!ec) return tcp::endpoint(address, port);
-    tcp::resolver resolver(ioc_);
-    const auto results = resolver.resolve(options_.address, std::to_string(port), ec);
-    if (ec || results.empty()) {
-      return Status::InvalidArgument(fmt::format("cannot resolve metrics address '{}': {}",
-                                                 options_.address,
-                                                 ec ? ec.message() : "no addresses"));
-    }
-    return results.begin()->endpoint();
-  }
-
   void Accept() {
     acceptor_.async_accept(ioc_, [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
