@@ -360,12 +360,37 @@ def check_errors(t, api, rng):
     r = pb.ModelInferRequest(); r.CopyFrom(good); r.parameters["sequence_id"].int64_param = 5
     expect("sequence_id", r, "UNIMPLEMENTED", "sequence")
     r = pb.ModelInferRequest(); r.CopyFrom(good)
-    o = r.outputs.add(); o.name = "OUTPUT0"; o.parameters["classification"].int64_param = 3
-    expect("class_count", r, "UNIMPLEMENTED", "classification")
+    o = r.outputs.add(); o.name = "OUTPUT0"; o.parameters["classification"].string_param = "3"
+    expect("class_count as a string", r, "INVALID_ARGUMENT", "classification")
     for rpc in ("SystemSharedMemoryStatus", "CudaSharedMemoryStatus", "TraceSetting",
                 "LogSettings"):
         code, _ = api.error(rpc, getattr(pb, rpc + "Request")())
         t.check(f"{rpc} -> UNIMPLEMENTED", code == "UNIMPLEMENTED", code)
+
+
+def check_classification(t, api):
+    """Classification extension: OUTPUT0 = a + b replaced by its top-3 "value:index" strings."""
+    pb = api.pb
+    a = np.stack([np.arange(16, dtype=np.float32) * 0.5, -np.arange(16, dtype=np.float32)])
+    b = np.zeros((2, 16), dtype=np.float32)
+    r = add_sub_request(pb, a, b)
+    o = r.outputs.add()
+    o.name = "OUTPUT0"
+    o.parameters["classification"].int64_param = 3
+    want = []
+    for row in a + b:
+        order = sorted(range(16), key=lambda i: (-row[i], i))[:3]
+        want += [f"{row[i]:.6f}:{i}" for i in order]
+    resp = api.call("ModelInfer", r)
+    out, raw = outputs_by_name(resp)["OUTPUT0"]
+    strings, pos = [], 0
+    while pos + 4 <= len(raw):
+        size = int.from_bytes(raw[pos:pos + 4], "little")
+        strings.append(raw[pos + 4:pos + 4 + size].decode())
+        pos += 4 + size
+    t.check("classification: top-3 of OUTPUT0 as BYTES [2,3]",
+            out.datatype == "BYTES" and list(out.shape) == [2, 3] and strings == want,
+            f"{out.datatype} {list(out.shape)} {strings} want {want}")
 
 
 def check_streaming(t, api, rng):
@@ -522,6 +547,7 @@ def main():
         t.run("add_sub", lambda: check_add_sub(t, api, rng))
         t.run("datatypes", lambda: check_datatypes(t, api, rng, models))
         t.run("errors", lambda: check_errors(t, api, rng))
+        t.run("classification", lambda: check_classification(t, api))
         t.run("streaming", lambda: check_streaming(t, api, rng))
         t.run("statistics", lambda: check_statistics(t, api, rng))
         t.run("repository", lambda: check_repository(t, api, rng))

@@ -25,6 +25,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
+#include "server/classification.h"
 #include "server/grpc/infer_grpc.h"
 #include "server/status_map.h"
 
@@ -242,6 +243,30 @@ class InferCompletion {
 };
 
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
+// Replaces each output named in `class_counts` by its top-k classes (server/classification.h),
+// with the labels of the model's label_filename.
+Status ClassifyOutputs(const ModelSignature& signature,
+                       const std::vector<std::pair<std::string, int64_t>>& class_counts,
+                       InferResponse* response) {
+  for (const auto& [name, k] : class_counts) {
+    for (InferOutput& output : response->outputs) {
+      if (output.name != name) continue;
+      const auto labels = signature.output_labels.find(name);
+      Result<OwnedTensor> classes =
+          Classify(output.tensor.view(), k, signature.max_batch_size > 0,
+                   labels == signature.output_labels.end()
+                       ? std::span<const std::string>()
+                       : std::span<const std::string>(labels->second));
+      if (!classes.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("output '{}': {}", name, classes.status().message()));
+      }
+      output.tensor = std::move(classes).value();
+    }
+  }
+  return Status::OK();
+}
+
 void StartInference(Impl* server, const inference::ModelInferRequest& msg,
                     std::function<void(Result<InferResponse>)> done) {
   if (server->draining()) {
@@ -262,6 +287,22 @@ void StartInference(Impl* server, const inference::ModelInferRequest& msg,
   std::shared_ptr<LoadedModel> loaded = std::move(model).value();
   (*request)->model_name = loaded->name();
   (*request)->model_version = loaded->version();
+  // Classification extension: outputs asked for their top-k classes are replaced by them.
+  std::vector<std::pair<std::string, int64_t>> class_counts;
+  for (const auto& out : msg.outputs()) {
+    const Result<int64_t> k = ClassCount(out);  // checked by DecodeModelInferRequest
+    if (k.ok() && *k > 0) class_counts.emplace_back(out.name(), *k);
+  }
+  if (!class_counts.empty()) {
+    done = [loaded, class_counts = std::move(class_counts),
+            done = std::move(done)](Result<InferResponse> result) mutable {
+      if (result.ok()) {
+        Status s = ClassifyOutputs(loaded->signature(), class_counts, &result.value());
+        if (!s.ok()) result = s;
+      }
+      done(std::move(result));
+    };
+  }
   auto completion =
       std::make_shared<InferCompletion>(server, loaded->name(), loaded->version(), std::move(done));
   loaded->Infer(std::move(request).value(),

@@ -343,6 +343,24 @@ Result<int64_t> ParseModelVersion(std::string_view version) {
   return v;
 }
 
+Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOutputTensor& output) {
+  const auto it = output.parameters().find("classification");
+  if (it == output.parameters().end()) return int64_t{0};
+  const inference::InferParameter& p = it->second;
+  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param &&
+      p.int64_param() >= 0) {
+    return p.int64_param();
+  }
+  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param &&
+      p.uint64_param() <= static_cast<uint64_t>(INT64_MAX)) {
+    return static_cast<int64_t>(p.uint64_param());
+  }
+  return Status::InvalidArgument(fmt::format(
+      "output '{}': parameter 'classification' must be a non-negative int64_param or "
+      "uint64_param (the number of top classes)",
+      output.name()));
+}
+
 Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRequest& msg) {
   auto request = std::make_unique<InferRequest>();
   request->id = msg.id();
@@ -391,9 +409,8 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRe
     }
     for (const auto& [key, p] : out.parameters()) {
       if (key == "classification") {
-        return Status::Unimplemented(fmt::format(
-            "output '{}': the classification extension (class_count) is not supported yet",
-            out.name()));
+        KILN_RETURN_IF_ERROR(ClassCount(out).status());
+        continue;
       }
       if (key == "shared_memory_region" || key == "shared_memory_byte_size" ||
           key == "shared_memory_offset") {

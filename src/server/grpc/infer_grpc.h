@@ -21,7 +21,9 @@
 // other `triton_*` keys are INVALID_ARGUMENT; `sequence_id` (non-zero int64 / uint64, non-empty
 // string), `sequence_start` / `sequence_end` (true) are UNIMPLEMENTED: kiln has no sequence
 // batching; other keys are accepted and not used. Shared memory (input or output
-// `shared_memory_region`) and output `classification` are UNIMPLEMENTED.
+// `shared_memory_region`) is UNIMPLEMENTED. An output's `classification` parameter (the
+// classification extension's class count) is checked here and applied by the server after the
+// run (server/classification.h).
 //
 // Responses: every output in `raw_output_contents`, index-aligned with `outputs` (as the
 // reference server answers and its clients read), never in typed contents.
@@ -50,6 +52,11 @@ Result<int64_t> ParseModelVersion(std::string_view version);
 // data actually present, so no message can make it allocate more than the message holds.
 Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(
     const inference::ModelInferRequest& request);
+
+// The `classification` parameter of a requested output: its class count (0 when absent).
+// INVALID_ARGUMENT unless it is a non-negative int64_param or uint64_param.
+Result<int64_t> ClassCount(
+    const inference::ModelInferRequest::InferRequestedOutputTensor& output);
 
 // Fills `out` (cleared first) from `response`: model_name, model_version (decimal string), id,
 // one output entry (name, datatype, shape) and one raw_output_contents entry per output.

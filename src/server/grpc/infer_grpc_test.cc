@@ -148,13 +148,20 @@ TEST(DecodeModelInferRequest, RejectsBadInput) {
       {"sequence",
        [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_string_param("s"); },
        StatusCode::kUnimplemented, "sequence"},
-      {"classification",
+      {"negative classification",
        [](auto* r) {
          auto* o = r->add_outputs();
          o->set_name("y");
-         (*o->mutable_parameters())["classification"].set_int64_param(2);
+         (*o->mutable_parameters())["classification"].set_int64_param(-2);
        },
-       StatusCode::kUnimplemented, "classification"},
+       StatusCode::kInvalidArgument, "classification"},
+      {"classification as a bool",
+       [](auto* r) {
+         auto* o = r->add_outputs();
+         o->set_name("y");
+         (*o->mutable_parameters())["classification"].set_bool_param(true);
+       },
+       StatusCode::kInvalidArgument, "classification"},
   };
   for (const Case& c : cases) {
     ModelInferRequest r;
