@@ -352,6 +352,37 @@ def check_digits(t, c, rng):
                                     for x in data), repr(data))
 
 
+def check_model_config(t, c):
+    """GET .../config: the JSON form of the config (protocol notes section 1.5)."""
+    r = c.get("/v2/models/add_sub/config")
+    cfg = r.json() if r.status == 200 else {}
+    t.check("add_sub config: 200 with name, platform and max_batch_size 8",
+            cfg.get("name") == "add_sub" and cfg.get("platform") == "onnxruntime_onnx"
+            and cfg.get("max_batch_size") == 8, repr(r))
+    inputs = {i.get("name"): i for i in cfg.get("input", [])}
+    t.check("add_sub config: inputs with TYPE_FP32, dims as numbers, defaults printed",
+            set(inputs) == {"INPUT0", "INPUT1"}
+            and all(i.get("data_type") == "TYPE_FP32" and i.get("dims") == [16]
+                    and i.get("is_shape_tensor") is False and i.get("optional") is False
+                    for i in inputs.values()), json.dumps(cfg.get("input")))
+    t.check("add_sub config: outputs listed as in the metadata",
+            {o.get("name") for o in cfg.get("output", [])} == {"OUTPUT0", "OUTPUT1"},
+            json.dumps(cfg.get("output")))
+    t.check("add_sub config: empty repeated fields printed, no dynamic_batching key",
+            cfg.get("batch_input") == [] and "dynamic_batching" not in cfg, json.dumps(cfg))
+    r = c.get("/v2/models/add_sub/versions/1/config")
+    t.check("add_sub version 1 config: 200", r.status == 200 and r.json().get("name") == "add_sub",
+            repr(r))
+    r = c.get("/v2/models/digits/config")
+    cfg = r.json() if r.status == 200 else {}
+    t.check("digits config (auto-completed): dynamic batching with preferred size",
+            cfg.get("max_batch_size", 0) > 0 and "dynamic_batching" in cfg, repr(r))
+    r = c.get("/v2/models/nope/config")
+    t.check("unknown model config: 404", r.status == 404, repr(r))
+    r = c.post("/v2/models/add_sub/config", {})
+    t.check("POST config: 405", r.status == 405, repr(r))
+
+
 def check_statistics(t, c):
     r = c.get("/v2")
     t.check("server metadata advertises 'statistics'",
@@ -856,6 +887,7 @@ def main():
         t.run("add_sub inference", lambda: check_add_sub_infer(t, c, rng, version))
         t.run("digits", lambda: check_digits(t, c, rng))
         t.run("statistics", lambda: check_statistics(t, c))
+        t.run("model config", lambda: check_model_config(t, c))
         t.run("error answers", lambda: check_errors(t, c, rng))
         t.run("binary and compression errors", lambda: check_binary_errors(t, c, rng))
         t.run("compression", lambda: check_compression(t, c, rng))

@@ -64,6 +64,8 @@
 #include "repo/model_manager.h"
 #include "server/classification.h"
 #include "server/http/compression.h"
+#include "repo/model_config.pb.h"
+#include "server/http/config_json.h"
 #include "server/http/infer_json.h"
 #include "server/http/metadata_json.h"
 #include "server/http/repository_json.h"
@@ -231,6 +233,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleModelReady(const Route& route);
   void HandleInfer(const Route& route);
   void HandleStats(const Route& route);
+  void HandleModelConfig(const Route& route);
   void HandleRepositoryIndex(const Route& route);
   void HandleRepositoryControl(const Route& route);
 
@@ -470,6 +473,9 @@ void Session::Handle() {
     case RouteKind::kModelStats:
       HandleStats(route);
       return;
+    case RouteKind::kModelConfig:
+      HandleModelConfig(route);
+      return;
     case RouteKind::kRepositoryIndex:
       HandleRepositoryIndex(route);
       return;
@@ -496,6 +502,22 @@ void Session::HandleModelMetadata(const Route& route) {
     if (versions.empty()) versions.push_back((*model)->version());
   }
   SendJson(kHttpOk, ModelMetadataJson(route.model, versions, (*model)->signature()));
+}
+
+void Session::HandleModelConfig(const Route& route) {
+  Result<std::shared_ptr<LoadedModel>> model =
+      server_->manager()->GetModel(route.model, route.version);
+  if (!model.ok()) {
+    SendError(model.status());
+    return;
+  }
+  const inference::ModelConfig* config = (*model)->model_config();
+  if (config == nullptr) {
+    SendError(Status::Internal(
+        fmt::format("model '{}' has no configuration to report", route.model)));
+    return;
+  }
+  SendJson(kHttpOk, ModelConfigJson(*config));
 }
 
 void Session::HandleModelReady(const Route& route) {

@@ -149,6 +149,8 @@ Route RouteRequest(std::string_view method, std::string_view target) {
     expected_method = "POST";
   } else if (suffix_len == 1 && parts[next] == "stats") {
     route.kind = RouteKind::kModelStats;
+  } else if (suffix_len == 1 && parts[next] == "config") {
+    route.kind = RouteKind::kModelConfig;
   } else {
     return Make(RouteKind::kNotFound);
   }

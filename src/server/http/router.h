@@ -32,6 +32,7 @@ enum class RouteKind {
   kModelReady,        // GET /v2/models/{m}[/versions/{v}]/ready
   kModelInfer,        // POST /v2/models/{m}[/versions/{v}]/infer
   kModelStats,        // GET /v2/models/stats (model empty) or /v2/models/{m}[/versions/{v}]/stats
+  kModelConfig,       // GET /v2/models/{m}[/versions/{v}]/config
   kRepositoryIndex,   // POST /v2/repository[/{repo}]/index
   kRepositoryLoad,    // POST /v2/repository[/{repo}]/models/{m}/load
   kRepositoryUnload,  // POST /v2/repository[/{repo}]/models/{m}/unload

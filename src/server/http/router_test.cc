@@ -37,6 +37,8 @@ std::string KindName(RouteKind k) {
       return "ModelReady";
     case RouteKind::kModelInfer:
       return "ModelInfer";
+    case RouteKind::kModelConfig:
+      return "ModelConfig";
     case RouteKind::kModelStats:
       return "ModelStats";
     case RouteKind::kRepositoryIndex:
@@ -99,6 +101,9 @@ const RouteCase kCases[] = {
     {"GET", "/v2/models/stats", K::kModelStats, ""},
     {"GET", "/v2/models/stats?x=1", K::kModelStats, ""},
     {"GET", "/v2/models/m/stats", K::kModelStats, "m"},
+    {"GET", "/v2/models/m/config", K::kModelConfig, "m"},
+    {"GET", "/v2/models/m/versions/2/config", K::kModelConfig, "m", 2},
+    {"POST", "/v2/models/m/config", K::kMethodNotAllowed, "m"},
     {"GET", "/v2/models/m/versions/1/stats", K::kModelStats, "m", 1},
     {"GET", "/v2/models/stats/stats", K::kModelStats, "stats"},
     {"POST", "/v2/models/stats", K::kMethodNotAllowed},
@@ -120,7 +125,6 @@ const RouteCase kCases[] = {
     {"POST", "/v2/repository/a/b/models/m/load", K::kNotFound},
     {"POST", "/v2/repository/index/", K::kNotFound},
     // Endpoints of later issues answer 404 whatever the method.
-    {"GET", "/v2/models/m/config", K::kNotFound},
     {"POST", "/v2/models/m/generate", K::kNotFound},
     {"POST", "/v2/models/m/generate_stream", K::kNotFound},
     {"GET", "/v2/models/m/trace/setting", K::kNotFound},
