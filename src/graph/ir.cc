@@ -36,6 +36,22 @@ std::string ValueType::ToString() const {
   return out + "]";
 }
 
+Attribute Attribute::Int(std::string name, int64_t value) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kInt;
+  a.i = value;
+  return a;
+}
+
+Attribute Attribute::Ints(std::string name, std::vector<int64_t> values) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kInts;
+  a.ints = std::move(values);
+  return a;
+}
+
 const Attribute* Node::FindAttribute(std::string_view attr_name) const {
   for (const Attribute& a : attributes) {
     if (a.name == attr_name) return &a;

@@ -117,6 +117,10 @@ struct Attribute {
   std::vector<std::shared_ptr<const Graph>> graphs;
   std::shared_ptr<const ValueType> tp;  // TYPE_PROTO (the Optional op's `type`)
   std::vector<ValueType> tps;           // TYPE_PROTOS
+
+  // An INT / INTS attribute (for passes that add or rewrite nodes).
+  static Attribute Int(std::string name, int64_t value);
+  static Attribute Ints(std::string name, std::vector<int64_t> values);
 };
 
 struct Node {

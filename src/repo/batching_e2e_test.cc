@@ -172,14 +172,6 @@ class GraphBuilder {
   std::shared_ptr<Graph> graph_;
 };
 
-Attribute IntAttribute(std::string name, int64_t value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInt;
-  a.i = value;
-  return a;
-}
-
 std::shared_ptr<LoadedModelImpl> MakeModel(std::string_view config_text,
                                            std::shared_ptr<const Graph> graph,
                                            const InstanceOptions& options) {
@@ -481,7 +473,7 @@ TEST_F(BatchingE2eTest, BadDataFailsOnlyItsRequest) {
   for (int i = 0; i < 10; ++i) table.data<float>()[i] = 1.5f * static_cast<float>(i);
   const int t = g.Constant("table", std::move(table));
   const int idx = g.Input("idx", DataType::kInt64, {Sym("batch"), D(1)});
-  const int out = g.Op("Gather", {t, idx}, "out", DataType::kFloat32, {IntAttribute("axis", 0)});
+  const int out = g.Op("Gather", {t, idx}, "out", DataType::kFloat32, {Attribute::Int("axis", 0)});
   g.Output(out, {Sym("batch"), D(1)});
   InstanceOptions options;
   options.clock = &clock_;
@@ -524,7 +516,7 @@ TEST_F(BatchingE2eTest, RaggedInputsReachTheModelConcatenated) {
   const int x = g.Input("x", DataType::kFloat32, {Sym("n")});
   const int w = g.Input("w", DataType::kFloat32, {Sym("batch"), D(1)});
   const int total =
-      g.Op("ReduceSum", {x}, "total", DataType::kFloat32, {IntAttribute("keepdims", 1)});
+      g.Op("ReduceSum", {x}, "total", DataType::kFloat32, {Attribute::Int("keepdims", 1)});
   const int out = g.Op("Mul", {w, total}, "out", DataType::kFloat32);
   g.Output(out, {Sym("batch"), D(1)});
   InstanceOptions options;

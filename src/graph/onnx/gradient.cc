@@ -77,22 +77,6 @@ bool AllKnown(const std::vector<Dim>& d) {
   return std::all_of(d.begin(), d.end(), [](const Dim& x) { return x.known(); });
 }
 
-Attribute IntAttribute(std::string name, int64_t v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute IntsAttribute(std::string name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
 // Builds the expansion of one Gradient node into `graph` (values) and `nodes` (new nodes, added
 // to the graph later in topological order).
 class Expansion {
@@ -375,10 +359,10 @@ class Expansion {
     if (!axes.empty()) {
       if (opset_ >= 13) {
         KILN_ASSIGN_OR_RETURN(int axes_id, Int64s("axes", axes));
-        reduced = Op("ReduceSum", {grad, axes_id}, {IntAttribute("keepdims", 1)}, dtype_);
+        reduced = Op("ReduceSum", {grad, axes_id}, {Attribute::Int("keepdims", 1)}, dtype_);
       } else {
         reduced = Op("ReduceSum", {grad},
-                     {IntsAttribute("axes", axes), IntAttribute("keepdims", 1)}, dtype_);
+                     {Attribute::Ints("axes", axes), Attribute::Int("keepdims", 1)}, dtype_);
       }
     }
     if (in_rank == out_rank) return reduced;
@@ -427,7 +411,7 @@ class Expansion {
       KILN_ASSIGN_OR_RETURN(int zero, Scalar(0.0));
       const int positive = Op("Greater", {a, zero}, {}, DataType::kBool);
       const int mask = Op("Cast", {positive},
-                          {IntAttribute("to", dtype_ == DataType::kFloat64 ? 11 : 1)}, dtype_);
+                          {Attribute::Int("to", dtype_ == DataType::kFloat64 ? 11 : 1)}, dtype_);
       Accumulate(a, Op("Mul", {g, mask}));
     } else if (op == "Sigmoid") {
       KILN_ASSIGN_OR_RETURN(int one, Scalar(1.0));
@@ -445,7 +429,7 @@ class Expansion {
     } else if (op == "Pow") {
       KILN_ASSIGN_OR_RETURN(int one, Scalar(1.0));
       const int p =
-          Op("Cast", {b}, {IntAttribute("to", dtype_ == DataType::kFloat64 ? 11 : 1)}, dtype_);
+          Op("Cast", {b}, {Attribute::Int("to", dtype_ == DataType::kFloat64 ? 11 : 1)}, dtype_);
       const int pow = Op("Pow", {a, Op("Sub", {p, one})});
       KILN_RETURN_IF_ERROR(to_a(Op("Mul", {Op("Mul", {g, p}), pow})));
     } else if (op == "ReduceSum" || op == "ReduceMean") {
@@ -453,7 +437,7 @@ class Expansion {
       Node kept = n;
       kept.name = UniqueNodeName(n.name + "_keepdims");
       std::erase_if(kept.attributes, [](const Attribute& at) { return at.name == "keepdims"; });
-      kept.attributes.push_back(IntAttribute("keepdims", 1));
+      kept.attributes.push_back(Attribute::Int("keepdims", 1));
       const int kept_out = NewValue("kept", dtype_);
       kept.outputs = {kept_out};
       nodes_.push_back(std::move(kept));
@@ -463,9 +447,9 @@ class Expansion {
       if (op == "ReduceMean") {
         const int to = dtype_ == DataType::kFloat64 ? 11 : 1;
         const int n_in =
-            Op("Cast", {Op("Size", {a}, {}, DataType::kInt64)}, {IntAttribute("to", to)}, dtype_);
+            Op("Cast", {Op("Size", {a}, {}, DataType::kInt64)}, {Attribute::Int("to", to)}, dtype_);
         const int n_out = Op("Cast", {Op("Size", {kept_out}, {}, DataType::kInt64)},
-                             {IntAttribute("to", to)}, dtype_);
+                             {Attribute::Int("to", to)}, dtype_);
         expanded = Op("Div", {expanded, Op("Div", {n_in, n_out})});
       }
       Accumulate(a, expanded);
@@ -485,7 +469,7 @@ class Expansion {
           }
           inverse[static_cast<size_t>(p)] = static_cast<int64_t>(i);
         }
-        Accumulate(a, Op("Transpose", {g}, {IntsAttribute("perm", inverse)}, dtype_));
+        Accumulate(a, Op("Transpose", {g}, {Attribute::Ints("perm", inverse)}, dtype_));
       }
     } else if (op == "MatMul") {
       const std::optional<std::vector<Dim>> ad = DimsOf(a), bd = DimsOf(b);
@@ -497,7 +481,7 @@ class Expansion {
         std::vector<int64_t> perm;
         for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(i));
         std::swap(perm[rank - 1], perm[rank - 2]);
-        return Op("Transpose", {v}, {IntsAttribute("perm", perm)}, dtype_);
+        return Op("Transpose", {v}, {Attribute::Ints("perm", perm)}, dtype_);
       };
       auto batch_with = [&](const std::vector<Dim>& last) {
         std::vector<Dim> d(y_dims->begin(), y_dims->end() - 2);

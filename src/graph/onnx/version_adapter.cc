@@ -49,22 +49,6 @@ void RemoveAttribute(Node& node, std::string_view name) {
   std::erase_if(node.attributes, [&](const Attribute& a) { return a.name == name; });
 }
 
-Attribute IntAttribute(std::string name, int64_t v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute IntsAttribute(std::string name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
 // A graph being adapted and the graphs enclosing it, for values a subgraph reads from outside
 // (their types and data live in the enclosing graph).
 struct Scope {
@@ -229,7 +213,7 @@ class NodeRewrite {
     unsqueeze.name = node.name.empty() ? std::string() : node.name + "_unsqueeze";
     unsqueeze.op_type = "Unsqueeze";
     unsqueeze.inputs = {id};
-    unsqueeze.attributes.push_back(IntsAttribute("axes", std::move(axes)));
+    unsqueeze.attributes.push_back(Attribute::Ints("axes", std::move(axes)));
     const int out_id = graph_.AddValue(std::move(out));
     unsqueeze.outputs = {out_id};
     graph_.AddNode(std::move(unsqueeze));
@@ -402,7 +386,7 @@ Status CastTypeName(NodeRewrite& rw, Node& node) {
       number == onnx::TensorProto_DataType_UNDEFINED) {
     return rw.Invalid(node, fmt::format("attribute 'to' names no known type: '{}'", to->s));
   }
-  *to = IntAttribute("to", static_cast<int64_t>(number));
+  *to = Attribute::Int("to", static_cast<int64_t>(number));
   return Status::OK();
 }
 
@@ -425,7 +409,7 @@ Status ReshapeShapeInput(NodeRewrite& rw, Node& node) {
 
 // Concat-1's axis defaults to 1; Concat-4 requires it.
 Status ConcatDefaultAxis(NodeRewrite&, Node& node) {
-  if (node.FindAttribute("axis") == nullptr) node.attributes.push_back(IntAttribute("axis", 1));
+  if (node.FindAttribute("axis") == nullptr) node.attributes.push_back(Attribute::Int("axis", 1));
   return Status::OK();
 }
 
@@ -467,7 +451,7 @@ Status SplitSizesAttribute(NodeRewrite& rw, Node& node) {
                                                        : sizes->data<const int32_t>()[i]);
   }
   node.inputs.resize(1);
-  node.attributes.push_back(IntsAttribute("split", std::move(split)));
+  node.attributes.push_back(Attribute::Ints("split", std::move(split)));
   return Status::OK();
 }
 
@@ -556,7 +540,7 @@ Status LpPoolIntegerP(NodeRewrite& rw, Node& node) {
                                               "integer p of opset 2 needs",
                                               p->f));
   }
-  *p = IntAttribute("p", static_cast<int64_t>(p->f));
+  *p = Attribute::Int("p", static_cast<int64_t>(p->f));
   if (node.op_type == "LpPool" && node.FindAttribute("kernel_shape") == nullptr) {
     return rw.Unconvertible(node, "attribute 'kernel_shape' is required from opset 2");
   }
