@@ -542,7 +542,7 @@ TEST_F(HttpServerTest, FullQueueIs429WithRetryAfter) {
 TEST_F(HttpServerTest, NotFoundAndMethodNotAllowed) {
   Client c(port());
   for (const char* target :
-       {"/", "/v2/", "/v2/models/double/config", "/v2/repository/models/m",
+       {"/", "/v2/", "/v2/models/double/trace/setting", "/v2/repository/models/m",
         "/v2/models/double/versions/x/infer", "/v2/logging"}) {
     Reply r = c.Get(target);
     EXPECT_EQ(r.status, 404) << target;
