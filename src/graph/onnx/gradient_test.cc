@@ -16,14 +16,18 @@
 
 #include "base/check.h"
 #include "graph/onnx/importer.h"
+#include "graph/onnx/onnx_test_util.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/session.h"
 
 namespace kiln {
 namespace {
 
-using onnx::AttributeProto;
 using onnx::TensorProto;
+using ::kiln::testing::SetInt;
+using ::kiln::testing::SetInts;
+using ::kiln::testing::SetString;
+using ::kiln::testing::SetStrings;
 
 // ---------------------------------------------------------------------------------------------
 // Model building.
@@ -45,34 +49,6 @@ onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
   for (const std::string& in : inputs) n->add_input(in);
   for (const std::string& out : outputs) n->add_output(out);
   return n;
-}
-
-void SetInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::INT);
-  a->set_i(v);
-}
-
-void SetStrings(onnx::NodeProto* n, const std::string& name, const std::vector<std::string>& v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::STRINGS);
-  for (const std::string& s : v) a->add_strings(s);
-}
-
-void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::STRING);
-  a->set_s(v);
 }
 
 void AddDoubleInitializer(onnx::GraphProto* g, const std::string& name,

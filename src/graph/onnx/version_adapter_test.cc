@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/onnx/importer.h"
+#include "graph/onnx/onnx_test_util.h"
 #include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/session.h"
@@ -25,6 +26,10 @@ namespace {
 
 using onnx::AttributeProto;
 using onnx::TensorProto;
+using ::kiln::testing::SetFloat;
+using ::kiln::testing::SetInt;
+using ::kiln::testing::SetInts;
+using ::kiln::testing::SetString;
 
 // ---------------------------------------------------------------------------------------------
 // Model building.
@@ -69,34 +74,6 @@ onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
   for (const std::string& in : inputs) n->add_input(in);
   for (const std::string& out : outputs) n->add_output(out);
   return n;
-}
-
-void SetInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::INT);
-  a->set_i(v);
-}
-
-void SetInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void SetFloat(onnx::NodeProto* n, const std::string& name, float v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
-void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
-  AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::STRING);
-  a->set_s(v);
 }
 
 void AddFloatInitializer(onnx::GraphProto* g, const std::string& name,
@@ -257,14 +234,6 @@ std::shared_ptr<Graph> DirectGraph(int64_t opset, const std::string& op,
   g->outputs.push_back(out_id);
   g->AddNode(std::move(node));
   return g;
-}
-
-Attribute IntAttr(std::string name, int64_t v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInt;
-  a.i = v;
-  return a;
 }
 
 Attribute FloatAttr(std::string name, float v) {
@@ -519,7 +488,7 @@ TEST(VersionAdapterTest, BroadcastEdgeCasesKeepTheirOldMeaning) {
   // A one-element B broadcasts anywhere: A - 1.
   std::shared_ptr<Graph> g =
       DirectGraph(6, "Sub", {{DataType::kFloat32, {2, 3}}, {DataType::kFloat32, {1}}},
-                  {IntAttr("broadcast", 1)});
+                  {Attribute::Int("broadcast", 1)});
   Result<std::shared_ptr<Graph>> adapted = AdaptToOpset7(g);
   ASSERT_TRUE(adapted.ok()) << adapted.status().ToString();
   ExpectValues<float>(
@@ -527,7 +496,7 @@ TEST(VersionAdapterTest, BroadcastEdgeCasesKeepTheirOldMeaning) {
       {0, 1, 2, 3, 4, 5});
   // With an axis, too: B [1] at axis 0 becomes [1, 1].
   g = DirectGraph(6, "Sub", {{DataType::kFloat32, {2, 3}}, {DataType::kFloat32, {1}}},
-                  {IntAttr("broadcast", 1), IntAttr("axis", 0)});
+                  {Attribute::Int("broadcast", 1), Attribute::Int("axis", 0)});
   adapted = AdaptToOpset7(g);
   ASSERT_TRUE(adapted.ok()) << adapted.status().ToString();
   ExpectValues<float>(
@@ -540,7 +509,7 @@ TEST(VersionAdapterTest, BroadcastEdgeCasesKeepTheirOldMeaning) {
   // B must be a run of A's dims from `axis`: B [3] at axis 0 of A [2, 3] becomes [3, 1], which
   // does not broadcast to [2, 3], so running fails.
   g = DirectGraph(6, "Add", {{DataType::kFloat32, {2, 3}}, {DataType::kFloat32, {3}}},
-                  {IntAttr("broadcast", 1), IntAttr("axis", 0)});
+                  {Attribute::Int("broadcast", 1), Attribute::Int("axis", 0)});
   adapted = AdaptToOpset7(g);
   ASSERT_TRUE(adapted.ok()) << adapted.status().ToString();
   Result<std::unique_ptr<Session>> session = Session::Create(*adapted);
@@ -555,13 +524,13 @@ TEST(VersionAdapterTest, BroadcastEdgeCasesKeepTheirOldMeaning) {
 TEST(VersionAdapterTest, BroadcastAxisNeedsKnownRanks) {
   std::shared_ptr<Graph> g =
       DirectGraph(6, "Add", {{DataType::kFloat32, {}, /*ranked=*/false}, {DataType::kFloat32, {3}}},
-                  {IntAttr("broadcast", 1), IntAttr("axis", 1)}, "add_1");
+                  {Attribute::Int("broadcast", 1), Attribute::Int("axis", 1)}, "add_1");
   ExpectError(AdaptToOpset7(g), StatusCode::kUnimplemented,
               {"op Add (opset 6) cannot be converted to opset 7: ", "rank of A is unknown",
                "(node 'add_1')"});
 
   g = DirectGraph(6, "Add", {{DataType::kFloat32, {2, 3}}, {DataType::kFloat32, {3}}},
-                  {IntAttr("broadcast", 1), IntAttr("axis", 2)});
+                  {Attribute::Int("broadcast", 1), Attribute::Int("axis", 2)});
   ExpectError(AdaptToOpset7(g), StatusCode::kInvalidArgument,
               {"op Add (opset 6)", "broadcast axis 2 does not fit B (rank 1) into A (rank 2)"});
 }
@@ -627,12 +596,12 @@ TEST(VersionAdapterTest, GemmWithoutBroadcastNeedsAFullC) {
   g = DirectGraph(
       6, "Gemm",
       {{DataType::kFloat32, {2, 2}}, {DataType::kFloat32, {3, 2}}, {DataType::kFloat32, {2, 2}}},
-      {IntAttr("transB", 1)});
+      {Attribute::Int("transB", 1)});
   ExpectError(AdaptToOpset7(g), StatusCode::kInvalidArgument, {"C is not [M, N]"});
   g = DirectGraph(
       6, "Gemm",
       {{DataType::kFloat32, {2, 2}}, {DataType::kFloat32, {3, 2}}, {DataType::kFloat32, {2, 3}}},
-      {IntAttr("transB", 1), IntAttr("broadcast", 0)});
+      {Attribute::Int("transB", 1), Attribute::Int("broadcast", 0)});
   Result<std::shared_ptr<Graph>> adapted = AdaptToOpset7(g);
   ASSERT_TRUE(adapted.ok()) << adapted.status().ToString();
   EXPECT_EQ(AttributeNames((*adapted)->node(0)), (std::set<std::string>{"transB"}));
@@ -793,7 +762,7 @@ TEST(VersionAdapterTest, CastWithABadTypeNameFails) {
   ExpectError(
       AdaptToOpset7(g), StatusCode::kInvalidArgument,
       {"op Cast (opset 1) cannot be converted to opset 7", "names no known type: 'FLOATY'"});
-  g = DirectGraph(1, "Cast", {{DataType::kFloat32, {1}}}, {IntAttr("to", 6)});
+  g = DirectGraph(1, "Cast", {{DataType::kFloat32, {1}}}, {Attribute::Int("to", 6)});
   ExpectError(AdaptToOpset7(g), StatusCode::kInvalidArgument,
               {"attribute 'to' must be a STRING type name before opset 6"});
 }
@@ -1006,14 +975,14 @@ TEST(VersionAdapterTest, AveragePoolFromOpset1NeverCountsPadding) {
 
 TEST(VersionAdapterTest, AttributesOfLaterVersionsAreRefused) {
   std::shared_ptr<Graph> g = DirectGraph(6, "AveragePool", {{DataType::kFloat32, {1, 1, 2}}},
-                                         {IntAttr("count_include_pad", 1)});
+                                         {Attribute::Int("count_include_pad", 1)});
   ExpectError(AdaptToOpset7(g), StatusCode::kInvalidArgument,
               {"op AveragePool (opset 6)", "'count_include_pad' does not exist before opset 7"});
   g = DirectGraph(2, "GRU",
                   {{DataType::kFloat32, {1, 1, 1}},
                    {DataType::kFloat32, {1, 3, 1}},
                    {DataType::kFloat32, {1, 3, 1}}},
-                  {IntAttr("linear_before_reset", 1)});
+                  {Attribute::Int("linear_before_reset", 1)});
   ExpectError(AdaptToOpset7(g), StatusCode::kInvalidArgument,
               {"op GRU (opset 2)", "'linear_before_reset' does not exist before opset 3"});
 }
@@ -1079,7 +1048,7 @@ TEST(VersionAdapterTest, SubgraphsAreAdaptedToo) {
 TEST(VersionAdapterTest, SubgraphErrorsNameTheOwningNode) {
   std::shared_ptr<Graph> body =
       DirectGraph(6, "Add", {{DataType::kFloat32, {}, false}, {DataType::kFloat32, {2}}},
-                  {IntAttr("broadcast", 1), IntAttr("axis", 0)}, "");
+                  {Attribute::Int("broadcast", 1), Attribute::Int("axis", 0)}, "");
   auto g = std::make_shared<Graph>();
   g->opset_imports[""] = 6;
   Value cond;
