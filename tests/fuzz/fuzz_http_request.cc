@@ -44,9 +44,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (route.kind != kiln::RouteKind::kModelInfer) return 0;
   const auto encoding = req[http::field::content_encoding];
   const auto header_length = req["Inference-Header-Content-Length"];
+  // The model a raw binary body (header 0) is decoded for, chosen by the route's model name:
+  // "s" one BYTES input [1]; "t" two inputs; anything else one batching FP32 input [-1, 3].
+  kiln::ModelSignature signature;
+  signature.name = route.model;
+  if (route.model == "s") {
+    signature.inputs.push_back({"in", kiln::DataType::kBytes, {1}});
+  } else {
+    signature.max_batch_size = 8;
+    signature.inputs.push_back({"in", kiln::DataType::kFloat32, {-1, 3}});
+    if (route.model == "t") signature.inputs.push_back({"in2", kiln::DataType::kInt64, {2}});
+  }
   kiln::Result<kiln::ParsedInferRequest> parsed = kiln::ParseInferHttpBody(
       std::move(req.body()), std::string_view(encoding.data(), encoding.size()),
-      std::string_view(header_length.data(), header_length.size()), kMaxBodyBytes);
+      std::string_view(header_length.data(), header_length.size()), kMaxBodyBytes, signature);
   if (!parsed.ok()) return 0;
   kiln::InferResponse response;
   response.model_name = route.model;

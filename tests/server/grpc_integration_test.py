@@ -223,7 +223,7 @@ def check_health_and_metadata(t, api):
     md = api.call("ServerMetadata", pb.ServerMetadataRequest())
     t.check("ServerMetadata name/version/extensions",
             md.name == "kiln" and md.version != "" and "model_repository" in md.extensions
-            and "statistics" in md.extensions, str(md))
+            and "statistics" in md.extensions and "logging" in md.extensions, str(md))
     mm = api.call("ModelMetadata", pb.ModelMetadataRequest(name="add_sub"))
     ins = [(i.name, i.datatype, list(i.shape)) for i in mm.inputs]
     outs = [(o.name, o.datatype, list(o.shape)) for o in mm.outputs]
@@ -362,8 +362,7 @@ def check_errors(t, api, rng):
     r = pb.ModelInferRequest(); r.CopyFrom(good)
     o = r.outputs.add(); o.name = "OUTPUT0"; o.parameters["classification"].string_param = "3"
     expect("class_count as a string", r, "INVALID_ARGUMENT", "classification")
-    for rpc in ("SystemSharedMemoryStatus", "CudaSharedMemoryStatus", "TraceSetting",
-                "LogSettings"):
+    for rpc in ("SystemSharedMemoryStatus", "CudaSharedMemoryStatus", "TraceSetting"):
         code, _ = api.error(rpc, getattr(pb, rpc + "Request")())
         t.check(f"{rpc} -> UNIMPLEMENTED", code == "UNIMPLEMENTED", code)
 
@@ -476,6 +475,43 @@ def check_repository(t, api, rng):
             code)
 
 
+def check_logging(t, api):
+    pb = api.pb
+
+    def settings(resp):
+        out = {}
+        for k, v in resp.settings.items():
+            out[k] = getattr(v, v.WhichOneof("parameter_choice"))
+        return out
+
+    before = settings(api.call("LogSettings", pb.LogSettingsRequest()))
+    t.check("LogSettings (empty) answers the six settings with their types",
+            before == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                       "log_verbose_level": 0, "log_format": "default"}, str(before))
+    req = pb.LogSettingsRequest()
+    req.settings["log_verbose_level"].uint32_param = 1
+    req.settings["log_error"].bool_param = False
+    after = settings(api.call("LogSettings", req))
+    t.check("LogSettings update applies and answers every setting",
+            after.get("log_verbose_level") == 1 and after.get("log_error") is False
+            and after.get("log_info") is True, str(after))
+    for name, key, field, value, want in [
+            ("log_info as a string", "log_info", "string_param", "yes", "INVALID_ARGUMENT"),
+            ("unknown format", "log_format", "string_param", "json", "INVALID_ARGUMENT"),
+            ("log_file change", "log_file", "string_param", "/tmp/k.log", "UNIMPLEMENTED"),
+            ("unknown setting", "log_errors", "bool_param", True, "INVALID_ARGUMENT")]:
+        bad = pb.LogSettingsRequest()
+        setattr(bad.settings[key], field, value)
+        code, msg = api.error("LogSettings", bad)
+        t.check(f"LogSettings {name} -> {want} naming {key}", code == want and key in msg,
+                f"{code} {msg}")
+    restore = pb.LogSettingsRequest()
+    restore.settings["log_verbose_level"].uint32_param = 0
+    restore.settings["log_error"].bool_param = True
+    t.check("LogSettings restored",
+            settings(api.call("LogSettings", restore)) == before, "")
+
+
 def check_large_and_concurrent(t, api, rng):
     pb = api.pb
     n = 6 << 20  # 6 MiB: above gRPC's default 4 MiB receive limit
@@ -551,6 +587,7 @@ def main():
         t.run("streaming", lambda: check_streaming(t, api, rng))
         t.run("statistics", lambda: check_statistics(t, api, rng))
         t.run("repository", lambda: check_repository(t, api, rng))
+        t.run("logging", lambda: check_logging(t, api))
         t.run("large and concurrent", lambda: check_large_and_concurrent(t, api, rng))
 
         # Shutdown: a stream opened before SIGTERM is still answered, then the process exits 0.

@@ -759,6 +759,68 @@ def check_classification(t, c):
             strings == [s for row in want for s in row], f"{r!r} {strings}")
 
 
+def check_raw_binary(t, c):
+    """Inference-Header-Content-Length 0: the body is the data of the only input."""
+    import struct
+    values = [0.5, 3.0, -1.0, 2.0, 0.25]
+    r = c.request("POST", "/v2/models/classify/infer", body=struct.pack("<5f", *values),
+                  headers={"Inference-Header-Content-Length": "0"})
+    if t.check("raw binary request -> 200 octet-stream", r.status == 200
+               and r.headers.get("Content-Type") == "application/octet-stream", repr(r)):
+        doc, raw, exact = split_binary_response(r)
+        out = outputs_by_name(doc).get("OUT", {})
+        t.check("raw binary: batch-1 shape, binary output equal to the input (identity model)",
+                out.get("shape") == [1, 5] and exact
+                and raw.get("OUT") == struct.pack("<5f", *values), repr(doc))
+    for name, model, body, part in [
+            ("raw binary body of the wrong size", "classify", b"\0" * 12, "expected 20 bytes"),
+            ("raw binary for a model with several inputs", "identity_all", b"\0" * 4,
+             "exactly one input")]:
+        r = c.request("POST", f"/v2/models/{model}/infer", body=body,
+                      headers={"Inference-Header-Content-Length": "0"})
+        t.check(f"{name} -> 400 naming {part!r}", r.status == 400 and part in r.error(),
+                repr(r))
+
+
+def check_logging(t, c):
+    """GET/POST /v2/logging: settings round trip, refusals change nothing."""
+    r = c.get("/v2/logging")
+    keys = {"log_file", "log_info", "log_warning", "log_error", "log_verbose_level", "log_format"}
+    if not t.check("GET /v2/logging -> 200 with the six settings",
+                   r.status == 200 and set(r.json()) == keys, repr(r)):
+        return
+    before = r.json()
+    t.check("log settings start as the flags set them",
+            before["log_info"] is True and before["log_verbose_level"] == 0
+            and before["log_format"] == "default" and before["log_file"] == "", repr(before))
+    r = c.post("/v2/logging", {"log_verbose_level": 2, "log_format": "ISO8601",
+                               "log_warning": False})
+    doc = r.json() if r.status == 200 else {}
+    t.check("POST /v2/logging updates and answers every setting",
+            r.status == 200 and set(doc) == keys and doc["log_verbose_level"] == 2
+            and doc["log_format"] == "ISO8601" and doc["log_warning"] is False
+            and doc["log_info"] is True, repr(r))
+    for name, body, status, part in [
+            ("log_info not a boolean", {"log_info": "yes"}, 400, "log_info"),
+            ("negative verbose level", {"log_verbose_level": -1}, 400, "log_verbose_level"),
+            ("unknown log format", {"log_format": "json"}, 400, "log_format"),
+            ("unknown setting", {"log_errors": True}, 400, "log_errors"),
+            ("log_file change", {"log_file": "/tmp/kiln.log"}, 501, "log_file"),
+            ("body not an object", [1, 2], 400, "JSON object")]:
+        r = c.post("/v2/logging", body)
+        t.check(f"logging: {name} -> {status} naming {part!r}",
+                r.status == status and part in r.error(), repr(r))
+    r = c.get("/v2/logging")
+    t.check("refused updates changed nothing",
+            r.status == 200 and r.json().get("log_verbose_level") == 2
+            and r.json().get("log_warning") is False, repr(r))
+    r = c.request("PUT", "/v2/logging", body=b"{}")
+    t.check("PUT /v2/logging -> 405", r.status == 405, repr(r))
+    r = c.post("/v2/logging", {"log_verbose_level": 0, "log_format": "default",
+                               "log_warning": True})
+    t.check("log settings restored", r.status == 200 and r.json() == before, repr(r))
+
+
 def check_binary_errors(t, c, rng):
     """Framing and compression errors over HTTP, each followed by a good request."""
     import struct
@@ -841,6 +903,7 @@ def run_extension_checks(t, kiln):
         rng = random.Random(99)
         t.run("binary datatypes", lambda: check_binary_datatypes(t, c))
         t.run("classification", lambda: check_classification(t, c))
+        t.run("raw binary requests", lambda: check_raw_binary(t, c))
         c.close()
         if t.failed:
             print("---- extension server output ----\n" + server.output()[-8000:], flush=True)
@@ -888,6 +951,7 @@ def main():
         t.run("digits", lambda: check_digits(t, c, rng))
         t.run("statistics", lambda: check_statistics(t, c))
         t.run("model config", lambda: check_model_config(t, c))
+        t.run("logging settings", lambda: check_logging(t, c))
         t.run("error answers", lambda: check_errors(t, c, rng))
         t.run("binary and compression errors", lambda: check_binary_errors(t, c, rng))
         t.run("compression", lambda: check_compression(t, c, rng))

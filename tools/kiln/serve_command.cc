@@ -58,6 +58,11 @@ struct ServeOptions {
   std::vector<std::string> load_models;
   int exit_timeout_secs = 30;
   int log_verbose = 0;
+  bool log_info = true;
+  bool log_warning = true;
+  bool log_error = true;
+  std::string log_format = "default";
+  std::string log_file;
   uint64_t max_request_bytes = 64ull << 20;
   size_t http_max_connections = 1000;
   int model_workers = 1;
@@ -154,7 +159,20 @@ bool DrainAndStop(ModelManager* manager, HttpServer* server, GrpcServer* grpc,
 }
 
 int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
-  SetLogVerbosity(opt.log_verbose);
+  LogSettings log;
+  log.file = opt.log_file;
+  log.info = opt.log_info;
+  log.warning = opt.log_warning;
+  log.error = opt.log_error;
+  log.verbose_level = static_cast<uint32_t>(std::max(0, opt.log_verbose));
+  if (!ParseLogFormat(opt.log_format, &log.format)) {
+    KILN_LOG_ERROR("--log-format must be 'default' or 'ISO8601', got '{}'", opt.log_format);
+    return 2;
+  }
+  if (Status st = ApplyLogSettings(log); !st.ok()) {
+    KILN_LOG_ERROR("{}", st.message());
+    return 2;
+  }
   Result<ModelControlMode> mode = ParseControlMode(opt.model_control_mode);
   if (!mode.ok()) {
     KILN_LOG_ERROR("{}", mode.status().message());
@@ -357,9 +375,23 @@ CommandMain AddServeCommand(CLI::App& app) {
                   "the process exits 0 (logging how many requests it abandoned)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--log-verbose", opt->log_verbose, "Log verbosity: 0 info, 1 debug, 2 trace")
+  cmd->add_option("--log-verbose", opt->log_verbose,
+                  "Log verbosity: 0 info, 1 debug, 2 trace (changeable at run time: "
+                  "POST /v2/logging {\"log_verbose_level\": N})")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--log-info", opt->log_info, "Log info lines (true/false; also /v2/logging)")
+      ->capture_default_str();
+  cmd->add_option("--log-warning", opt->log_warning,
+                  "Log warning lines (true/false; also /v2/logging)")
+      ->capture_default_str();
+  cmd->add_option("--log-error", opt->log_error, "Log error lines (true/false; also /v2/logging)")
+      ->capture_default_str();
+  cmd->add_option("--log-format", opt->log_format,
+                  "Log line format: 'default' (local time) or 'ISO8601' (UTC); also /v2/logging")
+      ->capture_default_str();
+  cmd->add_option("--log-file", opt->log_file,
+                  "Append the log to this file instead of standard error (fixed at start)");
   cmd->add_option("--max-request-bytes", opt->max_request_bytes,
                   "Largest accepted HTTP request body; larger requests get an error and the "
                   "connection is closed")

@@ -27,6 +27,7 @@
 #include "repo/model_manager.h"
 #include "server/classification.h"
 #include "server/grpc/infer_grpc.h"
+#include "server/log_settings.h"
 #include "server/status_map.h"
 
 namespace kiln {
@@ -35,7 +36,8 @@ namespace {
 using Service = inference::GRPCInferenceService::AsyncService;
 
 // Names of the KServe extensions kiln implements (as the HTTP server reports them).
-constexpr std::string_view kExtensions[] = {"model_repository", "statistics"};
+constexpr std::string_view kExtensions[] = {"classification", "model_repository", "statistics",
+                                            "logging"};
 
 grpc::Status ToGrpc(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -541,6 +543,54 @@ void HandleInfer(Impl* server, InferCall* call) {
   });
 }
 
+using LogCall = UnaryCall<inference::LogSettingsRequest, inference::LogSettingsResponse>;
+void HandleLogSettings(Impl*, LogCall* call) {
+  std::vector<LogSettingUpdate> updates;
+  for (const auto& [name, value] : call->request().settings()) {
+    LogSettingUpdate u;
+    u.name = name;
+    using P = inference::LogSettingsRequest::SettingValue;
+    switch (value.parameter_choice_case()) {
+      case P::kBoolParam:
+        u.kind = LogSettingUpdate::Kind::kBool;
+        u.bool_value = value.bool_param();
+        break;
+      case P::kUint32Param:
+        u.kind = LogSettingUpdate::Kind::kInteger;
+        u.int_value = value.uint32_param();
+        break;
+      case P::kStringParam:
+        u.kind = LogSettingUpdate::Kind::kString;
+        u.string_value = value.string_param();
+        break;
+      case P::PARAMETER_CHOICE_NOT_SET:
+        u.kind = LogSettingUpdate::Kind::kNull;
+        break;
+    }
+    updates.push_back(std::move(u));
+  }
+  if (Status st = UpdateLogSettings(updates); !st.ok()) {
+    call->Finish(st);
+    return;
+  }
+  auto* settings = call->response()->mutable_settings();
+  for (const LogSettingField& f : LogSettingFields(GetLogSettings())) {
+    inference::LogSettingsResponse::SettingValue& v = (*settings)[f.name];
+    switch (f.kind) {
+      case LogSettingField::Kind::kBool:
+        v.set_bool_param(f.bool_value);
+        break;
+      case LogSettingField::Kind::kUint:
+        v.set_uint32_param(f.uint_value);
+        break;
+      case LogSettingField::Kind::kString:
+        v.set_string_param(f.string_value);
+        break;
+    }
+  }
+  call->Finish(grpc::Status::OK);
+}
+
 template <typename Req, typename Resp>
 void HandleUnimplemented(Impl*, UnaryCall<Req, Resp>* call) {
   call->Finish(Status::Unimplemented(
@@ -708,8 +758,7 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
       this, cq, &S::RequestCudaSharedMemoryUnregister, &HandleUnimplemented);
   UnaryCall<TraceSettingRequest, TraceSettingResponse>::Listen(
       this, cq, &S::RequestTraceSetting, &HandleUnimplemented);
-  UnaryCall<LogSettingsRequest, LogSettingsResponse>::Listen(this, cq, &S::RequestLogSettings,
-                                                             &HandleUnimplemented);
+  LogCall::Listen(this, cq, &S::RequestLogSettings, &HandleLogSettings);
 }
 
 void GrpcServer::Impl::PollLoop(grpc::ServerCompletionQueue* cq) {

@@ -67,6 +67,7 @@
 #include "repo/model_config.pb.h"
 #include "server/http/config_json.h"
 #include "server/http/infer_json.h"
+#include "server/http/logging_json.h"
 #include "server/http/metadata_json.h"
 #include "server/http/repository_json.h"
 #include "server/http/router.h"
@@ -100,8 +101,8 @@ constexpr unsigned kHttpPayloadTooLarge = 413;
 
 // Names of the KServe extensions kiln implements, in the reference server's order. Others
 // (binary data, shared memory, ...) are added here when their endpoints exist.
-constexpr std::array<std::string_view, 4> kImplementedExtensions{
-    "classification", "model_repository", "binary_tensor_data", "statistics"};
+constexpr std::array<std::string_view, 5> kImplementedExtensions{
+    "classification", "model_repository", "binary_tensor_data", "statistics", "logging"};
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -235,6 +236,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleStats(const Route& route);
   void HandleModelConfig(const Route& route);
   void HandleRepositoryIndex(const Route& route);
+  void HandleLoggingUpdate();
   void HandleRepositoryControl(const Route& route);
 
   void SendEmpty(unsigned status);
@@ -483,6 +485,12 @@ void Session::Handle() {
     case RouteKind::kRepositoryUnload:
       HandleRepositoryControl(route);
       return;
+    case RouteKind::kLoggingGet:
+      SendJson(kHttpOk, LogSettingsJson(GetLogSettings()));
+      return;
+    case RouteKind::kLoggingUpdate:
+      HandleLoggingUpdate();
+      return;
   }
   SendError(Status::Internal("unhandled route"));
 }
@@ -561,7 +569,7 @@ void Session::HandleInfer(const Route& route) {
   }
   Result<ParsedInferRequest> parsed = ParseInferHttpBody(
       std::move(req.body()), encoding, ToStd(req["Inference-Header-Content-Length"]),
-      server_->options().max_request_bytes);
+      server_->options().max_request_bytes, (*model)->signature());
   body_parser_.reset();  // the body now lives in the request's tensors, or is freed
   if (!parsed.ok()) {
     SendError(parsed.status());
@@ -625,6 +633,17 @@ void Session::HandleStats(const Route& route) {
     }
   }
   SendJson(kHttpOk, ModelStatisticsJson(entries));
+}
+
+void Session::HandleLoggingUpdate() {
+  Result<std::vector<LogSettingUpdate>> updates =
+      ParseLogSettingsRequest(body_parser_->get().body());
+  Status st = updates.ok() ? UpdateLogSettings(*updates) : updates.status();
+  if (!st.ok()) {
+    SendError(st);
+    return;
+  }
+  SendJson(kHttpOk, LogSettingsJson(GetLogSettings()));
 }
 
 void Session::HandleRepositoryIndex(const Route& route) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
@@ -695,9 +696,88 @@ Result<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> 
   return ParseBody(text, json_bytes, std::move(body));
 }
 
+Result<ParsedInferRequest> ParseRawBinaryInferRequest(std::shared_ptr<const std::string> body,
+                                                      const ModelSignature& signature) {
+  KILN_CHECK(body != nullptr, "null body");
+  if (signature.inputs.size() != 1) {
+    return Status::InvalidArgument(fmt::format(
+        "raw binary request (Inference-Header-Content-Length 0) for model '{}', which has {} "
+        "inputs: a raw body can only carry the data of a model with exactly one input; send a "
+        "JSON header describing the inputs",
+        signature.name, signature.inputs.size()));
+  }
+  const TensorSpec& spec = signature.inputs[0];
+  const std::string_view data(*body);
+  // Batch 1 for a batching model, then the configured dims.
+  std::vector<int64_t> dims;
+  if (signature.max_batch_size > 0) dims.push_back(1);
+  dims.insert(dims.end(), spec.dims.begin(), spec.dims.end());
+  const auto variable = std::count(dims.begin(), dims.end(), int64_t{-1});
+  const auto where = [&] {
+    return fmt::format("raw binary request for input '{}' of model '{}' (shape {})", spec.name,
+                       signature.name, fmt::join(spec.dims, ","));
+  };
+  std::string_view payload = data;
+  std::shared_ptr<const void> owner = body;
+  if (spec.dtype == DataType::kBytes) {
+    // The body is the one element of a BYTES tensor of shape [1]: framed with its length.
+    const bool one = !dims.empty() && std::all_of(dims.begin(), dims.end(), [](int64_t d) {
+      return d == 1 || d == -1;
+    });
+    if (!one) {
+      return Status::InvalidArgument(
+          fmt::format("{}: a BYTES input must have shape [1] to be sent raw", where()));
+    }
+    if (data.size() > std::numeric_limits<uint32_t>::max()) {
+      return Status::InvalidArgument(fmt::format("{}: body too large", where()));
+    }
+    for (int64_t& d : dims) d = 1;
+    auto framed = std::make_shared<std::string>(4 + data.size(), '\0');
+    const uint32_t len = static_cast<uint32_t>(data.size());
+    for (size_t i = 0; i < 4; ++i) (*framed)[i] = static_cast<char>(len >> (8 * i));
+    std::memcpy(framed->data() + 4, data.data(), data.size());
+    payload = *framed;
+    owner = framed;
+  } else if (variable > 1) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: more than one variable dimension, so the shape cannot be deduced from the body "
+        "size; send a JSON header",
+        where()));
+  } else {
+    size_t fixed = DataTypeSize(spec.dtype);
+    for (int64_t d : dims) {
+      if (d >= 0) fixed *= static_cast<size_t>(d);
+    }
+    if (variable == 1) {
+      if (fixed == 0 ? !data.empty() : data.size() % fixed != 0) {
+        return Status::InvalidArgument(
+            fmt::format("{}: a body of {} bytes is not a whole number of {}-byte rows", where(),
+                        data.size(), fixed));
+      }
+      const int64_t deduced = fixed == 0 ? 0 : static_cast<int64_t>(data.size() / fixed);
+      std::replace(dims.begin(), dims.end(), int64_t{-1}, deduced);
+    } else if (data.size() != fixed) {
+      return Status::InvalidArgument(
+          fmt::format("{}: expected {} bytes, got {}", where(), fixed, data.size()));
+    }
+  }
+  Result<Shape> shape = Shape::Create(dims);
+  if (!shape.ok()) {
+    return Status::InvalidArgument(fmt::format("{}: {}", where(), shape.status().message()));
+  }
+  KILN_ASSIGN_OR_RETURN(OwnedTensor t,
+                        DecodeRawTensor(spec.name, spec.dtype, *shape, payload, owner));
+  ParsedInferRequest parsed;
+  parsed.request = std::make_unique<InferRequest>();
+  parsed.request->inputs.push_back({spec.name, std::move(t)});
+  parsed.encoding.binary_data_output = true;  // every output in binary
+  return parsed;
+}
+
 Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view content_encoding,
                                               std::string_view inference_header_length,
-                                              size_t max_request_bytes) {
+                                              size_t max_request_bytes,
+                                              const ModelSignature& signature) {
   const std::optional<ContentCoding> coding = ParseContentEncoding(content_encoding);
   if (!coding) {
     return Status::Unimplemented(fmt::format(
@@ -723,11 +803,7 @@ Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view
           fmt::format("invalid Inference-Header-Content-Length '{}' for a{} body of {} bytes", h,
                       *coding == ContentCoding::kIdentity ? "" : " decompressed", owned->size()));
     }
-    if (n == 0 && !owned->empty()) {
-      return Status::Unimplemented(
-          "raw binary requests (Inference-Header-Content-Length 0) are not supported; send a "
-          "JSON header describing the inputs");
-    }
+    if (n == 0) return ParseRawBinaryInferRequest(std::move(owned), signature);
     json_bytes = n;
   }
   return ParseInferRequest(std::move(owned), json_bytes);

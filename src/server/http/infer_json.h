@@ -93,10 +93,21 @@ Result<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> 
 // `inference_header_length` (the Inference-Header-Content-Length header; empty: all JSON) and
 // parses it with ParseInferRequest. INVALID_ARGUMENT for a header that is not a decimal in
 // [0, decompressed size] or for corrupt / oversized compressed data; UNIMPLEMENTED for an unknown
-// Content-Encoding and for a raw binary request (header 0 with a non-empty body).
+// Content-Encoding. A header of 0 is a raw binary request: ParseRawBinaryInferRequest with
+// `signature`, the model's.
 Result<ParsedInferRequest> ParseInferHttpBody(std::string body, std::string_view content_encoding,
                                               std::string_view inference_header_length,
-                                              size_t max_request_bytes);
+                                              size_t max_request_bytes,
+                                              const ModelSignature& signature);
+
+// A raw binary request (KSERVE-V2.md 1.13, Inference-Header-Content-Length 0): the whole body is
+// the data of the model's only input, sent as batch 1 (the batch dim is 1 for a batching model);
+// every output is returned binary. Fixed-size datatypes: the shape is the configured one with at
+// most one variable dim, deduced from the body size, and the tensor borrows the body. BYTES: the
+// input's shape must be [1] and the body is that one element. INVALID_ARGUMENT naming the model
+// and input for a model without exactly one input, an undeducible shape or a size mismatch.
+Result<ParsedInferRequest> ParseRawBinaryInferRequest(std::shared_ptr<const std::string> body,
+                                                      const ModelSignature& signature);
 
 // A body that is all JSON (no binary section). Nothing in the result refers to `body`.
 Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body);

@@ -687,3 +687,91 @@ TEST(InferBinaryWriteTest, AllJsonHasNoBinarySection) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+ModelSignature OneInputModel(DataType dtype, std::vector<int64_t> dims, int max_batch_size) {
+  ModelSignature sig;
+  sig.name = "m";
+  sig.max_batch_size = max_batch_size;
+  sig.inputs.push_back({"x", dtype, std::move(dims)});
+  sig.outputs.push_back({"y", dtype, {}});
+  return sig;
+}
+
+Result<ParsedInferRequest> ParseRaw(std::string body, const ModelSignature& sig) {
+  return ParseInferHttpBody(std::move(body), "", "0", 1 << 20, sig);
+}
+
+TEST(InferRawBinaryTest, FixedShapeTakesTheWholeBodyAsBatchOne) {
+  const std::string bytes = RawOf<float>({1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+  auto r = ParseRaw(bytes, OneInputModel(DataType::kFloat32, {2, 3}, 4));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->request->inputs.size(), 1u);
+  const OwnedTensor& t = r->request->inputs[0].tensor;
+  EXPECT_EQ(r->request->inputs[0].name, "x");
+  ASSERT_EQ(t.shape().rank(), 3);
+  EXPECT_EQ(t.shape()[0], 1);
+  EXPECT_EQ(t.shape()[1], 2);
+  EXPECT_EQ(t.shape()[2], 3);
+  EXPECT_EQ(t.data<float>()[5], 6.f);
+  EXPECT_TRUE(r->encoding.IsBinary("y"));
+  // Without batching the configured shape is the whole shape.
+  auto plain = ParseRaw(bytes, OneInputModel(DataType::kFloat32, {6}, 0));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->request->inputs[0].tensor.shape().rank(), 1);
+  EXPECT_EQ(plain->request->inputs[0].tensor.shape()[0], 6);
+}
+
+TEST(InferRawBinaryTest, OneVariableDimIsDeducedFromTheSize) {
+  auto r = ParseRaw(RawOf<int64_t>({1, 2, 3, 4, 5, 6}), OneInputModel(DataType::kInt64, {-1, 2}, 8));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const OwnedTensor& t = r->request->inputs[0].tensor;
+  ASSERT_EQ(t.shape().rank(), 3);
+  EXPECT_EQ(t.shape()[0], 1);
+  EXPECT_EQ(t.shape()[1], 3);
+  EXPECT_EQ(t.shape()[2], 2);
+  EXPECT_EQ(t.data<int64_t>()[4], 5);
+  auto empty = ParseRaw("", OneInputModel(DataType::kInt64, {-1, 2}, 0));
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(empty->request->inputs[0].tensor.shape()[0], 0);
+}
+
+TEST(InferRawBinaryTest, BytesInputIsOneElement) {
+  auto r = ParseRaw(std::string("hello\0world", 11), OneInputModel(DataType::kBytes, {1}, 2));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const OwnedTensor& t = r->request->inputs[0].tensor;
+  EXPECT_EQ(t.num_elements(), 1);
+  EXPECT_EQ(t.data<std::string>()[0], std::string("hello\0world", 11));
+}
+
+TEST(InferRawBinaryTest, RefusalsNameTheModelAndTheProblem) {
+  ModelSignature two = OneInputModel(DataType::kFloat32, {2}, 0);
+  two.inputs.push_back({"z", DataType::kFloat32, {2}});
+  struct Case {
+    std::string body;
+    ModelSignature sig;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {RawOf<float>({1.f}), two, "exactly one input"},
+      {RawOf<float>({1.f}), OneInputModel(DataType::kFloat32, {-1, -1}, 0),
+       "more than one variable dimension"},
+      {RawOf<float>({1.f, 2.f, 3.f}), OneInputModel(DataType::kFloat32, {2}, 0),
+       "expected 8 bytes, got 12"},
+      {std::string(7, 'a'), OneInputModel(DataType::kFloat32, {-1, 2}, 0),
+       "not a whole number of 8-byte rows"},
+      {"abc", OneInputModel(DataType::kBytes, {2}, 0), "shape [1]"},
+      {std::string(1, '\x02'), OneInputModel(DataType::kBool, {1}, 0), "'x'"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseRaw(c.body, c.sig);
+    ASSERT_FALSE(r.ok()) << c.needle;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

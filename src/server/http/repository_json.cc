@@ -11,36 +11,13 @@
 #include <string_view>
 
 #include "server/http/infer_json.h"
+#include "server/http/json_body.h"
 #include "server/json_writer.h"
 
 namespace kiln {
 namespace {
 
 namespace dom = simdjson::dom;
-
-bool IsBlank(std::string_view body) {
-  return std::all_of(body.begin(), body.end(),
-                     [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
-}
-
-// Parses `body` into `parser` and returns its root object; nullopt root for a blank body.
-Result<std::optional<dom::object>> ParseObject(dom::parser& parser, const std::string& body,
-                                               std::string_view what) {
-  if (IsBlank(body)) return std::optional<dom::object>();
-  if (parser.allocate(std::max<size_t>(body.size(), 1), kMaxJsonDepth) != simdjson::SUCCESS) {
-    return Status::ResourceExhausted("cannot allocate memory to parse the request body");
-  }
-  dom::element root;
-  if (const auto error = parser.parse(body).get(root); error != simdjson::SUCCESS) {
-    return Status::InvalidArgument(
-        fmt::format("{} body is not valid JSON: {}", what, simdjson::error_message(error)));
-  }
-  dom::object obj;
-  if (root.get_object().get(obj) != simdjson::SUCCESS) {
-    return Status::InvalidArgument(fmt::format("{} body must be a JSON object", what));
-  }
-  return std::optional<dom::object>(obj);
-}
 
 // The "parameters" object of a request, nullopt when absent.
 Result<std::optional<dom::object>> Parameters(const std::optional<dom::object>& root,
@@ -61,7 +38,7 @@ Result<std::optional<dom::object>> Parameters(const std::optional<dom::object>& 
 Result<bool> ParseRepositoryIndexRequest(const std::string& body) {
   dom::parser parser;
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
-                        ParseObject(parser, body, "repository index request"));
+                        ParseJsonObjectBody(parser, body, "repository index request"));
   dom::element el;
   if (!root || root->at_key("ready").get(el) != simdjson::SUCCESS) return false;
   bool ready = false;
@@ -74,7 +51,7 @@ Result<bool> ParseRepositoryIndexRequest(const std::string& body) {
 Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body) {
   dom::parser parser;
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
-                        ParseObject(parser, body, "model load request"));
+                        ParseJsonObjectBody(parser, body, "model load request"));
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
                         Parameters(root, "model load request"));
   ModelLoadOptions options;
@@ -101,7 +78,7 @@ Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body) {
 Status ParseRepositoryUnloadRequest(const std::string& body) {
   dom::parser parser;
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
-                        ParseObject(parser, body, "model unload request"));
+                        ParseJsonObjectBody(parser, body, "model unload request"));
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
                         Parameters(root, "model unload request"));
   dom::element el;

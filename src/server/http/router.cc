@@ -122,6 +122,13 @@ Route RouteRequest(std::string_view method, std::string_view target) {
     return Make(RouteKind::kNotFound);
   }
   if (parts[0] == "repository") return RouteRepository(method, parts);
+  if (parts.size() == 1 && parts[0] == "logging") {
+    if (method == "GET") return Make(RouteKind::kLoggingGet);
+    if (method == "POST") return Make(RouteKind::kLoggingUpdate);
+    Route r = Make(RouteKind::kMethodNotAllowed);
+    r.allow = "GET, POST";
+    return r;
+  }
   if (parts.size() < 2 || parts[0] != "models" || parts[1].empty()) {
     return Make(RouteKind::kNotFound);
   }

@@ -10,8 +10,8 @@
 // `/v2/models/stats` (checked first) is the all-models statistics endpoint. Repository paths are
 // `/v2/repository[/{repo}]/index` and `/v2/repository[/{repo}]/models/{name}/(load|unload)`;
 // the optional {repo} segment is reported in Route::repository (the server refuses it).
-// Endpoints kiln does not implement yet (config, trace, logging, shared memory, generate)
-// answer 404 like any unknown path. A known path with the wrong method is 405.
+// `/v2/logging` takes GET and POST. Endpoints kiln does not implement yet (trace, shared memory,
+// generate) answer 404 like any unknown path. A known path with the wrong method is 405.
 //
 // Thread safety: pure function; call from any thread.
 
@@ -36,6 +36,8 @@ enum class RouteKind {
   kRepositoryIndex,   // POST /v2/repository[/{repo}]/index
   kRepositoryLoad,    // POST /v2/repository[/{repo}]/models/{m}/load
   kRepositoryUnload,  // POST /v2/repository[/{repo}]/models/{m}/unload
+  kLoggingGet,        // GET /v2/logging
+  kLoggingUpdate,     // POST /v2/logging
 };
 
 struct Route {
@@ -43,7 +45,7 @@ struct Route {
   std::string model;     // decoded model name (model and repository load/unload routes)
   std::string repository;  // decoded {repo} segment of a repository route; empty when absent
   int64_t version = -1;  // -1: no version in the path (the server picks)
-  std::string allow;     // kMethodNotAllowed: the method the path accepts
+  std::string allow;     // kMethodNotAllowed: the methods the path accepts ("GET, POST")
   std::string error;     // kBadRequest: the message
 };
 

@@ -47,6 +47,10 @@ std::string KindName(RouteKind k) {
       return "RepositoryLoad";
     case RouteKind::kRepositoryUnload:
       return "RepositoryUnload";
+    case RouteKind::kLoggingGet:
+      return "LoggingGet";
+    case RouteKind::kLoggingUpdate:
+      return "LoggingUpdate";
   }
   return "?";
 }
@@ -124,13 +128,19 @@ const RouteCase kCases[] = {
     {"POST", "/v2/repository/models/m", K::kNotFound},
     {"POST", "/v2/repository/a/b/models/m/load", K::kNotFound},
     {"POST", "/v2/repository/index/", K::kNotFound},
+    // Logging: GET and POST; anything else is 405 naming both.
+    {"GET", "/v2/logging", K::kLoggingGet},
+    {"POST", "/v2/logging", K::kLoggingUpdate},
+    {"PUT", "/v2/logging", K::kMethodNotAllowed},
+    {"GET", "/v2/logging?x=1", K::kLoggingGet},
+    {"GET", "/v2/logging/", K::kNotFound},
+    {"GET", "/v2/Logging", K::kNotFound},
     // Endpoints of later issues answer 404 whatever the method.
     {"POST", "/v2/models/m/generate", K::kNotFound},
     {"POST", "/v2/models/m/generate_stream", K::kNotFound},
     {"GET", "/v2/models/m/trace/setting", K::kNotFound},
     {"GET", "/v2/models/m/versions/1/trace/setting", K::kNotFound},
     {"GET", "/v2/trace/setting", K::kNotFound},
-    {"GET", "/v2/logging", K::kNotFound},
     {"GET", "/v2/systemsharedmemory/status", K::kNotFound},
     {"GET", "/v2/cudasharedmemory/region/r/status", K::kNotFound},
     // Anything else.
@@ -198,6 +208,7 @@ TEST(RouterTest, RepositoryRoutes) {
 TEST(RouterTest, MethodNotAllowedNamesTheMethod) {
   EXPECT_EQ(RouteRequest("GET", "/v2/models/m/infer").allow, "POST");
   EXPECT_EQ(RouteRequest("POST", "/v2/health/live").allow, "GET");
+  EXPECT_EQ(RouteRequest("DELETE", "/v2/logging").allow, "GET, POST");
 }
 
 TEST(RouterTest, BadRequestSaysWhy) {
