@@ -351,6 +351,19 @@ def check_errors(t, api, rng):
     expect("no data for an input", r, "INVALID_ARGUMENT", "INPUT1")
     r = pb.ModelInferRequest(); r.CopyFrom(good); r.inputs[0].contents.fp32_contents.append(1)
     expect("typed and raw mixed", r, "INVALID_ARGUMENT", "INPUT0")
+    # Invalid UTF-8 in a string field: the message cannot be parsed (proto3 strings are UTF-8).
+    raw_call = api.channel.unary_unary(SERVICE + "ModelInfer",
+                                       request_serializer=lambda b: b,
+                                       response_deserializer=pb.ModelInferResponse.FromString)
+    bad_name = good.SerializeToString() + b"\x0a\x03a\xffb"  # field 1 (model_name) again
+    try:
+        raw_call(bad_name, timeout=30)
+        code, details = "OK", ""
+    except api.grpc.RpcError as e:
+        code, details = e.code().name, e.details()
+    t.check("invalid UTF-8 in model_name -> an error status, not a crash",
+            code in ("INVALID_ARGUMENT", "INTERNAL"), f"{code}: {details}")
+    t.check("invalid UTF-8: a good request still succeeds", add_sub_ok(api, rng))
     r = pb.ModelInferRequest(); r.CopyFrom(good); r.outputs.add().name = "NOPE"
     expect("unknown output", r, "INVALID_ARGUMENT", "NOPE")
     r = pb.ModelInferRequest(); r.CopyFrom(good); r.parameters["triton_x"].bool_param = True

@@ -411,6 +411,8 @@ def check_errors(t, c, rng):
               and not msg.startswith("<") and all(p in msg for p in parts))
         t.check(f"{name} -> {status} naming {', '.join(map(repr, parts)) or 'nothing'}", ok,
                 repr(r))
+        r = c.post("/v2/models/add_sub/infer", good)
+        t.check("  ... and a good request after it succeeds", r.status == 200, repr(r))
 
     def with_input0(**changes):
         req = json.loads(json.dumps(good))
@@ -437,6 +439,22 @@ def check_errors(t, c, rng):
     expect("FP16 as JSON", "POST", "/v2/models/add_sub/infer",
            with_input0(datatype="FP16"), 400, "INPUT0", "FP16")
     expect("nesting bomb", "POST", "/v2/models/add_sub/infer", "[" * 20000, 400, "JSON")
+    good_text = json.dumps(good).encode()
+    expect("invalid UTF-8 in a JSON string", "POST", "/v2/models/add_sub/infer",
+           good_text.replace(b'"INPUT0"', b'"INPUT\xff0"'), 400, "UTF-8")
+    expect("invalid UTF-8 (overlong form) in a JSON string", "POST",
+           "/v2/models/add_sub/infer", good_text.replace(b'"INPUT0"', b'"INPUT\xc0\xaf"'),
+           400, "UTF-8")
+    expect("invalid UTF-8 in the model name of the path", "POST", "/v2/models/%FF%FE/infer",
+           good, 404, "\ufffd")
+    expect("huge dims", "POST", "/v2/models/add_sub/infer",
+           with_input0(shape=[2**62, 2**62]), 400, "INPUT0")
+    expect("dim past int64", "POST", "/v2/models/add_sub/infer",
+           with_input0(shape=[2**63, 1]), 400, "INPUT0")
+    expect("dim past uint64", "POST", "/v2/models/add_sub/infer",
+           with_input0(shape=[2**64, 1]), 400, "number")
+    expect("fractional dim", "POST", "/v2/models/add_sub/infer",
+           with_input0(shape=[1.5, 16]), 400, "INPUT0")
     expect("unknown output", "POST", "/v2/models/add_sub/infer",
            dict(good, outputs=[{"name": "NO_SUCH_OUTPUT"}]), 400, "NO_SUCH_OUTPUT")
     expect("unknown model", "POST", "/v2/models/no_such_model/infer", good, 404, "no_such_model")
