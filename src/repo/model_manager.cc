@@ -24,6 +24,9 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -32,6 +35,7 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "base/logging.h"
 #include "repo/loaded_model.h"
@@ -190,7 +194,10 @@ class ModelManagerImpl final : public ModelManager {
   using Retired = std::vector<std::shared_ptr<LoadedModelImpl>>;
 
   // Builds every selected version of model `name`. No lock held.
-  ModelLoad LoadModelFromDisk(const std::string& name, const Reuse& reuse,
+  // `model_dir`: where the model's files are (its repository directory, or the directory of
+  // files sent with a load request).
+  ModelLoad LoadModelFromDisk(const std::string& name, const fs::path& model_dir,
+                              const Reuse& reuse,
                               const inference::ModelConfig* override_config) const;
   // The one place a LoadedModelImpl is created: one version with a completed, validated
   // config.
@@ -202,8 +209,10 @@ class ModelManagerImpl final : public ModelManager {
   // Lifecycle operations. REQUIRES: ops_mu_ held.
   // Loads or reloads `name` and publishes the result; appends one message per failure
   // ("version 3: ..." or the model-level reason) to `failures`.
+  // `dir_override`: load from this directory instead of the repository's (files sent with the
+  // request); null: the repository.
   void LoadLocked(const std::string& name, const inference::ModelConfig* override_config,
-                  std::vector<std::string>* failures);
+                  std::vector<std::string>* failures, const fs::path* dir_override = nullptr);
   // Unloads every version of `name`; `forget` also drops the model from the index.
   void UnloadLocked(const std::string& name, bool forget);
   Status PollLocked();
@@ -241,10 +250,10 @@ Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
                                  std::move(labels));
 }
 
-ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const Reuse& reuse,
+ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs::path& dir,
+                                              const Reuse& reuse,
                                               const inference::ModelConfig* override_config) const {
   ModelLoad load;
-  const fs::path dir = fs::path(options_.repository_path) / name;
   const auto fail_model = [&](const Status& s) {
     load.status = s;
     return std::move(load);
@@ -474,7 +483,8 @@ void ModelManagerImpl::MarkUnloaded(const std::string& name, const std::vector<i
 
 void ModelManagerImpl::LoadLocked(const std::string& name,
                                   const inference::ModelConfig* override_config,
-                                  std::vector<std::string>* failures) {
+                                  std::vector<std::string>* failures,
+                                  const fs::path* dir_override) {
   Reuse reuse;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -509,7 +519,9 @@ void ModelManagerImpl::LoadLocked(const std::string& name,
     }
   }
 
-  ModelLoad load = LoadModelFromDisk(name, reuse, override_config);
+  const fs::path dir =
+      dir_override != nullptr ? *dir_override : fs::path(options_.repository_path) / name;
+  ModelLoad load = LoadModelFromDisk(name, dir, reuse, override_config);
   reuse = Reuse();  // drop the references to the serving versions before retiring any
 
   Retired retired;
@@ -647,6 +659,72 @@ Status ModelManagerImpl::LoadInitialModels() {
       fmt::format("{} model load failure(s): {}", failures.size(), fmt::join(failures, "; ")));
 }
 
+namespace {
+
+Status CheckUploadedFilePath(std::string_view path) {
+  const auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(fmt::format("model file parameter 'file:{}': {}", path, why));
+  };
+  if (path.empty()) return bad("the path is empty");
+  if (path.front() == '/') return bad("the path must be relative to the model directory");
+  if (path.find('\\') != std::string_view::npos || path.find('\0') != std::string_view::npos) {
+    return bad("the path must not contain '\\' or NUL");
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") {
+      return bad("the path must not have empty, '.' or '..' components");
+    }
+    start = end + 1;
+  }
+  return Status::OK();
+}
+
+// A directory removed (with its contents) when the object goes.
+class TempDir {
+ public:
+  explicit TempDir(fs::path path) : path_(std::move(path)) {}
+  TempDir(TempDir&& o) noexcept : path_(std::exchange(o.path_, fs::path())) {}
+  TempDir& operator=(TempDir&&) = delete;
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+Result<TempDir> WriteUploadedModel(const std::string& model,
+                                   const std::vector<ModelLoadOptions::File>& files) {
+  std::error_code ec;
+  const fs::path base = fs::temp_directory_path(ec);
+  if (ec) return Status::Internal("no temporary directory: " + ec.message());
+  std::string templ = (base / "kiln-upload-XXXXXX").string();
+  if (mkdtemp(templ.data()) == nullptr) {
+    return Status::Internal(fmt::format("cannot create a directory under {}: {}", base.string(),
+                                        std::strerror(errno)));
+  }
+  TempDir dir{fs::path(templ)};
+  for (const ModelLoadOptions::File& f : files) {
+    const fs::path target = dir.path() / model / f.path;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) return Status::Internal(fmt::format("cannot create {}: {}", target.parent_path().string(), ec.message()));
+    std::ofstream out(target, std::ios::binary | std::ios::trunc);
+    out.write(f.content.data(), static_cast<std::streamsize>(f.content.size()));
+    out.close();
+    if (!out) return Status::Internal(fmt::format("cannot write {}", target.string()));
+  }
+  return dir;
+}
+
+}  // namespace
+
 Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions& options) {
   if (options_.control_mode != ModelControlMode::kExplicit) {
     return Status::Unavailable(std::string(kControlModeError));
@@ -661,10 +739,44 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
     override_config = std::move(parsed).value();
   }
   const std::string model(name);
+  if (!options.files.empty() && !override_config.has_value()) {
+    return Status::InvalidArgument(fmt::format(
+        "load failed for model '{}': model files were sent without the 'config' parameter, "
+        "which is required with them",
+        name));
+  }
+  if (!options.files.empty() &&
+      (model.empty() || model == "." || model == ".." ||
+       model.find_first_of(std::string_view("/\\\0", 3)) != std::string::npos)) {
+    return Status::InvalidArgument(fmt::format(
+        "load failed: '{}' cannot name a model directory (no '/', '\\', NUL, '.' or '..')",
+        name));
+  }
+  for (const ModelLoadOptions::File& f : options.files) {
+    if (Status s = CheckUploadedFilePath(f.path); !s.ok()) {
+      return Status::InvalidArgument(
+          fmt::format("load failed for model '{}': {}", name, s.message()));
+    }
+  }
   std::lock_guard<std::mutex> ops(ops_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
+  }
+  if (!options.files.empty()) {
+    // The files form the model directory for this load, written to a private temporary folder
+    // that is removed once the model is built (the model keeps nothing open there).
+    Result<TempDir> tmp = WriteUploadedModel(model, options.files);
+    if (!tmp.ok()) {
+      return Status::Internal(
+          fmt::format("load failed for model '{}': {}", name, tmp.status().message()));
+    }
+    std::vector<std::string> failures;
+    const fs::path dir = tmp->path() / model;
+    LoadLocked(model, &*override_config, &failures, &dir);
+    if (failures.empty()) return Status::OK();
+    return Status::InvalidArgument(
+        fmt::format("load failed for model '{}': {}", name, fmt::join(failures, "; ")));
   }
   Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
   if (!dirs.ok()) {

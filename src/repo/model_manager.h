@@ -124,6 +124,15 @@ struct ModelLoadOptions {
   // JSON text of a ModelConfig (the JSON form of section 1.5; enum names case-insensitive)
   // that replaces the model's config.pbtxt for this load; empty: use the repository's config.
   std::string config_json;
+  // Model files sent with the request (the "file:<path>" parameters, decoded): when any is
+  // given they form the whole model directory for this load instead of the repository's (the
+  // model need not be in the repository), and config_json is required. Paths are relative,
+  // '/'-separated ("1/model.onnx"), without empty, "." or ".." components.
+  struct File {
+    std::string path;
+    std::string content;
+  };
+  std::vector<File> files;
 };
 
 // One loaded, ready model version.

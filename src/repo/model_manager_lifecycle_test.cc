@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -269,6 +270,66 @@ TEST_F(LifecycleTest, LoadWithConfigOverride) {
     EXPECT_THAT(s.message(), HasSubstr("load failed for model 'a'")) << bad;
     EXPECT_EQ((*m->GetModel("a", -1))->signature().max_batch_size, 8) << bad;  // still serving
   }
+}
+
+std::vector<std::string> UploadDirs() {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("kiln-upload-")) found.push_back(name);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+TEST_F(LifecycleTest, LoadWithUploadedFiles) {
+  WriteFile(repo() / "a" / "1" / "model.onnx", "pair");
+  auto m = Make(ModelControlMode::kExplicit);
+  const std::vector<std::string> before = UploadDirs();
+  ModelLoadOptions options;
+  options.files = {{"1/model.onnx", "pair"}, {"3/model.onnx", "pair"}};
+  // "u" is not in the repository: the files are the whole model directory.
+  options.config_json = R"({"max_batch_size": 4, "version_policy": {"all": {}}})";
+  Status s = m->LoadModel("u", options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(StateOf(*m, "u", 1), "READY");
+  EXPECT_EQ(StateOf(*m, "u", 3), "READY");
+  Result<std::shared_ptr<LoadedModel>> u1 = m->GetModel("u", 1);
+  ASSERT_TRUE(u1.ok());
+  EXPECT_EQ((*u1)->signature().max_batch_size, 4);
+  Result<InferResponse> r = InferSync(**u1, PairRequest(2.f));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FloatValues(r->outputs[0].tensor)[0], 2.f);
+  EXPECT_EQ(UploadDirs(), before) << "the temporary model directory was not removed";
+
+  struct Bad {
+    std::string model;
+    std::vector<ModelLoadOptions::File> files;
+    bool with_config;
+    std::string needle;
+  };
+  const std::vector<Bad> bad = {
+      {"v", {{"1/model.onnx", "pair"}}, false, "'config' parameter, which is required"},
+      {"v", {{"../x/1/model.onnx", "pair"}}, true, "'file:../x/1/model.onnx'"},
+      {"v", {{"/etc/1/model.onnx", "pair"}}, true, "relative"},
+      {"v", {{"1//model.onnx", "pair"}}, true, "empty, '.' or '..'"},
+      {"v", {{"./1/model.onnx", "pair"}}, true, "empty, '.' or '..'"},
+      {"v", {{"1/model.onnx/", "pair"}}, true, "empty, '.' or '..'"},
+      {"v", {{"", "pair"}}, true, "empty"},
+      {"..", {{"1/model.onnx", "pair"}}, true, "cannot name a model directory"},
+      {"x/y", {{"1/model.onnx", "pair"}}, true, "cannot name a model directory"},
+      {"v", {{"1/model.onnx", "garbage"}}, true, "not a valid ONNX model"},
+  };
+  for (const Bad& b : bad) {
+    ModelLoadOptions o;
+    if (b.with_config) o.config_json = "{}";
+    o.files = b.files;
+    Status st = m->LoadModel(b.model, o);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << b.needle << ": " << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr(b.needle));
+  }
+  EXPECT_EQ(UploadDirs(), before);
+  EXPECT_EQ(StateOf(*m, "u", 1), "READY");  // refusals left the uploaded model serving
 }
 
 TEST_F(LifecycleTest, FailedReloadKeepsTheServingVersion) {

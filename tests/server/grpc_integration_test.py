@@ -16,6 +16,7 @@ graceful shutdown on SIGTERM.
 """
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -26,6 +27,8 @@ import threading
 import time
 
 import numpy as np
+import onnx
+import onnx.helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_integration_test as h  # noqa: E402  (Checks, free_port)
@@ -486,6 +489,38 @@ def check_repository(t, api, rng):
     code, _ = api.error("RepositoryIndex", pb.RepositoryIndexRequest(repository_name="other"))
     t.check("RepositoryIndex with a repository_name -> UNIMPLEMENTED", code == "UNIMPLEMENTED",
             code)
+    # Model files in the load request: bytes_param with the raw file bytes.
+    model_bytes = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [onnx.helper.make_node("Neg", ["IN"], ["OUT"])], "neg",
+            [onnx.helper.make_tensor_value_info("IN", onnx.TensorProto.FLOAT, ["n"])],
+            [onnx.helper.make_tensor_value_info("OUT", onnx.TensorProto.FLOAT, ["n"])]),
+        opset_imports=[onnx.helper.make_opsetid("", 13)]).SerializeToString()
+    req = pb.RepositoryModelLoadRequest(model_name="sent_neg")
+    req.parameters["config"].string_param = json.dumps({
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}]})
+    req.parameters["file:1/model.onnx"].bytes_param = model_bytes
+    code, detail = api.error("RepositoryModelLoad", req)
+    t.check("RepositoryModelLoad with files in bytes_param loads a new model", code == "OK",
+            f"{code} {detail}")
+    x = np.array([1.5, -2.0, 0.0], np.float32)
+    resp = api.call("ModelInfer", infer_request(pb, "sent_neg", [("IN", "FP32", [3], x)]))
+    got = np.frombuffer(resp.raw_output_contents[0], "<f4")
+    t.check("the model sent in the request infers (Neg)", np.array_equal(got, -x), str(got))
+    bad = pb.RepositoryModelLoadRequest(model_name="sent_neg")
+    bad.parameters["config"].string_param = "{}"
+    bad.parameters["file:1/model.onnx"].string_param = "not bytes"
+    code, detail = api.error("RepositoryModelLoad", bad)
+    t.check("a file as string_param -> INVALID_ARGUMENT naming it",
+            code == "INVALID_ARGUMENT" and "file:1/model.onnx" in detail, f"{code} {detail}")
+    bad = pb.RepositoryModelLoadRequest(model_name="sent_neg")
+    bad.parameters["config"].string_param = "{}"
+    bad.parameters["file:1/../../x"].bytes_param = model_bytes
+    code, detail = api.error("RepositoryModelLoad", bad)
+    t.check("a file path with '..' -> INVALID_ARGUMENT", code == "INVALID_ARGUMENT", detail)
+    api.call("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="sent_neg"))
 
 
 def check_logging(t, api):

@@ -26,6 +26,7 @@ Each scenario starts its own `kiln serve` on a temporary repository built from t
 """
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -316,9 +317,32 @@ def scenario_explicit(t, kiln, demo, tmp):
         r = c.post("/v2/repository/my_repo/models/add_sub/load", "")
         t.check("explicit: a {repo} segment -> 501",
                 r.status == 501 and "repository_name" in r.error(), repr(r))
-        r = c.post("/v2/repository/models/add_sub/load",
-                   {"parameters": {"file:1/model.onnx": "AAAA", "config": "{}"}})
-        t.check("explicit: model files in the load request -> 501", r.status == 501, repr(r))
+        # Model files sent in the load request (base64): a model that is not in the repository.
+        with open(os.path.join(demo, "add_sub", "1", "model.onnx"), "rb") as f:
+            onnx_b64 = base64.b64encode(f.read()).decode()
+        r = c.post("/v2/repository/models/uploaded/load",
+                   {"parameters": {"config": json.dumps({"max_batch_size": 4}),
+                                   "file:1/model.onnx": onnx_b64}})
+        t.check("explicit: load from files sent in the request -> 200", r.status == 200, repr(r))
+        ok, r = add_sub_ok(c, path="/v2/models/uploaded/infer")
+        t.check("explicit: the uploaded model infers correctly", ok, repr(r))
+        for name, params, part in [
+                ("invalid base64", {"config": "{}", "file:1/model.onnx": onnx_b64[:-4] + "!!!!"},
+                 "invalid base64"),
+                ("a path escaping the model directory",
+                 {"config": "{}", "file:../evil/1/model.onnx": onnx_b64}, "'..'"),
+                ("files without a config", {"file:1/model.onnx": onnx_b64}, "'config'"),
+                ("a file that is not a model", {"config": "{}", "file:1/model.onnx": "AAAA"},
+                 "uploaded2")]:
+            r = c.post("/v2/repository/models/uploaded2/load", {"parameters": params})
+            t.check(f"explicit: load with {name} -> 400 naming {part!r}",
+                    r.status == 400 and part in r.error(), repr(r))
+            t.check(f"explicit:   ... and the uploaded model still serves",
+                    add_sub_ok(c, path="/v2/models/uploaded/infer")[0])
+        t.check("explicit: nothing escaped the upload directory",
+                not os.path.exists(os.path.join(tmp, "evil")), "")
+        c.post("/v2/repository/models/uploaded2/unload", "")
+        c.post("/v2/repository/models/uploaded/unload", "")
     finally:
         c.close()
         finish(t, server, "explicit")

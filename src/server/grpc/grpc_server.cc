@@ -504,10 +504,12 @@ void HandleLoad(Impl* server, LoadCall* call) {
       }
       options.config_json = p.string_param();
     } else if (key.starts_with("file:")) {
-      call->Finish(Status::Unimplemented(
-          fmt::format("load parameter '{}': model files in the load request are not supported",
-                      key)));
-      return;
+      if (p.parameter_choice_case() != inference::ModelRepositoryParameter::kBytesParam) {
+        call->Finish(Status::InvalidArgument(fmt::format(
+            "load parameter '{}' must be a bytes_param holding the file's bytes", key)));
+        return;
+      }
+      options.files.push_back({key.substr(5), p.bytes_param()});
     }
   }
   if (server->draining()) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "server/base64.h"
 #include "server/http/infer_json.h"
 #include "server/http/json_body.h"
 #include "server/json_writer.h"
@@ -66,10 +67,13 @@ Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body) {
       }
       options.config_json = std::string(config);
     } else if (kv.key.starts_with("file:")) {
-      return Status::Unimplemented(fmt::format(
-          "model load request: parameter '{}': loading model files sent in the request is not "
-          "supported; put them in the model repository",
-          kv.key));
+      const std::string what = fmt::format("model load request: parameter '{}'", kv.key);
+      std::string_view encoded;
+      if (kv.value.get_string().get(encoded) != simdjson::SUCCESS) {
+        return Status::InvalidArgument(what + " must be a string holding the file's base64");
+      }
+      KILN_ASSIGN_OR_RETURN(std::string content, DecodeBase64(encoded, what));
+      options.files.push_back({std::string(kv.key.substr(5)), std::move(content)});
     }
   }
   return options;

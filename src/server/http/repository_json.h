@@ -12,8 +12,9 @@
 // Request rules: an empty (or all-whitespace) body is the same as {} (the Python client posts
 // ""); otherwise the body must be a JSON object; unknown keys are ignored. Index: "ready" must
 // be a boolean. Load: "parameters" must be an object; its "config" must be a string (the JSON
-// text of a model configuration); "file:<version>/<path>" parameters (model files sent in the
-// request) answer UNIMPLEMENTED; other parameters are ignored. Unload: "parameters" must be an
+// text of a model configuration); each "file:<path>" parameter must be a string holding the
+// base64 of a model file (ModelLoadOptions::files; the manager checks the paths and requires
+// "config" with them); other parameters are ignored. Unload: "parameters" must be an
 // object and its "unload_dependents", when present, a boolean (kiln has no ensembles, so there
 // are no dependents to unload). Errors are INVALID_ARGUMENT naming the key (UNIMPLEMENTED as
 // above); documents nested deeper than kMaxJsonDepth are rejected.

@@ -54,10 +54,23 @@ TEST(RepositoryJsonTest, LoadRequest) {
   r = ParseRepositoryLoadRequest(R"({"parameters":"config"})");
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'parameters' must be a JSON object"), std::string::npos);
+  // Model files: base64 strings, decoded, the "file:" prefix dropped from the path.
   r = ParseRepositoryLoadRequest(
-      R"({"parameters":{"config":"{}","file:1/model.onnx":"AAAA"}})");
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("'file:1/model.onnx'"), std::string::npos);
+      R"({"parameters":{"config":"{}","file:1/model.onnx":"AAEC/w==","file:labels.txt":"YQ"}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->files.size(), 2u);
+  EXPECT_EQ(r->files[0].path, "1/model.onnx");
+  EXPECT_EQ(r->files[0].content, std::string("\x00\x01\x02\xff", 4));
+  EXPECT_EQ(r->files[1].path, "labels.txt");
+  EXPECT_EQ(r->files[1].content, "a");
+  r = ParseRepositoryLoadRequest(R"({"parameters":{"config":"{}","file:1/model.onnx":"AA!A"}})");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("'file:1/model.onnx': invalid base64"), std::string::npos)
+      << r.status().message();
+  r = ParseRepositoryLoadRequest(R"({"parameters":{"file:1/model.onnx":7}})");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("must be a string holding the file's base64"),
+            std::string::npos);
   EXPECT_EQ(ParseRepositoryLoadRequest("[1]").status().code(), StatusCode::kInvalidArgument);
 }
 
