@@ -13,7 +13,7 @@ JOBS ?= $(shell nproc)
 HTTP_PORT ?= 8000
 KILN_ARGS ?=
 
-.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz clean
+.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz bench-engine clean
 
 all: build
 
@@ -61,6 +61,17 @@ fuzz:
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DKILN_BUILD_TESTS=OFF
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets demo_models
 	tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
+
+# Engine comparison (not a test): kiln vs ONNX Runtime (npm onnxruntime-node, installed into
+# $(BUILD_DIR)/bench-node) and PyTorch eager / TorchScript on generated ResNet-50, MobileNetV2,
+# BERT-style and MLP models; prints a table of latencies and ratios and writes bench/results/.
+# COMPARE_ARGS passes flags through (e.g. COMPARE_ARGS="--models bert --batches 1").
+COMPARE_ARGS ?=
+bench-engine: deps
+	@scripts/install-deps bench
+	@$(MAKE) --no-print-directory build
+	/usr/bin/python3 bench/compare/compare.py --kiln $(BUILD_DIR)/kiln \
+	  --models-dir $(BUILD_DIR)/bench-models --node-dir $(BUILD_DIR)/bench-node $(COMPARE_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR)
