@@ -364,8 +364,15 @@ def check_errors(t, api, rng):
         code, details = "OK", ""
     except api.grpc.RpcError as e:
         code, details = e.code().name, e.details()
-    t.check("invalid UTF-8 in model_name -> an error status, not a crash",
-            code in ("INVALID_ARGUMENT", "INTERNAL"), f"{code}: {details}")
+    t.check("invalid UTF-8 in model_name -> INVALID_ARGUMENT naming the message type",
+            code == "INVALID_ARGUMENT" and "ModelInferRequest" in details, f"{code}: {details}")
+    try:
+        raw_call(b"\xff\xff\xff\xff", timeout=30)
+        code, details = "OK", ""
+    except api.grpc.RpcError as e:
+        code, details = e.code().name, e.details()
+    t.check("bytes that are no protobuf message -> INVALID_ARGUMENT", code == "INVALID_ARGUMENT",
+            f"{code}: {details}")
     t.check("invalid UTF-8: a good request still succeeds", add_sub_ok(api, rng))
     r = pb.ModelInferRequest(); r.CopyFrom(good); r.outputs.add().name = "NOPE"
     expect("unknown output", r, "INVALID_ARGUMENT", "NOPE")
@@ -444,6 +451,19 @@ def check_streaming(t, api, rng):
                     resp.error_message)
         t.check(f"stream {rid}: triton_final_response", final is not None and final.bool_param)
     t.check("a unary request after the stream succeeds", add_sub_ok(api, rng))
+    # An unparsable message inside a stream is answered in-band; the stream goes on.
+    a = rng.standard_normal((1, 16)).astype(np.float32)
+    raw_stream = api.channel.stream_stream(
+        SERVICE + "ModelStreamInfer", request_serializer=lambda b: b,
+        response_deserializer=pb.ModelStreamInferResponse.FromString)
+    msgs = [b"\xff\xff\xff", add_sub_request(pb, a, a, rid="after-bad").SerializeToString()]
+    resps = list(raw_stream(iter(msgs), timeout=60))
+    errors = [r for r in resps if r.error_message]
+    oks = [r for r in resps if r.infer_response.id == "after-bad" and not r.error_message]
+    t.check("stream: an unparsable message gets an in-band INVALID_ARGUMENT-style error and the "
+            "next request is answered",
+            len(resps) == 2 and len(errors) == 1 and "ModelInferRequest" in
+            errors[0].error_message and len(oks) == 1, str(resps)[:400])
 
 
 def check_statistics(t, api, rng):

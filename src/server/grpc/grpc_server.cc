@@ -33,7 +33,45 @@
 namespace kiln {
 namespace {
 
-using Service = inference::GRPCInferenceService::AsyncService;
+// The generated AsyncService, except that ModelInfer and ModelStreamInfer are received as raw
+// bytes: kiln parses them itself, so that a message that does not parse (malformed protobuf, a
+// string field with invalid UTF-8) is answered INVALID_ARGUMENT naming the problem, where the
+// generated method would answer INTERNAL before kiln sees the call.
+using gen = inference::GRPCInferenceService;
+using Service = gen::WithAsyncMethod_ServerLive<gen::WithAsyncMethod_ServerReady<
+    gen::WithAsyncMethod_ModelReady<gen::WithAsyncMethod_ServerMetadata<
+        gen::WithAsyncMethod_ModelMetadata<gen::WithRawMethod_ModelInfer<
+            gen::WithRawMethod_ModelStreamInfer<gen::WithAsyncMethod_ModelConfig<
+                gen::WithAsyncMethod_ModelStatistics<gen::WithAsyncMethod_RepositoryIndex<
+                    gen::WithAsyncMethod_RepositoryModelLoad<
+                        gen::WithAsyncMethod_RepositoryModelUnload<
+                            gen::WithAsyncMethod_SystemSharedMemoryStatus<
+                                gen::WithAsyncMethod_SystemSharedMemoryRegister<
+                                    gen::WithAsyncMethod_SystemSharedMemoryUnregister<
+                                        gen::WithAsyncMethod_CudaSharedMemoryStatus<
+                                            gen::WithAsyncMethod_CudaSharedMemoryRegister<
+                                                gen::WithAsyncMethod_CudaSharedMemoryUnregister<
+                                                    gen::WithAsyncMethod_TraceSetting<
+                                                        gen::WithAsyncMethod_LogSettings<
+                                                            gen::Service>>>>>>>>>>>>>>>>>>>>;
+
+// Parses a raw request; INVALID_ARGUMENT naming the message type when the bytes do not parse.
+Status ParseRawRequest(grpc::ByteBuffer* raw, inference::ModelInferRequest* msg) {
+  const grpc::Status s =
+      grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(raw, msg);
+  if (s.ok()) return Status::OK();
+  return Status::InvalidArgument(
+      "the request is not a valid inference.ModelInferRequest: the bytes are not a protobuf "
+      "message of that type, or a string field holds invalid UTF-8");
+}
+
+template <typename Msg>
+Status SerializeResponse(const Msg& msg, grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  const grpc::Status s = grpc::SerializationTraits<Msg>::Serialize(msg, out, &own_buffer);
+  if (s.ok()) return Status::OK();
+  return Status::Internal("cannot serialize the response: " + s.error_message());
+}
 
 // Names of the KServe extensions kiln implements (as the HTTP server reports them).
 constexpr std::string_view kExtensions[] = {"classification", "model_repository", "statistics",
@@ -534,16 +572,68 @@ void HandleUnload(Impl* server, UnloadCall* call) {
   });
 }
 
-using InferCall = UnaryCall<inference::ModelInferRequest, inference::ModelInferResponse>;
-void HandleInfer(Impl* server, InferCall* call) {
-  StartInference(server, call->request(), [call](Result<InferResponse> result) {
-    if (!result.ok()) {
-      call->Finish(result.status());
+// One ModelInfer call, received raw (see Service) and parsed here.
+class InferCall final : public Tag {
+ public:
+  static void Listen(Impl* server, grpc::ServerCompletionQueue* cq) {
+    auto* call = new InferCall(server, cq);
+    server->service()->RequestModelInfer(&call->ctx_, &call->raw_, &call->responder_, cq, cq,
+                                         call);
+  }
+
+  ~InferCall() override {
+    if (started_) server_->CallEnded();
+  }
+
+  void Proceed(bool ok) override {
+    if (finishing_ || !ok) {
+      delete this;
       return;
     }
-    call->Finish(EncodeModelInferResponse(*result, call->response()));
-  });
-}
+    started_ = true;
+    server_->CallStarted();
+    if (server_->accepting()) Listen(server_, cq_);
+    const Status parsed = ParseRawRequest(&raw_, &request_);
+    raw_.Clear();
+    if (!parsed.ok()) {
+      Finish(parsed);
+      return;
+    }
+    StartInference(server_, request_, [this](Result<InferResponse> result) {
+      if (!result.ok()) {
+        Finish(result.status());
+        return;
+      }
+      inference::ModelInferResponse response;
+      Status s = EncodeModelInferResponse(*result, &response);
+      if (s.ok()) s = SerializeResponse(response, &raw_);
+      Finish(s);
+    });
+  }
+
+ private:
+  InferCall(Impl* server, grpc::ServerCompletionQueue* cq)
+      : server_(server), cq_(cq), responder_(&ctx_) {}
+
+  // Answers with raw_ (the serialized response) when `status` is OK.
+  void Finish(const Status& status) {
+    finishing_ = true;
+    if (status.ok()) {
+      responder_.Finish(raw_, grpc::Status::OK, this);
+    } else {
+      responder_.FinishWithError(ToGrpc(status), this);
+    }
+  }
+
+  Impl* server_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext ctx_;
+  grpc::ByteBuffer raw_;  // the request as received, then the response to send
+  inference::ModelInferRequest request_;
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_;
+  bool started_ = false;
+  bool finishing_ = false;
+};
 
 using LogCall = UnaryCall<inference::LogSettingsRequest, inference::LogSettingsResponse>;
 void HandleLogSettings(Impl*, LogCall* call) {
@@ -641,13 +731,23 @@ class StreamCall {
       MaybeFinishLocked();
       return;
     }
-    inference::ModelInferRequest request = std::move(incoming_);
+    inference::ModelInferRequest request;
+    const Status parsed = ParseRawRequest(&incoming_, &request);
     incoming_.Clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++pending_;  // this request's response
     }
     stream_.Read(&incoming_, &read_tag_);
+    if (!parsed.ok()) {
+      // Answered in the stream, like any failed request; the stream goes on.
+      inference::ModelStreamInferResponse response;
+      response.set_error_message(std::string(parsed.message()));
+      (*response.mutable_infer_response()->mutable_parameters())["triton_final_response"]
+          .set_bool_param(true);
+      Enqueue(std::move(response));
+      return;
+    }
     const std::string id = request.id();
     const std::string model = request.model_name();
     const std::string version = request.model_version();
@@ -669,14 +769,21 @@ class StreamCall {
     });
   }
 
-  void Enqueue(inference::ModelStreamInferResponse response) {
+  void Enqueue(const inference::ModelStreamInferResponse& response) {
+    grpc::ByteBuffer bytes;
+    const Status serialized = SerializeResponse(response, &bytes);
     std::lock_guard<std::mutex> lock(mu_);
     --pending_;
     if (broken_) {
       MaybeFinishLocked();
       return;
     }
-    outgoing_.push_back(std::move(response));
+    if (!serialized.ok()) {
+      KILN_LOG_ERROR("ModelStreamInfer: {}", serialized.message());
+      MaybeFinishLocked();
+      return;
+    }
+    outgoing_.push_back(std::move(bytes));
     if (!writing_) {
       writing_ = true;
       stream_.Write(outgoing_.front(), &write_tag_);
@@ -710,17 +817,15 @@ class StreamCall {
   Impl* server_;
   grpc::ServerCompletionQueue* cq_;
   grpc::ServerContext ctx_;
-  grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse,
-                                inference::ModelInferRequest>
-      stream_;
-  inference::ModelInferRequest incoming_;  // the pending Read's target (CQ thread only)
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_;  // raw (Service)
+  grpc::ByteBuffer incoming_;  // the pending Read's target (CQ thread only)
   bool started_ = false;                   // the stream was accepted (CQ thread only)
   OpTag accept_tag_{this, &StreamCall::OnAccept};
   OpTag read_tag_{this, &StreamCall::OnRead};
   OpTag write_tag_{this, &StreamCall::OnWrite};
   OpTag finish_tag_{this, &StreamCall::OnFinish};
   std::mutex mu_;
-  std::deque<inference::ModelStreamInferResponse> outgoing_;  // front is being written; mu_
+  std::deque<grpc::ByteBuffer> outgoing_;  // serialized responses, front being written; mu_
   int pending_ = 0;          // requests read and not yet answered; mu_
   bool reads_done_ = false;  // mu_
   bool writing_ = false;     // mu_
@@ -743,7 +848,7 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
   LoadCall::Listen(this, cq, &S::RequestRepositoryModelLoad, &HandleLoad);
   UnloadCall::Listen(this, cq, &S::RequestRepositoryModelUnload, &HandleUnload);
   // Several pending ModelInfer calls per queue, so a burst of clients is accepted at once.
-  for (int i = 0; i < 8; ++i) InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer);
+  for (int i = 0; i < 8; ++i) InferCall::Listen(this, cq);
   StreamCall::Listen(this, cq);
   using namespace inference;  // the unimplemented RPCs' message types
   UnaryCall<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>::Listen(
