@@ -222,6 +222,13 @@ def check_health_and_metadata(t, api):
     t.check("ServerLive live", api.call("ServerLive", pb.ServerLiveRequest()).live)
     t.check("ServerReady ready", api.call("ServerReady", pb.ServerReadyRequest()).ready)
     t.check("health Check SERVING", api.health_check().status == 1)
+    t.check("health Check of a model by name SERVING", api.health_check("add_sub").status == 1)
+    try:
+        api.health_check("no_such_model")
+        code = "OK"
+    except api.grpc.RpcError as e:
+        code = e.code().name
+    t.check("health Check of an unknown service -> NOT_FOUND", code == "NOT_FOUND", code)
     t.check("health Watch first status SERVING", api.health_watch_first().status == 1)
     md = api.call("ServerMetadata", pb.ServerMetadataRequest())
     t.check("ServerMetadata name/version/extensions",
@@ -501,7 +508,12 @@ def check_repository(t, api, rng):
     ready = api.call("RepositoryIndex", pb.RepositoryIndexRequest(ready=True))
     t.check("RepositoryIndex ready=true omits the unloaded model",
             "id_int8" not in {m.name for m in ready.models})
+    t.check("health Check of the unloaded model: NOT_SERVING",
+            api.health_check("id_int8").status == 2, str(api.health_check("id_int8")))
+    t.check("health Check of the server stays SERVING (the unload was asked for)",
+            api.health_check("").status == 1)
     api.call("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="id_int8"), timeout=60)
+    t.check("health Check of the reloaded model: SERVING", api.health_check("id_int8").status == 1)
     t.check("after RepositoryModelLoad the model is ready",
             api.call("ModelReady", pb.ModelReadyRequest(name="id_int8")).ready)
     code, _ = api.error("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="nope"))

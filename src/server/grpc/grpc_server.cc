@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -144,11 +145,22 @@ class GrpcServer::Impl {
   void RegisterCalls(grpc::ServerCompletionQueue* cq);
   void PollLoop(grpc::ServerCompletionQueue* cq);
   void ControlLoop();
+  // The standard health service: the server ("" service) is SERVING when Ready(); each model,
+  // under its own name, when one of its versions is READY and the server is not draining.
+  // Called on every readiness change the server makes and after every load / unload, and once a
+  // second by the control thread (polled repositories change models on their own).
   void UpdateHealth() {
     if (server_ == nullptr) return;
-    if (grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService()) {
-      h->SetServingStatus(ready_.load() && !draining_.load());
+    grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService();
+    if (h == nullptr) return;
+    const bool serving = ready_.load() && !draining_.load();
+    std::map<std::string, bool> models;
+    for (const ModelIndexEntry& e : manager_->Index()) {
+      bool& ready = models[e.name];
+      ready = ready || (serving && e.state == ModelState::kReady);
     }
+    h->SetServingStatus("", serving && manager_->AllModelsReady());
+    for (const auto& [name, ready] : models) h->SetServingStatus(name, ready);
   }
 
   GrpcServerOptions options_;
@@ -879,12 +891,17 @@ void GrpcServer::Impl::ControlLoop() {
     std::function<void()> fn;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      control_cv_.wait(lock, [this] { return control_stop_ || !control_queue_.empty(); });
-      if (control_queue_.empty()) return;
-      fn = std::move(control_queue_.front());
-      control_queue_.pop_front();
+      const bool woken = control_cv_.wait_for(lock, std::chrono::seconds(1), [this] {
+        return control_stop_ || !control_queue_.empty();
+      });
+      if (woken && control_queue_.empty()) return;  // stopping
+      if (woken) {
+        fn = std::move(control_queue_.front());
+        control_queue_.pop_front();
+      }
     }
-    fn();
+    if (fn) fn();
+    UpdateHealth();
   }
 }
 
