@@ -371,10 +371,10 @@ CommandMain AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--model-thread-budget", opt->model_thread_budget,
-                  "Threads one model's instances may use together (one per instance while "
-                  "kernels run single-threaded): a model starts at most this many instances, "
-                  "with a warning when its config asks for more; 0 = the machine's hardware "
-                  "threads")
+                  "Threads one model's instances may use together: a model starts at most this "
+                  "many instances (with a warning when its config asks for more) and splits the "
+                  "threads between them (each instance's runs use budget / instances intra-op "
+                  "threads); 0 = the machine's hardware threads")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   cmd->add_flag("--allow-thread-oversubscription", opt->allow_thread_oversubscription,
