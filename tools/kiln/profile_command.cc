@@ -331,8 +331,8 @@ Status Profile(const ProfileOptions& opt) {
           static_cast<double>(s.total_ns) / 1e6 / static_cast<double>(s.calls),
           pct(s.total_ns));
       if (s.flops > 0) {
-        j += fmt::format(",\"gflop\":{:.6f},\"gflops_per_s\":{:.3f}",
-                         s.flops / static_cast<double>(s.calls) / 1e9, gflops_per_s(s));
+        j += fmt::format(",\"flops\":{:.0f},\"gflops_per_s\":{:.3f}",
+                         s.flops / static_cast<double>(s.calls), gflops_per_s(s));
       }
       j += "}";
     }
