@@ -108,8 +108,7 @@ Result<void*> PlannedAllocator::Allocate(size_t bytes, size_t alignment) {
     std::lock_guard<std::mutex> lock(mu_);
     const int ordinal = ordinal_++;
     const MemoryPlan* plan = plan_;
-    if (plan != nullptr && node_ >= 0 &&
-        static_cast<size_t>(node_) + 1 < plan->node_begin.size() &&
+    if (plan != nullptr && node_ >= 0 && static_cast<size_t>(node_) + 1 < plan->node_begin.size() &&
         alignment <= MemoryPlan::kAlignment) {
       const size_t index = static_cast<size_t>(plan->node_begin[static_cast<size_t>(node_)]) +
                            static_cast<size_t>(ordinal);
@@ -118,9 +117,9 @@ Result<void*> PlannedAllocator::Allocate(size_t bytes, size_t alignment) {
         const size_t begin = plan->offsets[index];
         const size_t end = begin + PlanBlockBytes(bytes, MemoryPlan::kAlignment);
         const bool clash =
-            end > arena_bytes_ ||
-            std::any_of(live_.begin(), live_.end(),
-                        [&](const auto& b) { return begin < b.second && b.first < end; });
+            end > arena_bytes_ || std::any_of(live_.begin(), live_.end(), [&](const auto& b) {
+              return begin < b.second && b.first < end;
+            });
         if (!clash) {
           live_.emplace_back(begin, end);
           BlockAllocated();
@@ -140,8 +139,8 @@ void PlannedAllocator::Free(void* ptr, size_t bytes) {
   if (p >= arena_ && p < arena_ + arena_bytes_) {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t offset = static_cast<size_t>(p - arena_);
-    auto it = std::find_if(live_.begin(), live_.end(),
-                           [&](const auto& b) { return b.first == offset; });
+    auto it =
+        std::find_if(live_.begin(), live_.end(), [&](const auto& b) { return b.first == offset; });
     if (it != live_.end()) {
       *it = live_.back();
       live_.pop_back();
@@ -174,9 +173,9 @@ std::shared_ptr<PlanEntry> PlanCache::Insert(std::vector<int64_t> key, MemoryPla
     }
   }
   if (capacity_ > 0 && entries_.size() >= capacity_) {
-    auto lru = std::min_element(
-        entries_.begin(), entries_.end(),
-        [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+    auto lru = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+      return a->last_used < b->last_used;
+    });
     entries_.erase(lru);
     evictions_.fetch_add(1, std::memory_order_relaxed);
   }

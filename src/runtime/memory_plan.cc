@@ -107,10 +107,9 @@ MemoryPlan BuildMemoryPlan(std::span<const RecordedAllocation> recorded, int num
     plan.allocations.push_back(a);
   }
   // Nodes run one after another, so a stable sort by node keeps each node's allocation order.
-  std::stable_sort(plan.allocations.begin(), plan.allocations.end(),
-                   [](const RecordedAllocation& a, const RecordedAllocation& b) {
-                     return a.node < b.node;
-                   });
+  std::stable_sort(
+      plan.allocations.begin(), plan.allocations.end(),
+      [](const RecordedAllocation& a, const RecordedAllocation& b) { return a.node < b.node; });
   plan.node_begin.assign(static_cast<size_t>(num_nodes) + 1, 0);
   for (const RecordedAllocation& a : plan.allocations) {
     ++plan.node_begin[static_cast<size_t>(a.node) + 1];

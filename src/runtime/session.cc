@@ -31,9 +31,9 @@ struct Session::PlanState {
 
 // How one run executes: which allocator nodes use and whether it is profiled.
 struct Session::RunState {
-  RunAllocator* run_allocator = nullptr;   // null: every node uses the session's allocator
+  RunAllocator* run_allocator = nullptr;          // null: every node uses the session's allocator
   const std::vector<char>* heap_nodes = nullptr;  // nodes that bypass run_allocator
-  RecordingAllocator* recorder = nullptr;  // set when run_allocator records
+  RecordingAllocator* recorder = nullptr;         // set when run_allocator records
   RunProfile* profile = nullptr;
 };
 
@@ -53,8 +53,7 @@ class Session::RunScope {
     }
     entry_ = plans->cache.Find(signature);
     if (entry_ != nullptr) {
-      Result<std::unique_ptr<PlannedAllocator>> arena =
-          AcquireArena(*entry_, *session.allocator_);
+      Result<std::unique_ptr<PlannedAllocator>> arena = AcquireArena(*entry_, *session.allocator_);
       if (arena.ok()) {
         arena_ = std::move(arena).value();
         state_.run_allocator = arena_.get();
@@ -405,8 +404,8 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     Status s = kernel.Compute(ctx);
     if (state.profile != nullptr) {
       const int64_t end_ns = ProfileNowNs();
-      state.profile->nodes.push_back(
-          {n, start_ns, end_ns - start_ns, s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0});
+      state.profile->nodes.push_back({n, start_ns, end_ns - start_ns,
+                                      s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0});
     }
     if (!s.ok()) return s.WithContext(NodeLabel(node));
     if (state.recorder != nullptr && node_allocator == state.recorder) {
@@ -483,10 +482,10 @@ Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inp
         CheckTensor(inputs[i], v.type, fmt::format("input '{}'", v.name), check_input_shapes_));
   }
   // The scope outlives the frame: every intermediate is released before it settles.
-  RunScope scope(*this,
-                 plans_ != nullptr && captures.empty() ? TensorSignature(inputs)
-                                                       : std::vector<int64_t>(),
-                 profile);
+  RunScope scope(
+      *this,
+      plans_ != nullptr && captures.empty() ? TensorSignature(inputs) : std::vector<int64_t>(),
+      profile);
   Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {
     frame.views[static_cast<size_t>(g.inputs[i])] = inputs[i];

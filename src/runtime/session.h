@@ -70,14 +70,14 @@ struct MemoryPlanStats {
     size_t arena_bytes = 0;          // the planned peak of intermediates
     size_t unplanned_bytes = 0;      // the sum of the planned intermediates' sizes
     int64_t planned_allocations = 0;
-    int64_t heap_nodes = 0;          // nodes left on the heap (graph outputs, ...)
-    int64_t idle_arenas = 0;         // arenas in the pool now
+    int64_t heap_nodes = 0;   // nodes left on the heap (graph outputs, ...)
+    int64_t idle_arenas = 0;  // arenas in the pool now
   };
-  std::vector<Plan> plans;  // most recently used first
-  int64_t recorded_runs = 0;  // runs that recorded a new signature
-  int64_t planned_runs = 0;   // runs that used a plan
-  int64_t unplanned_runs = 0; // runs with planning off or not applicable (non-tensor inputs)
-  int64_t heap_fallbacks = 0; // requests of planned runs that did not match the plan
+  std::vector<Plan> plans;     // most recently used first
+  int64_t recorded_runs = 0;   // runs that recorded a new signature
+  int64_t planned_runs = 0;    // runs that used a plan
+  int64_t unplanned_runs = 0;  // runs with planning off or not applicable (non-tensor inputs)
+  int64_t heap_fallbacks = 0;  // requests of planned runs that did not match the plan
   int64_t evictions = 0;
 };
 

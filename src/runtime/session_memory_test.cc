@@ -133,6 +133,31 @@ TEST(SessionMemoryTest, SecondRunOfAShapeAllocatesOnlyItsOutputs) {
   EXPECT_EQ(stats.heap_fallbacks, 0);
 }
 
+TEST(SessionMemoryTest, RunValuesOverTensorsIsPlannedToo) {
+  CountingAllocator alloc;
+  SessionOptions options;
+  options.allocator = &alloc;
+  std::unique_ptr<Session> s = MakeSession(MlpGraph(), options);
+  SessionOptions off;
+  off.memory_planning = false;
+  std::unique_ptr<Session> plain = MakeSession(MlpGraph(), off);
+  std::vector<float> x = RandomInput(3, 9);
+  const std::vector<float> want = RunMlp(*plain, x, 3);
+  Result<OwnedTensor> in =
+      OwnedTensor::CopyOf(Tensor(DataType::kFloat32, Shape{3, kWidth}, x.data()));
+  ASSERT_TRUE(in.ok());
+  std::vector<RuntimeValue> values = {RuntimeValue(*in)};
+  for (int run = 0; run < 3; ++run) {
+    alloc.Reset();
+    Result<std::vector<RuntimeValue>> out = s->RunValues(values);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const OwnedTensor& y = (*out)[0].tensor();
+    EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + y.num_elements()), want);
+    EXPECT_EQ(alloc.count.load(), run == 0 ? 6 : 1) << "run " << run;
+  }
+  EXPECT_EQ(s->memory_plan_stats().planned_runs, 2);
+}
+
 TEST(SessionMemoryTest, OutputsMatchUnplannedRunsAcrossShapes) {
   SessionOptions off;
   off.memory_planning = false;
@@ -167,9 +192,8 @@ TEST(SessionMemoryTest, PlanCacheEvictsTheLeastRecentlyUsed) {
   MemoryPlanStats stats = s->memory_plan_stats();
   ASSERT_EQ(stats.plans.size(), 2u);
   EXPECT_EQ(stats.evictions, 1);  // batch 2 went; batch 1 was used more recently
-  EXPECT_EQ(stats.plans[0].signature, (std::vector<int64_t>{1, static_cast<int64_t>(
-                                                                  DataType::kFloat32),
-                                                            2, 3, kWidth}));
+  EXPECT_EQ(stats.plans[0].signature,
+            (std::vector<int64_t>{1, static_cast<int64_t>(DataType::kFloat32), 2, 3, kWidth}));
   EXPECT_EQ(stats.plans[1].signature[3], 1);
 }
 
@@ -234,7 +258,7 @@ TEST(SessionMemoryTest, DataDependentSizesFallBackToTheHeap) {
   EXPECT_EQ(run({1, -1, 2, -2, 3, -3, 4, -4}), (std::vector<int64_t>{4, 1}));  // records
   EXPECT_EQ(run({1, -1, 2, -2, 3, -3, 4, -4}), (std::vector<int64_t>{4, 1}));  // as planned
   EXPECT_EQ(s->memory_plan_stats().heap_fallbacks, 0);
-  EXPECT_EQ(run({1, 1, 1, 1, 1, 1, -1, 1}), (std::vector<int64_t>{7, 1}));    // deviates
+  EXPECT_EQ(run({1, 1, 1, 1, 1, 1, -1, 1}), (std::vector<int64_t>{7, 1}));  // deviates
   EXPECT_EQ(run({-1, -1, -1, -1, -1, -1, -1, 5}), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(run({1, -1, 2, -2, 3, -3, 4, -4}), (std::vector<int64_t>{4, 1}));  // back on plan
   MemoryPlanStats stats = s->memory_plan_stats();

@@ -14,7 +14,8 @@
 //     (instances x N <= budget).
 // A model logs a warning when it starts fewer instances than its config asks for.
 // `oversubscribe` starts every configured instance regardless (an automatic split then still
-// gives each budget / instances threads, at least 1). The budget is per model: models share the machine.
+// gives each budget / instances threads, at least 1). The budget is per model: models share the
+// machine.
 //
 // Thread safety: a plain value; InstanceCountWithinBudget is pure.
 

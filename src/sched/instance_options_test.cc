@@ -49,9 +49,9 @@ TEST(InstanceBudgetTest, AutomaticSplit) {
     int want_threads;
   };
   const Case cases[] = {
-      {1, 0, 0, false, 2, 1, 2},     // one instance takes the machine
-      {2, 0, 0, false, 2, 2, 1},     // two share it
-      {3, 0, 0, false, 16, 3, 5},    // 16 / 3, rounded down
+      {1, 0, 0, false, 2, 1, 2},   // one instance takes the machine
+      {2, 0, 0, false, 2, 2, 1},   // two share it
+      {3, 0, 0, false, 16, 3, 5},  // 16 / 3, rounded down
       {4, 0, 0, false, 16, 4, 4},
       {32, 0, 0, false, 16, 16, 1},  // never more instances than threads
       {32, 0, 0, true, 16, 32, 1},   // unless oversubscription is allowed

@@ -74,14 +74,15 @@ Result<std::pair<std::string, std::vector<int64_t>>> ParseShapeSpec(const std::s
 }
 
 // The shape to feed input `v`, or an error naming what is missing.
-Result<Shape> ResolveInputShape(const Value& v, const std::map<std::string, std::vector<int64_t>>&
-                                                    given,
+Result<Shape> ResolveInputShape(const Value& v,
+                                const std::map<std::string, std::vector<int64_t>>& given,
                                 int64_t batch, bool* used_batch) {
   if (auto it = given.find(v.name); it != given.end()) {
     if (v.type.has_shape && it->second.size() != v.type.dims.size()) {
-      return Status::InvalidArgument(fmt::format("--shape for input '{}' has rank {}, the model "
-                                                 "declares {}",
-                                                 v.name, it->second.size(), v.type.ToString()));
+      return Status::InvalidArgument(
+          fmt::format("--shape for input '{}' has rank {}, the model "
+                      "declares {}",
+                      v.name, it->second.size(), v.type.ToString()));
     }
     return Shape::Create(it->second);
   }
@@ -118,21 +119,50 @@ Result<OwnedTensor> RandomTensor(const Value& v, const Shape& shape, std::mt1993
   const int64_t n = t.num_elements();
   for (int64_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case DataType::kFloat32: t.data<float>()[i] = real(rng); break;
-      case DataType::kFloat64: t.data<double>()[i] = real(rng); break;
-      case DataType::kFloat16: t.data<Float16>()[i] = FloatToFloat16(real(rng)); break;
-      case DataType::kBFloat16: t.data<BFloat16>()[i] = FloatToBFloat16(real(rng)); break;
-      case DataType::kBool: t.data<bool>()[i] = small(rng) % 2 == 1; break;
-      case DataType::kUint8: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
-      case DataType::kUint16: t.data<uint16_t>()[i] = static_cast<uint16_t>(small(rng)); break;
-      case DataType::kUint32: t.data<uint32_t>()[i] = static_cast<uint32_t>(small(rng)); break;
-      case DataType::kUint64: t.data<uint64_t>()[i] = static_cast<uint64_t>(small(rng)); break;
-      case DataType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
-      case DataType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(small(rng)); break;
-      case DataType::kInt32: t.data<int32_t>()[i] = small(rng); break;
-      case DataType::kInt64: t.data<int64_t>()[i] = small(rng); break;
-      case DataType::kBytes: t.data<std::string>()[i] = std::to_string(small(rng)); break;
-      case DataType::kInvalid: break;
+      case DataType::kFloat32:
+        t.data<float>()[i] = real(rng);
+        break;
+      case DataType::kFloat64:
+        t.data<double>()[i] = real(rng);
+        break;
+      case DataType::kFloat16:
+        t.data<Float16>()[i] = FloatToFloat16(real(rng));
+        break;
+      case DataType::kBFloat16:
+        t.data<BFloat16>()[i] = FloatToBFloat16(real(rng));
+        break;
+      case DataType::kBool:
+        t.data<bool>()[i] = small(rng) % 2 == 1;
+        break;
+      case DataType::kUint8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
+        break;
+      case DataType::kUint16:
+        t.data<uint16_t>()[i] = static_cast<uint16_t>(small(rng));
+        break;
+      case DataType::kUint32:
+        t.data<uint32_t>()[i] = static_cast<uint32_t>(small(rng));
+        break;
+      case DataType::kUint64:
+        t.data<uint64_t>()[i] = static_cast<uint64_t>(small(rng));
+        break;
+      case DataType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(small(rng));
+        break;
+      case DataType::kInt16:
+        t.data<int16_t>()[i] = static_cast<int16_t>(small(rng));
+        break;
+      case DataType::kInt32:
+        t.data<int32_t>()[i] = small(rng);
+        break;
+      case DataType::kInt64:
+        t.data<int64_t>()[i] = small(rng);
+        break;
+      case DataType::kBytes:
+        t.data<std::string>()[i] = std::to_string(small(rng));
+        break;
+      case DataType::kInvalid:
+        break;
     }
   }
   return t;
@@ -142,10 +172,18 @@ std::string JsonString(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
@@ -171,7 +209,8 @@ std::string NodeName(const Node& node, int index) {
 // Nearest-rank percentile of sorted values.
 double Percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  const size_t rank =
+      static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
@@ -221,9 +260,10 @@ Status Profile(const ProfileOptions& opt) {
     bool found = false;
     for (int id : graph->inputs) found = found || graph->value(id).name == name;
     if (!found) {
-      return Status::InvalidArgument(fmt::format("--shape names '{}', which is not an input of "
-                                                 "the model",
-                                                 name));
+      return Status::InvalidArgument(
+          fmt::format("--shape names '{}', which is not an input of "
+                      "the model",
+                      name));
     }
   }
 
@@ -244,8 +284,7 @@ Status Profile(const ProfileOptions& opt) {
 
   SessionOptions session_options;
   session_options.intra_op_threads = opt.threads;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                        Session::Create(graph, session_options));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph, session_options));
 
   for (int i = 0; i < opt.warmup; ++i) {
     Result<std::vector<OwnedTensor>> r = session->Run(inputs);
@@ -328,8 +367,7 @@ Status Profile(const ProfileOptions& opt) {
           "\"avg_ms\":{:.6f},\"percent\":{:.3f}",
           i ? "," : "", JsonString(NodeName(node, s.node)), JsonString(node.op_type),
           JsonString(session->provider(s.node)), s.calls, static_cast<double>(s.total_ns) / 1e6,
-          static_cast<double>(s.total_ns) / 1e6 / static_cast<double>(s.calls),
-          pct(s.total_ns));
+          static_cast<double>(s.total_ns) / 1e6 / static_cast<double>(s.calls), pct(s.total_ns));
       if (s.flops > 0) {
         j += fmt::format(",\"flops\":{:.0f},\"gflops_per_s\":{:.3f}",
                          s.flops / static_cast<double>(s.calls), gflops_per_s(s));
@@ -349,8 +387,9 @@ Status Profile(const ProfileOptions& opt) {
     t += fmt::format("inputs      {}\n", fmt::join(shapes, ", "));
     t += fmt::format("batch       {}   threads {}   iterations {} (after {} warm-up)\n", batch,
                      session->intra_op_threads(), opt.iterations, opt.warmup);
-    t += fmt::format("latency     median {:.3f} ms   p99 {:.3f} ms   mean {:.3f} ms   min {:.3f} ms\n",
-                     median_ms, p99_ms, mean_ms, latency_ms.front());
+    t += fmt::format(
+        "latency     median {:.3f} ms   p99 {:.3f} ms   mean {:.3f} ms   min {:.3f} ms\n",
+        median_ms, p99_ms, mean_ms, latency_ms.front());
     t += fmt::format("throughput  {:.2f} items/s ({:.2f} runs/s)", items_per_s, runs_per_s);
     if (total_flops > 0 && total_ms > 0) {
       t += fmt::format("   {:.2f} GFLOP/s overall", total_flops / (total_ms * 1e6));
