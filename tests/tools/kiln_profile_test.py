@@ -126,6 +126,13 @@ def main():
                 check(abs(got - flops) <= 1e-6 * flops + 1, f"{name}: {got:.0f} FLOPs == {flops}")
                 check(nodes.get(name, {}).get("gflops_per_s", 0) > 0, f"{name}: GFLOP/s > 0")
             check("gflops_per_s" not in nodes.get("relu1", {}), "no GFLOP/s for Relu")
+            ops = {o["op_type"]: o for o in report.get("op_types", [])}
+            check(ops.get("Conv", {}).get("nodes") == 2
+                  and ops.get("Conv", {}).get("calls") == 2 * iterations,
+                  f"op_types sums the two Conv nodes ({ops.get('Conv')})")
+            want_ms = nodes["conv1"]["total_ms"] + nodes["conv2"]["total_ms"]
+            check(abs(ops.get("Conv", {}).get("total_ms", 0) - want_ms) < 1e-3,
+                  "op_types Conv time == conv1 + conv2")
 
         try:
             with open(trace_path) as f:

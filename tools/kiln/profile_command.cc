@@ -12,14 +12,14 @@
 // timed end to end and per node (Session::RunWithProfile). The report: latency median / p99 /
 // mean, throughput (batch x runs per second), the memory plan, and a per-node table sorted by
 // total time with % of the node total, calls, op type, provider and GFLOP/s for the ops with a
-// FLOP count. --json prints one JSON object instead; --trace writes a Chrome trace (one "X"
-// event per run and per node call, in microseconds).
+// FLOP count, then the same summed per op type. --json prints one JSON object instead; --trace
+// writes a Chrome trace (one "X" event per run and per node call, in microseconds).
 //
 // Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -333,6 +333,27 @@ Status Profile(const ProfileOptions& opt) {
   };
   double total_flops = 0;
   for (const NodeStats& s : per_node) total_flops += s.flops;
+  // The same times summed per op type, sorted by total time.
+  struct OpStats {
+    std::string op_type;
+    int64_t calls = 0;
+    int64_t nodes = 0;
+    int64_t total_ns = 0;
+    double flops = 0;
+  };
+  std::vector<OpStats> per_op;
+  for (const NodeStats& s : per_node) {
+    const std::string& op = graph->node(s.node).op_type;
+    auto it = std::find_if(per_op.begin(), per_op.end(),
+                           [&](const OpStats& o) { return o.op_type == op; });
+    if (it == per_op.end()) it = per_op.insert(per_op.end(), OpStats{op});
+    it->calls += s.calls;
+    it->nodes += 1;
+    it->total_ns += s.total_ns;
+    it->flops += s.flops;
+  }
+  std::stable_sort(per_op.begin(), per_op.end(),
+                   [](const OpStats& a, const OpStats& b) { return a.total_ns > b.total_ns; });
 
   if (opt.json) {
     std::string j = "{";
@@ -371,6 +392,18 @@ Status Profile(const ProfileOptions& opt) {
       if (s.flops > 0) {
         j += fmt::format(",\"flops\":{:.0f},\"gflops_per_s\":{:.3f}",
                          s.flops / static_cast<double>(s.calls), gflops_per_s(s));
+      }
+      j += "}";
+    }
+    j += "],\"op_types\":[";
+    for (size_t i = 0; i < per_op.size(); ++i) {
+      const OpStats& o = per_op[i];
+      j += fmt::format(
+          "{}{{\"op_type\":{},\"nodes\":{},\"calls\":{},\"total_ms\":{:.6f},\"percent\":{:.3f}",
+          i ? "," : "", JsonString(o.op_type), o.nodes, o.calls,
+          static_cast<double>(o.total_ns) / 1e6, pct(o.total_ns));
+      if (o.flops > 0 && o.total_ns > 0) {
+        j += fmt::format(",\"gflops_per_s\":{:.3f}", o.flops / static_cast<double>(o.total_ns));
       }
       j += "}";
     }
@@ -418,6 +451,16 @@ Status Profile(const ProfileOptions& opt) {
                        static_cast<double>(s.total_ns) / 1e6,
                        static_cast<double>(s.total_ns) / 1e6 / static_cast<double>(s.calls),
                        pct(s.total_ns), rate);
+    }
+    t += fmt::format("\n{:<24} {:>6} {:>8} {:>11} {:>6} {:>9}\n", "op type", "nodes", "calls",
+                     "total ms", "%", "GFLOP/s");
+    for (const OpStats& o : per_op) {
+      const std::string rate =
+          o.flops > 0 && o.total_ns > 0
+              ? fmt::format("{:.2f}", o.flops / static_cast<double>(o.total_ns))
+              : "-";
+      t += fmt::format("{:<24} {:>6} {:>8} {:>11.3f} {:>6.1f} {:>9}\n", o.op_type, o.nodes, o.calls,
+                       static_cast<double>(o.total_ns) / 1e6, pct(o.total_ns), rate);
     }
     std::fputs(t.c_str(), stdout);
   }
