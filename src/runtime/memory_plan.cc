@@ -84,6 +84,25 @@ bool PlanIsOverlapFree(std::span<const PlanInterval> intervals, std::span<const 
   return true;
 }
 
+size_t PlanLivePeakBytes(std::span<const PlanInterval> intervals, size_t alignment) {
+  // Sweep: +size at begin, -size at end; ends sort before begins at the same tick.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  events.reserve(intervals.size() * 2);
+  for (const PlanInterval& iv : intervals) {
+    const auto size = static_cast<int64_t>(PlanBlockBytes(iv.bytes, alignment));
+    events.emplace_back(iv.begin, size);
+    events.emplace_back(iv.end, -size);
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0;
+  int64_t peak = 0;
+  for (const auto& [tick, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return static_cast<size_t>(peak);
+}
+
 MemoryPlan BuildMemoryPlan(std::span<const RecordedAllocation> recorded, int num_nodes,
                            std::vector<char> heap_nodes) {
   KILN_CHECK(heap_nodes.size() == static_cast<size_t>(num_nodes), "heap_nodes has ",
@@ -125,6 +144,7 @@ MemoryPlan BuildMemoryPlan(std::span<const RecordedAllocation> recorded, int num
   IntervalPlan placed = PlanIntervals(intervals, MemoryPlan::kAlignment);
   plan.offsets = std::move(placed.offsets);
   plan.arena_bytes = placed.arena_bytes;
+  plan.live_peak_bytes = PlanLivePeakBytes(intervals, MemoryPlan::kAlignment);
   return plan;
 }
 

@@ -51,6 +51,9 @@ IntervalPlan PlanIntervals(std::span<const PlanInterval> intervals, size_t align
 bool PlanIsOverlapFree(std::span<const PlanInterval> intervals, std::span<const size_t> offsets,
                        size_t alignment);
 
+// The largest sum of rounded block sizes live at one moment: a lower bound of every plan's arena.
+size_t PlanLivePeakBytes(std::span<const PlanInterval> intervals, size_t alignment);
+
 // One allocation seen while recording a run.
 struct RecordedAllocation {
   static constexpr int64_t kNotFreed = INT64_MAX;
@@ -73,6 +76,9 @@ struct MemoryPlan {
   std::vector<char> heap_nodes;                 // one per node: 1 = not planned
   size_t arena_bytes = 0;                       // the planned peak
   size_t unplanned_bytes = 0;                   // the sum of the planned allocations' sizes
+  // The most bytes (blocks rounded to kAlignment) live at one moment: no plan can do better, so
+  // arena_bytes / live_peak_bytes says how close to optimal the placement is.
+  size_t live_peak_bytes = 0;
 };
 
 // Builds the plan of a recorded run of a graph with `num_nodes` nodes. Allocations of nodes in

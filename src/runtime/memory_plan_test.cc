@@ -76,6 +76,7 @@ TEST(MemoryPlanTest, RandomIntervalSetsAreOverlapFree) {
       live_peak = std::max(live_peak, live);
     }
     EXPECT_GE(p.arena_bytes, live_peak);
+    EXPECT_EQ(PlanLivePeakBytes(v, 64), live_peak);
   }
 }
 
@@ -104,6 +105,7 @@ TEST(MemoryPlanTest, BuildLeavesSurvivorsAndMarkedNodesOnTheHeap) {
   EXPECT_EQ(plan.unplanned_bytes, 250u);
   // a, s and b are all live at tick 3..4? a [0,5), s [1,2), b [3,7): s can share with b.
   EXPECT_EQ(plan.arena_bytes, 256u);
+  EXPECT_EQ(plan.live_peak_bytes, 256u);  // a and b at ticks 3..4
   EXPECT_EQ(plan.allocations[0].value, 10);
   EXPECT_EQ(plan.allocations[1].value, -1);
 }

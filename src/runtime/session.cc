@@ -213,6 +213,7 @@ MemoryPlanStats Session::memory_plan_stats() const {
     p.signature = e->key;
     p.arena_bytes = e->plan.arena_bytes;
     p.unplanned_bytes = e->plan.unplanned_bytes;
+    p.live_peak_bytes = e->plan.live_peak_bytes;
     p.planned_allocations = static_cast<int64_t>(e->plan.allocations.size());
     p.heap_nodes = std::count(e->plan.heap_nodes.begin(), e->plan.heap_nodes.end(), 1);
     {

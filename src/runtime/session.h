@@ -69,6 +69,7 @@ struct MemoryPlanStats {
     std::vector<int64_t> signature;  // per input: dtype, rank, dims...
     size_t arena_bytes = 0;          // the planned peak of intermediates
     size_t unplanned_bytes = 0;      // the sum of the planned intermediates' sizes
+    size_t live_peak_bytes = 0;      // the most bytes live at once: the best any plan can do
     int64_t planned_allocations = 0;
     int64_t heap_nodes = 0;   // nodes left on the heap (graph outputs, ...)
     int64_t idle_arenas = 0;  // arenas in the pool now

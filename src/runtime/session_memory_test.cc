@@ -126,6 +126,7 @@ TEST(SessionMemoryTest, SecondRunOfAShapeAllocatesOnlyItsOutputs) {
   // Four intermediates of batch x 64 floats; a chain never has more than two live at once.
   EXPECT_EQ(stats.plans[0].unplanned_bytes, static_cast<size_t>(4 * batch * row_bytes));
   EXPECT_EQ(stats.plans[0].arena_bytes, static_cast<size_t>(2 * batch * row_bytes));
+  EXPECT_EQ(stats.plans[0].live_peak_bytes, static_cast<size_t>(2 * batch * row_bytes));
   EXPECT_EQ(stats.plans[0].planned_allocations, 4);
   EXPECT_EQ(stats.plans[0].heap_nodes, 1);  // the Add making y
   EXPECT_EQ(stats.recorded_runs, 1);

@@ -46,6 +46,7 @@ struct ProfileOptions {
   int threads = 0;
   bool json = false;
   std::string trace;
+  bool no_memory_plan = false;
 };
 
 // Parses "NAME:d1,d2,..." (an empty dim list is a scalar).
@@ -284,6 +285,7 @@ Status Profile(const ProfileOptions& opt) {
 
   SessionOptions session_options;
   session_options.intra_op_threads = opt.threads;
+  session_options.memory_planning = !opt.no_memory_plan;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph, session_options));
 
   for (int i = 0; i < opt.warmup; ++i) {
@@ -375,10 +377,10 @@ Status Profile(const ProfileOptions& opt) {
     j += "],";
     j += fmt::format(
         "\"memory_plan\":{{\"planned\":{},\"arena_bytes\":{},\"unplanned_bytes\":{},"
-        "\"planned_allocations\":{},\"heap_fallbacks\":{}}},",
+        "\"live_peak_bytes\":{},\"planned_allocations\":{},\"heap_fallbacks\":{}}},",
         plan != nullptr ? "true" : "false", plan ? plan->arena_bytes : 0,
-        plan ? plan->unplanned_bytes : 0, plan ? plan->planned_allocations : 0,
-        memory.heap_fallbacks);
+        plan ? plan->unplanned_bytes : 0, plan ? plan->live_peak_bytes : 0,
+        plan ? plan->planned_allocations : 0, memory.heap_fallbacks);
     j += "\"nodes\":[";
     for (size_t i = 0; i < per_node.size(); ++i) {
       const NodeStats& s = per_node[i];
@@ -430,14 +432,17 @@ Status Profile(const ProfileOptions& opt) {
     t += "\n";
     if (plan != nullptr) {
       t += fmt::format(
-          "memory      planned arena {:.3f} MiB vs {:.3f} MiB unplanned ({:.1f}%), {} "
-          "intermediates planned, {} heap fallbacks\n",
+          "memory      planned arena {:.3f} MiB vs {:.3f} MiB unplanned ({:.1f}%; live peak "
+          "{:.3f} MiB), {} intermediates planned, {} heap fallbacks\n",
           static_cast<double>(plan->arena_bytes) / 1048576.0,
           static_cast<double>(plan->unplanned_bytes) / 1048576.0,
           plan->unplanned_bytes ? 100.0 * static_cast<double>(plan->arena_bytes) /
                                       static_cast<double>(plan->unplanned_bytes)
                                 : 0.0,
-          plan->planned_allocations, memory.heap_fallbacks);
+          static_cast<double>(plan->live_peak_bytes) / 1048576.0, plan->planned_allocations,
+          memory.heap_fallbacks);
+    } else {
+      t += "memory      not planned (--no-memory-plan)\n";
     }
     t += fmt::format("\n{:<40} {:<18} {:<8} {:>6} {:>11} {:>10} {:>6} {:>9}\n", "node", "op",
                      "provider", "calls", "total ms", "avg ms", "%", "GFLOP/s");
@@ -497,6 +502,9 @@ CommandMain AddProfileCommand(CLI::App& app) {
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
+  cmd->add_flag("--no-memory-plan", opt->no_memory_plan,
+                "Run without static memory plans (every intermediate allocated as it comes), to "
+                "compare");
   cmd->add_option("--trace", opt->trace,
                   "Write a Chrome trace (JSON; chrome://tracing or ui.perfetto.dev) to this file");
   return [opt] {
