@@ -66,7 +66,7 @@ struct SessionOptions {
 // What the memory planner did (Session::memory_plan_stats).
 struct MemoryPlanStats {
   struct Plan {
-    std::vector<int64_t> signature;  // per input: dtype, rank, dims...
+    std::vector<int64_t> signature;  // input count, then per input: dtype, rank, dims
     size_t arena_bytes = 0;          // the planned peak of intermediates
     size_t unplanned_bytes = 0;      // the sum of the planned intermediates' sizes
     size_t live_peak_bytes = 0;      // the most bytes live at once: the best any plan can do
@@ -77,7 +77,7 @@ struct MemoryPlanStats {
   std::vector<Plan> plans;     // most recently used first
   int64_t recorded_runs = 0;   // runs that recorded a new signature
   int64_t planned_runs = 0;    // runs that used a plan
-  int64_t unplanned_runs = 0;  // runs with planning off or not applicable (non-tensor inputs)
+  int64_t unplanned_runs = 0;  // runs not planned (non-tensor inputs, no memory for an arena)
   int64_t heap_fallbacks = 0;  // requests of planned runs that did not match the plan
   int64_t evictions = 0;
 };
