@@ -166,13 +166,14 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   }
   requested = std::max(1, requested);
   const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-  const int count = InstanceCountWithinBudget(requested, options, hardware);
+  const InstancePlan instances = PlanInstances(requested, options, hardware);
+  const int count = instances.instances;
   if (count < requested) {
     KILN_LOG_WARN(
         "model '{}' version {}: starting {} of the {} configured instances ({} intra-op "
         "thread(s) each within a budget of {} threads; the thread budget can be raised or "
         "oversubscription allowed)",
-        model, version, count, requested, std::max(1, options.intra_op_threads),
+        model, version, count, requested, instances.intra_op_threads,
         options.cpu_threads > 0 ? options.cpu_threads : hardware);
   }
 
@@ -181,6 +182,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   for (int i = 0; i < count; ++i) {
     SessionOptions session_options;
     session_options.allocator = options.allocator;
+    session_options.intra_op_threads = instances.intra_op_threads;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                           Session::Create(graph, session_options));
     ModelRunnerOptions runner_options;

@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <future>
@@ -372,6 +373,25 @@ TEST(LoadedModel, InstanceCountWithinTheThreadBudget) {
   EXPECT_EQ(MakePassthroughModel(config, PairGraph(), 1, all)->instance_count(), 4);
   // The manager's default count fills groups that leave count unset.
   EXPECT_EQ(MakePassthroughModel(kPairConfig, PairGraph(), 3)->instance_count(), 3);
+}
+
+// The instances split the budget: 2 instances in 6 threads run their sessions 3-wide (OpenMP's
+// thread count on the instance thread, which also answers the request).
+TEST(LoadedModel, InstancesSplitTheThreadBudget) {
+  const std::string config = std::string(kPairConfig) + " instance_group { count: 2 }";
+  InstanceOptions budget;
+  budget.cpu_threads = 6;
+  auto model = MakePassthroughModel(config, PairGraph(), 1, budget);
+  EXPECT_EQ(model->instance_count(), 2);
+  std::promise<int> threads;
+  auto request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+  request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
+  model->Infer(std::move(request), [&](Result<InferResponse> r) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    threads.set_value(omp_get_max_threads());
+  });
+  EXPECT_EQ(threads.get_future().get(), 3);
 }
 
 TEST(LoadedModel, CreateRefusesGpuInstancesAndBadSchedulingConfigs) {

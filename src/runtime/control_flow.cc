@@ -167,6 +167,7 @@ Result<Subgraph> BuildSubgraph(const KernelInfo& info, std::string_view attr,
   }
   SessionOptions sub = options;
   sub.check_input_shapes = false;
+  sub.memory_planning = false;  // a body runs inside its node; its values are the node's
   Result<std::unique_ptr<Session>> session = Session::Create(a->g, sub);
   if (!session.ok()) return session.status().WithContext(fmt::format("subgraph '{}'", attr));
   Subgraph s;

@@ -2,10 +2,14 @@
 #include "runtime/session.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "kernels/registry.h"
+#include "runtime/arena.h"
 #include "runtime/control_flow.h"
 
 namespace kiln {
@@ -14,6 +18,128 @@ struct Session::NodeKernel {
   std::unique_ptr<Kernel> kernel;
   const KernelDef* def = nullptr;
 };
+
+// The plan cache and the planner's counters.
+struct Session::PlanState {
+  explicit PlanState(size_t capacity) : cache(capacity) {}
+  PlanCache cache;
+  std::atomic<int64_t> recorded_runs{0};
+  std::atomic<int64_t> planned_runs{0};
+  std::atomic<int64_t> unplanned_runs{0};
+  std::atomic<int64_t> heap_fallbacks{0};
+};
+
+// How one run executes: which allocator nodes use and whether it is profiled.
+struct Session::RunState {
+  RunAllocator* run_allocator = nullptr;          // null: every node uses the session's allocator
+  const std::vector<char>* heap_nodes = nullptr;  // nodes that bypass run_allocator
+  RecordingAllocator* recorder = nullptr;         // set when run_allocator records
+  RunProfile* profile = nullptr;
+};
+
+// Picks the run allocator for one run from the plan cache and settles it afterwards: builds and
+// caches the plan after a recording run that succeeded, returns an arena to its pool. Declared
+// before the Frame of the run so that every intermediate is gone when it settles.
+class Session::RunScope {
+ public:
+  // `signature`: the run's input signature; empty when the run cannot be planned.
+  RunScope(const Session& session, std::vector<int64_t> signature, RunProfile* profile)
+      : session_(session) {
+    state_.profile = profile;
+    PlanState* plans = session.plans_.get();
+    if (plans == nullptr || signature.empty()) {
+      if (plans != nullptr) plans->unplanned_runs.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    entry_ = plans->cache.Find(signature);
+    if (entry_ != nullptr) {
+      Result<std::unique_ptr<PlannedAllocator>> arena = AcquireArena(*entry_, *session.allocator_);
+      if (arena.ok()) {
+        arena_ = std::move(arena).value();
+        state_.run_allocator = arena_.get();
+        state_.heap_nodes = &entry_->plan.heap_nodes;
+        plans->planned_runs.fetch_add(1, std::memory_order_relaxed);
+      } else {  // no memory for an arena: run unplanned; the allocator's errors will tell
+        entry_ = nullptr;
+        plans->unplanned_runs.fetch_add(1, std::memory_order_relaxed);
+      }
+      return;
+    }
+    signature_ = std::move(signature);
+    recorder_ = std::make_unique<RecordingAllocator>(*session.allocator_);
+    state_.run_allocator = recorder_.get();
+    state_.recorder = recorder_.get();
+    state_.heap_nodes = &session.output_nodes_;
+  }
+  RunScope(const RunScope&) = delete;
+  RunScope& operator=(const RunScope&) = delete;
+
+  ~RunScope() {
+    PlanState* plans = session_.plans_.get();
+    if (arena_ != nullptr) {
+      plans->heap_fallbacks.fetch_add(arena_->fallbacks(), std::memory_order_relaxed);
+      ReleaseArena(*entry_, std::move(arena_));
+    }
+    if (recorder_ != nullptr) {
+      if (succeeded_) {
+        const int num_nodes = session_.graph_->num_nodes();
+        std::vector<RecordedAllocation> records = recorder_->records();
+        MemoryPlan plan = BuildMemoryPlan(records, num_nodes, session_.output_nodes_);
+        std::shared_ptr<PlanEntry> entry =
+            plans->cache.Insert(std::move(signature_), std::move(plan));
+        plans->recorded_runs.fetch_add(1, std::memory_order_relaxed);
+        // One arena up front, so the next run of this signature allocates nothing.
+        Result<std::unique_ptr<PlannedAllocator>> arena =
+            AcquireArena(*entry, *session_.allocator_);
+        if (arena.ok()) ReleaseArena(*entry, std::move(arena).value());
+      }
+      if (!recorder_->EndRun()) recorder_.release();  // deletes itself with its last block
+    }
+  }
+
+  const RunState& state() const { return state_; }
+  void set_succeeded() { succeeded_ = true; }
+
+ private:
+  const Session& session_;
+  RunState state_;
+  std::vector<int64_t> signature_;
+  std::shared_ptr<PlanEntry> entry_;
+  std::unique_ptr<PlannedAllocator> arena_;
+  std::unique_ptr<RecordingAllocator> recorder_;
+  bool succeeded_ = false;
+};
+
+namespace {
+
+// Per tensor input: dtype, rank, dims. Empty when an input is not a tensor.
+std::vector<int64_t> TensorSignature(std::span<const Tensor> inputs) {
+  std::vector<int64_t> key;
+  key.reserve(inputs.size() * 6 + 1);
+  key.push_back(static_cast<int64_t>(inputs.size()));
+  for (const Tensor& t : inputs) {
+    key.push_back(static_cast<int64_t>(t.dtype()));
+    key.push_back(t.rank());
+    for (int i = 0; i < t.rank(); ++i) key.push_back(t.dim(i));
+  }
+  return key;
+}
+
+std::vector<int64_t> ValueSignature(std::span<const RuntimeValue> inputs) {
+  std::vector<int64_t> key;
+  key.reserve(inputs.size() * 6 + 1);
+  key.push_back(static_cast<int64_t>(inputs.size()));
+  for (const RuntimeValue& v : inputs) {
+    if (!v.is_tensor()) return {};
+    const Tensor& t = v.tensor().view();
+    key.push_back(static_cast<int64_t>(t.dtype()));
+    key.push_back(t.rank());
+    for (int i = 0; i < t.rank(); ++i) key.push_back(t.dim(i));
+  }
+  return key;
+}
+
+}  // namespace
 
 Session::Session(std::shared_ptr<const Graph> graph, std::vector<NodeKernel> kernels)
     : graph_(std::move(graph)), kernels_(std::move(kernels)) {
@@ -28,6 +154,11 @@ Session::Session(std::shared_ptr<const Graph> graph, std::vector<NodeKernel> ker
   captures_ = graph_->Captures();
   // Graph outputs must survive to the end.
   for (int out : graph_->outputs) last_use_[static_cast<size_t>(out)] = graph_->num_nodes();
+  output_nodes_.assign(static_cast<size_t>(graph_->num_nodes()), 0);
+  for (int out : graph_->outputs) {
+    const int producer = graph_->value(out).producer;
+    if (producer >= 0) output_nodes_[static_cast<size_t>(producer)] = 1;
+  }
 }
 
 Session::~Session() = default;
@@ -61,7 +192,42 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   auto session = std::unique_ptr<Session>(new Session(std::move(graph), std::move(kernels)));
   session->check_input_shapes_ = options.check_input_shapes;
   session->allocator_ = options.allocator != nullptr ? options.allocator : &HostAllocator();
+  session->intra_op_threads_ =
+      options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, omp_get_num_procs());
+  if (options.memory_planning) {
+    session->plans_ = std::make_unique<PlanState>(
+        static_cast<size_t>(std::max(1, options.memory_plan_cache_size)));
+  }
   return session;
+}
+
+void Session::ApplyIntraOpThreads() const {
+  if (omp_get_max_threads() != intra_op_threads_) omp_set_num_threads(intra_op_threads_);
+}
+
+MemoryPlanStats Session::memory_plan_stats() const {
+  MemoryPlanStats stats;
+  if (plans_ == nullptr) return stats;
+  for (const std::shared_ptr<PlanEntry>& e : plans_->cache.Entries()) {
+    MemoryPlanStats::Plan p;
+    p.signature = e->key;
+    p.arena_bytes = e->plan.arena_bytes;
+    p.unplanned_bytes = e->plan.unplanned_bytes;
+    p.live_peak_bytes = e->plan.live_peak_bytes;
+    p.planned_allocations = static_cast<int64_t>(e->plan.allocations.size());
+    p.heap_nodes = std::count(e->plan.heap_nodes.begin(), e->plan.heap_nodes.end(), 1);
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      p.idle_arenas = static_cast<int64_t>(e->idle.size());
+    }
+    stats.plans.push_back(std::move(p));
+  }
+  stats.recorded_runs = plans_->recorded_runs.load(std::memory_order_relaxed);
+  stats.planned_runs = plans_->planned_runs.load(std::memory_order_relaxed);
+  stats.unplanned_runs = plans_->unplanned_runs.load(std::memory_order_relaxed);
+  stats.heap_fallbacks = plans_->heap_fallbacks.load(std::memory_order_relaxed);
+  stats.evictions = plans_->cache.evictions();
+  return stats;
 }
 
 std::string_view Session::provider(int node) const {
@@ -165,7 +331,8 @@ struct Session::Frame {
 };
 
 Status Session::Execute(std::span<const Tensor> capture_tensors,
-                        std::span<const RuntimeValue* const> capture_values, Frame& frame) const {
+                        std::span<const RuntimeValue* const> capture_values, Frame& frame,
+                        const RunState& state) const {
   const Graph& g = *graph_;
   if (capture_tensors.size() != captures_.size() || capture_values.size() > captures_.size()) {
     return Status::Internal(fmt::format("subgraph '{}' reads {} outer values, {} were given",
@@ -221,15 +388,34 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
       node_value_outputs.clear();
       node_value_outputs.resize(node.outputs.size());
     }
+    Allocator* node_allocator = allocator_;
+    if (state.run_allocator != nullptr &&
+        (state.heap_nodes == nullptr || !(*state.heap_nodes)[static_cast<size_t>(n)])) {
+      state.run_allocator->BeginNode(n);
+      node_allocator = state.run_allocator;
+    }
     KernelContext ctx(
         node_inputs,
         takes_values ? std::span<const RuntimeValue* const>(node_values)
                      : std::span<const RuntimeValue* const>(),
         node_outputs,
         takes_values ? std::span<RuntimeValue>(node_value_outputs) : std::span<RuntimeValue>(),
-        *allocator_);
+        *node_allocator);
+    const int64_t start_ns = state.profile != nullptr ? ProfileNowNs() : 0;
     Status s = kernel.Compute(ctx);
+    if (state.profile != nullptr) {
+      const int64_t end_ns = ProfileNowNs();
+      state.profile->nodes.push_back({n, start_ns, end_ns - start_ns,
+                                      s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0});
+    }
     if (!s.ok()) return s.WithContext(NodeLabel(node));
+    if (state.recorder != nullptr && node_allocator == state.recorder) {
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        if (node_outputs[o].valid() && node.outputs[o] != kNoValue) {
+          state.recorder->MarkValue(node_outputs[o].raw_data(), node.outputs[o]);
+        }
+      }
+    }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const int id = node.outputs[o];
       if (id == kNoValue) continue;
@@ -246,8 +432,8 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
       }
     }
     // Release intermediates whose last reader was this node.
-    auto release = [&](int id) {
-      if (id == kNoValue || last_use_[static_cast<size_t>(id)] != n) return;
+    auto release = [&](int id, int last_use) {
+      if (id == kNoValue || last_use_[static_cast<size_t>(id)] != last_use) return;
       const size_t slot = static_cast<size_t>(id);
       if (frame.owned[slot].valid()) {
         frame.owned[slot] = OwnedTensor();
@@ -258,28 +444,54 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
         frame.values[slot] = nullptr;
       }
     };
-    for (int id : node.inputs) release(id);
-    for (int id : node.implicit_inputs) release(id);
+    for (int id : node.inputs) release(id, n);
+    for (int id : node.implicit_inputs) release(id, n);
+    // Outputs nobody reads (last_use_ -1; graph outputs have num_nodes) die here too.
+    for (int id : node.outputs) release(id, -1);
   }
   return Status::OK();
 }
 
 Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs,
                                               std::span<const Tensor> captures) const {
+  return RunTensors(inputs, captures, nullptr);
+}
+
+Result<std::vector<OwnedTensor>> Session::RunWithProfile(std::span<const Tensor> inputs,
+                                                         RunProfile* profile) const {
+  KILN_CHECK(profile != nullptr, "RunWithProfile: null profile");
+  profile->nodes.clear();
+  profile->nodes.reserve(static_cast<size_t>(graph_->num_nodes()));
+  profile->start_ns = ProfileNowNs();
+  Result<std::vector<OwnedTensor>> result = RunTensors(inputs, {}, profile);
+  profile->end_ns = ProfileNowNs();
+  return result;
+}
+
+Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inputs,
+                                                     std::span<const Tensor> captures,
+                                                     RunProfile* profile) const {
+  ApplyIntraOpThreads();
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
         fmt::format("expected {} inputs, got {}", g.inputs.size(), inputs.size()));
   }
-  Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const int id = g.inputs[i];
-    const Value& v = g.value(id);
+    const Value& v = g.value(g.inputs[i]);
     KILN_RETURN_IF_ERROR(
         CheckTensor(inputs[i], v.type, fmt::format("input '{}'", v.name), check_input_shapes_));
-    frame.views[static_cast<size_t>(id)] = inputs[i];
   }
-  KILN_RETURN_IF_ERROR(Execute(captures, {}, frame));
+  // The scope outlives the frame: every intermediate is released before it settles.
+  RunScope scope(
+      *this,
+      plans_ != nullptr && captures.empty() ? TensorSignature(inputs) : std::vector<int64_t>(),
+      profile);
+  Frame frame(g.num_values());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    frame.views[static_cast<size_t>(g.inputs[i])] = inputs[i];
+  }
+  KILN_RETURN_IF_ERROR(Execute(captures, {}, frame, scope.state()));
 
   std::vector<OwnedTensor> results;
   results.reserve(g.outputs.size());
@@ -305,30 +517,39 @@ Result<std::vector<OwnedTensor>> Session::Run(std::span<const Tensor> inputs,
     }
     return Status::Internal(fmt::format("graph output '{}' was not computed", g.value(id).name));
   }
+  scope.set_succeeded();
   return results;
 }
 
 Result<std::vector<RuntimeValue>> Session::RunValues(
     std::span<const RuntimeValue> inputs, std::span<const Tensor> capture_tensors,
     std::span<const RuntimeValue* const> capture_values) const {
+  ApplyIntraOpThreads();
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
         fmt::format("expected {} inputs, got {}", g.inputs.size(), inputs.size()));
   }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value& v = g.value(g.inputs[i]);
+    KILN_RETURN_IF_ERROR(CheckValueMatchesType(inputs[i], v.type, fmt::format("input '{}'", v.name),
+                                               check_input_shapes_));
+  }
+  // The scope outlives the frame: every intermediate is released before it settles.
+  RunScope scope(*this,
+                 plans_ != nullptr && capture_tensors.empty() ? ValueSignature(inputs)
+                                                              : std::vector<int64_t>(),
+                 nullptr);
   Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int id = g.inputs[i];
-    const Value& v = g.value(id);
-    KILN_RETURN_IF_ERROR(CheckValueMatchesType(inputs[i], v.type, fmt::format("input '{}'", v.name),
-                                               check_input_shapes_));
     if (inputs[i].is_tensor()) {
       frame.views[static_cast<size_t>(id)] = inputs[i].tensor().view();
     } else {
       frame.values[static_cast<size_t>(id)] = &inputs[i];
     }
   }
-  KILN_RETURN_IF_ERROR(Execute(capture_tensors, capture_values, frame));
+  KILN_RETURN_IF_ERROR(Execute(capture_tensors, capture_values, frame, scope.state()));
 
   std::vector<RuntimeValue> results;
   results.reserve(g.outputs.size());
@@ -346,6 +567,7 @@ Result<std::vector<RuntimeValue>> Session::RunValues(
       return Status::Internal(fmt::format("graph output '{}' was not computed", g.value(id).name));
     }
   }
+  scope.set_succeeded();
   return results;
 }
 

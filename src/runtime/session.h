@@ -14,6 +14,20 @@
 // outputs. Inside, both execute the same way: tensors flow as views, sequences and nones as
 // RuntimeValues, and every intermediate is released after its last reader.
 //
+// Memory: the first run of each input signature (the dtypes and shapes of the inputs) records
+// its allocations; a liveness-based plan then places every intermediate in one arena
+// (runtime/memory_plan.h, runtime/arena.h), cached per signature. Later runs of that signature
+// take an arena from the plan's pool (one per concurrent run) and allocate nothing for
+// intermediates. Graph outputs never live in an arena. memory_plan_stats() reports the savings.
+//
+// Threads: kernels parallelize with OpenMP. Every Run / RunValues sets the calling thread's
+// OpenMP thread count (omp_set_num_threads, a per-thread setting) to intra_op_threads(), so
+// sessions run from different threads each keep their own budget. The setting stays in force
+// on the calling thread after the run.
+//
+// Profiling: RunWithProfile times every node (runtime/profiler.h); other runs pay one branch per
+// node for it.
+//
 // Thread safety: Run() and RunValues() are const and may be called from several threads at once;
 // each call keeps its intermediate values to itself. The graph is shared read-only.
 
@@ -25,6 +39,7 @@
 #include "base/result.h"
 #include "graph/ir.h"
 #include "kernels/kernel.h"
+#include "runtime/profiler.h"
 #include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
@@ -38,6 +53,33 @@ struct SessionOptions {
   // Where node outputs are allocated; nullptr: HostAllocator(). Must outlive the session.
   // A run whose allocation fails returns the allocator's RESOURCE_EXHAUSTED.
   Allocator* allocator = nullptr;
+  // Threads one run uses (OpenMP, set on the calling thread by every run); 0: the machine's
+  // hardware threads.
+  int intra_op_threads = 0;
+  // Static memory plans per input signature (see above); off: every allocation goes to
+  // `allocator` as it comes. Subgraph sessions (If / Loop bodies) never plan.
+  bool memory_planning = true;
+  // Plans kept (least recently used evicted first); at least 1.
+  int memory_plan_cache_size = 8;
+};
+
+// What the memory planner did (Session::memory_plan_stats).
+struct MemoryPlanStats {
+  struct Plan {
+    std::vector<int64_t> signature;  // input count, then per input: dtype, rank, dims
+    size_t arena_bytes = 0;          // the planned peak of intermediates
+    size_t unplanned_bytes = 0;      // the sum of the planned intermediates' sizes
+    size_t live_peak_bytes = 0;      // the most bytes live at once: the best any plan can do
+    int64_t planned_allocations = 0;
+    int64_t heap_nodes = 0;   // nodes left on the heap (graph outputs, ...)
+    int64_t idle_arenas = 0;  // arenas in the pool now
+  };
+  std::vector<Plan> plans;     // most recently used first
+  int64_t recorded_runs = 0;   // runs that recorded a new signature
+  int64_t planned_runs = 0;    // runs that used a plan
+  int64_t unplanned_runs = 0;  // runs not planned (non-tensor inputs, no memory for an arena)
+  int64_t heap_fallbacks = 0;  // requests of planned runs that did not match the plan
+  int64_t evictions = 0;
 };
 
 class Session {
@@ -74,6 +116,15 @@ class Session {
   Result<std::vector<RuntimeValue>> RunValues(
       std::span<const RuntimeValue> inputs, std::span<const Tensor> capture_tensors,
       std::span<const RuntimeValue* const> capture_values) const;
+  // Run() that also times every node into `*profile` (cleared first). REQUIRES: profile != null.
+  Result<std::vector<OwnedTensor>> RunWithProfile(std::span<const Tensor> inputs,
+                                                  RunProfile* profile) const;
+
+  // Threads every run uses (SessionOptions::intra_op_threads resolved; >= 1).
+  int intra_op_threads() const { return intra_op_threads_; }
+  // A snapshot of the memory planner's plans and counters.
+  MemoryPlanStats memory_plan_stats() const;
+
   // Value ids of the graph's captured values (Graph::Captures), in the order Run expects them.
   std::span<const int> captures() const { return captures_; }
 
@@ -83,11 +134,19 @@ class Session {
  private:
   struct NodeKernel;
   struct Frame;
+  struct RunState;
+  class RunScope;
+  struct PlanState;
   Session(std::shared_ptr<const Graph> graph, std::vector<NodeKernel> kernels);
 
   // Binds the captures into `frame`, runs every node, and leaves the graph outputs in it.
   Status Execute(std::span<const Tensor> capture_tensors,
-                 std::span<const RuntimeValue* const> capture_values, Frame& frame) const;
+                 std::span<const RuntimeValue* const> capture_values, Frame& frame,
+                 const RunState& state) const;
+  Result<std::vector<OwnedTensor>> RunTensors(std::span<const Tensor> inputs,
+                                              std::span<const Tensor> captures,
+                                              RunProfile* profile) const;
+  void ApplyIntraOpThreads() const;
 
   std::shared_ptr<const Graph> graph_;
   std::vector<NodeKernel> kernels_;
@@ -97,6 +156,10 @@ class Session {
   std::vector<int> captures_;
   bool check_input_shapes_ = true;
   Allocator* allocator_ = nullptr;  // never null after Create
+  int intra_op_threads_ = 1;
+  // 1 for nodes that produce a graph output: they allocate from allocator_ even in planned runs.
+  std::vector<char> output_nodes_;
+  std::unique_ptr<PlanState> plans_;  // null: memory planning off
 };
 
 // Checks `tensor` against a declared value type; the message names `what` ("input 'x'").

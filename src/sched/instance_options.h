@@ -4,11 +4,18 @@
 // model manager passes one InstanceOptions to every model it loads.
 //
 // Thread budget. Each instance (instance_group count, summed over the groups) has one thread
-// that runs its session; a session run uses `intra_op_threads` threads (1 today: kernels are
-// single-threaded). By default a model starts at most as many instances as fit
-//   instances x intra_op_threads <= cpu_threads   (cpu_threads 0: the machine's hardware threads)
-// and logs a warning when it starts fewer than its config asks for. `oversubscribe` starts
-// every configured instance regardless. The budget is per model: models share the machine.
+// that runs its session; a session run uses `intra_op_threads` OpenMP threads (set on the
+// instance's thread by every run, so instances never share a budget). PlanInstances decides:
+//   budget = cpu_threads, or the machine's hardware threads when 0
+//   intra_op_threads 0 (the default): split the budget between the instances: at most `budget`
+//     instances, each with budget / instances threads (at least 1). One instance on a 16-thread
+//     machine runs 16-wide; 4 instances run 4-wide each.
+//   intra_op_threads N > 0: every instance runs N-wide and at most budget / N instances start
+//     (instances x N <= budget).
+// A model logs a warning when it starts fewer instances than its config asks for.
+// `oversubscribe` starts every configured instance regardless (an automatic split then still
+// gives each budget / instances threads, at least 1). The budget is per model: models share the
+// machine.
 //
 // Thread safety: a plain value; InstanceCountWithinBudget is pure.
 
@@ -19,7 +26,7 @@ namespace kiln {
 
 struct InstanceOptions {
   int cpu_threads = 0;         // thread budget of one model's instances; 0: hardware threads
-  int intra_op_threads = 1;    // threads one session run uses (>= 1)
+  int intra_op_threads = 0;    // threads one session run uses; 0: split the budget
   bool oversubscribe = false;  // start every configured instance, even past the budget
   // Where the sessions allocate node outputs and the batcher assembles batch inputs; nullptr:
   // HostAllocator(). Must outlive every model built with it. (Tests inject failing allocators.)
@@ -27,8 +34,18 @@ struct InstanceOptions {
   const Clock* clock = nullptr;  // the schedulers' time source; nullptr: SteadyClock()
 };
 
-// The number of instances to start when the config asks for `requested` (>= 1) and the machine
-// has `hardware_threads` (0 when unknown: then the budget is not enforced). At least 1.
+// What PlanInstances decided.
+struct InstancePlan {
+  int instances = 1;         // >= 1
+  int intra_op_threads = 1;  // per instance, >= 1
+};
+
+// The instances to start, and their threads, when the config asks for `requested` (>= 1)
+// instances and the machine has `hardware_threads` (0 when unknown: then the budget is not
+// enforced and an automatic split gives 1 thread per instance).
+InstancePlan PlanInstances(int requested, const InstanceOptions& options, int hardware_threads);
+
+// PlanInstances(...).instances.
 int InstanceCountWithinBudget(int requested, const InstanceOptions& options, int hardware_threads);
 
 }  // namespace kiln

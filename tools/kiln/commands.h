@@ -15,6 +15,8 @@ using CommandMain = std::function<int()>;
 
 // `kiln run MODEL.onnx ...`: one inference from tensor files.
 CommandMain AddRunCommand(CLI::App& app);
+// `kiln profile MODEL.onnx ...`: latency, throughput, memory plan and per-node times.
+CommandMain AddProfileCommand(CLI::App& app);
 // `kiln serve --model-repository DIR ...`: the inference server.
 CommandMain AddServeCommand(CLI::App& app);
 

@@ -37,6 +37,7 @@ struct RunOptions {
   std::string inputs_dir;
   std::string output_dir;
   std::string output_format = "pb";
+  int threads = 0;  // intra-op threads; 0: the machine's hardware threads
 };
 
 // Files input_0.<ext>, input_1.<ext>, ... in `dir`, in index order (.pb or .npy).
@@ -58,7 +59,9 @@ Result<std::vector<std::string>> ListInputsDir(const std::string& dir) {
 
 Status RunModel(const RunOptions& opt) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, ImportOnnxModel(opt.model));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph));
+  SessionOptions session_options;
+  session_options.intra_op_threads = opt.threads;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph, session_options));
   const size_t num_inputs = graph->inputs.size();
 
   std::vector<RuntimeValue> values(num_inputs);
@@ -145,6 +148,10 @@ CommandMain AddRunCommand(CLI::App& app) {
   cmd->add_option("--output-format", opt->output_format,
                   "Output file format: pb or npy (sequence and none outputs need pb)")
       ->check(CLI::IsMember({"pb", "npy"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", opt->threads,
+                  "Intra-op threads of the run (0 = the machine's hardware threads)")
+      ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   return [opt] {
     Status s = RunModel(*opt);

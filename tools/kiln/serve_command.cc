@@ -67,6 +67,7 @@ struct ServeOptions {
   size_t http_max_connections = 1000;
   int model_workers = 1;
   int model_thread_budget = 0;
+  int intra_op_threads = 0;
   bool allow_thread_oversubscription = false;
 };
 
@@ -206,6 +207,7 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   mopt.repository_poll_secs = *mode == ModelControlMode::kPoll ? opt.repository_poll_secs : 0;
   mopt.workers_per_model = opt.model_workers;
   mopt.instance_options.cpu_threads = opt.model_thread_budget;
+  mopt.instance_options.intra_op_threads = opt.intra_op_threads;
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
   Result<std::unique_ptr<ModelManager>> manager = ModelManager::Create(mopt);
   if (!manager.ok()) {
@@ -403,10 +405,15 @@ CommandMain AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--model-thread-budget", opt->model_thread_budget,
-                  "Threads one model's instances may use together (one per instance while "
-                  "kernels run single-threaded): a model starts at most this many instances, "
-                  "with a warning when its config asks for more; 0 = the machine's hardware "
-                  "threads")
+                  "Threads one model's instances may use together: a model starts at most this "
+                  "many instances (with a warning when its config asks for more) and splits the "
+                  "threads between them (each instance's runs use budget / instances intra-op "
+                  "threads); 0 = the machine's hardware threads")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--intra-op-threads", opt->intra_op_threads,
+                  "Threads each instance's session runs use (0 = split --model-thread-budget "
+                  "between the instances; N > 0 caps the instances at budget / N)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   cmd->add_flag("--allow-thread-oversubscription", opt->allow_thread_oversubscription,

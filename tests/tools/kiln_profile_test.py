@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Black-box test of `kiln profile`: generates a small CNN (Conv, Relu, Conv, Relu,
+GlobalAveragePool, Flatten, Gemm, Softmax; symbolic batch) and a model with a symbolic non-batch
+dim, runs the command, and checks the JSON report (fields, consistency, FLOP counts computed here
+from the shapes), the Chrome trace (structure Perfetto reads), the text table, and the errors.
+
+Usage: kiln_profile_test.py --kiln build/kiln
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+failures = []
+
+
+def check(ok, what):
+    print(("PASS  " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def make_cnn(path):
+    rng = np.random.default_rng(0)
+
+    def init(name, shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1, name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["logits"], name="fc", transB=1),
+        helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "small_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])],
+        [init("w1", (8, 3, 3, 3)), init("b1", (8,)), init("w2", (16, 8, 3, 3)),
+         init("wf", (10, 16)), init("bf", (10,))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def make_seq_model(path):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "seq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, path)
+
+
+def run(kiln, args):
+    return subprocess.run([kiln, "profile"] + args, capture_output=True, text=True, timeout=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cnn = os.path.join(tmp, "cnn.onnx")
+        make_cnn(cnn)
+        trace_path = os.path.join(tmp, "trace.json")
+        batch, iterations, warmup = 4, 7, 2
+        r = run(args.kiln, [cnn, "--batch", str(batch), "--iterations", str(iterations),
+                            "--warmup", str(warmup), "--threads", "1", "--json",
+                            "--trace", trace_path])
+        check(r.returncode == 0, f"profile --json exits 0 ({r.stderr.strip()})")
+        lines = [l for l in r.stdout.splitlines() if l.strip()]
+        check(len(lines) == 1, f"--json prints one line ({len(lines)})")
+        try:
+            report = json.loads(r.stdout)
+        except ValueError as e:
+            report = {}
+            check(False, f"stdout is JSON ({e})")
+        for field in ("median_ms", "p99_ms", "items_per_s", "batch", "threads"):
+            check(field in report, f"JSON has '{field}'")
+        if report:
+            check(report["batch"] == batch, f"batch {report['batch']} == {batch}")
+            check(report["threads"] == 1, f"threads {report['threads']} == 1")
+            check(report["iterations"] == iterations, "iterations echoed")
+            check(0 < report["median_ms"] <= report["p99_ms"], "0 < median <= p99")
+            want = batch * report["runs_per_s"]
+            check(abs(report["items_per_s"] - want) <= 1e-3 * want,
+                  f"items_per_s {report['items_per_s']} == batch x runs/s {want}")
+            check(report["inputs"] == [{"name": "x", "dtype": "FP32", "shape": [batch, 3, 16, 16]}],
+                  f"inputs {report['inputs']}")
+            mp = report["memory_plan"]
+            check(mp["planned"] and 0 < mp["arena_bytes"] <= mp["unplanned_bytes"],
+                  f"memory plan arena {mp['arena_bytes']} <= unplanned {mp['unplanned_bytes']}")
+            # Intermediates: c1 r1 (4x8x16x16), c2 r2 (4x16x7x7), p f (4x16), logits (4x10).
+            want_unplanned = 4 * (2 * batch * 8 * 16 * 16 + 2 * batch * 16 * 7 * 7
+                                  + 2 * batch * 16 + batch * 10)
+            check(mp["unplanned_bytes"] == want_unplanned,
+                  f"unplanned bytes {mp['unplanned_bytes']} == {want_unplanned}")
+            nodes = {n["name"]: n for n in report["nodes"]}
+            check(set(nodes) == {"conv1", "relu1", "conv2", "relu2", "pool", "flatten", "fc",
+                                 "softmax"}, f"every node reported ({sorted(nodes)})")
+            check(all(n["calls"] == iterations for n in report["nodes"]), "calls == iterations")
+            totals = [n["total_ms"] for n in report["nodes"]]
+            check(totals == sorted(totals, reverse=True), "nodes sorted by total time")
+            check(abs(sum(n["percent"] for n in report["nodes"]) - 100) < 0.1, "percent sums to 100")
+            # FLOPs: 2 * outputs * (Cin/group * kh * kw); Gemm 2 * M * N * K.
+            want_flops = {
+                "conv1": 2 * batch * 8 * 16 * 16 * 3 * 3 * 3,
+                "conv2": 2 * batch * 16 * 7 * 7 * 8 * 3 * 3,
+                "fc": 2 * batch * 10 * 16,
+            }
+            for name, flops in want_flops.items():
+                got = nodes.get(name, {}).get("flops", 0)
+                check(abs(got - flops) <= 1e-6 * flops + 1, f"{name}: {got:.0f} FLOPs == {flops}")
+                check(nodes.get(name, {}).get("gflops_per_s", 0) > 0, f"{name}: GFLOP/s > 0")
+            check("gflops_per_s" not in nodes.get("relu1", {}), "no GFLOP/s for Relu")
+            ops = {o["op_type"]: o for o in report.get("op_types", [])}
+            check(ops.get("Conv", {}).get("nodes") == 2
+                  and ops.get("Conv", {}).get("calls") == 2 * iterations,
+                  f"op_types sums the two Conv nodes ({ops.get('Conv')})")
+            want_ms = nodes["conv1"]["total_ms"] + nodes["conv2"]["total_ms"]
+            check(abs(ops.get("Conv", {}).get("total_ms", 0) - want_ms) < 1e-3,
+                  "op_types Conv time == conv1 + conv2")
+
+        try:
+            with open(trace_path) as f:
+                trace = json.load(f)
+        except (OSError, ValueError) as e:
+            trace = {}
+            check(False, f"trace is JSON ({e})")
+        events = trace.get("traceEvents", [])
+        xs = [e for e in events if e.get("ph") == "X"]
+        check(len(xs) == iterations * (1 + 8), f"{len(xs)} X events == iterations x (run + 8 nodes)")
+        ok = all(isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))
+                 and e["dur"] >= 0 and "pid" in e and "tid" in e and isinstance(e.get("name"), str)
+                 for e in xs)
+        check(ok, "every X event has name, ts, dur >= 0, pid, tid")
+        node_events = [e for e in xs if e.get("cat") != "run"]
+        check(all("op_type" in e.get("args", {}) and "node" in e.get("args", {})
+                  for e in node_events), "node events carry node name and op type in args")
+        runs = [e for e in xs if e.get("cat") == "run"]
+        check(len(runs) == iterations, f"{len(runs)} run events")
+        if runs:
+            first = runs[0]
+            inside = [e for e in node_events
+                      if first["ts"] <= e["ts"] <= first["ts"] + first["dur"] + 1e-3]
+            check(len(inside) == 8, f"the first run's 8 node events lie inside it ({len(inside)})")
+
+        # The text table.
+        r = run(args.kiln, [cnn, "--batch", "2", "--iterations", "3", "--warmup", "1",
+                            "--threads", "1"])
+        check(r.returncode == 0, "profile (table) exits 0")
+        check("median" in r.stdout and "p99" in r.stdout and "items/s" in r.stdout,
+              "table prints latency and throughput")
+        check("GFLOP/s" in r.stdout and "conv1" in r.stdout and "Conv" in r.stdout,
+              "table lists nodes with op types and GFLOP/s")
+
+        # Symbolic dims beyond the batch need --shape.
+        seq = os.path.join(tmp, "seq.onnx")
+        make_seq_model(seq)
+        r = run(args.kiln, [seq, "--iterations", "2"])
+        check(r.returncode == 1 and "dim 1 ('seq') is symbolic" in r.stderr
+              and "--shape x:" in r.stderr, f"unresolved dim named ({r.stderr.strip()})")
+        r = run(args.kiln, [seq, "--iterations", "2", "--shape", "x:3,5,4", "--json"])
+        check(r.returncode == 0, f"--shape resolves it ({r.stderr.strip()})")
+        if r.returncode == 0:
+            rep = json.loads(r.stdout)
+            check(rep["inputs"][0]["shape"] == [3, 5, 4] and rep["batch"] == 3,
+                  f"--shape used, batch from its first dim ({rep['inputs']}, {rep['batch']})")
+        r = run(args.kiln, [seq, "--shape", "nope:1,2,3"])
+        check(r.returncode == 1 and "'nope'" in r.stderr, "unknown --shape input named")
+        r = run(args.kiln, [seq, "--shape", "x:1,2"])
+        check(r.returncode == 1 and "rank 2" in r.stderr, "wrong --shape rank named")
+        r = run(args.kiln, [os.path.join(tmp, "missing.onnx")])
+        check(r.returncode == 1 and r.stderr.startswith("kiln profile:"), "missing model fails")
+
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
