@@ -261,8 +261,6 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
     KILN_LOG_INFO("serving KServe v2 gRPC on {}:{}", opt.grpc_address, grpc->port());
   }
 #endif
-  (*server)->SetReady(true);
-  SetGrpcReady(grpc);
 
   // Prometheus metrics: its own listener, serving until the drain is over.
   std::unique_ptr<MetricsServer> metrics;
@@ -290,6 +288,9 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
     KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
                   metrics->port());
   }
+  // Ready only once every listener is up, so a client that waits for readiness finds them all.
+  (*server)->SetReady(true);
+  SetGrpcReady(grpc);
 
   const int sig = WaitForSignal(signals);
   KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
