@@ -17,5 +17,7 @@ using CommandMain = std::function<int()>;
 CommandMain AddRunCommand(CLI::App& app);
 // `kiln serve --model-repository DIR ...`: the inference server.
 CommandMain AddServeCommand(CLI::App& app);
+// `kiln bench -m MODEL ...`: the load generator (closed and open loop, HTTP and gRPC).
+CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv);
 
 }  // namespace kiln::tools
