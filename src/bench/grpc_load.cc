@@ -167,6 +167,7 @@ class GrpcLoad : public LoadEngine {
 
   Status Start(const LoadConfig& config, int64_t start_ns) override {
     stop_ = false;
+    sinks_.clear();
     const int slots = config.open_loop ? config.max_inflight : config.concurrency;
     const int threads = std::max(1, std::min(config.threads, slots));
     for (int t = 0; t < threads; ++t) {
@@ -183,8 +184,7 @@ class GrpcLoad : public LoadEngine {
     stop_ = true;
     for (auto& t : threads_) t.join();
     threads_.clear();
-    workers_.clear();
-    sinks_.clear();
+    workers_.clear();  // the sinks stay: TakeSamples still works after Stop
   }
 
  private:

@@ -371,6 +371,7 @@ class HttpLoad : public LoadEngine {
     KILN_ASSIGN_OR_RETURN(int probe, Connect(ep_, false));
     ::close(probe);
     stop_ = false;
+    sinks_.clear();
     const int slots = config.open_loop ? config.max_inflight : config.concurrency;
     const int threads = std::max(1, std::min(config.threads, slots));
     for (int t = 0; t < threads; ++t) {
@@ -387,8 +388,7 @@ class HttpLoad : public LoadEngine {
     stop_ = true;
     for (auto& t : threads_) t.join();
     threads_.clear();
-    workers_.clear();
-    sinks_.clear();
+    workers_.clear();  // the sinks stay: TakeSamples still works after Stop
   }
 
  private:

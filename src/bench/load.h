@@ -86,7 +86,8 @@ class LoadEngine {
   // Starts the workers; `start_ns` is time zero of the open-loop schedule. Errors (cannot
   // connect) name the endpoint.
   virtual Status Start(const LoadConfig& config, int64_t start_ns) = 0;
-  // Stops the workers and joins them; requests in flight are abandoned.
+  // Stops the workers and joins them; requests in flight are abandoned. Samples completed
+  // before the stop remain available to TakeSamples until the next Start.
   virtual void Stop() = 0;
 
   // Samples completed since the last call, and the first message seen per error status.
