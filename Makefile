@@ -13,7 +13,7 @@ JOBS ?= $(shell nproc)
 HTTP_PORT ?= 8000
 KILN_ARGS ?=
 
-.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz clean
+.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz bench clean
 
 all: build
 
@@ -61,6 +61,15 @@ fuzz:
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DKILN_BUILD_TESTS=OFF
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets demo_models
 	tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
+
+# The serving benchmark suite (bench/serving/run.py; not part of `make test`): writes
+# bench/results/<date>-<commit>.{json,md}. BENCH_ARGS passes flags, e.g. BENCH_ARGS=--quick.
+BENCH_ARGS ?=
+bench:
+	@scripts/install-deps bench
+	@$(MAKE) --no-print-directory $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target kiln demo_models
+	/usr/bin/python3 bench/serving/run.py --kiln $(BUILD_DIR)/kiln --models $(BUILD_DIR)/demo_models $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR)
