@@ -37,7 +37,7 @@ class Worker {
  public:
   Worker(const std::string& url, int index, const std::vector<inference::ModelInferRequest>& reqs,
          SampleSink& sink, const LoadConfig& config, int slots, int shards, int64_t start_ns,
-         const std::atomic<bool>& stop)
+         const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
       : stub_(GRPCInferenceService::NewStub(NewChannel(url, index))),
         requests_(reqs),
         sink_(sink),
@@ -45,6 +45,7 @@ class Worker {
         slots_(slots),
         start_ns_(start_ns),
         stop_(stop),
+        sent_(sent),
         next_request_(static_cast<size_t>(index)) {
     if (open_loop_) {
       schedule_ = std::make_unique<ArrivalSchedule>(config.rate, config.distribution, config.seed,
@@ -100,6 +101,7 @@ class Worker {
     c->start_ns = intended_ns;
     c->lag_ns = NowNs() - intended_ns;
     c->busy = true;
+    sent_.fetch_add(1, std::memory_order_relaxed);
     const auto& req = requests_[next_request_++ % requests_.size()];
     c->reader = stub_->AsyncModelInfer(c->context.get(), req, &cq_);
     c->reader->Finish(&c->response, &c->status, c);
@@ -148,6 +150,7 @@ class Worker {
   const int slots_;
   const int64_t start_ns_;
   const std::atomic<bool>& stop_;
+  std::atomic<uint64_t>& sent_;
   size_t next_request_;
   grpc::CompletionQueue cq_;
   std::vector<std::unique_ptr<Call>> calls_;
@@ -174,7 +177,7 @@ class GrpcLoad : public LoadEngine {
       sinks_.push_back(std::make_unique<SampleSink>());
       int share = slots / threads + (t < slots % threads ? 1 : 0);
       workers_.push_back(std::make_unique<Worker>(url_, t, requests_, *sinks_.back(), config,
-                                                  share, threads, start_ns, stop_));
+                                                  share, threads, start_ns, stop_, sent_));
     }
     for (auto& w : workers_) threads_.emplace_back([w = w.get()] { w->Run(); });
     return Status::OK();

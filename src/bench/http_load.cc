@@ -31,7 +31,7 @@ class Worker {
  public:
   Worker(const Endpoint& ep, const std::vector<std::string>& requests, SampleSink& sink,
          const LoadConfig& config, int connections, int shard, int shards, int64_t start_ns,
-         const std::atomic<bool>& stop)
+         const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
       : ep_(ep),
         requests_(requests),
         sink_(sink),
@@ -39,6 +39,7 @@ class Worker {
         connections_(connections),
         start_ns_(start_ns),
         stop_(stop),
+        sent_(sent),
         next_request_(static_cast<size_t>(shard)) {
     if (open_loop_) {
       schedule_ = std::make_unique<ArrivalSchedule>(config.rate, config.distribution,
@@ -161,6 +162,7 @@ class Worker {
     conn.lag_ns = now - intended_ns;
     conn.request = &requests_[next_request_++ % requests_.size()];
     conn.written = 0;
+    sent_.fetch_add(1, std::memory_order_relaxed);
     Flush(c);
   }
 
@@ -304,8 +306,7 @@ class Worker {
     int64_t now = NowNs();
     if (conn.busy) {
       sink_.AddError(Sample{now, now - conn.start_ns, conn.lag_ns, kTransportError}, message);
-      conn.busy = false;
-      if (open_loop_) backlog_.push_front(conn.start_ns);  // still owed; keeps its intended time
+      conn.busy = false;  // counted as failed, not sent again
     }
     if (conn.fd >= 0) {
       ::epoll_ctl(epfd_, EPOLL_CTL_DEL, conn.fd, nullptr);
@@ -347,6 +348,7 @@ class Worker {
   const int connections_;
   const int64_t start_ns_;
   const std::atomic<bool>& stop_;
+  std::atomic<uint64_t>& sent_;
   size_t next_request_;
   std::unique_ptr<ArrivalSchedule> schedule_;
   int64_t next_ns_ = 0;
@@ -378,7 +380,7 @@ class HttpLoad : public LoadEngine {
       sinks_.push_back(std::make_unique<SampleSink>());
       int share = slots / threads + (t < slots % threads ? 1 : 0);
       workers_.push_back(std::make_unique<Worker>(ep_, requests_, *sinks_.back(), config, share,
-                                                  t, threads, start_ns, stop_));
+                                                  t, threads, start_ns, stop_, sent_));
     }
     for (auto& w : workers_) threads_.emplace_back([w = w.get()] { w->Run(); });
     return Status::OK();

@@ -155,6 +155,43 @@ TEST(RunBenchTest, SweepWritesOnePointPerLevel) {
   }
 }
 
+TEST(RunBenchTest, OpenLoopReportsIntendedAndAchievedRate) {
+  Fixture f;
+  BenchOptions o;
+  o.model = "add_sub";
+  o.url = "127.0.0.1:" + std::to_string(f.server->port());
+  o.request_rate_range = "500";
+  o.distribution = "poisson";
+  o.measurement_interval_ms = 400;
+  o.warmup_ms = 100;
+  o.max_trials = 3;
+  o.quiet = true;
+  o.json_file = (std::filesystem::temp_directory_path() /
+                 ("kiln_bench_open_" + std::to_string(::getpid()) + ".json"))
+                    .string();
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  Status s = RunBench(o, devnull);
+  std::fclose(devnull);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  simdjson::dom::parser parser;
+  simdjson::dom::element p;
+  ASSERT_EQ(parser.load(o.json_file)["points"].at(0).get(p), simdjson::SUCCESS);
+  std::filesystem::remove(o.json_file);
+  double rate = 0, achieved = 0, lag = -1, window_s = 1;
+  int64_t count = 0;
+  ASSERT_EQ(p["request_rate"].get(rate), simdjson::SUCCESS);
+  EXPECT_EQ(rate, 500);
+  ASSERT_EQ(p["achieved_rate"].get(achieved), simdjson::SUCCESS);
+  ASSERT_EQ(p["window_s"].get(window_s), simdjson::SUCCESS);
+  ASSERT_EQ(p["request_count"].get(count), simdjson::SUCCESS);
+  // Poisson over ~1.2 s at 500/s: ~600 arrivals, sd ~25; a server that does no work keeps up.
+  EXPECT_NEAR(achieved, 500, 100);
+  EXPECT_NEAR(static_cast<double>(count) / window_s, achieved, 30);
+  ASSERT_EQ(p["send_lag_p99_us"].get(lag), simdjson::SUCCESS);
+  EXPECT_GE(lag, 0);
+  EXPECT_NE(p["concurrency"].error(), simdjson::SUCCESS);
+}
+
 TEST(RunBenchTest, VariableDimsWithoutShapeFailBeforeAnyLoad) {
   // NullServer's inputs are [-1,16] with max_batch_size 8: fixed item shape, so this works; a
   // --shape for an input the model lacks is refused by name.

@@ -94,9 +94,12 @@ class LoadEngine {
   void TakeSamples(std::vector<Sample>& out, std::map<int, std::string>& errors) {
     for (auto& s : sinks_) s->Take(out, errors);
   }
+  // Requests sent so far (since construction; any thread).
+  uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
 
  protected:
   std::vector<std::unique_ptr<SampleSink>> sinks_;
+  std::atomic<uint64_t> sent_{0};
 };
 
 }  // namespace kiln::bench

@@ -52,8 +52,21 @@ Result<Endpoint> ResolveEndpoint(const std::string& url) {
   Endpoint ep;
   ep.host = host;
   ep.port = port;
+  // "localhost" may resolve to ::1 and 127.0.0.1 while the server listens on one of them only:
+  // keep the first address that accepts a connection (else the first address).
   std::memcpy(&ep.addr, res->ai_addr, res->ai_addrlen);
   ep.addr_len = res->ai_addrlen;
+  for (addrinfo* ai = res->ai_next != nullptr ? res : nullptr; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    bool ok = ::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    ::close(fd);
+    if (ok) {
+      std::memcpy(&ep.addr, ai->ai_addr, ai->ai_addrlen);
+      ep.addr_len = ai->ai_addrlen;
+      break;
+    }
+  }
   freeaddrinfo(res);
   return ep;
 }

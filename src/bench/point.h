@@ -32,7 +32,7 @@ struct PointResult {
   bool open_loop = false;
   int concurrency = 0;        // closed loop
   double request_rate = 0;    // open loop: the intended rate, requests/s
-  double achieved_rate = 0;   // requests/s sent (open loop) or completed (closed loop)
+  double achieved_rate = 0;   // requests/s sent during the merged windows
   double throughput = 0;      // inferences/s = completed requests * batch / seconds
   uint64_t request_count = 0; // completed in the merged windows, errors included
   LatencySummary latency;     // of successful requests

@@ -90,6 +90,7 @@ struct Window {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
   int64_t cpu_end_ns = 0;
+  uint64_t sent_end = 0;  // requests sent by the end of the window
   bool stats_ok = false;
   ServerCounters stats_end;
   WindowMeasure measure;
@@ -116,6 +117,7 @@ class Runner {
     Window start;
     start.end_ns = t0;
     start.cpu_end_ns = CpuNs();
+    start.sent_end = engine_.sent();
     auto stats0 = control_.GetStats(o_.model, o_.version);
     start.stats_ok = stats0.ok();
     if (stats0.ok()) start.stats_end = *stats0;
@@ -139,6 +141,7 @@ class Runner {
       }
       engine_.TakeSamples(pending, first_errors);
       w.cpu_end_ns = CpuNs();
+      w.sent_end = engine_.sent();
       auto it = std::partition(pending.begin(), pending.end(),
                                [&](const Sample& s) { return s.done_ns < w.end_ns; });
       w.samples.assign(pending.begin(), it);
@@ -207,7 +210,7 @@ class Runner {
     }
     p.latency = Summarize(lat, o_.percentile);
     p.throughput = static_cast<double>(lat.size()) * o_.batch_size / p.window_s;
-    p.achieved_rate = static_cast<double>(p.request_count) / p.window_s;
+    p.achieved_rate = static_cast<double>(last.sent_end - before.sent_end) / p.window_s;
     p.client_cpu_pct = 100.0 * static_cast<double>(last.cpu_end_ns - before.cpu_end_ns) /
                        static_cast<double>(last.end_ns - before.end_ns);
     if (config.open_loop && !lag.empty()) {
