@@ -104,6 +104,9 @@ class Suite:
         """One `kiln bench` run; load = ("c", N) or ("rate", R). Returns its point."""
         out = os.path.join(self.tmp, "point.json")
         a = self.args
+        # Requests of the previous run that were still in flight when it stopped may keep a
+        # slow server busy: wait until it answers again before measuring.
+        wait_http_ready(server.http_port, server.proc, server.name, timeout=600)
         cmd = [a.kiln, "bench", "-m", model, "-p", str(interval or a.interval), "-r", str(a.trials),
                "--warmup-interval", str(a.warmup), "-q", "--json", out, "-b", str(batch)]
         if proto == "grpc":
@@ -450,16 +453,20 @@ def main():
             if name not in only:
                 continue
             print(f"== {name}", flush=True)
-            if name == "batching":
-                md += scenario_batching(s, mlp)
-            elif name == "instances":
-                md += scenario_instances(s, mlp)
-            elif name == "sweep":
-                md += scenario_sweep(s, mlp, base + "-sweep.svg")
-            elif name == "baseline":
-                md += scenario_baseline(s)
-            elif name == "protocols":
-                md += scenario_protocols(s)
+            try:
+                if name == "batching":
+                    md += scenario_batching(s, mlp)
+                elif name == "instances":
+                    md += scenario_instances(s, mlp)
+                elif name == "sweep":
+                    md += scenario_sweep(s, mlp, base + "-sweep.svg")
+                elif name == "baseline":
+                    md += scenario_baseline(s)
+                elif name == "protocols":
+                    md += scenario_protocols(s)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                print(f"scenario {name} failed: {e}", file=sys.stderr, flush=True)
+                md += [f"## {name}: FAILED", "", f"`{e}`"]
             md.append("")
     finally:
         with open(base + ".json", "w") as f:

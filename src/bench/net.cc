@@ -122,6 +122,10 @@ Result<HttpReply> HttpExchange(const Endpoint& ep, const std::string& method,
     if (n < 0) {
       int err = errno;
       ::close(fd);
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        return Status::Unavailable(fmt::format("no answer from {} for {} {} within {} ms",
+                                               ep.ToString(), method, path, timeout.count()));
+      }
       return Status::Unavailable(fmt::format("no answer from {} for {} {}: {}", ep.ToString(),
                                              method, path, std::strerror(err)));
     }

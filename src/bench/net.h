@@ -38,7 +38,7 @@ struct HttpReply {
 // One request on a fresh connection (Connection: close), waiting at most `timeout`.
 Result<HttpReply> HttpExchange(const Endpoint& ep, const std::string& method,
                                const std::string& path, const std::string& body = "",
-                               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 inline int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

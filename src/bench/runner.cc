@@ -98,8 +98,8 @@ struct Window {
 
 class Runner {
  public:
-  Runner(const BenchOptions& o, RunInfo& info, LoadEngine& engine, ControlClient& control)
-      : o_(o), info_(info), engine_(engine), control_(control), tty_(::isatty(2) == 1) {}
+  Runner(const BenchOptions& o, LoadEngine& engine, ControlClient& control)
+      : o_(o), engine_(engine), control_(control), tty_(::isatty(2) == 1) {}
 
   Result<PointResult> Measure(const LoadConfig& config) {
     std::string label = config.open_loop ? fmt::format("rate {:g}/s", config.rate)
@@ -225,7 +225,6 @@ class Runner {
 
  private:
   const BenchOptions& o_;
-  RunInfo& info_;
   LoadEngine& engine_;
   ControlClient& control_;
   const bool tty_;
@@ -327,7 +326,7 @@ Status RunBench(const BenchOptions& o, std::FILE* out) {
   info.stabilizing_latency = o.percentile < 0 ? "avg" : fmt::format("p{:g}", o.percentile);
 
   const int cores = std::max(1, info.cpu_count);
-  Runner runner(o, info, *engine, *control);
+  Runner runner(o, *engine, *control);
   std::vector<PointResult> points;
   Status failure;
   for (double level : levels) {
