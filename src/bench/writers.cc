@@ -190,10 +190,11 @@ std::string FormatTable(const RunInfo& info, std::span<const PointResult> points
                          p.first_error.empty() ? "" : " (first: " + p.first_error + ")");
     }
     if (!p.stable) {
-      out += fmt::format("  at {}: not stable after {} windows (throughput and {} latency of the "
-                         "last 3 windows not within the stability percentage); numbers are the "
-                         "last 3 windows\n",
-                         LoadLabel(p), p.windows, info.stabilizing_latency);
+      out += fmt::format("  at {}: not stable after {} window(s) (stable = throughput and {} "
+                         "latency of the last 3 windows within the stability percentage); the "
+                         "numbers are from the last {} window(s)\n",
+                         LoadLabel(p), p.windows, info.stabilizing_latency,
+                         std::min(p.windows, 3));
     }
   }
   out += "cpu % = the bench process's own CPU time over wall time (100 = one core); latencies are "
