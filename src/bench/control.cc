@@ -30,8 +30,7 @@ Status HttpError(const Endpoint& ep, const std::string& what, const HttpReply& r
 }
 
 std::string ModelPath(const std::string& model, const std::string& version) {
-  return version.empty() ? "/v2/models/" + model
-                         : "/v2/models/" + model + "/versions/" + version;
+  return version.empty() ? "/v2/models/" + model : "/v2/models/" + model + "/versions/" + version;
 }
 
 Result<std::vector<TensorSpec>> ParseTensors(element root, const char* key) {
@@ -71,8 +70,9 @@ class HttpControl : public ControlClient {
     const std::string path = ModelPath(model, version);
     KILN_ASSIGN_OR_RETURN(HttpReply meta, HttpExchange(ep_, "GET", path));
     if (meta.status != 200) {
-      return HttpError(ep_, fmt::format("model metadata of '{}'{}", model,
-                                        version.empty() ? "" : " version " + version),
+      return HttpError(ep_,
+                       fmt::format("model metadata of '{}'{}", model,
+                                   version.empty() ? "" : " version " + version),
                        meta);
     }
     KILN_ASSIGN_OR_RETURN(ModelInfo info, ParseModelMetadataJson(meta.body));
@@ -86,7 +86,8 @@ class HttpControl : public ControlClient {
 
   Result<ServerCounters> GetStats(const std::string& model, const std::string& version) override {
     KILN_RETURN_IF_ERROR(Resolve());
-    KILN_ASSIGN_OR_RETURN(HttpReply r, HttpExchange(ep_, "GET", ModelPath(model, version) + "/stats"));
+    KILN_ASSIGN_OR_RETURN(HttpReply r,
+                          HttpExchange(ep_, "GET", ModelPath(model, version) + "/stats"));
     if (r.status != 200) return HttpError(ep_, "statistics", r);
     return ParseStatsJson(r.body, version);
   }

@@ -37,8 +37,7 @@ class ControlClient {
   // model is unknown; Unavailable naming the address when the server cannot be reached.
   virtual Result<ModelInfo> GetModel(const std::string& model, const std::string& version) = 0;
   // The counters of `version` (or of the highest ready version when empty).
-  virtual Result<ServerCounters> GetStats(const std::string& model,
-                                          const std::string& version) = 0;
+  virtual Result<ServerCounters> GetStats(const std::string& model, const std::string& version) = 0;
 };
 
 // "host:port".

@@ -29,8 +29,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& url, int index) {
 gpr_timespec Deadline(int64_t steady_ns) {
   // AsyncNext takes a deadline; express a steady-clock time as a relative one.
   int64_t rel = std::max<int64_t>(0, steady_ns - NowNs());
-  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                      gpr_time_from_nanos(rel, GPR_TIMESPAN));
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(rel, GPR_TIMESPAN));
 }
 
 class Worker {
@@ -176,8 +175,8 @@ class GrpcLoad : public LoadEngine {
     for (int t = 0; t < threads; ++t) {
       sinks_.push_back(std::make_unique<SampleSink>());
       int share = slots / threads + (t < slots % threads ? 1 : 0);
-      workers_.push_back(std::make_unique<Worker>(url_, t, requests_, *sinks_.back(), config,
-                                                  share, threads, start_ns, stop_, sent_));
+      workers_.push_back(std::make_unique<Worker>(url_, t, requests_, *sinks_.back(), config, share,
+                                                  threads, start_ns, stop_, sent_));
     }
     for (auto& w : workers_) threads_.emplace_back([w = w.get()] { w->Run(); });
     return Status::OK();
@@ -199,9 +198,9 @@ class GrpcLoad : public LoadEngine {
 };
 
 Status FromGrpc(const grpc::Status& s, const std::string& what, const std::string& url) {
-  std::string msg = fmt::format("{} on {} failed: gRPC {}: {}", what, url,
-                                StatusLabel(kGrpcStatusBase + s.error_code()).substr(5),
-                                s.error_message());
+  std::string msg =
+      fmt::format("{} on {} failed: gRPC {}: {}", what, url,
+                  StatusLabel(kGrpcStatusBase + s.error_code()).substr(5), s.error_message());
   switch (s.error_code()) {
     case grpc::StatusCode::NOT_FOUND:
     case grpc::StatusCode::INVALID_ARGUMENT:

@@ -42,8 +42,8 @@ class Worker {
         sent_(sent),
         next_request_(static_cast<size_t>(shard)) {
     if (open_loop_) {
-      schedule_ = std::make_unique<ArrivalSchedule>(config.rate, config.distribution,
-                                                    config.seed, shard, shards);
+      schedule_ = std::make_unique<ArrivalSchedule>(config.rate, config.distribution, config.seed,
+                                                    shard, shards);
     }
   }
 
@@ -379,8 +379,8 @@ class HttpLoad : public LoadEngine {
     for (int t = 0; t < threads; ++t) {
       sinks_.push_back(std::make_unique<SampleSink>());
       int share = slots / threads + (t < slots % threads ? 1 : 0);
-      workers_.push_back(std::make_unique<Worker>(ep_, requests_, *sinks_.back(), config, share,
-                                                  t, threads, start_ns, stop_, sent_));
+      workers_.push_back(std::make_unique<Worker>(ep_, requests_, *sinks_.back(), config, share, t,
+                                                  threads, start_ns, stop_, sent_));
     }
     for (auto& w : workers_) threads_.emplace_back([w = w.get()] { w->Run(); });
     return Status::OK();
@@ -411,11 +411,22 @@ std::unique_ptr<LoadEngine> MakeHttpLoad(const Endpoint& endpoint,
 std::string StatusLabel(int status) {
   if (status == kTransportError) return "connection error";
   if (status >= kGrpcStatusBase) {
-    static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                   "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                   "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                                   "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    static const char* kNames[] = {"OK",
+                                   "CANCELLED",
+                                   "UNKNOWN",
+                                   "INVALID_ARGUMENT",
+                                   "DEADLINE_EXCEEDED",
+                                   "NOT_FOUND",
+                                   "ALREADY_EXISTS",
+                                   "PERMISSION_DENIED",
+                                   "RESOURCE_EXHAUSTED",
+                                   "FAILED_PRECONDITION",
+                                   "ABORTED",
+                                   "OUT_OF_RANGE",
+                                   "UNIMPLEMENTED",
+                                   "INTERNAL",
+                                   "UNAVAILABLE",
+                                   "DATA_LOSS",
                                    "UNAUTHENTICATED"};
     int code = status - kGrpcStatusBase;
     return code >= 0 && code <= 16 ? std::string("gRPC ") + kNames[code]

@@ -32,17 +32,28 @@ void Append(std::string& raw, T v) {
 
 // Appends one element given as a double (numbers) to `raw` in `datatype`'s encoding.
 void AppendNumber(std::string& raw, const std::string& dt, double v) {
-  if (dt == "FP32") Append<float>(raw, static_cast<float>(v));
-  else if (dt == "FP64") Append<double>(raw, v);
-  else if (dt == "INT8") Append<int8_t>(raw, static_cast<int8_t>(v));
-  else if (dt == "INT16") Append<int16_t>(raw, static_cast<int16_t>(v));
-  else if (dt == "INT32") Append<int32_t>(raw, static_cast<int32_t>(v));
-  else if (dt == "INT64") Append<int64_t>(raw, static_cast<int64_t>(v));
-  else if (dt == "UINT8") Append<uint8_t>(raw, static_cast<uint8_t>(v));
-  else if (dt == "UINT16") Append<uint16_t>(raw, static_cast<uint16_t>(v));
-  else if (dt == "UINT32") Append<uint32_t>(raw, static_cast<uint32_t>(v));
-  else if (dt == "UINT64") Append<uint64_t>(raw, static_cast<uint64_t>(v));
-  else if (dt == "BOOL") Append<uint8_t>(raw, v != 0 ? 1 : 0);
+  if (dt == "FP32")
+    Append<float>(raw, static_cast<float>(v));
+  else if (dt == "FP64")
+    Append<double>(raw, v);
+  else if (dt == "INT8")
+    Append<int8_t>(raw, static_cast<int8_t>(v));
+  else if (dt == "INT16")
+    Append<int16_t>(raw, static_cast<int16_t>(v));
+  else if (dt == "INT32")
+    Append<int32_t>(raw, static_cast<int32_t>(v));
+  else if (dt == "INT64")
+    Append<int64_t>(raw, static_cast<int64_t>(v));
+  else if (dt == "UINT8")
+    Append<uint8_t>(raw, static_cast<uint8_t>(v));
+  else if (dt == "UINT16")
+    Append<uint16_t>(raw, static_cast<uint16_t>(v));
+  else if (dt == "UINT32")
+    Append<uint32_t>(raw, static_cast<uint32_t>(v));
+  else if (dt == "UINT64")
+    Append<uint64_t>(raw, static_cast<uint64_t>(v));
+  else if (dt == "BOOL")
+    Append<uint8_t>(raw, v != 0 ? 1 : 0);
   else if (dt == "FP16" || dt == "BF16") {
     // Upper half of the float for BF16; FP16 via the same cheap truncation is wrong, so build
     // FP16 properly for the normal range.
@@ -56,9 +67,12 @@ void AppendNumber(std::string& raw, const std::string& dt, double v) {
       uint32_t sign = (bits >> 16) & 0x8000u;
       int32_t exp = static_cast<int32_t>((bits >> 23) & 0xff) - 127 + 15;
       uint32_t mant = (bits >> 13) & 0x3ffu;
-      if (exp <= 0) h = static_cast<uint16_t>(sign);
-      else if (exp >= 31) h = static_cast<uint16_t>(sign | 0x7c00u);
-      else h = static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | mant);
+      if (exp <= 0)
+        h = static_cast<uint16_t>(sign);
+      else if (exp >= 31)
+        h = static_cast<uint16_t>(sign | 0x7c00u);
+      else
+        h = static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | mant);
     }
     Append<uint16_t>(raw, h);
   }
@@ -82,7 +96,8 @@ Status FlattenJson(simdjson::dom::element e, const std::string& dt, std::string&
                    int64_t& count, const std::string& where) {
   simdjson::dom::array arr;
   if (e.get(arr) == simdjson::SUCCESS) {
-    for (simdjson::dom::element c : arr) KILN_RETURN_IF_ERROR(FlattenJson(c, dt, raw, count, where));
+    for (simdjson::dom::element c : arr)
+      KILN_RETURN_IF_ERROR(FlattenJson(c, dt, raw, count, where));
     return Status::OK();
   }
   if (dt == "BYTES") {
@@ -125,9 +140,8 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
   if (auto err = parser.parse(padded).get(root); err) {
-    return Status::InvalidArgument(
-        fmt::format("--input-data '{}': not valid JSON ({})", options.input_data,
-                    simdjson::error_message(err)));
+    return Status::InvalidArgument(fmt::format("--input-data '{}': not valid JSON ({})",
+                                               options.input_data, simdjson::error_message(err)));
   }
   simdjson::dom::array data;
   if (root["data"].get(data) != simdjson::SUCCESS) {
@@ -142,8 +156,8 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
   for (simdjson::dom::element step : data) {
     for (size_t i = 0; i < model.inputs.size(); ++i) {
       const TensorSpec& spec = model.inputs[i];
-      std::string where = fmt::format("--input-data '{}', data[{}], input '{}'",
-                                      options.input_data, steps, spec.name);
+      std::string where = fmt::format("--input-data '{}', data[{}], input '{}'", options.input_data,
+                                      steps, spec.name);
       simdjson::dom::element v;
       if (step[spec.name].get(v) != simdjson::SUCCESS) {
         return Status::InvalidArgument(fmt::format("{}: missing", where));
@@ -153,8 +167,10 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
       simdjson::dom::object obj;
       if (v.get(obj) == simdjson::SUCCESS) {
         if (obj["b64"].error() == simdjson::SUCCESS) {
-          return Status::Unimplemented(fmt::format("{}: \"b64\" data is not supported; give "
-                                                   "\"content\" or a plain array", where));
+          return Status::Unimplemented(
+              fmt::format("{}: \"b64\" data is not supported; give "
+                          "\"content\" or a plain array",
+                          where));
         }
         if (obj["content"].get(content) != simdjson::SUCCESS) {
           return Status::InvalidArgument(fmt::format("{}: object without \"content\"", where));
@@ -173,8 +189,8 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
       if (shape.empty()) {
         auto item = ItemShape(model, spec, options);
         if (!item.ok()) {
-          return Status::InvalidArgument(
-              fmt::format("{}: {} (or give \"shape\" in the file)", where, item.status().message()));
+          return Status::InvalidArgument(fmt::format("{}: {} (or give \"shape\" in the file)",
+                                                     where, item.status().message()));
         }
         shape = *item;
       }
@@ -214,7 +230,7 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
 
 // Minimal .npy reader (format versions 1-3, little-endian C order).
 Result<std::pair<std::string, std::vector<int64_t>>> ReadNpy(const std::string& path,
-                                                              std::string& dtype_out) {
+                                                             std::string& dtype_out) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
     return Status::InvalidArgument(fmt::format("'{}' is not a .npy file", path));
@@ -250,12 +266,13 @@ Result<std::pair<std::string, std::vector<int64_t>>> ReadNpy(const std::string& 
     return Status::Unimplemented(fmt::format("'{}': Fortran order is not supported", path));
   }
   static const std::map<std::string, std::string> kTypes = {
-      {"<f4", "FP32"}, {"<f8", "FP64"}, {"<f2", "FP16"}, {"|i1", "INT8"},  {"<i2", "INT16"},
-      {"<i4", "INT32"}, {"<i8", "INT64"}, {"|u1", "UINT8"}, {"<u2", "UINT16"},
-      {"<u4", "UINT32"}, {"<u8", "UINT64"}, {"|b1", "BOOL"}};
+      {"<f4", "FP32"},   {"<f8", "FP64"},   {"<f2", "FP16"},   {"|i1", "INT8"},
+      {"<i2", "INT16"},  {"<i4", "INT32"},  {"<i8", "INT64"},  {"|u1", "UINT8"},
+      {"<u2", "UINT16"}, {"<u4", "UINT32"}, {"<u8", "UINT64"}, {"|b1", "BOOL"}};
   auto it = kTypes.find(descr);
   if (it == kTypes.end()) {
-    return Status::Unimplemented(fmt::format("'{}': numpy dtype '{}' is not supported", path, descr));
+    return Status::Unimplemented(
+        fmt::format("'{}': numpy dtype '{}' is not supported", path, descr));
   }
   dtype_out = it->second;
   std::string shape_text = field("shape");
@@ -277,7 +294,8 @@ Result<std::pair<std::string, std::vector<int64_t>>> ReadNpy(const std::string& 
   std::string data = bytes.substr(offset + header_len);
   if (static_cast<int64_t>(data.size()) != Product(shape) * ElementSize(dtype_out)) {
     return Status::InvalidArgument(fmt::format("'{}': {} data bytes, shape needs {}", path,
-                                               data.size(), Product(shape) * ElementSize(dtype_out)));
+                                               data.size(),
+                                               Product(shape) * ElementSize(dtype_out)));
   }
   return std::make_pair(std::move(data), std::move(shape));
 }
@@ -289,8 +307,8 @@ Result<std::vector<InputSet>> FromNpyDir(const ModelInfo& model, const InputOpti
     std::string dtype;
     KILN_ASSIGN_OR_RETURN(auto npy, ReadNpy(path, dtype));
     if (dtype != spec.datatype) {
-      return Status::InvalidArgument(fmt::format("'{}' holds {}, input '{}' is {}", path, dtype,
-                                                 spec.name, spec.datatype));
+      return Status::InvalidArgument(
+          fmt::format("'{}' holds {}, input '{}' is {}", path, dtype, spec.name, spec.datatype));
     }
     auto& [data, shape] = npy;
     std::vector<int64_t> item = shape;
@@ -352,9 +370,8 @@ Result<std::vector<int64_t>> ItemShape(const ModelInfo& model, const TensorSpec&
   std::vector<int64_t> dims = spec.shape;
   if (model.max_batch_size > 0) {
     if (dims.empty()) {
-      return Status::InvalidArgument(
-          fmt::format("input '{}' of a batching model has no batch dim in its metadata",
-                      spec.name));
+      return Status::InvalidArgument(fmt::format(
+          "input '{}' of a batching model has no batch dim in its metadata", spec.name));
     }
     dims.erase(dims.begin());
   }
@@ -370,7 +387,8 @@ Result<std::vector<int64_t>> ItemShape(const ModelInfo& model, const TensorSpec&
 
 Result<std::vector<InputSet>> MakeInputs(const ModelInfo& model, const InputOptions& options) {
   if (options.batch_size < 1) {
-    return Status::InvalidArgument(fmt::format("-b {}: batch size must be >= 1", options.batch_size));
+    return Status::InvalidArgument(
+        fmt::format("-b {}: batch size must be >= 1", options.batch_size));
   }
   if (model.max_batch_size == 0 && options.batch_size > 1) {
     return Status::InvalidArgument(fmt::format(

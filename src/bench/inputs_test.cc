@@ -181,9 +181,10 @@ TEST(RequestBytesTest, JsonRequestCarriesData) {
   InputSet set = {{"INPUT0", "FP32", {1, 2}, std::string("\0\0\x80\x3f\0\0\0\x40", 8)},
                   {"B", "BYTES", {1}, std::string("\x02\0\0\0hi", 6)}};
   std::string json = InferJsonHeader(set, {}, false);
-  EXPECT_EQ(json,
-            "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
-            "{\"name\":\"B\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"hi\"]}]}");
+  EXPECT_EQ(
+      json,
+      "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+      "{\"name\":\"B\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"hi\"]}]}");
   std::string req = HttpInferRequest("h", "/p", set, {}, false);
   EXPECT_EQ(req.find("Inference-Header-Content-Length"), std::string::npos);
   EXPECT_NE(req.find("Content-Length: " + std::to_string(json.size())), std::string::npos);

@@ -44,8 +44,8 @@ std::string StatusLabel(int status);
 
 struct LoadConfig {
   bool open_loop = false;
-  int concurrency = 1;     // closed loop
-  double rate = 0;         // open loop, requests/s
+  int concurrency = 1;  // closed loop
+  double rate = 0;      // open loop, requests/s
   Distribution distribution = Distribution::kConstant;
   uint64_t seed = 1;
   int threads = 1;

@@ -39,7 +39,8 @@ Result<Endpoint> ResolveEndpoint(const std::string& url) {
   auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (host.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
       port <= 0 || port > 65535) {
-    return Status::InvalidArgument(fmt::format("-u '{}': expected HOST:PORT with a port in 1..65535", url));
+    return Status::InvalidArgument(
+        fmt::format("-u '{}': expected HOST:PORT with a port in 1..65535", url));
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -72,7 +73,8 @@ Result<Endpoint> ResolveEndpoint(const std::string& url) {
 }
 
 Result<int> Connect(const Endpoint& ep, bool non_blocking) {
-  int fd = ::socket(ep.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | (non_blocking ? SOCK_NONBLOCK : 0), 0);
+  int fd = ::socket(ep.addr.ss_family,
+                    SOCK_STREAM | SOCK_CLOEXEC | (non_blocking ? SOCK_NONBLOCK : 0), 0);
   if (fd < 0) {
     return Status::Unavailable(fmt::format("socket(): {}", std::strerror(errno)));
   }
@@ -96,8 +98,8 @@ Result<HttpReply> HttpExchange(const Endpoint& ep, const std::string& method,
              static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string req = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method,
-                                path, ep.host);
+  std::string req =
+      fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method, path, ep.host);
   if (!body.empty() || method == "POST") {
     req += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n", body.size());
   }

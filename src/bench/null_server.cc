@@ -153,10 +153,14 @@ void NullServer::Loop() {
         } else {
           size_t sp = conn.in.find(' ', 4);
           std::string path = conn.in.substr(4, sp - 4);
-          if (path.ends_with("/config")) reply = &Config();
-          else if (path.find("/stats") != std::string::npos) reply = &NotFound();
-          else if (path.rfind("/v2/models/add_sub", 0) == 0) reply = &Metadata();
-          else reply = &NotFound();
+          if (path.ends_with("/config"))
+            reply = &Config();
+          else if (path.find("/stats") != std::string::npos)
+            reply = &NotFound();
+          else if (path.rfind("/v2/models/add_sub", 0) == 0)
+            reply = &Metadata();
+          else
+            reply = &NotFound();
         }
         conn.out += *reply;
         conn.in.erase(0, end + 4 + body);

@@ -30,18 +30,18 @@ struct ServerBreakdown {
 
 struct PointResult {
   bool open_loop = false;
-  int concurrency = 0;        // closed loop
-  double request_rate = 0;    // open loop: the intended rate, requests/s
-  double achieved_rate = 0;   // requests/s sent during the merged windows
-  double throughput = 0;      // inferences/s = completed requests * batch / seconds
-  uint64_t request_count = 0; // completed in the merged windows, errors included
-  LatencySummary latency;     // of successful requests
+  int concurrency = 0;         // closed loop
+  double request_rate = 0;     // open loop: the intended rate, requests/s
+  double achieved_rate = 0;    // requests/s sent during the merged windows
+  double throughput = 0;       // inferences/s = completed requests * batch / seconds
+  uint64_t request_count = 0;  // completed in the merged windows, errors included
+  LatencySummary latency;      // of successful requests
   uint64_t errors = 0;
   std::map<std::string, uint64_t> errors_by_status;  // "HTTP 400", "gRPC NOT_FOUND", ...
   std::string first_error;                           // the first error's message, if any
   bool stable = false;
-  int windows = 0;          // measurement windows run at this level
-  double window_s = 0;      // seconds covered by the merged windows
+  int windows = 0;            // measurement windows run at this level
+  double window_s = 0;        // seconds covered by the merged windows
   double client_cpu_pct = 0;  // user+system CPU of the bench process / wall time, % of one core
   // Open loop: how late requests left against their intended send time.
   double send_lag_avg_us = 0;
@@ -62,7 +62,7 @@ struct RunInfo {
   std::string url;
   std::string protocol;  // "http-binary", "http-json" or "grpc"
   int batch_size = 1;
-  double percentile = -1;  // the --percentile, -1 for none
+  double percentile = -1;           // the --percentile, -1 for none
   std::string stabilizing_latency;  // "p99", "avg", ...
 };
 

@@ -64,17 +64,16 @@ Result<std::vector<double>> ExpandRange(std::string_view text, bool integral) {
   }
   if (end == 0 && parts.size() >= 2) {
     return Status::InvalidArgument(fmt::format(
-        "range '{}': END 0 (sweep until a latency threshold) is not supported; give an END",
-        text));
+        "range '{}': END 0 (sweep until a latency threshold) is not supported; give an END", text));
   }
   if (end < start) {
     return Status::InvalidArgument(
         fmt::format("range '{}': END {} is below START {}", text, end, start));
   }
   if (factor ? step <= 1 : step <= 0) {
-    return Status::InvalidArgument(fmt::format(
-        "range '{}': the step must advance ({} > {} required)", text, factor ? "factor" : "STEP",
-        factor ? 1 : 0));
+    return Status::InvalidArgument(
+        fmt::format("range '{}': the step must advance ({} > {} required)", text,
+                    factor ? "factor" : "STEP", factor ? 1 : 0));
   }
   std::vector<double> levels;
   // A relative tolerance so that 0.1-steps land on END despite binary rounding.

@@ -41,18 +41,30 @@ std::string JsonData(const TensorData& t) {
     const int size = ElementSize(dt);
     for (; p + size <= end; p += size) {
       sep();
-      if (dt == "FP32") out += fmt::format("{}", Load<float>(p));
-      else if (dt == "FP64") out += fmt::format("{}", Load<double>(p));
-      else if (dt == "INT8") out += fmt::format("{}", Load<int8_t>(p));
-      else if (dt == "INT16") out += fmt::format("{}", Load<int16_t>(p));
-      else if (dt == "INT32") out += fmt::format("{}", Load<int32_t>(p));
-      else if (dt == "INT64") out += fmt::format("{}", Load<int64_t>(p));
-      else if (dt == "UINT8") out += fmt::format("{}", Load<uint8_t>(p));
-      else if (dt == "UINT16") out += fmt::format("{}", Load<uint16_t>(p));
-      else if (dt == "UINT32") out += fmt::format("{}", Load<uint32_t>(p));
-      else if (dt == "UINT64") out += fmt::format("{}", Load<uint64_t>(p));
-      else if (dt == "BOOL") out += Load<uint8_t>(p) ? "true" : "false";
-      else out += "0";  // FP16/BF16 cannot travel as JSON (the server answers 400)
+      if (dt == "FP32")
+        out += fmt::format("{}", Load<float>(p));
+      else if (dt == "FP64")
+        out += fmt::format("{}", Load<double>(p));
+      else if (dt == "INT8")
+        out += fmt::format("{}", Load<int8_t>(p));
+      else if (dt == "INT16")
+        out += fmt::format("{}", Load<int16_t>(p));
+      else if (dt == "INT32")
+        out += fmt::format("{}", Load<int32_t>(p));
+      else if (dt == "INT64")
+        out += fmt::format("{}", Load<int64_t>(p));
+      else if (dt == "UINT8")
+        out += fmt::format("{}", Load<uint8_t>(p));
+      else if (dt == "UINT16")
+        out += fmt::format("{}", Load<uint16_t>(p));
+      else if (dt == "UINT32")
+        out += fmt::format("{}", Load<uint32_t>(p));
+      else if (dt == "UINT64")
+        out += fmt::format("{}", Load<uint64_t>(p));
+      else if (dt == "BOOL")
+        out += Load<uint8_t>(p) ? "true" : "false";
+      else
+        out += "0";  // FP16/BF16 cannot travel as JSON (the server answers 400)
     }
   }
   out += ']';
@@ -104,9 +116,10 @@ std::string HttpInferRequest(const std::string& host, const std::string& path,
   }
   std::string req = fmt::format("POST {} HTTP/1.1\r\nHost: {}\r\n", path, host);
   if (binary) {
-    req += fmt::format("Content-Type: application/octet-stream\r\n"
-                       "Inference-Header-Content-Length: {}\r\n",
-                       header_len);
+    req += fmt::format(
+        "Content-Type: application/octet-stream\r\n"
+        "Inference-Header-Content-Length: {}\r\n",
+        header_len);
   } else {
     req += "Content-Type: application/json\r\n";
   }

@@ -33,7 +33,8 @@ int64_t CpuNs() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto ns = [](const timeval& tv) {
-    return static_cast<int64_t>(tv.tv_sec) * 1'000'000'000 + static_cast<int64_t>(tv.tv_usec) * 1000;
+    return static_cast<int64_t>(tv.tv_sec) * 1'000'000'000 +
+           static_cast<int64_t>(tv.tv_usec) * 1000;
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
@@ -259,8 +260,8 @@ Status RunBench(const BenchOptions& o, std::FILE* out) {
   } else if (o.distribution == "poisson") {
     distribution = Distribution::kPoisson;
   } else {
-    return Status::InvalidArgument(fmt::format(
-        "--request-distribution '{}': expected constant or poisson", o.distribution));
+    return Status::InvalidArgument(
+        fmt::format("--request-distribution '{}': expected constant or poisson", o.distribution));
   }
   const bool open_loop = !o.request_rate_range.empty();
   KILN_ASSIGN_OR_RETURN(

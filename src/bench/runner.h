@@ -21,23 +21,23 @@ namespace kiln::bench {
 
 struct BenchOptions {
   std::string model;
-  std::string version;  // "" = latest
-  std::string url;      // "" = localhost:8000 (http) / localhost:8001 (grpc)
+  std::string version;            // "" = latest
+  std::string url;                // "" = localhost:8000 (http) / localhost:8001 (grpc)
   std::string protocol = "http";  // "http" | "grpc"
   bool http_json = false;         // HTTP tensors as JSON instead of the binary extension
   int batch_size = 1;
   std::vector<std::string> shapes;  // "NAME:d1,d2"
   std::string input_data;           // "", "random", "zero", a .json file or a .npy directory
   int string_length = 16;
-  std::string concurrency_range;    // closed loop
-  std::string request_rate_range;   // open loop
+  std::string concurrency_range;   // closed loop
+  std::string request_rate_range;  // open loop
   std::string distribution = "constant";
   int measurement_interval_ms = 5000;
   int warmup_ms = 1000;
   double stability_pct = 10;
   int max_trials = 10;
-  double percentile = -1;  // -1: stabilise on the average latency
-  int threads = 0;         // 0: min(slots, max(1, cores / 2))
+  double percentile = -1;     // -1: stabilise on the average latency
+  int threads = 0;            // 0: min(slots, max(1, cores / 2))
   int max_connections = 256;  // open loop: connections / calls in flight at most
   uint64_t seed = 1;
   std::string csv_file;

@@ -11,7 +11,8 @@ namespace kiln::bench {
 uint64_t PercentileOfSorted(std::span<const uint64_t> sorted, double p) {
   KILN_CHECK(!sorted.empty(), "percentile of no samples");
   KILN_CHECK(p >= 0 && p <= 100, "percentile out of range");
-  size_t index = static_cast<size_t>(std::llround(p / 100.0 * static_cast<double>(sorted.size() - 1)));
+  size_t index =
+      static_cast<size_t>(std::llround(p / 100.0 * static_cast<double>(sorted.size() - 1)));
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
@@ -39,8 +40,8 @@ LatencySummary Summarize(std::vector<uint64_t>& latencies_ns, double custom_perc
   s.p95_us = us(PercentileOfSorted(latencies_ns, 95));
   s.p99_us = us(PercentileOfSorted(latencies_ns, 99));
   s.p999_us = us(PercentileOfSorted(latencies_ns, 99.9));
-  s.custom_us = custom_percentile < 0 ? s.avg_us
-                                      : us(PercentileOfSorted(latencies_ns, custom_percentile));
+  s.custom_us =
+      custom_percentile < 0 ? s.avg_us : us(PercentileOfSorted(latencies_ns, custom_percentile));
   return s;
 }
 

@@ -16,9 +16,9 @@ TEST(PercentileTest, NearestRankRoundedIndex) {
   std::vector<uint64_t> v(100);
   std::iota(v.begin(), v.end(), 1);
   EXPECT_EQ(PercentileOfSorted(v, 0), 1u);
-  EXPECT_EQ(PercentileOfSorted(v, 50), 51u);   // round(49.5) = 50 (half away from zero)
-  EXPECT_EQ(PercentileOfSorted(v, 90), 90u);   // round(89.1) = 89
-  EXPECT_EQ(PercentileOfSorted(v, 99), 99u);   // round(98.01) = 98
+  EXPECT_EQ(PercentileOfSorted(v, 50), 51u);     // round(49.5) = 50 (half away from zero)
+  EXPECT_EQ(PercentileOfSorted(v, 90), 90u);     // round(89.1) = 89
+  EXPECT_EQ(PercentileOfSorted(v, 99), 99u);     // round(98.01) = 98
   EXPECT_EQ(PercentileOfSorted(v, 99.9), 100u);  // round(98.901) = 99
   EXPECT_EQ(PercentileOfSorted(v, 100), 100u);
   std::vector<uint64_t> one{7};

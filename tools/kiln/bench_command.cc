@@ -5,7 +5,6 @@
 // documented in docs/bench.md. The work is done by src/bench (RunBench).
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,8 +25,9 @@ CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
   auto input_format = std::make_shared<std::string>("binary");
   auto output_format = std::make_shared<std::string>("binary");
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Load generator for any KServe v2 server (HTTP JSON/binary or gRPC): latency "
-               "percentiles and throughput under a concurrency or request-rate sweep");
+      "bench",
+      "Load generator for any KServe v2 server (HTTP JSON/binary or gRPC): latency "
+      "percentiles and throughput under a concurrency or request-rate sweep");
   cmd->add_option("-m,--model", opt->model, "Model name")->required();
   cmd->add_option("-x,--model-version", opt->version, "Model version (default: latest)");
   cmd->add_option("-u,--url", opt->url,
