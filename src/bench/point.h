@@ -28,6 +28,16 @@ struct ServerBreakdown {
   double mean_batch = 0;   // inference_count / execution_count
 };
 
+// One measurement window of a level, for the JSON output (every window, stable or not).
+struct WindowResult {
+  double throughput = 0;  // inferences/s
+  double avg_us = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  uint64_t errors = 0;
+  ServerBreakdown server;  // this window's deltas
+};
+
 struct PointResult {
   bool open_loop = false;
   int concurrency = 0;         // closed loop
@@ -48,6 +58,7 @@ struct PointResult {
   double send_lag_p99_us = 0;
   double send_lag_max_us = 0;
   ServerBreakdown server;
+  std::vector<WindowResult> window_results;  // every window run at this level, in order
 };
 
 // Where and how the run happened; stamped on every output.

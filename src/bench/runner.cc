@@ -129,6 +129,7 @@ class Runner {
     }
     std::vector<Window> windows{std::move(start)};
     std::vector<WindowMeasure> measures;
+    std::vector<WindowResult> window_results;
     bool stable = false;
     const int64_t interval_ns = static_cast<int64_t>(o_.measurement_interval_ms) * 1'000'000;
     for (int k = 1; k <= o_.max_trials; ++k) {
@@ -162,6 +163,16 @@ class Runner {
       measures.push_back(w.measure);
       stable = IsStable(measures, o_.stability_pct);
       size_t errors = w.samples.size() - lat.size();
+      WindowResult wr;
+      wr.throughput = w.measure.throughput;
+      wr.avg_us = sum.avg_us;
+      wr.p50_us = sum.p50_us;
+      wr.p99_us = sum.p99_us;
+      wr.errors = errors;
+      if (w.stats_ok && windows.back().stats_ok) {
+        wr.server = Diff(windows.back().stats_end, w.stats_end);
+      }
+      window_results.push_back(wr);
       if (!o_.quiet) {
         std::string line = fmt::format(
             "[{}] window {}/{}: {:.1f} infer/s, p50 {:.0f} us, p99 {:.0f} us, {} errors{}", label,
@@ -189,6 +200,7 @@ class Runner {
     p.request_rate = config.rate;
     p.stable = stable;
     p.windows = static_cast<int>(n);
+    p.window_results = std::move(window_results);
     const Window& before = windows[first - 1];
     const Window& last = windows.back();
     p.window_s = static_cast<double>(last.end_ns - before.end_ns) / 1e9;

@@ -169,7 +169,25 @@ std::string FormatJson(const RunInfo& info, std::span<const PointResult> points)
           Num(s.compute_input_us), Num(s.compute_infer_us), Num(s.compute_output_us),
           Num(s.overhead_us), Num(s.mean_batch));
     }
-    out += "}";
+    out += ", \"window_details\": [";
+    for (size_t w = 0; w < p.window_results.size(); ++w) {
+      const WindowResult& r = p.window_results[w];
+      out += fmt::format(
+          "{}{{\"throughput\": {}, \"avg_us\": {}, \"p50_us\": {}, \"p99_us\": {}, "
+          "\"errors\": {}",
+          w == 0 ? "" : ", ", Num(r.throughput), Num(r.avg_us), Num(r.p50_us), Num(r.p99_us),
+          r.errors);
+      if (r.server.present) {
+        out += fmt::format(
+            ", \"server_queue_us\": {}, \"server_compute_input_us\": {}, "
+            "\"server_compute_infer_us\": {}, \"server_compute_output_us\": {}, "
+            "\"server_mean_batch\": {}",
+            Num(r.server.queue_us), Num(r.server.compute_input_us), Num(r.server.compute_infer_us),
+            Num(r.server.compute_output_us), Num(r.server.mean_batch));
+      }
+      out += "}";
+    }
+    out += "]}";
   }
   out += "\n  ]\n}\n";
   return out;

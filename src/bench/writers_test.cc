@@ -28,6 +28,14 @@ std::vector<PointResult> TwoPoints() {
   a.server.compute_infer_us = 500;
   a.server.compute_output_us = 20;
   a.server.mean_batch = 3.5;
+  WindowResult w1, w2;
+  w1.throughput = 1990;
+  w1.p99_us = 2400;
+  w1.server.present = true;
+  w1.server.queue_us = 90;
+  w2.throughput = 2010;
+  w2.p99_us = 2600;
+  a.window_results = {w1, w2};
   PointResult b;  // lower throughput: CSV sorts it first
   b.concurrency = 1;
   b.throughput = 900.5;
@@ -119,6 +127,15 @@ TEST(JsonTest, OnePointObjectWithTheRequiredKeys) {
   EXPECT_DOUBLE_EQ(v, 3.5);
   // The point without server statistics has no "server" object.
   EXPECT_NE(points.at(1)["server"].error(), simdjson::SUCCESS);
+  // Per-window details, in order, with the server's per-window breakdown when present.
+  simdjson::dom::array wins;
+  ASSERT_EQ(p0["window_details"].get(wins), simdjson::SUCCESS);
+  ASSERT_EQ(wins.size(), 2u);
+  ASSERT_EQ(wins.at(1)["p99_us"].get(v), simdjson::SUCCESS);
+  EXPECT_DOUBLE_EQ(v, 2600);
+  ASSERT_EQ(wins.at(0)["server_queue_us"].get(v), simdjson::SUCCESS);
+  EXPECT_DOUBLE_EQ(v, 90);
+  EXPECT_NE(wins.at(1)["server_queue_us"].error(), simdjson::SUCCESS);
 }
 
 TEST(JsonTest, OpenLoopPointsCarryTheRate) {

@@ -51,6 +51,11 @@ def check_point(t, name, p, key, value):
     t.check(f"{name}: request count > 0", p["request_count"] > 0)
     t.check(f"{name}: client CPU measured", 0 < p["client_cpu_pct"] < 100 * os.cpu_count() + 1,
             str(p["client_cpu_pct"]))
+    wins = p.get("window_details", [])
+    t.check(f"{name}: one window_details entry per window", len(wins) == p["windows"] >= 1,
+            f"{len(wins)} entries, {p['windows']} windows")
+    t.check(f"{name}: every window has a server breakdown",
+            all("server_queue_us" in w for w in wins), json.dumps(wins))
     s = p.get("server")
     t.check(f"{name}: server breakdown present", s is not None)
     if s:
