@@ -144,6 +144,19 @@ def main():
                 t.check("open loop: send lag reported", "send_lag_p99_us" in p
                         and p["send_lag_p99_us"] >= 0, json.dumps(p))
 
+            # Open loop over gRPC (constant arrivals).
+            out = os.path.join(tmp, "open-grpc.json")
+            rc, stdout, stderr = run_bench(args.kiln, [
+                "-m", "add_sub", "-i", "grpc", "-u", f"127.0.0.1:{grpc_port}",
+                "--request-rate-range", "300", "--json", out, "-p", "1000",
+                "--warmup-interval", "250", "-r", "2", "-q"])
+            if t.check("open loop gRPC: exit 0", rc == 0, stderr + stdout):
+                with open(out) as f:
+                    p = json.load(f)["points"][0]
+                check_point(t, "open loop gRPC", p, "request_rate", 300)
+                t.check("open loop gRPC: achieved rate within 15% of 300/s",
+                        255 <= p["achieved_rate"] <= 345, str(p["achieved_rate"]))
+
             # Errors that must be clear.
             rc, stdout, stderr = run_bench(args.kiln, ["-m", "no_such_model", "-u", url] + SHORT)
             t.check("unknown model (HTTP): non-zero exit naming the model",
