@@ -13,7 +13,7 @@ JOBS ?= $(shell nproc)
 HTTP_PORT ?= 8000
 KILN_ARGS ?=
 
-.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz bench-engine clean
+.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz bench bench-engine clean
 
 all: build
 
@@ -74,6 +74,15 @@ bench-engine: deps
 	@$(MAKE) --no-print-directory build
 	/usr/bin/python3 bench/compare/compare.py --kiln $(BUILD_DIR)/kiln \
 	  --models-dir $(BUILD_DIR)/bench-models --node-dir $(BUILD_DIR)/bench-node $(COMPARE_ARGS)
+
+# The serving benchmark suite (bench/serving/run.py; not part of `make test`): writes
+# bench/results/<date>-<commit>.{json,md}. BENCH_ARGS passes flags, e.g. BENCH_ARGS=--quick.
+BENCH_ARGS ?=
+bench:
+	@scripts/install-deps bench
+	@$(MAKE) --no-print-directory $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target kiln demo_models
+	/usr/bin/python3 bench/serving/run.py --kiln $(BUILD_DIR)/kiln --models $(BUILD_DIR)/demo_models $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR)

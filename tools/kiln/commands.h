@@ -19,5 +19,7 @@ CommandMain AddRunCommand(CLI::App& app);
 CommandMain AddProfileCommand(CLI::App& app);
 // `kiln serve --model-repository DIR ...`: the inference server.
 CommandMain AddServeCommand(CLI::App& app);
+// `kiln bench -m MODEL ...`: the load generator (closed and open loop, HTTP and gRPC).
+CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv);
 
 }  // namespace kiln::tools

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   commands["run"] = kiln::tools::AddRunCommand(app);
   commands["profile"] = kiln::tools::AddProfileCommand(app);
   commands["serve"] = kiln::tools::AddServeCommand(app);
+  commands["bench"] = kiln::tools::AddBenchCommand(app, argc, argv);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln bench`: the load generator. Flags follow perf_analyzer's where the same setting exists
+// (so existing scripts keep working); kiln's own additions are --json, --report, --http-json,
+// --warmup-interval, --max-connections, --seed and the xN factor step in ranges. Every flag is
+// documented in docs/bench.md. The work is done by src/bench (RunBench).
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "bench/runner.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::tools {
+
+CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
+  auto opt = std::make_shared<bench::BenchOptions>();
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) opt->command_line += ' ';
+    std::string a = argv[i];
+    bool plain = !a.empty() && a.find_first_of(" \t\"'$\\`*?") == std::string::npos;
+    opt->command_line += plain ? a : "'" + a + "'";
+  }
+  auto input_format = std::make_shared<std::string>("binary");
+  auto output_format = std::make_shared<std::string>("binary");
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Load generator for any KServe v2 server (HTTP JSON/binary or gRPC): latency "
+      "percentiles and throughput under a concurrency or request-rate sweep");
+  cmd->add_option("-m,--model", opt->model, "Model name")->required();
+  cmd->add_option("-x,--model-version", opt->version, "Model version (default: latest)");
+  cmd->add_option("-u,--url", opt->url,
+                  "Server HOST:PORT (default localhost:8000 for http, localhost:8001 for grpc)");
+  cmd->add_option("-i,--protocol", opt->protocol, "http or grpc")
+      ->check(CLI::IsMember({"http", "grpc"}))
+      ->capture_default_str();
+  cmd->add_flag("--http-json", opt->http_json,
+                "HTTP: send inputs and receive outputs as JSON instead of the binary tensor "
+                "extension");
+  cmd->add_option("--input-tensor-format", *input_format,
+                  "binary or json (perf_analyzer spelling; json = --http-json)")
+      ->check(CLI::IsMember({"binary", "json"}));
+  cmd->add_option("--output-tensor-format", *output_format,
+                  "binary or json (perf_analyzer spelling; json = --http-json)")
+      ->check(CLI::IsMember({"binary", "json"}));
+  cmd->add_option("-b,--batch-size", opt->batch_size, "Batch size of each request")
+      ->capture_default_str();
+  cmd->add_option("--shape", opt->shapes,
+                  "NAME:d1,d2,... shape of an input without the batch dim (for variable dims; "
+                  "repeatable)");
+  cmd->add_option("--input-data", opt->input_data,
+                  "random (default), zero, a perf_analyzer JSON file, or a directory of "
+                  "<input>.npy files");
+  cmd->add_option("--string-length", opt->string_length, "Length of random BYTES elements")
+      ->capture_default_str();
+  cmd->add_option("--concurrency-range", opt->concurrency_range,
+                  "Closed loop START[:END[:STEP]]; STEP may be xN (factor), e.g. 1:64:x2 "
+                  "(default 1)");
+  cmd->add_option("--request-rate-range", opt->request_rate_range,
+                  "Open loop, requests/s START[:END[:STEP]]; STEP may be xN");
+  cmd->add_option("--request-distribution", opt->distribution,
+                  "Open-loop arrivals: constant or poisson")
+      ->check(CLI::IsMember({"constant", "poisson"}))
+      ->capture_default_str();
+  cmd->add_option("-p,--measurement-interval", opt->measurement_interval_ms,
+                  "Measurement window, ms")
+      ->capture_default_str();
+  cmd->add_option("--warmup-interval", opt->warmup_ms,
+                  "Load before the first window at each level, not measured, ms")
+      ->capture_default_str();
+  cmd->add_option("-s,--stability-percentage", opt->stability_pct,
+                  "Stable when throughput and the stabilising latency of the last 3 windows are "
+                  "within this %")
+      ->capture_default_str();
+  cmd->add_option("-r,--max-trials", opt->max_trials, "Most windows per level")
+      ->capture_default_str();
+  cmd->add_option("--percentile", opt->percentile,
+                  "Stabilise on this latency percentile (default: the average)");
+  cmd->add_option("--max-threads", opt->threads,
+                  "Client event-loop threads (default: min(slots, max(1, cores/2)))");
+  cmd->add_option("--max-connections", opt->max_connections,
+                  "Open loop: most connections (HTTP) or calls (gRPC) in flight")
+      ->capture_default_str();
+  cmd->add_option("--seed", opt->seed, "Seed of the random inputs and Poisson arrivals")
+      ->capture_default_str();
+  cmd->add_option("-f,--latency-report-file", opt->csv_file, "CSV file (perf_analyzer columns)");
+  cmd->add_option("--json", opt->json_file, "JSON file: one object per measured point");
+  cmd->add_option("--report", opt->report_file,
+                  "Self-contained HTML report (latency-throughput curve, stage breakdown)");
+  cmd->add_flag("-q,--quiet", opt->quiet, "No progress lines on stderr");
+  auto async_flag = std::make_shared<bool>(false);
+  cmd->add_flag("-a,--async", *async_flag,
+                "Accepted for perf_analyzer scripts; kiln bench is always async");
+  return [opt, input_format, output_format, async_flag]() {
+    if (*input_format == "json" || *output_format == "json") opt->http_json = true;
+    kiln::Status s = bench::RunBench(*opt, stdout);
+    if (!s.ok()) {
+      std::fprintf(stderr, "kiln bench: %s\n", s.message().c_str());
+      return 1;
+    }
+    return 0;
+  };
+}
+
+}  // namespace kiln::tools
