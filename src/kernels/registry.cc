@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {
@@ -64,6 +65,7 @@ const KernelRegistry& KernelRegistry::Global() {
   static const KernelRegistry* const registry = [] {
     auto* r = new KernelRegistry();
     RegisterRefKernels(*r);
+    RegisterCpuKernels(*r);
     return r;
   }();
   return *registry;
@@ -88,7 +90,10 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
     dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype
                                 : info.output_type(0).dtype;
     if (dtype != DataType::kInvalid && !(def.types & TypeBit(dtype))) continue;
-    best = &def;  // later registrations win
+    if (def.supports != nullptr && !def.supports(info)) continue;
+    // A faster provider beats "ref"; among equals, later registrations win.
+    if (best != nullptr && best->provider != "ref" && def.provider == "ref") continue;
+    best = &def;
   }
   const std::string where =
       node.name.empty() ? std::string() : fmt::format(" (node '{}')", node.name);
