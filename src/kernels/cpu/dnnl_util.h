@@ -14,7 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,5 +66,35 @@ Status CatchDnnl(std::string_view what, F&& f) noexcept {
     return Status::Internal(std::string(what) + ": " + e.what());
   }
 }
+
+// A small thread-safe cache of per-shape plans (primitives, reorders, packed weights) owned by
+// one kernel. Lookup takes a mutex for a map find; building happens outside the lock (two
+// threads may build the same plan at once; one wins). At most kMaxPlans entries: when full, the
+// cache is cleared (shapes that change every call must not grow memory without bound).
+template <typename Plan>
+class PlanCache {
+ public:
+  static constexpr size_t kMaxPlans = 16;
+  using Key = std::vector<int64_t>;
+
+  // The plan for `key`, building it with build() -> Result<std::shared_ptr<Plan>> when absent.
+  template <typename Build>
+  Result<std::shared_ptr<const Plan>> Get(const Key& key, Build&& build) const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) return it->second;
+    }
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, build());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    plans_.emplace(key, plan);
+    return std::shared_ptr<const Plan>(std::move(plan));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<Key, std::shared_ptr<const Plan>> plans_;
+};
 
 }  // namespace kiln::cpu
