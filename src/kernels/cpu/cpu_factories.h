@@ -23,6 +23,7 @@ inline constexpr DataTypeMask kCpuF32 = TypeBit(DataType::kFloat32);
 // Predicates named in the table; AnyNode accepts every node.
 inline constexpr bool (*AnyNode)(const KernelInfo&) = nullptr;
 bool SupportsConv(const KernelInfo& info);
+bool SupportsPool(const KernelInfo& info);
 
 // "node 'name' (op Type)" for error messages.
 std::string NodeLabel(const KernelInfo& info);
