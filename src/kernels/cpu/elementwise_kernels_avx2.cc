@@ -130,30 +130,26 @@ inline __m256 GeluTanh(__m256 x) {
   const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
   const __m256 u = _mm256_mul_ps(Set(2.0f * 0.7978845608028654f),
                                  _mm256_fmadd_ps(Set(0.044715f), x3, x));
-  const __m256 y = _mm256_mul_ps(x, Sigmoid(u));
-  // Large |x|: x (x > 0) or -0 (x < 0); avoid inf * 0.
-  __m256 r = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, Set(10.0f), _CMP_GT_OQ));
-  r = _mm256_blendv_ps(r, _mm256_setzero_ps(), _mm256_cmp_ps(x, Set(-20.0f), _CMP_LT_OQ));
-  return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  // Large |x| saturates the sigmoid to exactly 1 or 0; -inf gives NaN (-inf * 0), as the formula.
+  return _mm256_mul_ps(x, Sigmoid(u));
 }
 
 inline __m256 ApplyAct(const Activation& act, __m256 x) {
   switch (act.kind) {
     case ActivationKind::kNone: return x;
-    case ActivationKind::kRelu: return _mm256_max_ps(x, _mm256_setzero_ps());
-    case ActivationKind::kClip: return _mm256_min_ps(_mm256_max_ps(x, Set(act.p0)), Set(act.p1));
+    // Operand order keeps NaN where the reference keeps it (max_ps/min_ps return the second
+    // operand when either is NaN).
+    case ActivationKind::kRelu: return _mm256_max_ps(_mm256_setzero_ps(), x);
+    case ActivationKind::kClip: return _mm256_min_ps(Set(act.p1), _mm256_max_ps(Set(act.p0), x));
     case ActivationKind::kSigmoid: return Sigmoid(x);
-    case ActivationKind::kSilu: {
-      const __m256 y = _mm256_mul_ps(x, Sigmoid(x));
-      return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, Set(-100.0f), _CMP_LT_OQ));
-    }
-    case ActivationKind::kHardSigmoid:
-      return _mm256_max_ps(_mm256_setzero_ps(),
-                           _mm256_min_ps(Set(1.0f), _mm256_fmadd_ps(Set(act.p0), x, Set(act.p1))));
+    case ActivationKind::kSilu: return _mm256_mul_ps(x, Sigmoid(x));
+    case ActivationKind::kHardSigmoid:  // fmax(0, fmin(1, v)): NaN -> 1, as the reference
+      return _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(Set(act.p0), x, Set(act.p1)), Set(1.0f)),
+                           _mm256_setzero_ps());
     case ActivationKind::kHardSwish:
       return _mm256_mul_ps(
-          x, _mm256_max_ps(_mm256_setzero_ps(),
-                           _mm256_min_ps(Set(1.0f), _mm256_fmadd_ps(Set(1.0f / 6.0f), x, Set(0.5f)))));
+          x, _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(Set(1.0f / 6.0f), x, Set(0.5f)), Set(1.0f)),
+                           _mm256_setzero_ps()));
     case ActivationKind::kGelu: return GeluErf(x);
     case ActivationKind::kGeluTanh: return GeluTanh(x);
     case ActivationKind::kTanh: return Tanh(x);
@@ -212,7 +208,7 @@ inline float HorizontalSum(__m256 v) {
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n) {
   switch (act.kind) {  // hoist the switch out of the loop for the common cases
     case ActivationKind::kRelu:
-      return Map(x, y, n, [](__m256 v) { return _mm256_max_ps(v, _mm256_setzero_ps()); });
+      return Map(x, y, n, [](__m256 v) { return _mm256_max_ps(_mm256_setzero_ps(), v); });
     case ActivationKind::kGelu: return Map(x, y, n, [](__m256 v) { return GeluErf(v); });
     case ActivationKind::kGeluTanh: return Map(x, y, n, [](__m256 v) { return GeluTanh(v); });
     case ActivationKind::kSigmoid: return Map(x, y, n, [](__m256 v) { return Sigmoid(v); });
