@@ -77,7 +77,8 @@ void KernelRegistry::Register(const KernelDef& def) {
   defs_.push_back(def);
 }
 
-Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType device) const {
+Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType device,
+                                              std::string_view only_provider) const {
   const Node& node = info.node();
   const int64_t opset = info.opset();
   bool op_known = false;
@@ -85,6 +86,7 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
   const KernelDef* best = nullptr;
   for (const KernelDef& def : defs_) {
     if (def.device != device || def.op_type != node.op_type || def.domain != node.domain) continue;
+    if (!only_provider.empty() && def.provider != only_provider) continue;
     if (opset < def.since_version || opset > def.end_version) continue;
     op_known = true;
     dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype

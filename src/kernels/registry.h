@@ -62,7 +62,10 @@ class KernelRegistry {
   // over a "ref" one; among equals the later registration wins. Errors (INVALID_ARGUMENT, naming the node):
   //   "op X (opset N) is not supported"              no kernel for the op at that opset;
   //   "op X (opset N) is not supported for dtype T"  the op exists but not for that type.
-  Result<const KernelDef*> Find(const KernelInfo& info, DeviceType device) const;
+  // `only_provider` non-empty restricts the candidates to that provider (e.g. "ref" to run a
+  // graph on the reference kernels only, for tests and numerics checks).
+  Result<const KernelDef*> Find(const KernelInfo& info, DeviceType device,
+                                std::string_view only_provider = {}) const;
 
   std::span<const KernelDef> defs() const { return defs_; }
 

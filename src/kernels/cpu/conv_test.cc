@@ -74,6 +74,18 @@ TEST(CpuConvTest, PickedOverRef) {
   EXPECT_EQ(MakeConvCase(Cases()[1], rng, true, true).PickedProvider(), "cpu");
 }
 
+TEST(CpuRegistryTest, OnlyProviderRestrictsTheChoice) {
+  std::mt19937 rng(1);
+  ref::testing::OpTest t("Conv", 13);
+  t.Input(RandomTensor(Shape({1, 3, 7, 7}), rng)).ConstInput(RandomTensor(Shape({4, 3, 3, 3}), rng));
+  auto g = t.BuildGraph();
+  KernelInfo info(*g, g->nodes()[0], 13);
+  const KernelRegistry& reg = KernelRegistry::Global();
+  EXPECT_EQ((*reg.Find(info, DeviceType::kCpu))->provider, "cpu");
+  EXPECT_EQ((*reg.Find(info, DeviceType::kCpu, "ref"))->provider, "ref");
+  EXPECT_FALSE(reg.Find(info, DeviceType::kCpu, "cuda").ok());
+}
+
 TEST(CpuConvTest, MatchesReference) {
   std::mt19937 rng(42);
   for (const ConvCase& cc : Cases()) {
