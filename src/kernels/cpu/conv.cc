@@ -193,8 +193,20 @@ class ConvKernel final : public Kernel {
     plan->wei_user =
         dnnl::memory::desc(wei_dims, dt::f32, PlainTag(static_cast<int>(wei_dims.size())));
     plan->bias_md = dnnl::memory::desc({out_channels}, dt::f32, tag::a);
-    const dnnl::memory::desc src_any(src_dims, dt::f32, tag::any);
-    const dnnl::memory::desc dst_any(dst_dims, dt::f32, tag::any);
+    // A pointwise convolution (1x1, stride 1, no padding, one group) is a plain GEMM over NCHW:
+    // oneDNN runs it in place faster than reordering X and Y to and from a blocked layout
+    // (measured: ResNet-50's 256->64 1x1 at 56x56, about 1.9x). Everything else gets oneDNN's
+    // preferred layout.
+    bool pointwise = group_ == 1;
+    for (int d = 0; d < g.rank; ++d) {
+      const size_t du = static_cast<size_t>(d);
+      pointwise = pointwise && g.kernel[du] == 1 && g.stride[du] == 1 && g.pad_begin[du] == 0 &&
+                  g.pad_end[du] == 0;
+    }
+    const dnnl::memory::desc src_any =
+        pointwise ? plan->src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+    const dnnl::memory::desc dst_any =
+        pointwise ? plan->dst_user : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
     const dnnl::memory::desc wei_any(wei_dims, dt::f32, tag::any);
 
     dnnl::post_ops ops;
