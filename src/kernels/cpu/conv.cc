@@ -15,10 +15,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu/activation.h"
@@ -142,20 +141,12 @@ class ConvKernel final : public Kernel {
     key.insert(key.end(), w.shape().dims().begin(), w.shape().dims().end());
     key.push_back(has_bias);
     key.push_back(has_z);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = plans_.find(key);
-      if (it != plans_.end()) return it->second;
-    }
-    std::shared_ptr<ConvPlan> plan;
+    std::shared_ptr<const ConvPlan> plan;
     KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(plan, BuildPlan(x, w, has_bias, has_z));
+      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&] { return BuildPlan(x, w, has_bias, has_z); }));
       return Status::OK();
     }));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (plans_.size() >= kMaxPlans) plans_.clear();
-    plans_.emplace(std::move(key), plan);
-    return std::shared_ptr<const ConvPlan>(plan);
+    return plan;
   }
 
   Result<std::shared_ptr<ConvPlan>> BuildPlan(const Tensor& x, const Tensor& w, bool has_bias,
@@ -306,7 +297,6 @@ class ConvKernel final : public Kernel {
     s.wait();
   }
 
-  static constexpr size_t kMaxPlans = 16;
   std::string label_;
   ref::WindowAttrs window_;
   int64_t group_;
@@ -314,8 +304,7 @@ class ConvKernel final : public Kernel {
   bool fused_;
   std::shared_ptr<const OwnedTensor> w_const_;
   std::unique_ptr<Kernel> fallback_;  // W when it is a FLOAT initializer, else null
-  mutable std::mutex mu_;
-  mutable std::map<std::vector<int64_t>, std::shared_ptr<const ConvPlan>> plans_;
+  PlanCache<ConvPlan> cache_;
 };
 
 Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
