@@ -20,12 +20,12 @@ namespace {
 using namespace testing;  // NOLINT
 
 struct ConvCase {
-  std::vector<int64_t> x;  // [N, C, spatial...]
-  int64_t m;               // output channels
-  std::vector<int64_t> k;  // kernel spatial
+  std::vector<int64_t> x{};  // [N, C, spatial...]
+  int64_t m = 1;             // output channels
+  std::vector<int64_t> k{};  // kernel spatial
   int64_t group = 1;
-  std::vector<int64_t> strides, dilations, pads;
-  std::string auto_pad;
+  std::vector<int64_t> strides{}, dilations{}, pads{};
+  std::string auto_pad{};
 };
 
 KernelCase MakeConvCase(const ConvCase& cc, std::mt19937& rng, bool const_w, bool bias,

@@ -266,8 +266,9 @@ Result<std::unique_ptr<Kernel>> CreateClip(const KernelInfo& info) {
 
 Result<std::unique_ptr<Kernel>> CreateGelu(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(ref::RequireInputs(info, 1));
-  KILN_ASSIGN_OR_RETURN(std::string approximate,
-                        ref::AttrReader(info).String("approximate", "none"));
+  Result<std::string> approximate_or = ref::AttrReader(info).String("approximate", "none");
+  if (!approximate_or.ok()) return approximate_or.status();
+  const std::string& approximate = *approximate_or;
   Activation act;
   if (approximate == "none") {
     act.kind = ActivationKind::kGelu;

@@ -18,9 +18,9 @@ namespace {
 using namespace testing;  // NOLINT
 
 struct PoolCase {
-  std::vector<int64_t> x, k, strides, pads, dilations;
+  std::vector<int64_t> x{}, k{}, strides{}, pads{}, dilations{};
   int ceil = 0;
-  std::string auto_pad;
+  std::string auto_pad{};
 };
 
 KernelCase MakePool(std::string op, const PoolCase& pc, std::mt19937& rng, int include_pad = 0) {
