@@ -160,6 +160,9 @@ std::vector<Case> Cases() {
                {Int("transB", 1)}});
   v.push_back({"maxpool_resnet50_3x3s2", "MaxPool", "", {{{1, 64, 112, 112}}},
                {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})}});
+  v.push_back({"avgpool_3x3s1p1_inception", "AveragePool", "", {{{1, 192, 28, 28}}},
+               {Ints("kernel_shape", {3, 3}), Ints("pads", {1, 1, 1, 1}),
+                Int("count_include_pad", 1)}});
   v.push_back({"globalavgpool_resnet50", "GlobalAveragePool", "", {{{1, 2048, 7, 7}}}, {}});
   v.push_back({"softmax_bert_scores", "Softmax", "", {{{1, 12, 128, 128}}}, {Int("axis", -1)}});
   v.push_back({"add_bert_bias", "Add", "", {{{1, 128, 768}}, {{768}, true}}, {}});
@@ -173,6 +176,20 @@ std::vector<Case> Cases() {
   v.push_back({"gelu_tanh_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {Str("approximate", "tanh")}});
   v.push_back({"layernorm_bert", "LayerNormalization", "ai.kiln",
                {{{1, 128, 768}}, {{768}, true}, {{768}, true}}, {}});
+  v.push_back({"fusedconv_resnet50_3x3_64_relu_z", "FusedConv", "ai.kiln",
+               {{{1, 64, 56, 56}}, {{64, 64, 3, 3}, true}, {{64}, true}, {{1, 64, 56, 56}}},
+               {Ints("pads", {1, 1, 1, 1}), Str("activation", "Relu")}});
+  v.push_back({"fusedmatmul_bert_ffn_bias_gelu", "FusedMatMul", "ai.kiln",
+               {{{1, 128, 768}}, {{768, 3072}, true}, {{3072}, true}},
+               {Str("activation", "Gelu")}});
+  v.push_back({"attention_bert_base_s128", "Attention", "ai.kiln",
+               {{{1, 12, 128, 64}}, {{1, 12, 128, 64}}, {{1, 12, 128, 64}}, {{1, 1, 1, 128}}},
+               {}});
+  v.push_back({"transpose_bert_heads", "Transpose", "", {{{1, 128, 12, 64}}},
+               {Ints("perm", {0, 2, 1, 3})}});
+  v.push_back({"transpose_2d_768x3072", "Transpose", "", {{{768, 3072}}}, {Ints("perm", {1, 0})}});
+  v.push_back({"reducemean_bert_hidden", "ReduceMean", "", {{{1, 128, 768}}},
+               {Ints("axes", {-1})}});
   return v;
 }
 
