@@ -109,7 +109,15 @@ class ConvKernel final : public Kernel {
       return OpError(op, "empty X {} or W {} is not supported", x.shape().ToString(),
                      w.shape().ToString());
     }
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ConvPlan> plan, GetPlan(x, w, has_bias, has_z));
+    Result<std::shared_ptr<const ConvPlan>> plan_or = GetPlan(x, w, has_bias, has_z);
+    if (!plan_or.ok()) {
+      // A configuration oneDNN does not implement: plain Conv still runs on the reference.
+      if (fallback_ != nullptr && plan_or.status().code() == StatusCode::kInternal) {
+        return fallback_->Compute(ctx);
+      }
+      return plan_or.status();
+    }
+    const std::shared_ptr<const ConvPlan> plan = std::move(plan_or).value();
     if (has_z && ctx.input(3).shape() != plan->out_shape) {
       return OpError(op, "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
                      plan->out_shape.ToString());
