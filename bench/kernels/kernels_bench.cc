@@ -156,6 +156,9 @@ std::vector<Case> Cases() {
   v.push_back({"matmul_bert_ffn_768x3072", "MatMul", "", {{{1, 128, 768}}, {{768, 3072}, true}}, {}});
   v.push_back({"matmul_bert_scores_12x128x64", "MatMul", "",
                {{{1, 12, 128, 64}}, {{1, 12, 64, 128}}}, {}});
+  v.push_back({"matmul_bert_tiny_1x8x128x128", "MatMul", "", {{{1, 8, 128}}, {{128, 128}, true}},
+               {}});
+  v.push_back({"add_bert_tiny_1x8x128", "Add", "", {{{1, 8, 128}}, {{128}, true}}, {}});
   v.push_back({"gemm_transB_1x2048x1000", "Gemm", "", {{{1, 2048}}, {{1000, 2048}, true}, {{1000}, true}},
                {Int("transB", 1)}});
   v.push_back({"maxpool_resnet50_3x3s2", "MaxPool", "", {{{1, 64, 112, 112}}},
