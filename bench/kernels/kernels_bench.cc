@@ -153,46 +153,71 @@ std::vector<Case> Cases() {
   conv("conv_resnet50_3x3_512_b1", {1, 512, 7, 7}, {512, 512, 3, 3}, 1, 1, 1);
   conv("conv_mobilenetv2_dw3x3_144_b1", {1, 144, 56, 56}, {144, 1, 3, 3}, 1, 1, 144);
   v.push_back({"matmul_bert_qkv_768x768", "MatMul", "", {{{1, 128, 768}}, {{768, 768}, true}}, {}});
-  v.push_back({"matmul_bert_ffn_768x3072", "MatMul", "", {{{1, 128, 768}}, {{768, 3072}, true}}, {}});
-  v.push_back({"matmul_bert_scores_12x128x64", "MatMul", "",
-               {{{1, 12, 128, 64}}, {{1, 12, 64, 128}}}, {}});
-  v.push_back({"matmul_bert_tiny_1x8x128x128", "MatMul", "", {{{1, 8, 128}}, {{128, 128}, true}},
-               {}});
+  v.push_back(
+      {"matmul_bert_ffn_768x3072", "MatMul", "", {{{1, 128, 768}}, {{768, 3072}, true}}, {}});
+  v.push_back(
+      {"matmul_bert_scores_12x128x64", "MatMul", "", {{{1, 12, 128, 64}}, {{1, 12, 64, 128}}}, {}});
+  v.push_back(
+      {"matmul_bert_tiny_1x8x128x128", "MatMul", "", {{{1, 8, 128}}, {{128, 128}, true}}, {}});
   v.push_back({"add_bert_tiny_1x8x128", "Add", "", {{{1, 8, 128}}, {{128}, true}}, {}});
-  v.push_back({"gemm_transB_1x2048x1000", "Gemm", "", {{{1, 2048}}, {{1000, 2048}, true}, {{1000}, true}},
+  v.push_back({"gemm_transB_1x2048x1000",
+               "Gemm",
+               "",
+               {{{1, 2048}}, {{1000, 2048}, true}, {{1000}, true}},
                {Int("transB", 1)}});
-  v.push_back({"maxpool_resnet50_3x3s2", "MaxPool", "", {{{1, 64, 112, 112}}},
-               {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})}});
-  v.push_back({"avgpool_3x3s1p1_inception", "AveragePool", "", {{{1, 192, 28, 28}}},
-               {Ints("kernel_shape", {3, 3}), Ints("pads", {1, 1, 1, 1}),
-                Int("count_include_pad", 1)}});
+  v.push_back(
+      {"maxpool_resnet50_3x3s2",
+       "MaxPool",
+       "",
+       {{{1, 64, 112, 112}}},
+       {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})}});
+  v.push_back(
+      {"avgpool_3x3s1p1_inception",
+       "AveragePool",
+       "",
+       {{{1, 192, 28, 28}}},
+       {Ints("kernel_shape", {3, 3}), Ints("pads", {1, 1, 1, 1}), Int("count_include_pad", 1)}});
   v.push_back({"globalavgpool_resnet50", "GlobalAveragePool", "", {{{1, 2048, 7, 7}}}, {}});
   v.push_back({"softmax_bert_scores", "Softmax", "", {{{1, 12, 128, 128}}}, {Int("axis", -1)}});
   v.push_back({"add_bert_bias", "Add", "", {{{1, 128, 768}}, {{768}, true}}, {}});
   v.push_back({"add_bert_residual", "Add", "", {{{1, 128, 768}}, {{1, 128, 768}}}, {}});
-  v.push_back({"mul_channel_1x256x56x56", "Mul", "", {{{1, 256, 56, 56}}, {{256, 1, 1}, true}}, {}});
+  v.push_back(
+      {"mul_channel_1x256x56x56", "Mul", "", {{{1, 256, 56, 56}}, {{256, 1, 1}, true}}, {}});
   v.push_back({"erf_bert_ffn", "Erf", "", {{{1, 128, 3072}}}, {}});
   v.push_back({"tanh_bert_ffn", "Tanh", "", {{{1, 128, 3072}}}, {}});
   v.push_back({"sigmoid_bert_ffn", "Sigmoid", "", {{{1, 128, 3072}}}, {}});
   v.push_back({"relu_resnet50", "Relu", "", {{{1, 256, 56, 56}}}, {}});
   v.push_back({"gelu_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {}});
-  v.push_back({"gelu_tanh_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {Str("approximate", "tanh")}});
-  v.push_back({"layernorm_bert", "LayerNormalization", "ai.kiln",
-               {{{1, 128, 768}}, {{768}, true}, {{768}, true}}, {}});
-  v.push_back({"fusedconv_resnet50_3x3_64_relu_z", "FusedConv", "ai.kiln",
+  v.push_back(
+      {"gelu_tanh_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {Str("approximate", "tanh")}});
+  v.push_back({"layernorm_bert",
+               "LayerNormalization",
+               "ai.kiln",
+               {{{1, 128, 768}}, {{768}, true}, {{768}, true}},
+               {}});
+  v.push_back({"fusedconv_resnet50_3x3_64_relu_z",
+               "FusedConv",
+               "ai.kiln",
                {{{1, 64, 56, 56}}, {{64, 64, 3, 3}, true}, {{64}, true}, {{1, 64, 56, 56}}},
                {Ints("pads", {1, 1, 1, 1}), Str("activation", "Relu")}});
-  v.push_back({"fusedmatmul_bert_ffn_bias_gelu", "FusedMatMul", "ai.kiln",
+  v.push_back({"fusedmatmul_bert_ffn_bias_gelu",
+               "FusedMatMul",
+               "ai.kiln",
                {{{1, 128, 768}}, {{768, 3072}, true}, {{3072}, true}},
                {Str("activation", "Gelu")}});
-  v.push_back({"attention_bert_base_s128", "Attention", "ai.kiln",
+  v.push_back({"attention_bert_base_s128",
+               "Attention",
+               "ai.kiln",
                {{{1, 12, 128, 64}}, {{1, 12, 128, 64}}, {{1, 12, 128, 64}}, {{1, 1, 1, 128}}},
                {}});
-  v.push_back({"transpose_bert_heads", "Transpose", "", {{{1, 128, 12, 64}}},
+  v.push_back({"transpose_bert_heads",
+               "Transpose",
+               "",
+               {{{1, 128, 12, 64}}},
                {Ints("perm", {0, 2, 1, 3})}});
   v.push_back({"transpose_2d_768x3072", "Transpose", "", {{{768, 3072}}}, {Ints("perm", {1, 0})}});
-  v.push_back({"reducemean_bert_hidden", "ReduceMean", "", {{{1, 128, 768}}},
-               {Ints("axes", {-1})}});
+  v.push_back(
+      {"reducemean_bert_hidden", "ReduceMean", "", {{{1, 128, 768}}}, {Ints("axes", {-1})}});
   return v;
 }
 
@@ -234,8 +259,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   for (const kiln::Case& c : kiln::Cases()) {
     for (const char* provider : {"ref", "cpu"}) {
-      benchmark::RegisterBenchmark((c.name + "/" + provider).c_str(),
-                                   [c, provider](benchmark::State& s) { kiln::Run(s, c, provider); })
+      benchmark::RegisterBenchmark(
+          (c.name + "/" + provider).c_str(),
+          [c, provider](benchmark::State& s) { kiln::Run(s, c, provider); })
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }

@@ -59,7 +59,8 @@ class KernelRegistry {
 
   // The best kernel for the node in `info` on `device`: among the defs that match (op, domain,
   // opset, dtype) and whose `supports` accepts the node, one of a provider other than "ref" wins
-  // over a "ref" one; among equals the later registration wins. Errors (INVALID_ARGUMENT, naming the node):
+  // over a "ref" one; among equals the later registration wins. Errors (INVALID_ARGUMENT, naming
+  // the node):
   //   "op X (opset N) is not supported"              no kernel for the op at that opset;
   //   "op X (opset N) is not supported for dtype T"  the op exists but not for that type.
   // `only_provider` non-empty restricts the candidates to that provider (e.g. "ref" to run a

@@ -22,7 +22,8 @@ Result<Activation> ReadActivation(const KernelInfo& info) {
   std::vector<float> params;
   if (const Attribute* a = node.FindAttribute("activation")) {
     if (a->type != AttributeType::kString) {
-      return Status::InvalidArgument(fmt::format("{}: attribute 'activation' must be a STRING", op));
+      return Status::InvalidArgument(
+          fmt::format("{}: attribute 'activation' must be a STRING", op));
     }
     name = a->s;
   }
@@ -58,9 +59,9 @@ Result<Activation> ReadActivation(const KernelInfo& info) {
     Activation act{e.kind, e.d0, e.d1};
     if (params.empty()) return act;
     if (params.size() != e.num_params) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: activation '{}' takes {} activation_params, got {}", op, name, e.num_params,
-          params.size()));
+      return Status::InvalidArgument(
+          fmt::format("{}: activation '{}' takes {} activation_params, got {}", op, name,
+                      e.num_params, params.size()));
     }
     act.p0 = params[0];
     if (params.size() > 1) act.p1 = params[1];

@@ -15,7 +15,7 @@ namespace kiln::cpu {
 enum class ActivationKind {
   kNone,
   kRelu,
-  kClip,         // p0 = min, p1 = max
+  kClip,  // p0 = min, p1 = max
   kSigmoid,
   kSilu,         // x * sigmoid(x)
   kHardSigmoid,  // max(0, min(1, p0 * x + p1))
@@ -23,7 +23,7 @@ enum class ActivationKind {
   kGelu,         // erf form
   kGeluTanh,
   kTanh,
-  kLeakyRelu,    // p0 = alpha
+  kLeakyRelu,  // p0 = alpha
   // Not fusable activations (no name in kiln_ops.h), used by the unary kernels only.
   kErf,
   kExp,

@@ -57,8 +57,8 @@ class AttentionKernel final : public Kernel {
     const Tensor& v = ctx.input(2);
     const int r = q.rank();
     if (r < 2 || k.rank() != r || v.rank() != r) {
-      return OpError(kOp, "Q {}, K {} and V {} must have the same rank >= 2",
-                     q.shape().ToString(), k.shape().ToString(), v.shape().ToString());
+      return OpError(kOp, "Q {}, K {} and V {} must have the same rank >= 2", q.shape().ToString(),
+                     k.shape().ToString(), v.shape().ToString());
     }
     for (int d = 0; d < r - 2; ++d) {
       if (k.dim(d) != q.dim(d) || v.dim(d) != q.dim(d)) {
@@ -96,9 +96,8 @@ class AttentionKernel final : public Kernel {
     std::shared_ptr<const AttentionPlan> plan;
     KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
       const std::vector<int64_t> key = {batch, s_len, t_len, d, dv};
-      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&] {
-        return BuildPlan(batch, s_len, t_len, d, dv, scale);
-      }));
+      KILN_ASSIGN_OR_RETURN(
+          plan, cache_.Get(key, [&] { return BuildPlan(batch, s_len, t_len, d, dv, scale); }));
       return Status::OK();
     }));
     // The scale is part of the plan; a plan built for another scale cannot occur since the
@@ -165,8 +164,8 @@ class AttentionKernel final : public Kernel {
     qk_attr.set_output_scales(0, {scale});
     const dnnl::matmul::primitive_desc qk_pd(
         dnnl::matmul::desc(plan->q_md, plan->kt_md, plan->s_md), qk_attr, eng);
-    const dnnl::matmul::primitive_desc pv_pd(
-        dnnl::matmul::desc(plan->s_md, plan->v_md, plan->y_md), MakeAttr(dnnl::post_ops()), eng);
+    const dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(plan->s_md, plan->v_md, plan->y_md),
+                                             MakeAttr(dnnl::post_ops()), eng);
     plan->qk = dnnl::matmul(qk_pd);
     plan->pv = dnnl::matmul(pv_pd);
     plan->qk_scratch = qk_pd.scratchpad_desc();

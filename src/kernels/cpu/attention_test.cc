@@ -48,7 +48,8 @@ OwnedTensor Expected(const OwnedTensor& q, const OwnedTensor& k, const OwnedTens
         }
         acc *= scale;
         if (mask != nullptr) {
-          const std::vector<int64_t> coord = ref::testing::Unravel((bi * s + si) * t + ti, score_dims);
+          const std::vector<int64_t> coord =
+              ref::testing::Unravel((bi * s + si) * t + ti, score_dims);
           int64_t off = 0;
           for (size_t dd = 0; dd < coord.size(); ++dd) off += coord[dd] * ms[dd];
           acc += mask->data<const float>()[off];
@@ -60,7 +61,8 @@ OwnedTensor Expected(const OwnedTensor& q, const OwnedTensor& k, const OwnedTens
       for (double& x : p) sum += (x = std::exp(x - max));
       for (int64_t j = 0; j < dv; ++j) {
         double acc = 0;
-        for (int64_t ti = 0; ti < t; ++ti) acc += p[static_cast<size_t>(ti)] / sum * pv[(bi * t + ti) * dv + j];
+        for (int64_t ti = 0; ti < t; ++ti)
+          acc += p[static_cast<size_t>(ti)] / sum * pv[(bi * t + ti) * dv + j];
         y[static_cast<size_t>((bi * s + si) * dv + j)] = static_cast<float>(acc);
       }
     }

@@ -40,14 +40,14 @@ struct ConvPlan {
   dnnl::memory::desc src_md, wei_md, dst_md, scratch_md;
   bool reorder_src = false, reorder_wei = false, reorder_dst = false;
   dnnl::reorder src_reorder, wei_reorder, z_reorder, dst_reorder;
-  dnnl::memory packed_wei;  // W in wei_md, when W is constant and needs a reorder
+  dnnl::memory packed_wei;  // W in wei_md (shared via PackedWeights), when W is constant
   Shape out_shape;
 };
 
 class ConvKernel final : public Kernel {
  public:
-  ConvKernel(std::string label, ref::WindowAttrs window, int64_t group, Activation act,
-             bool fused, std::shared_ptr<const OwnedTensor> w_const)
+  ConvKernel(std::string label, ref::WindowAttrs window, int64_t group, Activation act, bool fused,
+             std::shared_ptr<const OwnedTensor> w_const)
       : label_(std::move(label)),
         window_(std::move(window)),
         group_(group),
@@ -143,15 +143,16 @@ class ConvKernel final : public Kernel {
            x.num_elements() > 0 && ctx.input(1).num_elements() > 0;
   }
 
-  Result<std::shared_ptr<const ConvPlan>> GetPlan(const Tensor& x, const Tensor& w,
-                                                  bool has_bias, bool has_z) const {
+  Result<std::shared_ptr<const ConvPlan>> GetPlan(const Tensor& x, const Tensor& w, bool has_bias,
+                                                  bool has_z) const {
     std::vector<int64_t> key(x.shape().dims().begin(), x.shape().dims().end());
     key.insert(key.end(), w.shape().dims().begin(), w.shape().dims().end());
     key.push_back(has_bias);
     key.push_back(has_z);
     std::shared_ptr<const ConvPlan> plan;
     KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&] { return BuildPlan(x, w, has_bias, has_z); }));
+      KILN_ASSIGN_OR_RETURN(plan,
+                            cache_.Get(key, [&] { return BuildPlan(x, w, has_bias, has_z); }));
       return Status::OK();
     }));
     return plan;
@@ -230,26 +231,22 @@ class ConvKernel final : public Kernel {
     plan->reorder_wei = plan->wei_md != plan->wei_user;
     plan->reorder_dst = plan->dst_md != plan->dst_user;
     if (plan->reorder_src) {
-      plan->src_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_md));
+      plan->src_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_md));
     }
     if (plan->reorder_dst) {
-      plan->dst_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, plan->dst_md, eng, plan->dst_user));
+      plan->dst_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_md, eng, plan->dst_user));
       if (has_z) {
-        plan->z_reorder = dnnl::reorder(
-            dnnl::reorder::primitive_desc(eng, plan->dst_user, eng, plan->dst_md));
+        plan->z_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_user, eng, plan->dst_md));
       }
     }
     if (plan->reorder_wei) {
-      plan->wei_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, plan->wei_user, eng, plan->wei_md));
-      if (w_const_ != nullptr) {  // pre-pack once
-        plan->packed_wei = dnnl::memory(plan->wei_md, eng);
-        dnnl::memory user(plan->wei_user, eng, w_const_->raw_data());
-        dnnl::stream& s = ThreadStream();
-        plan->wei_reorder.execute(s, user, plan->packed_wei);
-        s.wait();
+      plan->wei_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->wei_user, eng, plan->wei_md));
+      if (w_const_ != nullptr) {  // pre-pack once per format
+        plan->packed_wei = packed_.Get(plan->wei_user, w_const_->raw_data(), plan->wei_md);
       }
     }
     return plan;
@@ -262,8 +259,8 @@ class ConvKernel final : public Kernel {
     dnnl::memory src_user(plan.src_user, eng, ctx.input(0).raw_data());
     dnnl::memory src = src_user;
     if (plan.reorder_src) {
-      src = dnnl::memory(plan.src_md, eng,
-                         ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size()));
+      src =
+          dnnl::memory(plan.src_md, eng, ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size()));
       plan.src_reorder.execute(s, src_user, src);
     }
     dnnl::memory wei;
@@ -280,8 +277,8 @@ class ConvKernel final : public Kernel {
     dnnl::memory dst_user(plan.dst_user, eng, y.raw_data());
     dnnl::memory dst = dst_user;
     if (plan.reorder_dst) {
-      dst = dnnl::memory(plan.dst_md, eng,
-                         ThreadScratch(ScratchSlot::kDst, plan.dst_md.get_size()));
+      dst =
+          dnnl::memory(plan.dst_md, eng, ThreadScratch(ScratchSlot::kDst, plan.dst_md.get_size()));
     }
     if (has_z) {
       if (plan.reorder_dst) {
@@ -313,21 +310,23 @@ class ConvKernel final : public Kernel {
   std::shared_ptr<const OwnedTensor> w_const_;
   std::unique_ptr<Kernel> fallback_;  // W when it is a FLOAT initializer, else null
   PlanCache<ConvPlan> cache_;
+  PackedWeights packed_;
 };
 
 Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
   KILN_RETURN_IF_ERROR(ref::RequireInputs(info, 2));
   ref::AttrReader attrs(info);
   KILN_ASSIGN_OR_RETURN(int64_t group, attrs.Int("group", 1));
-  if (group < 1) return OpError(info.node().op_type, "attribute 'group' is {}, expected >= 1", group);
+  if (group < 1)
+    return OpError(info.node().op_type, "attribute 'group' is {}, expected >= 1", group);
   KILN_ASSIGN_OR_RETURN(ref::WindowAttrs window,
                         ref::ReadWindowAttrs(attrs, /*kernel_shape_required=*/false));
   Activation act;
   if (fused) {
     KILN_ASSIGN_OR_RETURN(act, ReadActivation(info));
   }
-  auto kernel = std::make_unique<ConvKernel>(NodeLabel(info), std::move(window), group, act,
-                                             fused, ConstantFloatInput(info, 1));
+  auto kernel = std::make_unique<ConvKernel>(NodeLabel(info), std::move(window), group, act, fused,
+                                             ConstantFloatInput(info, 1));
   if (!fused) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateConv(info));
     kernel->set_fallback(std::move(fallback));

@@ -55,14 +55,14 @@ const std::vector<ConvCase>& Cases() {
       {{1, 1, 1, 1}, 1, {1, 1}},
       {{1, 3, 7, 7}, 4, {3, 3}},
       {{2, 3, 17, 9}, 5, {3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}},
-      {{1, 8, 9, 9}, 8, {3, 3}, 8, {1, 1}, {}, {1, 1, 1, 1}},     // depthwise
-      {{1, 16, 7, 7}, 16, {3, 3}, 16, {2, 2}, {}, {1, 0, 1, 2}},  // depthwise, asymmetric pads
+      {{1, 8, 9, 9}, 8, {3, 3}, 8, {1, 1}, {}, {1, 1, 1, 1}},        // depthwise
+      {{1, 16, 7, 7}, 16, {3, 3}, 16, {2, 2}, {}, {1, 0, 1, 2}},     // depthwise, asymmetric pads
       {{1, 6, 11, 13}, 9, {3, 2}, 3, {1, 2}, {2, 1}, {0, 1, 2, 0}},  // groups + dilations
       {{1, 17, 7, 7}, 7, {1, 1}},
       {{3, 4, 8, 8}, 17, {5, 5}, 1, {2, 2}, {}, {}, "SAME_UPPER"},
       {{1, 4, 8, 7}, 3, {4, 4}, 1, {3, 3}, {}, {}, "SAME_LOWER"},
       {{1, 5, 9, 9}, 6, {3, 3}, 1, {1, 1}, {}, {}, "VALID"},
-      {{2, 3, 19}, 4, {3}, 1, {2}, {2}, {1, 1}},                   // 1-D
+      {{2, 3, 19}, 4, {3}, 1, {2}, {2}, {1, 1}},                              // 1-D
       {{1, 2, 5, 6, 7}, 3, {3, 3, 3}, 1, {1, 2, 1}, {}, {1, 1, 1, 1, 1, 1}},  // 3-D
       {{1, 32, 14, 14}, 64, {3, 3}, 1, {1, 1}, {}, {1, 1, 1, 1}},
   };
@@ -77,7 +77,8 @@ TEST(CpuConvTest, PickedOverRef) {
 TEST(CpuRegistryTest, OnlyProviderRestrictsTheChoice) {
   std::mt19937 rng(1);
   ref::testing::OpTest t("Conv", 13);
-  t.Input(RandomTensor(Shape({1, 3, 7, 7}), rng)).ConstInput(RandomTensor(Shape({4, 3, 3, 3}), rng));
+  t.Input(RandomTensor(Shape({1, 3, 7, 7}), rng))
+      .ConstInput(RandomTensor(Shape({4, 3, 3, 3}), rng));
   auto g = t.BuildGraph();
   KernelInfo info(*g, g->nodes()[0], 13);
   const KernelRegistry& reg = KernelRegistry::Global();
@@ -133,11 +134,10 @@ TEST(CpuConvTest, FusedConvWithResidualAndActivations) {
     std::string name;
     std::vector<float> params;
   };
-  const std::vector<Act> acts = {{"", {}},          {"Relu", {}},       {"Clip", {0, 6}},
-                                 {"Sigmoid", {}},   {"SiLU", {}},       {"HardSigmoid", {}},
-                                 {"HardSwish", {}}, {"Gelu", {}},       {"GeluTanh", {}},
-                                 {"Tanh", {}},      {"LeakyRelu", {0.1f}},
-                                 {"HardSigmoid", {0.3f, 0.4f}}};
+  const std::vector<Act> acts = {
+      {"", {}},         {"Relu", {}},        {"Clip", {0, 6}},      {"Sigmoid", {}},
+      {"SiLU", {}},     {"HardSigmoid", {}}, {"HardSwish", {}},     {"Gelu", {}},
+      {"GeluTanh", {}}, {"Tanh", {}},        {"LeakyRelu", {0.1f}}, {"HardSigmoid", {0.3f, 0.4f}}};
   int seed = 100;
   for (const ConvCase& cc : {Cases()[2], Cases()[3], Cases()[12]}) {
     for (const Act& act : acts) {

@@ -11,7 +11,7 @@
 namespace kiln {
 
 void RegisterCpuKernels(KernelRegistry& registry) {
-#define KILN_CPU_KERNEL(domain, op, since, end, types, type_input, factory, supports)          \
+#define KILN_CPU_KERNEL(domain, op, since, end, types, type_input, factory, supports)            \
   registry.Register(KernelDef{#op, domain, since, end, DeviceType::kCpu, cpu::types, type_input, \
                               &cpu::factory, "cpu", cpu::supports});
 #include "kernels/cpu/cpu_kernels.inc"

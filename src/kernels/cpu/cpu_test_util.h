@@ -29,8 +29,8 @@ using ref::testing::StringAttr;
 
 inline OwnedTensor RandomTensor(const Shape& shape, std::mt19937& rng, double lo = -1.0,
                                 double hi = 1.0) {
-  return MakeTensor<float>(shape, ref::testing::RandomValues<float>(shape.NumElements(), rng, lo,
-                                                                    hi));
+  return MakeTensor<float>(shape,
+                           ref::testing::RandomValues<float>(shape.NumElements(), rng, lo, hi));
 }
 
 // One node; inputs are fed directly to the kernel (no Session), constants are initializers.
@@ -114,9 +114,15 @@ class KernelCase {
     size_t feed = 0;
     for (size_t i = 0; i < kinds_.size(); ++i) {
       switch (kinds_[i]) {
-        case kFeed: inputs.push_back(feeds_[feed++].view()); break;
-        case kConst: inputs.push_back(p.graph->value(node.inputs[i]).constant->view()); break;
-        case kOmitted: inputs.push_back(Tensor()); break;
+        case kFeed:
+          inputs.push_back(feeds_[feed++].view());
+          break;
+        case kConst:
+          inputs.push_back(p.graph->value(node.inputs[i]).constant->view());
+          break;
+        case kOmitted:
+          inputs.push_back(Tensor());
+          break;
       }
     }
     std::vector<OwnedTensor> outputs(node.outputs.size());

@@ -54,29 +54,43 @@ dnnl::memory::dims ToDims(std::span<const int64_t> dims) {
 dnnl::memory::format_tag PlainTag(int rank) {
   using tag = dnnl::memory::format_tag;
   switch (rank) {
-    case 1: return tag::a;
-    case 2: return tag::ab;
-    case 3: return tag::abc;
-    case 4: return tag::abcd;
-    case 5: return tag::abcde;
-    case 6: return tag::abcdef;
-    default: return tag::undef;
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
+    case 6:
+      return tag::abcdef;
+    default:
+      return tag::undef;
   }
 }
 
 bool AppendActivation(dnnl::post_ops& ops, const Activation& act) {
   using alg = dnnl::algorithm;
   switch (act.kind) {
-    case ActivationKind::kNone: return true;
-    case ActivationKind::kRelu: ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); return true;
+    case ActivationKind::kNone:
+      return true;
+    case ActivationKind::kRelu:
+      ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+      return true;
     case ActivationKind::kLeakyRelu:
       ops.append_eltwise(1.0f, alg::eltwise_relu, act.p0, 0.0f);
       return true;
     case ActivationKind::kClip:
       ops.append_eltwise(1.0f, alg::eltwise_clip, act.p0, act.p1);
       return true;
-    case ActivationKind::kSigmoid: ops.append_eltwise(1.0f, alg::eltwise_logistic, 0, 0); return true;
-    case ActivationKind::kSilu: ops.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0); return true;
+    case ActivationKind::kSigmoid:
+      ops.append_eltwise(1.0f, alg::eltwise_logistic, 0, 0);
+      return true;
+    case ActivationKind::kSilu:
+      ops.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0);
+      return true;
     case ActivationKind::kHardSigmoid:
       ops.append_eltwise(1.0f, alg::eltwise_linear, act.p0, act.p1);
       ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
@@ -84,13 +98,18 @@ bool AppendActivation(dnnl::post_ops& ops, const Activation& act) {
     case ActivationKind::kHardSwish:
       ops.append_eltwise(1.0f, alg::eltwise_hardswish, 0, 0);
       return true;
-    case ActivationKind::kGelu: ops.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0, 0); return true;
+    case ActivationKind::kGelu:
+      ops.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0, 0);
+      return true;
     case ActivationKind::kGeluTanh:
       ops.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0, 0);
       return true;
-    case ActivationKind::kTanh: ops.append_eltwise(1.0f, alg::eltwise_tanh, 0, 0); return true;
+    case ActivationKind::kTanh:
+      ops.append_eltwise(1.0f, alg::eltwise_tanh, 0, 0);
+      return true;
     case ActivationKind::kErf:
-    case ActivationKind::kExp: return false;
+    case ActivationKind::kExp:
+      return false;
   }
   return false;
 }

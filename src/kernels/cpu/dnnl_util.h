@@ -10,17 +10,16 @@
 // primitive is created with scratchpad_mode::user so that concurrent executions never share
 // oneDNN's internal scratchpad: each call passes a per-thread buffer (ThreadScratch).
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <vector>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "kernels/cpu/activation.h"
@@ -95,6 +94,35 @@ class PlanCache {
  private:
   mutable std::mutex mu_;
   mutable std::map<Key, std::shared_ptr<const Plan>> plans_;
+};
+
+// A constant weight tensor reordered into the formats primitives asked for, shared by every plan
+// of one kernel: plans for different batch sizes usually want the same packed format, so the
+// weights are packed (and held in memory) once per format, not once per plan. Thread-safe.
+class PackedWeights {
+ public:
+  // `user` describes the constant's plain layout at `data` (which outlives this object).
+  // Returns `data` in `format`, reordering it the first time that format is asked for.
+  // May throw dnnl::error (call inside CatchDnnl).
+  dnnl::memory Get(const dnnl::memory::desc& user, const void* data,
+                   const dnnl::memory::desc& format) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [desc, mem] : packed_) {
+      if (desc == format) return mem;
+    }
+    const dnnl::engine& eng = CpuEngine();
+    dnnl::memory packed(format, eng);
+    dnnl::memory src(user, eng, const_cast<void*>(data));
+    dnnl::stream& s = ThreadStream();
+    dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, format)).execute(s, src, packed);
+    s.wait();
+    packed_.emplace_back(format, packed);
+    return packed;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
 };
 
 }  // namespace kiln::cpu

@@ -116,7 +116,7 @@ class BinaryKernel final : public Kernel {
         } else {
           for (int64_t i = 0; i < len; ++i) {
             const float x = pa[oa + i * la], z = pb[ob + i * lb];
-            yr[i] = op_ == BinaryKind::kAdd ? x + z
+            yr[i] = op_ == BinaryKind::kAdd   ? x + z
                     : op_ == BinaryKind::kSub ? x - z
                     : op_ == BinaryKind::kMul ? x * z
                                               : x / z;
@@ -140,10 +140,14 @@ class BinaryKernel final : public Kernel {
  private:
   const char* OpName() const {
     switch (op_) {
-      case BinaryKind::kAdd: return "Add";
-      case BinaryKind::kSub: return "Sub";
-      case BinaryKind::kMul: return "Mul";
-      case BinaryKind::kDiv: return "Div";
+      case BinaryKind::kAdd:
+        return "Add";
+      case BinaryKind::kSub:
+        return "Sub";
+      case BinaryKind::kMul:
+        return "Mul";
+      case BinaryKind::kDiv:
+        return "Div";
     }
     return "?";
   }
@@ -194,16 +198,15 @@ class UnaryKernel final : public Kernel {
 };
 
 template <BinaryKind kOp>
-Result<std::unique_ptr<Kernel>> MakeBinary(const KernelInfo& info,
-                                           Result<std::unique_ptr<Kernel>> (*ref_factory)(
-                                               const KernelInfo&)) {
+Result<std::unique_ptr<Kernel>> MakeBinary(
+    const KernelInfo& info, Result<std::unique_ptr<Kernel>> (*ref_factory)(const KernelInfo&)) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref_factory(info));
   return std::make_unique<BinaryKernel>(kOp, std::move(reference));
 }
 
-Result<std::unique_ptr<Kernel>> MakeUnary(const KernelInfo& info, Activation act,
-                                          Result<std::unique_ptr<Kernel>> (*ref_factory)(
-                                              const KernelInfo&)) {
+Result<std::unique_ptr<Kernel>> MakeUnary(
+    const KernelInfo& info, Activation act,
+    Result<std::unique_ptr<Kernel>> (*ref_factory)(const KernelInfo&)) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref_factory(info));
   return std::make_unique<UnaryKernel>(act, false, std::move(reference));
 }

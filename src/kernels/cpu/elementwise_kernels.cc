@@ -20,10 +20,14 @@ void ActivationF32(const Activation& act, const float* x, float* y, int64_t n) {
 namespace {
 inline float Apply(BinaryKind op, float a, float b) {
   switch (op) {
-    case BinaryKind::kAdd: return a + b;
-    case BinaryKind::kSub: return a - b;
-    case BinaryKind::kMul: return a * b;
-    case BinaryKind::kDiv: return a / b;
+    case BinaryKind::kAdd:
+      return a + b;
+    case BinaryKind::kSub:
+      return a - b;
+    case BinaryKind::kMul:
+      return a * b;
+    case BinaryKind::kDiv:
+      return a / b;
   }
   return 0;
 }
@@ -70,8 +74,8 @@ void ScaleF32(const float* x, float s, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
 }
 
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon,
-                     float* y, int64_t n) {
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n) {
   double mean = 0;
   for (int64_t i = 0; i < n; ++i) mean += x[i];
   mean /= static_cast<double>(n);
@@ -114,8 +118,8 @@ float ExpShiftSumF32(const float* x, float max, float* y, int64_t n) {
 void ScaleF32(const float* x, float s, float* y, int64_t n) {
   UseAvx2() ? avx2::ScaleF32(x, s, y, n) : scalar::ScaleF32(x, s, y, n);
 }
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon,
-                     float* y, int64_t n) {
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n) {
   UseAvx2() ? avx2::LayerNormRowF32(x, scale, bias, epsilon, y, n)
             : scalar::LayerNormRowF32(x, scale, bias, epsilon, y, n);
 }

@@ -31,8 +31,8 @@ float ExpShiftSumF32(const float* x, float max, float* y, int64_t n);
 // y[i] = x[i] * s.
 void ScaleF32(const float* x, float s, float* y, int64_t n);
 // LayerNorm of one row: y = (x - mean) * rstd * scale + bias (bias may be null).
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon,
-                     float* y, int64_t n);
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n);
 
 namespace scalar {
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n);
@@ -43,8 +43,8 @@ float SumF32(const float* x, int64_t n);
 float MaxF32(const float* x, int64_t n);
 float ExpShiftSumF32(const float* x, float max, float* y, int64_t n);
 void ScaleF32(const float* x, float s, float* y, int64_t n);
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon,
-                     float* y, int64_t n);
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n);
 }  // namespace scalar
 
 namespace avx2 {
@@ -56,8 +56,8 @@ float SumF32(const float* x, int64_t n);
 float MaxF32(const float* x, int64_t n);
 float ExpShiftSumF32(const float* x, float max, float* y, int64_t n);
 void ScaleF32(const float* x, float s, float* y, int64_t n);
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon,
-                     float* y, int64_t n);
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n);
 }  // namespace avx2
 
 }  // namespace kiln::cpu

@@ -45,7 +45,8 @@ inline __m256 Exp(__m256 x) {
   p = _mm256_fmadd_ps(p, r, Set(5.0000001201E-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, Set(1.0f)));
   // 2^n: n in [-126, 127] after the clamp.
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
   y = _mm256_blendv_ps(y, Set(std::numeric_limits<float>::infinity()),
                        _mm256_cmp_ps(x, Set(88.72283935546875f), _CMP_GT_OQ));
@@ -73,7 +74,8 @@ inline __m256 Tanh(__m256 x) {
   const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, x2), x, x);
   // Large |x|: 1 - 2 / (e^{2|x|} + 1), with x's sign.
   const __m256 e = Exp(_mm256_add_ps(ax, ax));
-  const __m256 big = _mm256_sub_ps(Set(1.0f), _mm256_div_ps(Set(2.0f), _mm256_add_ps(e, Set(1.0f))));
+  const __m256 big =
+      _mm256_sub_ps(Set(1.0f), _mm256_div_ps(Set(2.0f), _mm256_add_ps(e, Set(1.0f))));
   const __m256 big_signed = _mm256_or_ps(big, SignOf(x));
   __m256 y = _mm256_blendv_ps(big_signed, small, _mm256_cmp_ps(ax, Set(0.5f), _CMP_LT_OQ));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
@@ -128,36 +130,47 @@ inline __m256 GeluErf(__m256 x) {
 // x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)).
 inline __m256 GeluTanh(__m256 x) {
   const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-  const __m256 u = _mm256_mul_ps(Set(2.0f * 0.7978845608028654f),
-                                 _mm256_fmadd_ps(Set(0.044715f), x3, x));
+  const __m256 u =
+      _mm256_mul_ps(Set(2.0f * 0.7978845608028654f), _mm256_fmadd_ps(Set(0.044715f), x3, x));
   // Large |x| saturates the sigmoid to exactly 1 or 0; -inf gives NaN (-inf * 0), as the formula.
   return _mm256_mul_ps(x, Sigmoid(u));
 }
 
 inline __m256 ApplyAct(const Activation& act, __m256 x) {
   switch (act.kind) {
-    case ActivationKind::kNone: return x;
+    case ActivationKind::kNone:
+      return x;
     // Operand order keeps NaN where the reference keeps it (max_ps/min_ps return the second
     // operand when either is NaN).
-    case ActivationKind::kRelu: return _mm256_max_ps(_mm256_setzero_ps(), x);
-    case ActivationKind::kClip: return _mm256_min_ps(Set(act.p1), _mm256_max_ps(Set(act.p0), x));
-    case ActivationKind::kSigmoid: return Sigmoid(x);
-    case ActivationKind::kSilu: return _mm256_mul_ps(x, Sigmoid(x));
+    case ActivationKind::kRelu:
+      return _mm256_max_ps(_mm256_setzero_ps(), x);
+    case ActivationKind::kClip:
+      return _mm256_min_ps(Set(act.p1), _mm256_max_ps(Set(act.p0), x));
+    case ActivationKind::kSigmoid:
+      return Sigmoid(x);
+    case ActivationKind::kSilu:
+      return _mm256_mul_ps(x, Sigmoid(x));
     case ActivationKind::kHardSigmoid:  // fmax(0, fmin(1, v)): NaN -> 1, as the reference
       return _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(Set(act.p0), x, Set(act.p1)), Set(1.0f)),
                            _mm256_setzero_ps());
     case ActivationKind::kHardSwish:
       return _mm256_mul_ps(
-          x, _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(Set(1.0f / 6.0f), x, Set(0.5f)), Set(1.0f)),
-                           _mm256_setzero_ps()));
-    case ActivationKind::kGelu: return GeluErf(x);
-    case ActivationKind::kGeluTanh: return GeluTanh(x);
-    case ActivationKind::kTanh: return Tanh(x);
+          x,
+          _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(Set(1.0f / 6.0f), x, Set(0.5f)), Set(1.0f)),
+                        _mm256_setzero_ps()));
+    case ActivationKind::kGelu:
+      return GeluErf(x);
+    case ActivationKind::kGeluTanh:
+      return GeluTanh(x);
+    case ActivationKind::kTanh:
+      return Tanh(x);
     case ActivationKind::kLeakyRelu:
       return _mm256_blendv_ps(x, _mm256_mul_ps(x, Set(act.p0)),
                               _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-    case ActivationKind::kErf: return Erf(x);
-    case ActivationKind::kExp: return Exp(x);
+    case ActivationKind::kErf:
+      return Erf(x);
+    case ActivationKind::kExp:
+      return Exp(x);
   }
   return x;
 }
@@ -174,10 +187,14 @@ inline void Map(const float* x, float* y, int64_t n, F f) {
 
 inline __m256 BinaryOp(BinaryKind op, __m256 a, __m256 b) {
   switch (op) {
-    case BinaryKind::kAdd: return _mm256_add_ps(a, b);
-    case BinaryKind::kSub: return _mm256_sub_ps(a, b);
-    case BinaryKind::kMul: return _mm256_mul_ps(a, b);
-    case BinaryKind::kDiv: return _mm256_div_ps(a, b);
+    case BinaryKind::kAdd:
+      return _mm256_add_ps(a, b);
+    case BinaryKind::kSub:
+      return _mm256_sub_ps(a, b);
+    case BinaryKind::kMul:
+      return _mm256_mul_ps(a, b);
+    case BinaryKind::kDiv:
+      return _mm256_div_ps(a, b);
   }
   return a;
 }
@@ -209,20 +226,29 @@ void ActivationF32(const Activation& act, const float* x, float* y, int64_t n) {
   switch (act.kind) {  // hoist the switch out of the loop for the common cases
     case ActivationKind::kRelu:
       return Map(x, y, n, [](__m256 v) { return _mm256_max_ps(_mm256_setzero_ps(), v); });
-    case ActivationKind::kGelu: return Map(x, y, n, [](__m256 v) { return GeluErf(v); });
-    case ActivationKind::kGeluTanh: return Map(x, y, n, [](__m256 v) { return GeluTanh(v); });
-    case ActivationKind::kSigmoid: return Map(x, y, n, [](__m256 v) { return Sigmoid(v); });
-    case ActivationKind::kTanh: return Map(x, y, n, [](__m256 v) { return Tanh(v); });
-    default: return Map(x, y, n, [&act](__m256 v) { return ApplyAct(act, v); });
+    case ActivationKind::kGelu:
+      return Map(x, y, n, [](__m256 v) { return GeluErf(v); });
+    case ActivationKind::kGeluTanh:
+      return Map(x, y, n, [](__m256 v) { return GeluTanh(v); });
+    case ActivationKind::kSigmoid:
+      return Map(x, y, n, [](__m256 v) { return Sigmoid(v); });
+    case ActivationKind::kTanh:
+      return Map(x, y, n, [](__m256 v) { return Tanh(v); });
+    default:
+      return Map(x, y, n, [&act](__m256 v) { return ApplyAct(act, v); });
   }
 }
 
 void BinaryF32(BinaryKind op, const float* a, const float* b, float* y, int64_t n) {
   switch (op) {
-    case BinaryKind::kAdd: return BinaryT<BinaryKind::kAdd>(a, b, y, n);
-    case BinaryKind::kSub: return BinaryT<BinaryKind::kSub>(a, b, y, n);
-    case BinaryKind::kMul: return BinaryT<BinaryKind::kMul>(a, b, y, n);
-    case BinaryKind::kDiv: return BinaryT<BinaryKind::kDiv>(a, b, y, n);
+    case BinaryKind::kAdd:
+      return BinaryT<BinaryKind::kAdd>(a, b, y, n);
+    case BinaryKind::kSub:
+      return BinaryT<BinaryKind::kSub>(a, b, y, n);
+    case BinaryKind::kMul:
+      return BinaryT<BinaryKind::kMul>(a, b, y, n);
+    case BinaryKind::kDiv:
+      return BinaryT<BinaryKind::kDiv>(a, b, y, n);
   }
 }
 
@@ -294,8 +320,8 @@ void ScaleF32(const float* x, float s, float* y, int64_t n) {
   Map(x, y, n, [&](__m256 v) { return _mm256_mul_ps(v, vs); });
 }
 
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon,
-                     float* y, int64_t n) {
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n) {
   const float mean = SumF32(x, n) / static_cast<float>(n);
   const __m256 vmean = Set(mean);
   __m256 acc = _mm256_setzero_ps();

@@ -33,10 +33,18 @@ std::vector<Isa> Isas() {
 TEST(CpuElementwiseTest, BinaryBroadcastMatchesReference) {
   std::mt19937 rng(1);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{1}, {1}},           {{7}, {7}},                 {{17}, {1}},
-      {{1}, {17}},          {{2, 3, 7, 7}, {3, 1, 1}},  {{2, 17, 5}, {17, 1}},
-      {{4, 9, 33}, {33}},   {{4, 1, 33}, {1, 9, 1}},    {{3, 1}, {1, 5}},
-      {{2, 3, 4, 5}, {2, 1, 4, 1}}, {{1, 12, 128, 128}, {1, 1, 1, 128}}, {{0, 3}, {3}},
+      {{1}, {1}},
+      {{7}, {7}},
+      {{17}, {1}},
+      {{1}, {17}},
+      {{2, 3, 7, 7}, {3, 1, 1}},
+      {{2, 17, 5}, {17, 1}},
+      {{4, 9, 33}, {33}},
+      {{4, 1, 33}, {1, 9, 1}},
+      {{3, 1}, {1, 5}},
+      {{2, 3, 4, 5}, {2, 1, 4, 1}},
+      {{1, 12, 128, 128}, {1, 1, 1, 128}},
+      {{0, 3}, {3}},
       {{1000}, {1000}},
   };
   for (Isa isa : Isas()) {
@@ -58,10 +66,42 @@ TEST(CpuElementwiseTest, BinaryBroadcastMatchesReference) {
 
 // Values covering tiny, ordinary, large and special inputs, length not a multiple of 8.
 std::vector<float> WideRange() {
-  std::vector<float> v = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, -1e-8f, 1e-4f, -1e-4f,
-                          0.49f, -0.49f, 0.5f, 0.74f, -0.75f, 0.76f, 1.0f, -1.0f, 3.0f, -3.0f,
-                          5.5f, -5.5f, 9.0f, -9.0f, 15.0f, -15.0f, 30.0f, -30.0f, 80.0f, -80.0f,
-                          88.0f, -88.0f, 89.0f, -89.0f, 100.0f, -100.0f, 1e10f, -1e10f,
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1e-30f,
+                          -1e-30f,
+                          1e-8f,
+                          -1e-8f,
+                          1e-4f,
+                          -1e-4f,
+                          0.49f,
+                          -0.49f,
+                          0.5f,
+                          0.74f,
+                          -0.75f,
+                          0.76f,
+                          1.0f,
+                          -1.0f,
+                          3.0f,
+                          -3.0f,
+                          5.5f,
+                          -5.5f,
+                          9.0f,
+                          -9.0f,
+                          15.0f,
+                          -15.0f,
+                          30.0f,
+                          -30.0f,
+                          80.0f,
+                          -80.0f,
+                          88.0f,
+                          -88.0f,
+                          89.0f,
+                          -89.0f,
+                          100.0f,
+                          -100.0f,
+                          1e10f,
+                          -1e10f,
                           std::numeric_limits<float>::infinity(),
                           -std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::quiet_NaN()};
@@ -76,10 +116,14 @@ TEST(CpuElementwiseTest, UnaryMatchesReferenceOverWideRange) {
     int opset;
     std::vector<Attribute> attrs;
   };
-  const std::vector<U> ops = {{"Relu", 14, {}},    {"Sigmoid", 13, {}},
-                              {"Tanh", 13, {}},    {"Erf", 13, {}},
-                              {"Exp", 13, {}},     {"LeakyRelu", 16, {FloatAttr("alpha", 0.2f)}},
-                              {"HardSigmoid", 7, {}}, {"HardSwish", 14, {}},
+  const std::vector<U> ops = {{"Relu", 14, {}},
+                              {"Sigmoid", 13, {}},
+                              {"Tanh", 13, {}},
+                              {"Erf", 13, {}},
+                              {"Exp", 13, {}},
+                              {"LeakyRelu", 16, {FloatAttr("alpha", 0.2f)}},
+                              {"HardSigmoid", 7, {}},
+                              {"HardSwish", 14, {}},
                               {"Clip", 7, {FloatAttr("min", -1.5f), FloatAttr("max", 2.0f)}}};
   for (Isa isa : Isas()) {
     ScopedMaxIsa cap(isa);
@@ -132,9 +176,9 @@ TEST(CpuElementwiseTest, GeluBothFormsOverWideRange) {
       if (tanh_form) c.Attr(StringAttr("approximate", "tanh"));
       std::vector<float> expected;
       for (float v : values) expected.push_back(static_cast<float>(GeluRef(v, tanh_form)));
-      ExpectClose(c.Run("cpu"), MakeTensor<float>(Shape({static_cast<int64_t>(values.size())}),
-                                                  expected),
-                  1e-4, fmt::format("Gelu tanh {} {}", tanh_form, IsaName(isa)));
+      ExpectClose(c.Run("cpu"),
+                  MakeTensor<float>(Shape({static_cast<int64_t>(values.size())}), expected), 1e-4,
+                  fmt::format("Gelu tanh {} {}", tanh_form, IsaName(isa)));
     }
   }
 }

@@ -50,7 +50,7 @@ struct MatMulPlan {
   dnnl::memory::desc a_md, b_user, b_md, bias_md, y_md, scratch_md;
   bool reorder_b = false;
   dnnl::reorder b_reorder;
-  dnnl::memory packed_b;  // B in b_md when B is constant and needs a reorder
+  dnnl::memory packed_b;  // B in b_md (shared via PackedWeights) when B is constant
 };
 
 dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
@@ -61,7 +61,8 @@ dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
   return s;
 }
 
-Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTensor* b_const) {
+Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTensor* b_const,
+                                              const PackedWeights& packed) {
   auto plan = std::make_shared<MatMulPlan>();
   const dnnl::engine& eng = CpuEngine();
   plan->a_md = dnnl::memory::desc(p.a_dims, dt::f32, p.a_strides);
@@ -90,11 +91,7 @@ Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTenso
     plan->b_reorder =
         dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->b_user, eng, plan->b_md));
     if (b_const != nullptr) {
-      plan->packed_b = dnnl::memory(plan->b_md, eng);
-      dnnl::memory user(plan->b_user, eng, b_const->raw_data());
-      dnnl::stream& s = ThreadStream();
-      plan->b_reorder.execute(s, user, plan->packed_b);
-      s.wait();
+      plan->packed_b = packed.Get(plan->b_user, b_const->raw_data(), plan->b_md);
     }
   }
   return plan;
@@ -109,7 +106,8 @@ void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const voi
   } else if (plan.packed_b) {
     b_mem = plan.packed_b;
   } else {
-    b_mem = dnnl::memory(plan.b_md, eng, ThreadScratch(ScratchSlot::kWeights, plan.b_md.get_size()));
+    b_mem =
+        dnnl::memory(plan.b_md, eng, ThreadScratch(ScratchSlot::kWeights, plan.b_md.get_size()));
     dnnl::memory user(plan.b_user, eng, const_cast<void*>(b));
     plan.b_reorder.execute(s, user, b_mem);
   }
@@ -158,8 +156,8 @@ class MatMulKernel final : public Kernel {
       return OpError(OpName(), "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
                      out.ToString());
     }
-    const bool gemm_c = kind_ == OpKind::kGemm && ctx.has_input(2) && p.bias_dims.empty() &&
-                        beta_ != 0.0f;
+    const bool gemm_c =
+        kind_ == OpKind::kGemm && ctx.has_input(2) && p.bias_dims.empty() && beta_ != 0.0f;
     p.sum = has_z || gemm_c;
     p.act = act_;
     PlanCache<MatMulPlan>::Key key(p.a_dims.begin(), p.a_dims.end());
@@ -169,7 +167,8 @@ class MatMulKernel final : public Kernel {
     key.push_back(p.sum);
     std::shared_ptr<const MatMulPlan> plan;
     Status built = CatchDnnl(label_, [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&] { return BuildPlan(p, b_const_.get()); }));
+      KILN_ASSIGN_OR_RETURN(plan,
+                            cache_.Get(key, [&] { return BuildPlan(p, b_const_.get(), packed_); }));
       return Status::OK();
     });
     if (!built.ok()) return RunReference(ctx);  // a shape oneDNN does not implement
@@ -295,7 +294,8 @@ class MatMulKernel final : public Kernel {
     p.b_strides = trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1};
     p.y_dims = {m, n};
     p.alpha = alpha_;
-    // C that is a row vector with alpha = beta = 1 is the primitive's bias; others are prefilled into Y.
+    // C that is a row vector with alpha = beta = 1 is the primitive's bias; others are prefilled
+    // into Y.
     if (ctx.has_input(2) && beta_ == 1.0f && alpha_ == 1.0f) {
       const Shape& cs = ctx.input(2).shape();
       const bool row = (cs.rank() == 1 && cs.dim(0) == n && n > 1) ||
@@ -373,6 +373,7 @@ class MatMulKernel final : public Kernel {
   std::shared_ptr<const OwnedTensor> b_const_;
   std::unique_ptr<Kernel> reference_;  // ref MatMul / Gemm
   PlanCache<MatMulPlan> cache_;
+  PackedWeights packed_;
 };
 
 Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, OpKind kind, bool fused) {

@@ -24,10 +24,17 @@ Shape S(const std::vector<int64_t>& d) { return Shape(std::span<const int64_t>(d
 TEST(CpuMatMulTest, MatchesReference) {
   std::mt19937 rng(1);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{1, 1}, {1, 1}},          {{7, 17}, {17, 9}},         {{2, 3, 17, 8}, {8, 7}},
-      {{128, 64}, {64, 33}},     {{3, 7, 5}, {3, 5, 17}},    {{2, 1, 4, 6}, {3, 6, 5}},
-      {{4, 6}, {2, 6, 5}},       {{1, 2, 9, 16}, {1, 2, 16, 9}}, {{5}, {5, 3}},
-      {{4, 5}, {5}},             {{2, 12, 64}, {64, 768}},
+      {{1, 1}, {1, 1}},
+      {{7, 17}, {17, 9}},
+      {{2, 3, 17, 8}, {8, 7}},
+      {{128, 64}, {64, 33}},
+      {{3, 7, 5}, {3, 5, 17}},
+      {{2, 1, 4, 6}, {3, 6, 5}},
+      {{4, 6}, {2, 6, 5}},
+      {{1, 2, 9, 16}, {1, 2, 16, 9}},
+      {{5}, {5, 3}},
+      {{4, 5}, {5}},
+      {{2, 12, 64}, {64, 768}},
   };
   for (const auto& [a, b] : cases) {
     for (bool const_b : {false, true}) {
@@ -62,9 +69,9 @@ TEST(CpuGemmTest, MatchesReference) {
     int64_t m, k, n;
     std::vector<int64_t> c;  // empty: no C
   };
-  const std::vector<G> cases = {{1, 1, 1, {}},        {7, 17, 9, {9}},    {17, 8, 7, {17, 7}},
-                                {16, 33, 5, {1, 5}},  {9, 4, 13, {9, 1}}, {3, 5, 8, {1}},
-                                {32, 768, 17, {17}},  {2, 3, 1, {2, 1}}};
+  const std::vector<G> cases = {{1, 1, 1, {}},       {7, 17, 9, {9}},    {17, 8, 7, {17, 7}},
+                                {16, 33, 5, {1, 5}}, {9, 4, 13, {9, 1}}, {3, 5, 8, {1}},
+                                {32, 768, 17, {17}}, {2, 3, 1, {2, 1}}};
   for (const G& g : cases) {
     for (int ta : {0, 1}) {
       for (int tb : {0, 1}) {
@@ -76,9 +83,9 @@ TEST(CpuGemmTest, MatchesReference) {
             if (!g.c.empty()) c.ConstInput(RandomTensor(S(g.c), rng));
             c.Attr(IntAttr("transA", ta)).Attr(IntAttr("transB", tb));
             c.Attr(FloatAttr("alpha", alpha)).Attr(FloatAttr("beta", beta));
-            const std::string what = fmt::format("m {} k {} n {} c [{}] ta {} tb {} a {} b {}",
-                                                 g.m, g.k, g.n, fmt::join(g.c, ","), ta, tb,
-                                                 alpha, beta);
+            const std::string what =
+                fmt::format("m {} k {} n {} c [{}] ta {} tb {} a {} b {}", g.m, g.k, g.n,
+                            fmt::join(g.c, ","), ta, tb, alpha, beta);
             ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-4, what);
           }
         }
@@ -104,12 +111,9 @@ TEST(CpuFusedMatMulTest, BiasResidualActivation) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{7, 17}, {17, 9}}, {{2, 5, 16}, {16, 33}}, {{2, 3, 4, 8}, {2, 3, 8, 5}}};
   const std::vector<std::pair<std::string, Activation>> acts = {
-      {"", Act(ActivationKind::kNone)},
-      {"Relu", Act(ActivationKind::kRelu)},
-      {"Gelu", Act(ActivationKind::kGelu)},
-      {"GeluTanh", Act(ActivationKind::kGeluTanh)},
-      {"SiLU", Act(ActivationKind::kSilu)},
-      {"Tanh", Act(ActivationKind::kTanh)}};
+      {"", Act(ActivationKind::kNone)},     {"Relu", Act(ActivationKind::kRelu)},
+      {"Gelu", Act(ActivationKind::kGelu)}, {"GeluTanh", Act(ActivationKind::kGeluTanh)},
+      {"SiLU", Act(ActivationKind::kSilu)}, {"Tanh", Act(ActivationKind::kTanh)}};
   for (const auto& [a, b] : shapes) {
     for (const auto& [name, act] : acts) {
       for (bool bias : {false, true}) {
@@ -171,10 +175,12 @@ TEST(CpuFusedGemmTest, CResidualActivation) {
           if (z) f.Input(tz);
           f.Attr(IntAttr("transB", tb)).Attr(FloatAttr("alpha", alpha));
           f.Attr(FloatAttr("beta", 1.5f));
-          f.Attr(StringAttr("activation", "Clip")).Attr(FloatsAttr("activation_params", {-0.5f, 0.5f}));
-          ExpectClose(f.Run("cpu"),
-                      ApplyExpected(base, z ? &tz : nullptr, Act(ActivationKind::kClip, -0.5f, 0.5f)),
-                      1e-4, fmt::format("FusedGemm tb {} C [{}] z {}", tb, fmt::join(cshape, ","), z));
+          f.Attr(StringAttr("activation", "Clip"))
+              .Attr(FloatsAttr("activation_params", {-0.5f, 0.5f}));
+          ExpectClose(
+              f.Run("cpu"),
+              ApplyExpected(base, z ? &tz : nullptr, Act(ActivationKind::kClip, -0.5f, 0.5f)), 1e-4,
+              fmt::format("FusedGemm tb {} C [{}] z {}", tb, fmt::join(cshape, ","), z));
         }
       }
     }

@@ -28,8 +28,8 @@ std::vector<Isa> Isas() {
 
 TEST(CpuSoftmaxTest, MatchesReference) {
   std::mt19937 rng(1);
-  const std::vector<std::vector<int64_t>> shapes = {{1}, {7}, {17}, {3, 1}, {2, 3, 17},
-                                                    {1, 12, 9, 128}, {4, 5, 6, 7}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1}, {7}, {17}, {3, 1}, {2, 3, 17}, {1, 12, 9, 128}, {4, 5, 6, 7}};
   for (Isa isa : Isas()) {
     ScopedMaxIsa cap(isa);
     for (const auto& shape : shapes) {

@@ -74,10 +74,9 @@ class PoolKernel final : public Kernel {
       plan->prim.execute(
           s, {{DNNL_ARG_SRC, dnnl::memory(plan->src_md, eng, x.raw_data())},
               {DNNL_ARG_DST, dnnl::memory(plan->dst_md, eng, y.raw_data())},
-              {DNNL_ARG_SCRATCHPAD,
-               dnnl::memory(plan->scratch_md, eng,
-                            ThreadScratch(ScratchSlot::kOnednnScratchpad,
-                                          plan->scratch_md.get_size()))}});
+              {DNNL_ARG_SCRATCHPAD, dnnl::memory(plan->scratch_md, eng,
+                                                 ThreadScratch(ScratchSlot::kOnednnScratchpad,
+                                                               plan->scratch_md.get_size()))}});
       s.wait();
       return Status::OK();
     });
@@ -112,12 +111,13 @@ class PoolKernel final : public Kernel {
     KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
     plan->src_md = dnnl::memory::desc(ToDims(x.shape().dims()), dt::f32, PlainTag(x.rank()));
     plan->dst_md = dnnl::memory::desc(ToDims(out_dims), dt::f32, PlainTag(x.rank()));
-    const dnnl::algorithm alg = max_ ? dnnl::algorithm::pooling_max
-                                     : (count_include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
-                                                           : dnnl::algorithm::pooling_avg_exclude_padding);
-    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg,
-                                              plan->src_md, plan->dst_md, strides, kernel,
-                                              dilation, pad_l, pad_r);
+    const dnnl::algorithm alg =
+        max_ ? dnnl::algorithm::pooling_max
+             : (count_include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
+                                   : dnnl::algorithm::pooling_avg_exclude_padding);
+    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, plan->src_md,
+                                              plan->dst_md, strides, kernel, dilation, pad_l,
+                                              pad_r);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, MakeAttr(dnnl::post_ops()),
                                                       CpuEngine());
     plan->prim = dnnl::pooling_v2_forward(pd);

@@ -58,7 +58,8 @@ TEST(CpuPoolTest, MaxPoolMatchesReference) {
   for (const PoolCase& pc : Cases()) {
     KernelCase c = MakePool("MaxPool", pc, rng);
     EXPECT_EQ(c.PickedProvider(), "cpu");
-    ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-6, fmt::format("MaxPool x [{}]", fmt::join(pc.x, ",")));
+    ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-6,
+                fmt::format("MaxPool x [{}]", fmt::join(pc.x, ",")));
   }
 }
 
@@ -68,9 +69,9 @@ TEST(CpuPoolTest, AveragePoolMatchesReference) {
     if (!pc.dilations.empty()) continue;  // AveragePool has dilations from opset 19 only
     for (int include_pad : {0, 1}) {
       KernelCase c = MakePool("AveragePool", pc, rng, include_pad);
-      ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-5,
-                  fmt::format("AveragePool x [{}] include_pad {}", fmt::join(pc.x, ","),
-                              include_pad));
+      ExpectClose(
+          c.Run("cpu"), c.Run("ref"), 1e-5,
+          fmt::format("AveragePool x [{}] include_pad {}", fmt::join(pc.x, ","), include_pad));
     }
   }
 }

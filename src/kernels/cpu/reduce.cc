@@ -80,9 +80,15 @@ class ReduceKernel final : public Kernel {
       for (int64_t r = begin; r < end; ++r) {
         const float* row = px + r * len;
         switch (kind_) {
-          case ReduceKind::kSum: py[r] = SumF32(row, len); break;
-          case ReduceKind::kMean: py[r] = SumF32(row, len) * inv; break;
-          case ReduceKind::kMax: py[r] = MaxF32(row, len); break;
+          case ReduceKind::kSum:
+            py[r] = SumF32(row, len);
+            break;
+          case ReduceKind::kMean:
+            py[r] = SumF32(row, len) * inv;
+            break;
+          case ReduceKind::kMax:
+            py[r] = MaxF32(row, len);
+            break;
         }
       }
     });
@@ -98,9 +104,9 @@ class ReduceKernel final : public Kernel {
   std::unique_ptr<Kernel> reference_;
 };
 
-Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, ReduceKind kind,
-                                     Result<std::unique_ptr<Kernel>> (*ref_factory)(
-                                         const KernelInfo&)) {
+Result<std::unique_ptr<Kernel>> Make(
+    const KernelInfo& info, ReduceKind kind,
+    Result<std::unique_ptr<Kernel>> (*ref_factory)(const KernelInfo&)) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref_factory(info));
   ref::AttrReader attrs(info);
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, attrs.Ints("axes"));

@@ -21,9 +21,11 @@ Shape S(const std::vector<int64_t>& d) { return Shape(std::span<const int64_t>(d
 TEST(CpuReduceTest, MatchesReference) {
   std::mt19937 rng(1);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{1}, {}},        {{7}, {0}},          {{17}, {-1}},        {{3, 17}, {1}},
-      {{2, 3, 768}, {-1}}, {{2, 3, 4, 5}, {2, 3}}, {{2, 3, 4, 5}, {1}}, {{2, 3, 4}, {0, 2}},
-      {{2, 3, 4}, {}},  {{4, 7, 7}, {-2, -1}},
+      {{1}, {}},           {{7}, {0}},
+      {{17}, {-1}},        {{3, 17}, {1}},
+      {{2, 3, 768}, {-1}}, {{2, 3, 4, 5}, {2, 3}},
+      {{2, 3, 4, 5}, {1}}, {{2, 3, 4}, {0, 2}},
+      {{2, 3, 4}, {}},     {{4, 7, 7}, {-2, -1}},
   };
   std::vector<Isa> isas = {Isa::kScalar};
   if (DetectedIsa() == Isa::kAvx2) isas.push_back(Isa::kAvx2);

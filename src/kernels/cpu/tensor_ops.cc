@@ -97,7 +97,8 @@ class TransposeKernel final : public Kernel {
     // Tiled copy of the last two output dims for each outer index.
     constexpr int64_t kTile = 16;
     const int64_t rows = dims[static_cast<size_t>(r - 2)], cols = dims[static_cast<size_t>(r - 1)];
-    const int64_t sr = strides[static_cast<size_t>(r - 2)], sc = strides[static_cast<size_t>(r - 1)];
+    const int64_t sr = strides[static_cast<size_t>(r - 2)],
+                  sc = strides[static_cast<size_t>(r - 1)];
     const int64_t outer = total / (rows * cols);
     const int64_t row_blocks = (rows + kTile - 1) / kTile;
     ParallelFor(outer * row_blocks, 4, [&](int64_t begin, int64_t end) {
@@ -133,8 +134,8 @@ class GatherKernel final : public Kernel {
       : axis_(axis), reference_(std::move(reference)) {}
 
   Status Compute(KernelContext& ctx) const override {
-    if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1) ||
-        !IsF32Cpu(ctx.input(0)) || ctx.input(0).rank() < 1) {
+    if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1) || !IsF32Cpu(ctx.input(0)) ||
+        ctx.input(0).rank() < 1) {
       return reference_->Compute(ctx);
     }
     const Tensor& data = ctx.input(0);

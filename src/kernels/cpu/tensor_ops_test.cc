@@ -37,8 +37,9 @@ TEST(CpuTransposeTest, MatchesReference) {
     KernelCase c("Transpose", 13);
     c.Input(RandomTensor(S(shape), rng));
     if (!perm.empty()) c.Attr(IntsAttr("perm", perm));
-    ExpectClose(c.Run("cpu"), c.Run("ref"), 0,
-                fmt::format("Transpose [{}] perm [{}]", fmt::join(shape, ","), fmt::join(perm, ",")));
+    ExpectClose(
+        c.Run("cpu"), c.Run("ref"), 0,
+        fmt::format("Transpose [{}] perm [{}]", fmt::join(shape, ","), fmt::join(perm, ",")));
   }
 }
 
@@ -49,7 +50,8 @@ TEST(CpuGatherTest, MatchesReference) {
     const int64_t rank = static_cast<int64_t>(ds.size());
     for (int64_t axis : {int64_t{0}, -rank, rank - 1}) {
       for (bool i64 : {true, false}) {
-        const int64_t rows = ds[static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(ds.size()) : axis)];
+        const int64_t rows =
+            ds[static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(ds.size()) : axis)];
         std::uniform_int_distribution<int64_t> dist(-rows, rows - 1);
         std::vector<int64_t> idx;
         for (int i = 0; i < 6; ++i) idx.push_back(dist(rng));
