@@ -187,6 +187,30 @@ TEST(CpuFusedGemmTest, CResidualActivation) {
   }
 }
 
+// One kernel instance fed several A shapes (as with dynamic batching): each gets its own plan,
+// all share the one packed copy of the constant B.
+TEST(CpuMatMulTest, OneKernelManyBatchSizes) {
+  std::mt19937 rng(7);
+  OwnedTensor b = RandomTensor(Shape({64, 48}), rng);
+  KernelCase c("MatMul", 13);
+  c.Input(RandomTensor(Shape({1, 64}), rng)).ConstInput(b);
+  Result<KernelCase::Prepared> p = c.Prepare("cpu");
+  ASSERT_TRUE(p.ok());
+  const Tensor b_view = p->graph->value(p->graph->nodes()[0].inputs[1]).constant->view();
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t rows : {1, 7, 17, 32, 3}) {
+      OwnedTensor a = RandomTensor(Shape({rows, 64}), rng);
+      std::vector<Tensor> inputs = {a.view(), b_view};
+      std::vector<OwnedTensor> outputs(1);
+      KernelContext ctx(inputs, outputs);
+      ASSERT_TRUE(p->kernel->Compute(ctx).ok());
+      KernelCase r("MatMul", 13);
+      r.Input(a).ConstInput(b);
+      ExpectClose(outputs[0], r.Run("ref"), 1e-4, fmt::format("rows {}", rows));
+    }
+  }
+}
+
 TEST(CpuMatMulTest, ConcurrentComputeOnOneKernel) {
   std::mt19937 rng(6);
   KernelCase c("MatMul", 13);
