@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {
@@ -64,6 +65,7 @@ const KernelRegistry& KernelRegistry::Global() {
   static const KernelRegistry* const registry = [] {
     auto* r = new KernelRegistry();
     RegisterRefKernels(*r);
+    RegisterCpuKernels(*r);
     return r;
   }();
   return *registry;
@@ -75,7 +77,8 @@ void KernelRegistry::Register(const KernelDef& def) {
   defs_.push_back(def);
 }
 
-Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType device) const {
+Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType device,
+                                              std::string_view only_provider) const {
   const Node& node = info.node();
   const int64_t opset = info.opset();
   bool op_known = false;
@@ -83,12 +86,16 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
   const KernelDef* best = nullptr;
   for (const KernelDef& def : defs_) {
     if (def.device != device || def.op_type != node.op_type || def.domain != node.domain) continue;
+    if (!only_provider.empty() && def.provider != only_provider) continue;
     if (opset < def.since_version || opset > def.end_version) continue;
     op_known = true;
     dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype
                                 : info.output_type(0).dtype;
     if (dtype != DataType::kInvalid && !(def.types & TypeBit(dtype))) continue;
-    best = &def;  // later registrations win
+    if (def.supports != nullptr && !def.supports(info)) continue;
+    // A faster provider beats "ref"; among equals, later registrations win.
+    if (best != nullptr && best->provider != "ref" && def.provider == "ref") continue;
+    best = &def;
   }
   const std::string where =
       node.name.empty() ? std::string() : fmt::format(" (node '{}')", node.name);

@@ -44,6 +44,9 @@ struct KernelDef {
   int type_input;
   KernelFactory create;
   std::string_view provider;  // "ref", "cpu", "cuda": for profiles and messages
+  // Optional: false for nodes this kernel declines (an attribute or declared shape it does not
+  // handle); Find then falls back to the next candidate, in the end the reference kernel.
+  bool (*supports)(const KernelInfo& info) = nullptr;
 };
 
 class KernelRegistry {
@@ -54,11 +57,16 @@ class KernelRegistry {
   // REQUIRES: def.since_version <= def.end_version.
   void Register(const KernelDef& def);
 
-  // The best kernel for the node in `info` on `device` (later registrations of a faster provider
-  // win over "ref"). Errors (INVALID_ARGUMENT, naming the node):
+  // The best kernel for the node in `info` on `device`: among the defs that match (op, domain,
+  // opset, dtype) and whose `supports` accepts the node, one of a provider other than "ref" wins
+  // over a "ref" one; among equals the later registration wins. Errors (INVALID_ARGUMENT, naming
+  // the node):
   //   "op X (opset N) is not supported"              no kernel for the op at that opset;
   //   "op X (opset N) is not supported for dtype T"  the op exists but not for that type.
-  Result<const KernelDef*> Find(const KernelInfo& info, DeviceType device) const;
+  // `only_provider` non-empty restricts the candidates to that provider (e.g. "ref" to run a
+  // graph on the reference kernels only, for tests and numerics checks).
+  Result<const KernelDef*> Find(const KernelInfo& info, DeviceType device,
+                                std::string_view only_provider = {}) const;
 
   std::span<const KernelDef> defs() const { return defs_; }
 

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+// Microbenchmarks of the fast CPU kernels (provider "cpu") against the reference kernels
+// ("ref") on shapes from ResNet-50, MobileNetV2 and BERT-base. Each case runs as
+// <case>/ref and <case>/cpu; at the end a table prints the speedup ref time / cpu time.
+// ai.kiln ops have no reference kernel in this binary's registry when none is registered; those
+// cases print the cpu time only.
+//
+//   OMP_NUM_THREADS=2 build/bench/kernels/kernels_bench --benchmark_min_time=0.2 \
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true [--benchmark_filter=conv]
+// Times are wall-clock (the kernels are multi-threaded); the table uses the median when
+// repetitions are on.
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "kernels/kernel.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+namespace {
+
+struct In {
+  std::vector<int64_t> dims;
+  bool constant = false;
+};
+
+struct Case {
+  std::string name;
+  std::string op;
+  std::string domain;
+  std::vector<In> inputs;
+  std::vector<Attribute> attrs;
+};
+
+Attribute Ints(std::string name, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Int(std::string name, int64_t v) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kInt;
+  a.i = v;
+  return a;
+}
+Attribute Str(std::string name, std::string v) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kString;
+  a.s = std::move(v);
+  return a;
+}
+
+OwnedTensor Random(const std::vector<int64_t>& dims, std::mt19937& rng) {
+  OwnedTensor t =
+      OwnedTensor::Allocate(DataType::kFloat32, Shape(std::span<const int64_t>(dims))).value();
+  std::uniform_real_distribution<float> d(-1, 1);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = d(rng);
+  return t;
+}
+
+// A built kernel with its graph and inputs.
+struct Prepared {
+  std::shared_ptr<Graph> graph;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<OwnedTensor> feeds;
+  std::vector<Tensor> inputs;
+};
+
+std::unique_ptr<Prepared> Prepare(const Case& c, std::string_view provider) {
+  auto p = std::make_unique<Prepared>();
+  p->graph = std::make_shared<Graph>();
+  Graph& g = *p->graph;
+  g.opset_imports[""] = 17;
+  if (!c.domain.empty()) g.opset_imports[c.domain] = 1;
+  std::mt19937 rng(1);
+  Node node;
+  node.name = c.name;
+  node.op_type = c.op;
+  node.domain = c.domain;
+  node.attributes = c.attrs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    Value v;
+    v.name = "in" + std::to_string(i);
+    v.type.dtype = DataType::kFloat32;
+    OwnedTensor t = Random(c.inputs[i].dims, rng);
+    p->inputs.push_back(t.view());
+    if (c.inputs[i].constant) {
+      v.constant = std::make_shared<const OwnedTensor>(t);
+    } else {
+      g.inputs.push_back(g.num_values());
+    }
+    p->feeds.push_back(std::move(t));
+    node.inputs.push_back(g.AddValue(std::move(v)));
+  }
+  Value out;
+  out.name = "out";
+  node.outputs.push_back(g.AddValue(std::move(out)));
+  g.AddNode(std::move(node));
+  const Node& n = g.nodes()[0];
+  KernelInfo info(g, n, g.OpsetFor(n.domain));
+  for (const KernelDef& def : KernelRegistry::Global().defs()) {
+    if (def.provider != provider || def.op_type != c.op || def.domain != c.domain) continue;
+    if (info.opset() < def.since_version || info.opset() > def.end_version) continue;
+    Result<std::unique_ptr<Kernel>> k = def.create(info);
+    if (k.ok()) p->kernel = std::move(k).value();
+  }
+  if (p->kernel == nullptr) return nullptr;
+  return p;
+}
+
+void Run(benchmark::State& state, const Case& c, std::string provider) {
+  std::unique_ptr<Prepared> p = Prepare(c, provider);
+  if (p == nullptr) {
+    state.SkipWithError("no kernel");
+    return;
+  }
+  for (auto _ : state) {
+    std::vector<OwnedTensor> outputs(1);
+    KernelContext ctx(p->inputs, outputs);
+    Status s = p->kernel->Compute(ctx);
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(outputs[0].raw_data());
+  }
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> v;
+  auto conv = [&](std::string name, std::vector<int64_t> x, std::vector<int64_t> w, int64_t stride,
+                  int64_t pad, int64_t group) {
+    Case c{name, "Conv", "", {{x}, {w, true}, {{w[0]}, true}}, {}};
+    c.attrs = {Ints("strides", {stride, stride}), Ints("pads", {pad, pad, pad, pad}),
+               Int("group", group)};
+    v.push_back(c);
+  };
+  conv("conv_resnet50_7x7s2_b1", {1, 3, 224, 224}, {64, 3, 7, 7}, 2, 3, 1);
+  conv("conv_resnet50_3x3_64_b1", {1, 64, 56, 56}, {64, 64, 3, 3}, 1, 1, 1);
+  conv("conv_resnet50_1x1_256to64_b1", {1, 256, 56, 56}, {64, 256, 1, 1}, 1, 0, 1);
+  conv("conv_resnet50_3x3_512_b1", {1, 512, 7, 7}, {512, 512, 3, 3}, 1, 1, 1);
+  conv("conv_mobilenetv2_dw3x3_144_b1", {1, 144, 56, 56}, {144, 1, 3, 3}, 1, 1, 144);
+  v.push_back({"matmul_bert_qkv_768x768", "MatMul", "", {{{1, 128, 768}}, {{768, 768}, true}}, {}});
+  v.push_back(
+      {"matmul_bert_ffn_768x3072", "MatMul", "", {{{1, 128, 768}}, {{768, 3072}, true}}, {}});
+  v.push_back(
+      {"matmul_bert_scores_12x128x64", "MatMul", "", {{{1, 12, 128, 64}}, {{1, 12, 64, 128}}}, {}});
+  v.push_back(
+      {"matmul_bert_tiny_1x8x128x128", "MatMul", "", {{{1, 8, 128}}, {{128, 128}, true}}, {}});
+  v.push_back({"add_bert_tiny_1x8x128", "Add", "", {{{1, 8, 128}}, {{128}, true}}, {}});
+  v.push_back({"gemm_transB_1x2048x1000",
+               "Gemm",
+               "",
+               {{{1, 2048}}, {{1000, 2048}, true}, {{1000}, true}},
+               {Int("transB", 1)}});
+  v.push_back(
+      {"maxpool_resnet50_3x3s2",
+       "MaxPool",
+       "",
+       {{{1, 64, 112, 112}}},
+       {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})}});
+  v.push_back(
+      {"avgpool_3x3s1p1_inception",
+       "AveragePool",
+       "",
+       {{{1, 192, 28, 28}}},
+       {Ints("kernel_shape", {3, 3}), Ints("pads", {1, 1, 1, 1}), Int("count_include_pad", 1)}});
+  v.push_back({"globalavgpool_resnet50", "GlobalAveragePool", "", {{{1, 2048, 7, 7}}}, {}});
+  v.push_back({"softmax_bert_scores", "Softmax", "", {{{1, 12, 128, 128}}}, {Int("axis", -1)}});
+  v.push_back({"add_bert_bias", "Add", "", {{{1, 128, 768}}, {{768}, true}}, {}});
+  v.push_back({"add_bert_residual", "Add", "", {{{1, 128, 768}}, {{1, 128, 768}}}, {}});
+  v.push_back(
+      {"mul_channel_1x256x56x56", "Mul", "", {{{1, 256, 56, 56}}, {{256, 1, 1}, true}}, {}});
+  v.push_back({"erf_bert_ffn", "Erf", "", {{{1, 128, 3072}}}, {}});
+  v.push_back({"tanh_bert_ffn", "Tanh", "", {{{1, 128, 3072}}}, {}});
+  v.push_back({"sigmoid_bert_ffn", "Sigmoid", "", {{{1, 128, 3072}}}, {}});
+  v.push_back({"relu_resnet50", "Relu", "", {{{1, 256, 56, 56}}}, {}});
+  v.push_back({"gelu_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {}});
+  v.push_back(
+      {"gelu_tanh_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {Str("approximate", "tanh")}});
+  v.push_back({"layernorm_bert",
+               "LayerNormalization",
+               "ai.kiln",
+               {{{1, 128, 768}}, {{768}, true}, {{768}, true}},
+               {}});
+  v.push_back({"fusedconv_resnet50_3x3_64_relu_z",
+               "FusedConv",
+               "ai.kiln",
+               {{{1, 64, 56, 56}}, {{64, 64, 3, 3}, true}, {{64}, true}, {{1, 64, 56, 56}}},
+               {Ints("pads", {1, 1, 1, 1}), Str("activation", "Relu")}});
+  v.push_back({"fusedmatmul_bert_ffn_bias_gelu",
+               "FusedMatMul",
+               "ai.kiln",
+               {{{1, 128, 768}}, {{768, 3072}, true}, {{3072}, true}},
+               {Str("activation", "Gelu")}});
+  v.push_back({"attention_bert_base_s128",
+               "Attention",
+               "ai.kiln",
+               {{{1, 12, 128, 64}}, {{1, 12, 128, 64}}, {{1, 12, 128, 64}}, {{1, 1, 1, 128}}},
+               {}});
+  v.push_back({"transpose_bert_heads",
+               "Transpose",
+               "",
+               {{{1, 128, 12, 64}}},
+               {Ints("perm", {0, 2, 1, 3})}});
+  v.push_back({"transpose_2d_768x3072", "Transpose", "", {{{768, 3072}}}, {Ints("perm", {1, 0})}});
+  v.push_back(
+      {"reducemean_bert_hidden", "ReduceMean", "", {{{1, 128, 768}}}, {Ints("axes", {-1})}});
+  return v;
+}
+
+// Records each run's time so the speedups can be printed at the end.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      // With --benchmark_repetitions, keep the median.
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
+      std::string name = r.run_name.function_name;
+      times_[name] = r.GetAdjustedRealTime();
+    }
+  }
+  void PrintRatios() const {
+    fmt::print("\n{:<36} {:>12} {:>12} {:>9}\n", "case", "ref", "cpu", "speedup");
+    for (const Case& c : Cases()) {
+      auto r = times_.find(c.name + "/ref");
+      auto f = times_.find(c.name + "/cpu");
+      if (f == times_.end()) continue;
+      if (r == times_.end()) {
+        fmt::print("{:<36} {:>12} {:>12.1f} {:>9}\n", c.name, "-", f->second, "(no ref)");
+      } else {
+        fmt::print("{:<36} {:>12.1f} {:>12.1f} {:>8.1f}x\n", c.name, r->second, f->second,
+                   r->second / f->second);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, double> times_;
+};
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  for (const kiln::Case& c : kiln::Cases()) {
+    for (const char* provider : {"ref", "cpu"}) {
+      benchmark::RegisterBenchmark(
+          (c.name + "/" + provider).c_str(),
+          [c, provider](benchmark::State& s) { kiln::Run(s, c, provider); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  kiln::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+  benchmark::Shutdown();
+  return 0;
+}

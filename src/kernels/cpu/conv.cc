@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: Apache-2.0
+// Conv and ai.kiln FusedConv on oneDNN (FP32, 1-D to 3-D spatial, groups and depthwise, strides,
+// dilations, explicit pads and auto_pad).
+//
+// NOTE on the approach. Per input shape (X's and W's dims) the kernel builds a plan once: a
+// convolution primitive whose source, weights and destination formats are left to oneDNN
+// (format_tag::any, so it picks its blocked layouts), the reorders between those formats and
+// the plain NCHW tensors kiln passes around, and, when W is a constant initializer, W reordered
+// once into the primitive's format (pre-packing). Plans live in a small cache behind a mutex;
+// Compute only looks one up and executes it. FusedConv adds Z with a sum post-op (Z is copied or
+// reordered into the destination first) and the activation with eltwise post-ops. Padding is
+// resolved by the same code as the reference kernel (ref/spatial.h), so both agree on auto_pad
+// and output sizes.
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/cpu_factories.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/ref/common.h"
+#include "kernels/ref/factories.h"
+#include "kernels/ref/spatial.h"
+
+namespace kiln::cpu {
+namespace {
+
+using ref::OpError;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+struct ConvPlan {
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc src_user, wei_user, dst_user, bias_md;
+  dnnl::memory::desc src_md, wei_md, dst_md, scratch_md;
+  bool reorder_src = false, reorder_wei = false, reorder_dst = false;
+  dnnl::reorder src_reorder, wei_reorder, z_reorder, dst_reorder;
+  dnnl::memory packed_wei;  // W in wei_md (shared via PackedWeights), when W is constant
+  Shape out_shape;
+};
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvKernel(std::string label, ref::WindowAttrs window, int64_t group, Activation act, bool fused,
+             std::shared_ptr<const OwnedTensor> w_const)
+      : label_(std::move(label)),
+        window_(std::move(window)),
+        group_(group),
+        act_(act),
+        fused_(fused),
+        w_const_(std::move(w_const)) {}
+
+  // Plain Conv keeps the reference kernel for what oneDNN does not take (non-FLOAT, rank outside
+  // 3..5, empty tensors); its checks and messages then apply.
+  void set_fallback(std::unique_ptr<Kernel> k) { fallback_ = std::move(k); }
+
+  Status Compute(KernelContext& ctx) const override {
+    const char* op = fused_ ? "FusedConv" : "Conv";
+    if (fallback_ != nullptr && !FastPathApplies(ctx)) return fallback_->Compute(ctx);
+    KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 2, op));
+    const bool has_bias = ctx.has_input(2);
+    const bool has_z = fused_ && ctx.has_input(3);
+    for (int i = 2; i < 4; ++i) {
+      if (ctx.has_input(i)) KILN_RETURN_IF_ERROR(ref::CheckInput(ctx, i, op));
+    }
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    for (int i = 0; i < 4; ++i) {
+      if (ctx.has_input(i) && ctx.input(i).dtype() != DataType::kFloat32) {
+        return OpError(op, "input {} has dtype {}, this kernel takes FLOAT", i,
+                       DataTypeName(ctx.input(i).dtype()));
+      }
+    }
+    if (x.rank() < 3 || x.rank() > 5) {
+      return OpError(op, "X must have rank 3 to 5 ([N, C, spatial...]), got {}",
+                     x.shape().ToString());
+    }
+    if (w.rank() != x.rank()) {
+      return OpError(op, "W {} must have the same rank as X {}", w.shape().ToString(),
+                     x.shape().ToString());
+    }
+    const int64_t channels = x.dim(1), out_channels = w.dim(0), group_channels = w.dim(1);
+    if (channels % group_ != 0 || channels / group_ != group_channels) {
+      return OpError(op, "X {} has {} channels but W {} with group={} expects {} x {} channels",
+                     x.shape().ToString(), channels, w.shape().ToString(), group_, group_,
+                     group_channels);
+    }
+    if (out_channels % group_ != 0) {
+      return OpError(op, "W {} has {} output channels, not divisible by group={}",
+                     w.shape().ToString(), out_channels, group_);
+    }
+    if (has_bias && (ctx.input(2).rank() != 1 || ctx.input(2).dim(0) != out_channels)) {
+      return OpError(op, "B {} must be 1-D with {} elements (W's output channels)",
+                     ctx.input(2).shape().ToString(), out_channels);
+    }
+    const std::span<const int64_t> kernel = w.shape().dims().subspan(2);
+    if (!window_.kernel_shape.empty() &&
+        !std::equal(kernel.begin(), kernel.end(), window_.kernel_shape.begin(),
+                    window_.kernel_shape.end())) {
+      return OpError(op, "attribute 'kernel_shape' [{}] differs from W's spatial dims {}",
+                     fmt::join(window_.kernel_shape, ","), w.shape().ToString());
+    }
+    if (x.num_elements() == 0 || w.num_elements() == 0) {
+      return OpError(op, "empty X {} or W {} is not supported", x.shape().ToString(),
+                     w.shape().ToString());
+    }
+    Result<std::shared_ptr<const ConvPlan>> plan_or = GetPlan(x, w, has_bias, has_z);
+    if (!plan_or.ok()) {
+      // A configuration oneDNN does not implement: plain Conv still runs on the reference.
+      if (fallback_ != nullptr && plan_or.status().code() == StatusCode::kInternal) {
+        return fallback_->Compute(ctx);
+      }
+      return plan_or.status();
+    }
+    const std::shared_ptr<const ConvPlan> plan = std::move(plan_or).value();
+    if (has_z && ctx.input(3).shape() != plan->out_shape) {
+      return OpError(op, "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
+                     plan->out_shape.ToString());
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, plan->out_shape));
+    return CatchDnnl(label_, [&]() -> Status {
+      Execute(*plan, ctx, y, has_bias, has_z);
+      return Status::OK();
+    });
+  }
+
+ private:
+  static bool FastPathApplies(const KernelContext& ctx) {
+    for (int i = 0; i < std::min(ctx.num_inputs(), 3); ++i) {
+      if (!ctx.has_input(i)) continue;
+      const Tensor& t = ctx.input(i);
+      if (t.dtype() != DataType::kFloat32 || !t.device().is_cpu() || !t.is_contiguous()) {
+        return false;
+      }
+    }
+    const Tensor& x = ctx.input(0);
+    return x.rank() >= 3 && x.rank() <= 5 && ctx.input(1).rank() == x.rank() &&
+           x.num_elements() > 0 && ctx.input(1).num_elements() > 0;
+  }
+
+  Result<std::shared_ptr<const ConvPlan>> GetPlan(const Tensor& x, const Tensor& w, bool has_bias,
+                                                  bool has_z) const {
+    std::vector<int64_t> key(x.shape().dims().begin(), x.shape().dims().end());
+    key.insert(key.end(), w.shape().dims().begin(), w.shape().dims().end());
+    key.push_back(has_bias);
+    key.push_back(has_z);
+    std::shared_ptr<const ConvPlan> plan;
+    KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(plan,
+                            cache_.Get(key, [&] { return BuildPlan(x, w, has_bias, has_z); }));
+      return Status::OK();
+    }));
+    return plan;
+  }
+
+  Result<std::shared_ptr<ConvPlan>> BuildPlan(const Tensor& x, const Tensor& w, bool has_bias,
+                                              bool has_z) const {
+    const char* op = fused_ ? "FusedConv" : "Conv";
+    const std::span<const int64_t> kernel = w.shape().dims().subspan(2);
+    KILN_ASSIGN_OR_RETURN(ref::WindowGeometry g,
+                          ref::ResolveWindow(op, window_, x.shape().dims().subspan(2), kernel));
+    const int rank = x.rank();
+    const int64_t out_channels = w.dim(0);
+    std::vector<int64_t> out_dims = {x.dim(0), out_channels};
+    out_dims.insert(out_dims.end(), g.out.begin(), g.out.begin() + g.rank);
+    auto plan = std::make_shared<ConvPlan>();
+    KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
+
+    dnnl::memory::dims src_dims = ToDims(x.shape().dims());
+    dnnl::memory::dims dst_dims = ToDims(out_dims);
+    dnnl::memory::dims wei_dims;
+    if (group_ > 1) {
+      wei_dims = {group_, out_channels / group_, w.dim(1)};
+      for (int64_t k : kernel) wei_dims.push_back(k);
+    } else {
+      wei_dims = ToDims(w.shape().dims());
+    }
+    dnnl::memory::dims strides, dilates, pad_l, pad_r;
+    for (int d = 0; d < g.rank; ++d) {
+      const size_t du = static_cast<size_t>(d);
+      strides.push_back(g.stride[du]);
+      dilates.push_back(g.dilation[du] - 1);
+      pad_l.push_back(g.pad_begin[du]);
+      pad_r.push_back(g.pad_end[du]);
+    }
+    plan->src_user = dnnl::memory::desc(src_dims, dt::f32, PlainTag(rank));
+    plan->dst_user = dnnl::memory::desc(dst_dims, dt::f32, PlainTag(rank));
+    plan->wei_user =
+        dnnl::memory::desc(wei_dims, dt::f32, PlainTag(static_cast<int>(wei_dims.size())));
+    plan->bias_md = dnnl::memory::desc({out_channels}, dt::f32, tag::a);
+    // A pointwise convolution (1x1, stride 1, no padding, one group) is a plain GEMM over NCHW:
+    // oneDNN runs it in place faster than reordering X and Y to and from a blocked layout
+    // (measured: ResNet-50's 256->64 1x1 at 56x56, about 1.9x). Everything else gets oneDNN's
+    // preferred layout.
+    bool pointwise = group_ == 1;
+    for (int d = 0; d < g.rank; ++d) {
+      const size_t du = static_cast<size_t>(d);
+      pointwise = pointwise && g.kernel[du] == 1 && g.stride[du] == 1 && g.pad_begin[du] == 0 &&
+                  g.pad_end[du] == 0;
+    }
+    const dnnl::memory::desc src_any =
+        pointwise ? plan->src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+    const dnnl::memory::desc dst_any =
+        pointwise ? plan->dst_user : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
+    const dnnl::memory::desc wei_any(wei_dims, dt::f32, tag::any);
+
+    dnnl::post_ops ops;
+    if (has_z) ops.append_sum(1.0f);
+    AppendActivation(ops, act_);
+    const dnnl::primitive_attr attr = MakeAttr(ops);
+    const dnnl::engine& eng = CpuEngine();
+    const auto desc =
+        has_bias ? dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                       src_any, wei_any, plan->bias_md, dst_any, strides, dilates, pad_l, pad_r)
+                 : dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                       src_any, wei_any, dst_any, strides, dilates, pad_l, pad_r);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+    plan->prim = dnnl::convolution_forward(pd);
+    plan->src_md = pd.src_desc();
+    plan->wei_md = pd.weights_desc();
+    plan->dst_md = pd.dst_desc();
+    plan->scratch_md = pd.scratchpad_desc();
+    plan->reorder_src = plan->src_md != plan->src_user;
+    plan->reorder_wei = plan->wei_md != plan->wei_user;
+    plan->reorder_dst = plan->dst_md != plan->dst_user;
+    if (plan->reorder_src) {
+      plan->src_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_md));
+    }
+    if (plan->reorder_dst) {
+      plan->dst_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_md, eng, plan->dst_user));
+      if (has_z) {
+        plan->z_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_user, eng, plan->dst_md));
+      }
+    }
+    if (plan->reorder_wei) {
+      plan->wei_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->wei_user, eng, plan->wei_md));
+      if (w_const_ != nullptr) {  // pre-pack once per format
+        plan->packed_wei = packed_.Get(plan->wei_user, w_const_->raw_data(), plan->wei_md);
+      }
+    }
+    return plan;
+  }
+
+  void Execute(const ConvPlan& plan, KernelContext& ctx, Tensor& y, bool has_bias,
+               bool has_z) const {
+    const dnnl::engine& eng = CpuEngine();
+    dnnl::stream& s = ThreadStream();
+    dnnl::memory src_user(plan.src_user, eng, ctx.input(0).raw_data());
+    dnnl::memory src = src_user;
+    if (plan.reorder_src) {
+      src =
+          dnnl::memory(plan.src_md, eng, ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size()));
+      plan.src_reorder.execute(s, src_user, src);
+    }
+    dnnl::memory wei;
+    if (!plan.reorder_wei) {
+      wei = dnnl::memory(plan.wei_user, eng, ctx.input(1).raw_data());
+    } else if (plan.packed_wei) {
+      wei = plan.packed_wei;
+    } else {
+      wei = dnnl::memory(plan.wei_md, eng,
+                         ThreadScratch(ScratchSlot::kWeights, plan.wei_md.get_size()));
+      dnnl::memory user(plan.wei_user, eng, ctx.input(1).raw_data());
+      plan.wei_reorder.execute(s, user, wei);
+    }
+    dnnl::memory dst_user(plan.dst_user, eng, y.raw_data());
+    dnnl::memory dst = dst_user;
+    if (plan.reorder_dst) {
+      dst =
+          dnnl::memory(plan.dst_md, eng, ThreadScratch(ScratchSlot::kDst, plan.dst_md.get_size()));
+    }
+    if (has_z) {
+      if (plan.reorder_dst) {
+        dnnl::memory z(plan.dst_user, eng, ctx.input(3).raw_data());
+        plan.z_reorder.execute(s, z, dst);
+      } else {
+        std::memcpy(y.raw_data(), ctx.input(3).raw_data(), y.size_bytes());
+      }
+    }
+    dnnl::memory scratch(plan.scratch_md, eng,
+                         ThreadScratch(ScratchSlot::kOnednnScratchpad, plan.scratch_md.get_size()));
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src},
+                                                  {DNNL_ARG_WEIGHTS, wei},
+                                                  {DNNL_ARG_DST, dst},
+                                                  {DNNL_ARG_SCRATCHPAD, scratch}};
+    if (has_bias) {
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, eng, ctx.input(2).raw_data()));
+    }
+    plan.prim.execute(s, args);
+    if (plan.reorder_dst) plan.dst_reorder.execute(s, dst, dst_user);
+    s.wait();
+  }
+
+  std::string label_;
+  ref::WindowAttrs window_;
+  int64_t group_;
+  Activation act_;
+  bool fused_;
+  std::shared_ptr<const OwnedTensor> w_const_;
+  std::unique_ptr<Kernel> fallback_;  // W when it is a FLOAT initializer, else null
+  PlanCache<ConvPlan> cache_;
+  PackedWeights packed_;
+};
+
+Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
+  KILN_RETURN_IF_ERROR(ref::RequireInputs(info, 2));
+  ref::AttrReader attrs(info);
+  KILN_ASSIGN_OR_RETURN(int64_t group, attrs.Int("group", 1));
+  if (group < 1)
+    return OpError(info.node().op_type, "attribute 'group' is {}, expected >= 1", group);
+  KILN_ASSIGN_OR_RETURN(ref::WindowAttrs window,
+                        ref::ReadWindowAttrs(attrs, /*kernel_shape_required=*/false));
+  Activation act;
+  if (fused) {
+    KILN_ASSIGN_OR_RETURN(act, ReadActivation(info));
+  }
+  auto kernel = std::make_unique<ConvKernel>(NodeLabel(info), std::move(window), group, act, fused,
+                                             ConstantFloatInput(info, 1));
+  if (!fused) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateConv(info));
+    kernel->set_fallback(std::move(fallback));
+  }
+  return kernel;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateConv(const KernelInfo& info) {
+  return MakeConv(info, /*fused=*/false);
+}
+Result<std::unique_ptr<Kernel>> CreateFusedConv(const KernelInfo& info) {
+  return MakeConv(info, /*fused=*/true);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Declarations of the fast CPU kernel factories and `supports` predicates, generated from
+// cpu_kernels.inc (the only inventory), plus small helpers the factories share. Internal to
+// src/kernels/cpu/; everything else reaches these kernels through KernelRegistry.
+
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+#include "kernels/kernel.h"
+#include "kernels/registry.h"
+
+namespace kiln::cpu {
+
+inline constexpr DataTypeMask kCpuF32 = TypeBit(DataType::kFloat32);
+
+#define KILN_CPU_KERNEL(domain, op, since, end, types, type_input, factory, supports) \
+  Result<std::unique_ptr<Kernel>> factory(const KernelInfo& info);
+#include "kernels/cpu/cpu_kernels.inc"
+#undef KILN_CPU_KERNEL
+
+// Predicates named in the table; AnyNode accepts every node.
+inline constexpr bool (*AnyNode)(const KernelInfo&) = nullptr;
+bool SupportsConv(const KernelInfo& info);
+bool SupportsPool(const KernelInfo& info);
+
+// "node 'name' (op Type)" for error messages.
+std::string NodeLabel(const KernelInfo& info);
+
+// Input i as a shared constant when it is a FLOAT initializer, else null.
+std::shared_ptr<const OwnedTensor> ConstantFloatInput(const KernelInfo& info, int i);
+
+}  // namespace kiln::cpu

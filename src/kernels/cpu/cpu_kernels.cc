@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// Registers the fast CPU kernels (one KernelDef per row of cpu_kernels.inc) and holds the small
+// helpers the factories share.
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/cpu_factories.h"
+
+namespace kiln {
+
+void RegisterCpuKernels(KernelRegistry& registry) {
+#define KILN_CPU_KERNEL(domain, op, since, end, types, type_input, factory, supports)            \
+  registry.Register(KernelDef{#op, domain, since, end, DeviceType::kCpu, cpu::types, type_input, \
+                              &cpu::factory, "cpu", cpu::supports});
+#include "kernels/cpu/cpu_kernels.inc"
+#undef KILN_CPU_KERNEL
+}
+
+namespace cpu {
+
+std::string NodeLabel(const KernelInfo& info) {
+  const Node& node = info.node();
+  const std::string op =
+      node.domain.empty() ? node.op_type : fmt::format("{}.{}", node.domain, node.op_type);
+  return fmt::format("node '{}' ({})", node.name.empty() ? node.op_type : node.name, op);
+}
+
+std::shared_ptr<const OwnedTensor> ConstantFloatInput(const KernelInfo& info, int i) {
+  if (!info.has_input(i)) return nullptr;
+  const Value& v = info.graph().value(info.node().inputs[static_cast<size_t>(i)]);
+  if (v.constant == nullptr || v.constant->dtype() != DataType::kFloat32) return nullptr;
+  return v.constant;
+}
+
+bool SupportsConv(const KernelInfo& info) {
+  // oneDNN convolutions are 1-D to 3-D; a declared rank outside that goes to the reference.
+  const ValueType& x = info.input_type(0);
+  if (x.has_shape && (x.dims.size() < 3 || x.dims.size() > 5)) return false;
+  return true;
+}
+
+}  // namespace cpu
+}  // namespace kiln

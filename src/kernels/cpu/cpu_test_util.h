@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Test helpers for the fast CPU kernels: run one node through a chosen provider's kernel ("ref"
+// or "cpu", looked up in KernelRegistry::Global() by op, domain, opset and dtype) and compare
+// outputs elementwise.
+//
+//   KernelCase c("Conv", 13);
+//   c.Input(RandomTensor({1, 3, 7, 7}, rng)).ConstInput(RandomTensor({4, 3, 3, 3}, rng));
+//   ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-4);
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/ref/ref_test_util.h"
+#include "kernels/registry.h"
+
+namespace kiln::cpu::testing {
+
+using ref::testing::FloatAttr;
+using ref::testing::FloatsAttr;
+using ref::testing::IntAttr;
+using ref::testing::IntsAttr;
+using ref::testing::MakeTensor;
+using ref::testing::StringAttr;
+
+inline OwnedTensor RandomTensor(const Shape& shape, std::mt19937& rng, double lo = -1.0,
+                                double hi = 1.0) {
+  return MakeTensor<float>(shape,
+                           ref::testing::RandomValues<float>(shape.NumElements(), rng, lo, hi));
+}
+
+// One node; inputs are fed directly to the kernel (no Session), constants are initializers.
+class KernelCase {
+ public:
+  KernelCase(std::string op, int64_t opset) : test_(op, opset), op_(std::move(op)) {}
+
+  KernelCase& Domain(std::string domain, int64_t version) {
+    test_.Domain(domain, version);
+    domain_ = std::move(domain);
+    return *this;
+  }
+  KernelCase& Attr(Attribute a) {
+    test_.Attr(std::move(a));
+    return *this;
+  }
+  KernelCase& Input(OwnedTensor t) {
+    feeds_.push_back(t);
+    test_.Input(std::move(t));
+    kinds_.push_back(kFeed);
+    return *this;
+  }
+  KernelCase& ConstInput(OwnedTensor t) {
+    test_.ConstInput(std::move(t));
+    kinds_.push_back(kConst);
+    return *this;
+  }
+  KernelCase& OmittedInput() {
+    test_.OmittedInput();
+    kinds_.push_back(kOmitted);
+    return *this;
+  }
+
+  // The provider of the kernel the registry picks for this node.
+  std::string PickedProvider() const {
+    auto g = test_.BuildGraph();
+    const Node& node = g->nodes()[0];
+    KernelInfo info(*g, node, g->OpsetFor(node.domain));
+    Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
+    return def.ok() ? std::string((*def)->provider) : "error: " + def.status().ToString();
+  }
+
+  // Output 0 of the node run by `provider`'s kernel; an invalid tensor (and a test failure) on
+  // error.
+  OwnedTensor Run(std::string_view provider) const {
+    Result<OwnedTensor> r = TryRun(provider);
+    EXPECT_TRUE(r.ok()) << op_ << " (" << provider << "): " << r.status().ToString();
+    return r.ok() ? std::move(r).value() : OwnedTensor();
+  }
+
+  // A kernel built for this node by `provider`, with the graph it was built from.
+  struct Prepared {
+    std::shared_ptr<const Graph> graph;
+    std::unique_ptr<Kernel> kernel;
+  };
+  Result<Prepared> Prepare(std::string_view provider) const {
+    Prepared p;
+    p.graph = test_.BuildGraph();
+    const Node& node = p.graph->nodes()[0];
+    const int64_t opset = p.graph->OpsetFor(node.domain);
+    KernelInfo info(*p.graph, node, opset);
+    const KernelDef* found = nullptr;
+    for (const KernelDef& def : KernelRegistry::Global().defs()) {
+      if (def.provider != provider || def.op_type != op_ || def.domain != domain_) continue;
+      if (opset < def.since_version || opset > def.end_version) continue;
+      const DataType dt = info.input_type(def.type_input).dtype;
+      if (!(def.types & TypeBit(dt))) continue;
+      found = &def;
+    }
+    if (found == nullptr) {
+      return Status::NotFound("no " + std::string(provider) + " kernel for " + op_);
+    }
+    KILN_ASSIGN_OR_RETURN(p.kernel, found->create(info));
+    return p;
+  }
+
+  // Runs a prepared kernel on this case's inputs (thread-safe: Compute is const).
+  Result<OwnedTensor> Execute(const Prepared& p) const {
+    const Node& node = p.graph->nodes()[0];
+    std::vector<Tensor> inputs;
+    size_t feed = 0;
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      switch (kinds_[i]) {
+        case kFeed:
+          inputs.push_back(feeds_[feed++].view());
+          break;
+        case kConst:
+          inputs.push_back(p.graph->value(node.inputs[i]).constant->view());
+          break;
+        case kOmitted:
+          inputs.push_back(Tensor());
+          break;
+      }
+    }
+    std::vector<OwnedTensor> outputs(node.outputs.size());
+    KernelContext ctx(inputs, outputs);
+    KILN_RETURN_IF_ERROR(p.kernel->Compute(ctx));
+    return outputs[0];
+  }
+
+  Result<OwnedTensor> TryRun(std::string_view provider) const {
+    KILN_ASSIGN_OR_RETURN(Prepared p, Prepare(provider));
+    return Execute(p);
+  }
+
+ private:
+  enum Kind { kFeed, kConst, kOmitted };
+  ref::testing::OpTest test_;
+  std::string op_;
+  std::string domain_;
+  std::vector<OwnedTensor> feeds_;
+  std::vector<Kind> kinds_;
+};
+
+// Same shape, and |a - e| <= tol * (1 + |e|) elementwise (NaN matches NaN, inf matches inf).
+inline void ExpectClose(const OwnedTensor& actual, const OwnedTensor& expected, double tol,
+                        const std::string& what = "") {
+  ASSERT_TRUE(actual.valid()) << what;
+  ASSERT_TRUE(expected.valid()) << what;
+  ASSERT_EQ(actual.shape(), expected.shape())
+      << what << ": " << actual.shape().ToString() << " vs " << expected.shape().ToString();
+  const float* a = actual.data<const float>();
+  const float* e = expected.data<const float>();
+  int failures = 0;
+  for (int64_t i = 0; i < actual.num_elements() && failures < 5; ++i) {
+    const double ev = e[i], av = a[i];
+    bool ok;
+    if (std::isnan(ev)) {
+      ok = std::isnan(av);
+    } else if (std::isinf(ev)) {
+      ok = av == ev;
+    } else {
+      ok = std::abs(av - ev) <= tol * (1 + std::abs(ev));
+    }
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << what << ": element " << i << " is " << av << ", expected " << ev;
+    }
+  }
+}
+
+}  // namespace kiln::cpu::testing

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "kernels/cpu/dnnl_util.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdlib>
+#include <optional>
+
+#include "base/check.h"
+
+namespace kiln::cpu {
+
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream stream(CpuEngine());
+  return stream;
+}
+
+namespace {
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+struct ScratchBuffer {
+  std::unique_ptr<void, AlignedFree> data;
+  size_t bytes = 0;
+};
+
+}  // namespace
+
+void* ThreadScratch(ScratchSlot slot, size_t bytes) {
+  thread_local std::array<ScratchBuffer, static_cast<size_t>(ScratchSlot::kCount)> buffers;
+  ScratchBuffer& b = buffers[static_cast<size_t>(slot)];
+  if (bytes > b.bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    b.data.reset(p);
+    b.bytes = rounded;
+  }
+  return b.data.get();
+}
+
+dnnl::memory::dims ToDims(std::span<const int64_t> dims) {
+  return dnnl::memory::dims(dims.begin(), dims.end());
+}
+
+dnnl::memory::format_tag PlainTag(int rank) {
+  using tag = dnnl::memory::format_tag;
+  switch (rank) {
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
+    case 6:
+      return tag::abcdef;
+    default:
+      return tag::undef;
+  }
+}
+
+bool AppendActivation(dnnl::post_ops& ops, const Activation& act) {
+  using alg = dnnl::algorithm;
+  switch (act.kind) {
+    case ActivationKind::kNone:
+      return true;
+    case ActivationKind::kRelu:
+      ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+      return true;
+    case ActivationKind::kLeakyRelu:
+      ops.append_eltwise(1.0f, alg::eltwise_relu, act.p0, 0.0f);
+      return true;
+    case ActivationKind::kClip:
+      ops.append_eltwise(1.0f, alg::eltwise_clip, act.p0, act.p1);
+      return true;
+    case ActivationKind::kSigmoid:
+      ops.append_eltwise(1.0f, alg::eltwise_logistic, 0, 0);
+      return true;
+    case ActivationKind::kSilu:
+      ops.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0);
+      return true;
+    case ActivationKind::kHardSigmoid:
+      ops.append_eltwise(1.0f, alg::eltwise_linear, act.p0, act.p1);
+      ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
+      return true;
+    case ActivationKind::kHardSwish:
+      ops.append_eltwise(1.0f, alg::eltwise_hardswish, 0, 0);
+      return true;
+    case ActivationKind::kGelu:
+      ops.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0, 0);
+      return true;
+    case ActivationKind::kGeluTanh:
+      ops.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0, 0);
+      return true;
+    case ActivationKind::kTanh:
+      ops.append_eltwise(1.0f, alg::eltwise_tanh, 0, 0);
+      return true;
+    case ActivationKind::kErf:
+    case ActivationKind::kExp:
+      return false;
+  }
+  return false;
+}
+
+dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+Status DnnlError(std::string_view what, const dnnl::error& e) {
+  return Status::Internal(
+      fmt::format("{}: oneDNN error {}: {}", what, static_cast<int>(e.status), e.what()));
+}
+
+}  // namespace kiln::cpu

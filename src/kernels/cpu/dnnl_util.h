@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Glue between kiln and oneDNN (internal to src/kernels/cpu): the process-wide CPU engine, a
+// per-thread stream, per-thread scratch buffers, kiln activations as post-ops, and the boundary
+// that turns dnnl::error into a Status.
+//
+// NOTE on threading: oneDNN is built with the OpenMP runtime; a primitive executed on the calling
+// thread parallelizes over that thread's OpenMP team (omp_set_num_threads set by the session).
+// Primitives are immutable and may execute concurrently with distinct memory arguments; every
+// primitive is created with scratchpad_mode::user so that concurrent executions never share
+// oneDNN's internal scratchpad: each call passes a per-thread buffer (ThreadScratch).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "kernels/cpu/activation.h"
+
+namespace kiln::cpu {
+
+const dnnl::engine& CpuEngine();
+// A stream for the calling thread (created on first use).
+dnnl::stream& ThreadStream();
+
+// Per-thread growable, 64-byte aligned buffers, indexed by slot (distinct uses in one Compute
+// take distinct slots). Pointers stay valid until the same thread asks for the same slot again.
+// They never shrink: the steady state allocates nothing.
+enum class ScratchSlot { kOnednnScratchpad, kSrc, kDst, kWeights, kOther, kCount };
+void* ThreadScratch(ScratchSlot slot, size_t bytes);
+
+// dnnl dims from kiln dims.
+dnnl::memory::dims ToDims(std::span<const int64_t> dims);
+// Plain row-major format tag for rank 1..5 (a, ab, abc, abcd, abcde).
+dnnl::memory::format_tag PlainTag(int rank);
+
+// Appends `act` to `ops` as eltwise post-ops (HardSigmoid as linear then clip). Every kiln
+// activation has an oneDNN 2.6 equivalent; returns false for kErf / kExp (not fusable).
+bool AppendActivation(dnnl::post_ops& ops, const Activation& act);
+
+// Primitive attributes with user scratchpad and the given post-ops.
+dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops);
+
+// INTERNAL "<what>: oneDNN error <status>: <message>".
+Status DnnlError(std::string_view what, const dnnl::error& e);
+
+// Runs f() (returning Status) and converts a dnnl::error or std::bad_alloc into a Status; no
+// exception leaves.
+template <typename F>
+Status CatchDnnl(std::string_view what, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    return DnnlError(what, e);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted(std::string(what) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(what) + ": " + e.what());
+  }
+}
+
+// A small thread-safe cache of per-shape plans (primitives, reorders, packed weights) owned by
+// one kernel. Lookup takes a mutex for a map find; building happens outside the lock (two
+// threads may build the same plan at once; one wins). At most kMaxPlans entries: when full, the
+// cache is cleared (shapes that change every call must not grow memory without bound).
+template <typename Plan>
+class PlanCache {
+ public:
+  static constexpr size_t kMaxPlans = 16;
+  using Key = std::vector<int64_t>;
+
+  // The plan for `key`, building it with build() -> Result<std::shared_ptr<Plan>> when absent.
+  template <typename Build>
+  Result<std::shared_ptr<const Plan>> Get(const Key& key, Build&& build) const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) return it->second;
+    }
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, build());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    plans_.emplace(key, plan);
+    return std::shared_ptr<const Plan>(std::move(plan));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<Key, std::shared_ptr<const Plan>> plans_;
+};
+
+// A constant weight tensor reordered into the formats primitives asked for, shared by every plan
+// of one kernel: plans for different batch sizes usually want the same packed format, so the
+// weights are packed (and held in memory) once per format, not once per plan. Thread-safe.
+class PackedWeights {
+ public:
+  // `user` describes the constant's plain layout at `data` (which outlives this object).
+  // Returns `data` in `format`, reordering it the first time that format is asked for.
+  // May throw dnnl::error (call inside CatchDnnl).
+  dnnl::memory Get(const dnnl::memory::desc& user, const void* data,
+                   const dnnl::memory::desc& format) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [desc, mem] : packed_) {
+      if (desc == format) return mem;
+    }
+    const dnnl::engine& eng = CpuEngine();
+    dnnl::memory packed(format, eng);
+    dnnl::memory src(user, eng, const_cast<void*>(data));
+    dnnl::stream& s = ThreadStream();
+    dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, format)).execute(s, src, packed);
+    s.wait();
+    packed_.emplace_back(format, packed);
+    return packed;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: Apache-2.0
+// MatMul, Gemm and ai.kiln FusedMatMul / FusedGemm on oneDNN's matmul primitive (FP32).
+//
+// NOTE on the approach. Every op is lowered to one oneDNN matmul problem per input shape:
+//   - MatMul with B's batch dims all 1 (the common "activations x weight matrix") collapses A's
+//     leading dims into M: one 2-D [P*M, K] x [K, N] product;
+//   - other batched MatMuls keep their (broadcast) batch dims, which oneDNN broadcasts;
+//   - Gemm's transposes become strides of the A / B memory descriptors, alpha an output scale.
+// A constant B (an initializer) is reordered once, per plan, into the format oneDNN picks
+// (format_tag::any): pre-packing. Additive terms become post-ops: FusedMatMul's Bias is the
+// primitive's bias; Gemm's C (beta C, broadcast) and the residual Z are written into Y first and
+// added by a sum post-op; the activation follows as eltwise post-ops.
+// Whatever oneDNN declines (or inputs the fast path does not take: other dtypes, 1-D operands,
+// non-contiguous tensors) runs on the reference kernel, for the fused ops followed by Z and the
+// activation applied here.
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/cpu_factories.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/common.h"
+#include "kernels/ref/factories.h"
+
+namespace kiln::cpu {
+namespace {
+
+using ref::OpError;
+using dt = dnnl::memory::data_type;
+
+// One matmul problem in oneDNN terms (dims of equal rank; strides in elements).
+struct Problem {
+  dnnl::memory::dims a_dims, a_strides, b_dims, b_strides, y_dims;
+  dnnl::memory::dims bias_dims;  // empty: no bias argument
+  float alpha = 1.0f;
+  bool sum = false;  // Y holds an addend before the product (sum post-op)
+  Activation act;
+};
+
+struct MatMulPlan {
+  dnnl::matmul prim;
+  dnnl::memory::desc a_md, b_user, b_md, bias_md, y_md, scratch_md;
+  bool reorder_b = false;
+  dnnl::reorder b_reorder;
+  dnnl::memory packed_b;  // B in b_md (shared via PackedWeights) when B is constant
+};
+
+dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
+  dnnl::memory::dims s(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) {
+    s[static_cast<size_t>(i)] = s[static_cast<size_t>(i) + 1] * dims[static_cast<size_t>(i) + 1];
+  }
+  return s;
+}
+
+Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTensor* b_const,
+                                              const PackedWeights& packed) {
+  auto plan = std::make_shared<MatMulPlan>();
+  const dnnl::engine& eng = CpuEngine();
+  plan->a_md = dnnl::memory::desc(p.a_dims, dt::f32, p.a_strides);
+  plan->b_user = dnnl::memory::desc(p.b_dims, dt::f32, p.b_strides);
+  plan->y_md = dnnl::memory::desc(p.y_dims, dt::f32, PlainStrides(p.y_dims));
+  const dnnl::memory::desc b_any(p.b_dims, dt::f32, dnnl::memory::format_tag::any);
+  dnnl::post_ops ops;
+  if (p.sum) ops.append_sum(1.0f);
+  AppendActivation(ops, p.act);
+  dnnl::primitive_attr attr = MakeAttr(ops);
+  if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
+  const dnnl::memory::desc& b_desc = b_const != nullptr ? b_any : plan->b_user;
+  std::unique_ptr<dnnl::matmul::desc> desc;
+  if (!p.bias_dims.empty()) {
+    plan->bias_md = dnnl::memory::desc(p.bias_dims, dt::f32, PlainStrides(p.bias_dims));
+    desc = std::make_unique<dnnl::matmul::desc>(plan->a_md, b_desc, plan->bias_md, plan->y_md);
+  } else {
+    desc = std::make_unique<dnnl::matmul::desc>(plan->a_md, b_desc, plan->y_md);
+  }
+  const dnnl::matmul::primitive_desc pd(*desc, attr, eng);
+  plan->prim = dnnl::matmul(pd);
+  plan->b_md = pd.weights_desc();
+  plan->scratch_md = pd.scratchpad_desc();
+  plan->reorder_b = plan->b_md != plan->b_user;
+  if (plan->reorder_b) {
+    plan->b_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->b_user, eng, plan->b_md));
+    if (b_const != nullptr) {
+      plan->packed_b = packed.Get(plan->b_user, b_const->raw_data(), plan->b_md);
+    }
+  }
+  return plan;
+}
+
+void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const void* bias, void* y) {
+  const dnnl::engine& eng = CpuEngine();
+  dnnl::stream& s = ThreadStream();
+  dnnl::memory b_mem;
+  if (!plan.reorder_b) {
+    b_mem = dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
+  } else if (plan.packed_b) {
+    b_mem = plan.packed_b;
+  } else {
+    b_mem =
+        dnnl::memory(plan.b_md, eng, ThreadScratch(ScratchSlot::kWeights, plan.b_md.get_size()));
+    dnnl::memory user(plan.b_user, eng, const_cast<void*>(b));
+    plan.b_reorder.execute(s, user, b_mem);
+  }
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(plan.a_md, eng, const_cast<void*>(a))},
+      {DNNL_ARG_WEIGHTS, b_mem},
+      {DNNL_ARG_DST, dnnl::memory(plan.y_md, eng, y)},
+      {DNNL_ARG_SCRATCHPAD,
+       dnnl::memory(plan.scratch_md, eng,
+                    ThreadScratch(ScratchSlot::kOnednnScratchpad, plan.scratch_md.get_size()))}};
+  if (bias != nullptr) {
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, eng, const_cast<void*>(bias)));
+  }
+  plan.prim.execute(s, args);
+  s.wait();
+}
+
+enum class OpKind { kMatMul, kGemm };
+
+class MatMulKernel final : public Kernel {
+ public:
+  MatMulKernel(std::string label, OpKind kind, bool fused, Activation act, bool trans_a,
+               bool trans_b, float alpha, float beta, std::shared_ptr<const OwnedTensor> b_const,
+               std::unique_ptr<Kernel> reference)
+      : label_(std::move(label)),
+        kind_(kind),
+        fused_(fused),
+        act_(act),
+        trans_a_(trans_a),
+        trans_b_(trans_b),
+        alpha_(alpha),
+        beta_(beta),
+        b_const_(std::move(b_const)),
+        reference_(std::move(reference)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    if (!FastPathApplies(ctx)) return RunReference(ctx);
+    Problem p;
+    Shape out;
+    bool declined = false;
+    KILN_RETURN_IF_ERROR(kind_ == OpKind::kMatMul ? SetUpMatMul(ctx, p, out, declined)
+                                                  : SetUpGemm(ctx, p, out, declined));
+    if (declined) return RunReference(ctx);
+    const bool has_z = fused_ && ctx.has_input(3);
+    if (has_z && ctx.input(3).shape() != out) {
+      return OpError(OpName(), "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
+                     out.ToString());
+    }
+    const bool gemm_c =
+        kind_ == OpKind::kGemm && ctx.has_input(2) && p.bias_dims.empty() && beta_ != 0.0f;
+    p.sum = has_z || gemm_c;
+    p.act = act_;
+    PlanCache<MatMulPlan>::Key key(p.a_dims.begin(), p.a_dims.end());
+    key.insert(key.end(), p.b_dims.begin(), p.b_dims.end());
+    key.insert(key.end(), p.bias_dims.begin(), p.bias_dims.end());
+    key.push_back(static_cast<int64_t>(p.bias_dims.size()));
+    key.push_back(p.sum);
+    std::shared_ptr<const MatMulPlan> plan;
+    Status built = CatchDnnl(label_, [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(plan,
+                            cache_.Get(key, [&] { return BuildPlan(p, b_const_.get(), packed_); }));
+      return Status::OK();
+    });
+    if (!built.ok()) return RunReference(ctx);  // a shape oneDNN does not implement
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    if (gemm_c) PrefillGemmC(ctx.input(2), y);
+    if (has_z) {
+      if (gemm_c) {
+        AddInPlace(ctx.input(3).data<const float>(), y.data<float>(), y.num_elements());
+      } else {
+        std::memcpy(y.raw_data(), ctx.input(3).raw_data(), y.size_bytes());
+      }
+    }
+    const void* bias = !p.bias_dims.empty() ? ctx.input(2).raw_data() : nullptr;
+    return CatchDnnl(label_, [&]() -> Status {
+      ExecutePlan(*plan, ctx.input(0).raw_data(), ctx.input(1).raw_data(), bias, y.raw_data());
+      return Status::OK();
+    });
+  }
+
+ private:
+  const char* OpName() const {
+    if (kind_ == OpKind::kMatMul) return fused_ ? "FusedMatMul" : "MatMul";
+    return fused_ ? "FusedGemm" : "Gemm";
+  }
+
+  static bool FastPathApplies(const KernelContext& ctx) {
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) continue;
+      const Tensor& t = ctx.input(i);
+      if (t.dtype() != DataType::kFloat32 || !t.device().is_cpu() || !t.is_contiguous()) {
+        return false;
+      }
+    }
+    return ctx.num_inputs() >= 2 && ctx.has_input(0) && ctx.has_input(1) &&
+           ctx.input(0).rank() >= 2 && ctx.input(1).rank() >= 2 &&
+           ctx.input(0).num_elements() > 0 && ctx.input(1).num_elements() > 0;
+  }
+
+  Status SetUpMatMul(const KernelContext& ctx, Problem& p, Shape& out, bool& declined) const {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    const int ra = a.rank(), rb = b.rank();
+    const int64_t m = a.dim(ra - 2), k = a.dim(ra - 1), kb = b.dim(rb - 2), n = b.dim(rb - 1);
+    if (k != kb) {
+      declined = true;  // the reference reports it
+      return Status::OK();
+    }
+    const Shape a_batch(a.shape().dims().first(static_cast<size_t>(ra - 2)));
+    const Shape b_batch(b.shape().dims().first(static_cast<size_t>(rb - 2)));
+    Result<Shape> batch = ref::BroadcastShapes("MatMul", a_batch, b_batch);
+    if (!batch.ok()) {
+      declined = true;
+      return Status::OK();
+    }
+    std::vector<int64_t> out_dims(batch->dims().begin(), batch->dims().end());
+    out_dims.push_back(m);
+    out_dims.push_back(n);
+    KILN_ASSIGN_OR_RETURN(out, Shape::Create(out_dims));
+    if (out.NumElements() == 0) {
+      declined = true;
+      return Status::OK();
+    }
+    const bool has_bias = fused_ && ctx.has_input(2);
+    if (has_bias) {
+      const Tensor& bias = ctx.input(2);
+      if (bias.rank() != 1 || bias.dim(0) != n) {
+        return OpError(OpName(), "Bias {} must be 1-D with N={} elements", bias.shape().ToString(),
+                       n);
+      }
+    }
+    if (b_batch.NumElements() == 1 && a_batch.rank() >= b_batch.rank()) {
+      // Collapse A's batch into M: one 2-D product.
+      const int64_t rows = a_batch.NumElements() * m;
+      p.a_dims = {rows, k};
+      p.b_dims = {k, n};
+      p.y_dims = {rows, n};
+      p.a_strides = {k, 1};
+      p.b_strides = {n, 1};
+      if (has_bias) p.bias_dims = {1, n};
+      return Status::OK();
+    }
+    const int r = out.rank();
+    auto padded = [r](const Tensor& t) {
+      dnnl::memory::dims d(static_cast<size_t>(r - t.rank()), 1);
+      d.insert(d.end(), t.shape().dims().begin(), t.shape().dims().end());
+      return d;
+    };
+    p.a_dims = padded(a);
+    p.b_dims = padded(b);
+    p.y_dims = ToDims(out.dims());
+    p.a_strides = PlainStrides(p.a_dims);
+    p.b_strides = PlainStrides(p.b_dims);
+    if (has_bias) {
+      p.bias_dims = dnnl::memory::dims(static_cast<size_t>(r), 1);
+      p.bias_dims.back() = n;
+    }
+    return Status::OK();
+  }
+
+  Status SetUpGemm(const KernelContext& ctx, Problem& p, Shape& out, bool& declined) const {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.rank() != 2 || b.rank() != 2) {
+      declined = true;
+      return Status::OK();
+    }
+    const int64_t m = trans_a_ ? a.dim(1) : a.dim(0);
+    const int64_t k = trans_a_ ? a.dim(0) : a.dim(1);
+    const int64_t kb = trans_b_ ? b.dim(1) : b.dim(0);
+    const int64_t n = trans_b_ ? b.dim(0) : b.dim(1);
+    if (k != kb) {
+      declined = true;
+      return Status::OK();
+    }
+    out = Shape{m, n};
+    if (ctx.has_input(2) && !ref::BroadcastsTo(ctx.input(2).shape(), out)) {
+      declined = true;
+      return Status::OK();
+    }
+    p.a_dims = {m, k};
+    p.a_strides = trans_a_ ? dnnl::memory::dims{1, m} : dnnl::memory::dims{k, 1};
+    p.b_dims = {k, n};
+    p.b_strides = trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1};
+    p.y_dims = {m, n};
+    p.alpha = alpha_;
+    // C that is a row vector with alpha = beta = 1 is the primitive's bias; others are prefilled
+    // into Y.
+    if (ctx.has_input(2) && beta_ == 1.0f && alpha_ == 1.0f) {
+      const Shape& cs = ctx.input(2).shape();
+      const bool row = (cs.rank() == 1 && cs.dim(0) == n && n > 1) ||
+                       (cs.rank() == 2 && cs.dim(0) == 1 && cs.dim(1) == n && n > 1);
+      if (row) p.bias_dims = {1, n};
+    }
+    return Status::OK();
+  }
+
+  // y = beta * C broadcast to y's [M, N].
+  void PrefillGemmC(const Tensor& c, Tensor& y) const {
+    const ref::DimArray sc = ref::BroadcastStrides(c.shape(), y.shape());
+    const float* pc = c.data<const float>();
+    float* py = y.data<float>();
+    const int64_t m = y.dim(0), n = y.dim(1);
+    ParallelFor(m, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] = beta_ * pc[i * sc[0] + j * sc[1]];
+      }
+    });
+  }
+
+  static void AddInPlace(const float* z, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += z[i];
+  }
+
+  // The reference kernel on A, B (and C / Bias for Gemm); for the fused ops, Bias, Z and the
+  // activation are applied here afterwards.
+  Status RunReference(KernelContext& ctx) const {
+    if (!fused_) return reference_->Compute(ctx);
+    KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 2, OpName()));
+    const int n_ref_inputs = kind_ == OpKind::kGemm ? 3 : 2;
+    std::vector<Tensor> inputs;
+    for (int i = 0; i < n_ref_inputs; ++i) {
+      inputs.push_back(i < ctx.num_inputs() ? ctx.input(i) : Tensor());
+    }
+    std::vector<OwnedTensor> outputs(1);
+    KernelContext sub(inputs, outputs);
+    KILN_RETURN_IF_ERROR(reference_->Compute(sub));
+    const OwnedTensor& r = outputs[0];
+    if (r.dtype() != DataType::kFloat32) {
+      return OpError(OpName(), "only FLOAT is supported, got {}", DataTypeName(r.dtype()));
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, r.shape()));
+    std::memcpy(y.raw_data(), r.raw_data(), y.size_bytes());
+    float* py = y.data<float>();
+    const int64_t total = y.num_elements();
+    if (kind_ == OpKind::kMatMul && ctx.has_input(2)) {
+      const Tensor& bias = ctx.input(2);
+      const int64_t n = y.rank() > 0 ? y.dim(y.rank() - 1) : 1;
+      if (bias.rank() != 1 || bias.dim(0) != n) {
+        return OpError(OpName(), "Bias {} must be 1-D with N={} elements", bias.shape().ToString(),
+                       n);
+      }
+      const float* pb = bias.data<const float>();
+      for (int64_t i = 0; i < total; ++i) py[i] += pb[i % n];
+    }
+    if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
+      if (ctx.input(3).shape() != y.shape()) {
+        return OpError(OpName(), "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
+                       y.shape().ToString());
+      }
+      AddInPlace(ctx.input(3).data<const float>(), py, total);
+    }
+    ApplyActivationInPlace(act_, py, total);
+    return Status::OK();
+  }
+
+  std::string label_;
+  OpKind kind_;
+  bool fused_;
+  Activation act_;
+  bool trans_a_, trans_b_;
+  float alpha_, beta_;
+  std::shared_ptr<const OwnedTensor> b_const_;
+  std::unique_ptr<Kernel> reference_;  // ref MatMul / Gemm
+  PlanCache<MatMulPlan> cache_;
+  PackedWeights packed_;
+};
+
+Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, OpKind kind, bool fused) {
+  KILN_RETURN_IF_ERROR(ref::RequireInputs(info, 2));
+  ref::AttrReader attrs(info);
+  Activation act;
+  if (fused) {
+    KILN_ASSIGN_OR_RETURN(act, ReadActivation(info));
+  }
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 1.0f;
+  std::unique_ptr<Kernel> reference;
+  if (kind == OpKind::kGemm) {
+    KILN_ASSIGN_OR_RETURN(trans_a, attrs.Bool("transA", false));
+    KILN_ASSIGN_OR_RETURN(trans_b, attrs.Bool("transB", false));
+    KILN_ASSIGN_OR_RETURN(alpha, attrs.Float("alpha", 1.0f));
+    KILN_ASSIGN_OR_RETURN(beta, attrs.Float("beta", 1.0f));
+    if (fused) {
+      // The reference Gemm checks opset-dependent rules; ai.kiln has C optional.
+      KernelInfo as_gemm(info.graph(), info.node(), 13);
+      KILN_ASSIGN_OR_RETURN(reference, ref::CreateGemm(as_gemm));
+    } else {
+      KILN_ASSIGN_OR_RETURN(reference, ref::CreateGemm(info));
+    }
+  } else {
+    KILN_ASSIGN_OR_RETURN(reference, ref::CreateMatMul(info));
+  }
+  return std::make_unique<MatMulKernel>(NodeLabel(info), kind, fused, act, trans_a, trans_b, alpha,
+                                        beta, ConstantFloatInput(info, 1), std::move(reference));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateMatMul(const KernelInfo& info) {
+  return Make(info, OpKind::kMatMul, false);
+}
+Result<std::unique_ptr<Kernel>> CreateGemm(const KernelInfo& info) {
+  return Make(info, OpKind::kGemm, false);
+}
+Result<std::unique_ptr<Kernel>> CreateFusedMatMul(const KernelInfo& info) {
+  return Make(info, OpKind::kMatMul, true);
+}
+Result<std::unique_ptr<Kernel>> CreateFusedGemm(const KernelInfo& info) {
+  return Make(info, OpKind::kGemm, true);
+}
+
+}  // namespace kiln::cpu

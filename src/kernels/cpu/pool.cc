@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: Apache-2.0
+// MaxPool and AveragePool on oneDNN (pooling_v2: dilations; ceil_mode; count_include_pad), and
+// GlobalAveragePool / GlobalMaxPool as own row reductions (AVX2 with runtime dispatch), FP32.
+//
+// NOTE on ceil_mode: the reference's window resolution (ref/spatial.h) gives the output size;
+// oneDNN wants padding that produces exactly that size, so the end padding is grown to
+// (out - 1) * stride + extent - in - pad_begin. Max ignores padding and average without
+// count_include_pad excludes it, so that is exact; average *with* count_include_pad would count
+// the grown padding in its divisor, where ONNX counts only the declared pads: that one case runs
+// on the reference kernel, as does MaxPool with the Indices output (declined at load), and any
+// input the fast path does not take (other dtypes, rank outside 3..5).
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/cpu_factories.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/elementwise_kernels.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/ref/common.h"
+#include "kernels/ref/factories.h"
+#include "kernels/ref/spatial.h"
+
+namespace kiln::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+struct PoolPlan {
+  dnnl::pooling_v2_forward prim;
+  dnnl::memory::desc src_md, dst_md, scratch_md;
+  Shape out_shape;
+};
+
+bool IsFastTensor(const Tensor& t) {
+  return t.dtype() == DataType::kFloat32 && t.device().is_cpu() && t.is_contiguous() &&
+         t.rank() >= 3 && t.rank() <= 5 && t.num_elements() > 0;
+}
+
+class PoolKernel final : public Kernel {
+ public:
+  PoolKernel(std::string label, bool max, bool count_include_pad, ref::WindowAttrs window,
+             std::unique_ptr<Kernel> reference)
+      : label_(std::move(label)),
+        max_(max),
+        count_include_pad_(count_include_pad),
+        window_(std::move(window)),
+        reference_(std::move(reference)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    if (ctx.num_inputs() < 1 || !ctx.has_input(0) || !IsFastTensor(ctx.input(0)) ||
+        ctx.num_outputs() > 1) {
+      return reference_->Compute(ctx);
+    }
+    const Tensor& x = ctx.input(0);
+    const std::vector<int64_t> key(x.shape().dims().begin(), x.shape().dims().end());
+    std::shared_ptr<const PoolPlan> plan;
+    bool declined = false;
+    Status built = CatchDnnl(label_, [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&]() -> Result<std::shared_ptr<PoolPlan>> {
+        return BuildPlan(x, declined);
+      }));
+      return Status::OK();
+    });
+    if (!built.ok() || declined || plan == nullptr) return reference_->Compute(ctx);
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, plan->out_shape));
+    return CatchDnnl(label_, [&]() -> Status {
+      const dnnl::engine& eng = CpuEngine();
+      dnnl::stream& s = ThreadStream();
+      plan->prim.execute(
+          s, {{DNNL_ARG_SRC, dnnl::memory(plan->src_md, eng, x.raw_data())},
+              {DNNL_ARG_DST, dnnl::memory(plan->dst_md, eng, y.raw_data())},
+              {DNNL_ARG_SCRATCHPAD, dnnl::memory(plan->scratch_md, eng,
+                                                 ThreadScratch(ScratchSlot::kOnednnScratchpad,
+                                                               plan->scratch_md.get_size()))}});
+      s.wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  // A plan, or an error (the reference then runs and reports it); `declined` for the one
+  // combination oneDNN computes differently (see the NOTE).
+  Result<std::shared_ptr<PoolPlan>> BuildPlan(const Tensor& x, bool& declined) const {
+    KILN_ASSIGN_OR_RETURN(ref::WindowGeometry g,
+                          ref::ResolveWindow(max_ ? "MaxPool" : "AveragePool", window_,
+                                             x.shape().dims().subspan(2), window_.kernel_shape));
+    dnnl::memory::dims strides, kernel, dilation, pad_l, pad_r;
+    std::vector<int64_t> out_dims = {x.dim(0), x.dim(1)};
+    for (int d = 0; d < g.rank; ++d) {
+      const size_t du = static_cast<size_t>(d);
+      const int64_t extent = (g.kernel[du] - 1) * g.dilation[du] + 1;
+      const int64_t end = (g.out[du] - 1) * g.stride[du] + extent - g.in[du] - g.pad_begin[du];
+      if (!max_ && count_include_pad_ && end != g.pad_end[du]) declined = true;
+      // Windows that might hold no input tap are an error the reference reports.
+      if (g.pad_begin[du] >= extent || end >= extent) declined = true;
+      if (g.dilation[du] > 1 && (g.pad_begin[du] > 0 || end > 0)) declined = true;
+      strides.push_back(g.stride[du]);
+      kernel.push_back(g.kernel[du]);
+      dilation.push_back(g.dilation[du] - 1);
+      pad_l.push_back(g.pad_begin[du]);
+      pad_r.push_back(end);
+      out_dims.push_back(g.out[du]);
+    }
+    if (declined) return Status::Unimplemented("declined");
+    auto plan = std::make_shared<PoolPlan>();
+    KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
+    plan->src_md = dnnl::memory::desc(ToDims(x.shape().dims()), dt::f32, PlainTag(x.rank()));
+    plan->dst_md = dnnl::memory::desc(ToDims(out_dims), dt::f32, PlainTag(x.rank()));
+    const dnnl::algorithm alg =
+        max_ ? dnnl::algorithm::pooling_max
+             : (count_include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
+                                   : dnnl::algorithm::pooling_avg_exclude_padding);
+    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, plan->src_md,
+                                              plan->dst_md, strides, kernel, dilation, pad_l,
+                                              pad_r);
+    const dnnl::pooling_v2_forward::primitive_desc pd(desc, MakeAttr(dnnl::post_ops()),
+                                                      CpuEngine());
+    plan->prim = dnnl::pooling_v2_forward(pd);
+    plan->scratch_md = pd.scratchpad_desc();
+    return plan;
+  }
+
+  std::string label_;
+  bool max_;
+  bool count_include_pad_;
+  ref::WindowAttrs window_;
+  std::unique_ptr<Kernel> reference_;
+  PlanCache<PoolPlan> cache_;
+};
+
+// GlobalAveragePool / GlobalMaxPool: one reduction per (n, c) row of H*W... elements.
+class GlobalPoolKernel final : public Kernel {
+ public:
+  GlobalPoolKernel(bool max, std::unique_ptr<Kernel> reference)
+      : max_(max), reference_(std::move(reference)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return reference_->Compute(ctx);
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DataType::kFloat32 || !x.device().is_cpu() || !x.is_contiguous() ||
+        x.rank() < 3 || x.num_elements() == 0) {
+      return reference_->Compute(ctx);
+    }
+    std::vector<int64_t> out_dims(static_cast<size_t>(x.rank()), 1);
+    out_dims[0] = x.dim(0);
+    out_dims[1] = x.dim(1);
+    KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    const int64_t rows = x.dim(0) * x.dim(1);
+    const int64_t len = x.num_elements() / rows;
+    const float* px = x.data<const float>();
+    float* py = y.data<float>();
+    const float inv = 1.0f / static_cast<float>(len);
+    ParallelFor(rows, std::max<int64_t>(1, 16384 / len), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        py[r] = max_ ? MaxF32(px + r * len, len) : SumF32(px + r * len, len) * inv;
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  bool max_;
+  std::unique_ptr<Kernel> reference_;
+};
+
+}  // namespace
+
+bool SupportsPool(const KernelInfo& info) {
+  // MaxPool's Indices output stays with the reference kernel.
+  for (int i = 1; i < info.num_outputs(); ++i) {
+    if (info.node().outputs[static_cast<size_t>(i)] != kNoValue) return false;
+  }
+  return true;
+}
+
+Result<std::unique_ptr<Kernel>> CreateMaxPool(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateMaxPool(info));
+  ref::AttrReader attrs(info);
+  KILN_ASSIGN_OR_RETURN(ref::WindowAttrs window, ref::ReadWindowAttrs(attrs, true));
+  KILN_ASSIGN_OR_RETURN(window.ceil_mode, attrs.Bool("ceil_mode", false));
+  return std::make_unique<PoolKernel>(NodeLabel(info), true, false, std::move(window),
+                                      std::move(reference));
+}
+
+Result<std::unique_ptr<Kernel>> CreateAveragePool(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateAveragePool(info));
+  ref::AttrReader attrs(info);
+  KILN_ASSIGN_OR_RETURN(ref::WindowAttrs window, ref::ReadWindowAttrs(attrs, true));
+  KILN_ASSIGN_OR_RETURN(window.ceil_mode, attrs.Bool("ceil_mode", false));
+  KILN_ASSIGN_OR_RETURN(bool include_pad, attrs.Bool("count_include_pad", false));
+  return std::make_unique<PoolKernel>(NodeLabel(info), false, include_pad, std::move(window),
+                                      std::move(reference));
+}
+
+Result<std::unique_ptr<Kernel>> CreateGlobalAveragePool(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateGlobalAveragePool(info));
+  return std::make_unique<GlobalPoolKernel>(false, std::move(reference));
+}
+
+Result<std::unique_ptr<Kernel>> CreateGlobalMaxPool(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateGlobalMaxPool(info));
+  return std::make_unique<GlobalPoolKernel>(true, std::move(reference));
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// oneDNN MaxPool / AveragePool and the own global pools against the reference kernels: edge
+// sizes, strides, pads, auto_pad, ceil_mode, dilations, count_include_pad, 1-D to 3-D; and the
+// Indices output staying on the reference.
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kernels/cpu/cpu_test_util.h"
+#include "kernels/cpu/isa.h"
+
+namespace kiln::cpu {
+namespace {
+
+using namespace testing;  // NOLINT
+
+struct PoolCase {
+  std::vector<int64_t> x{}, k{}, strides{}, pads{}, dilations{};
+  int ceil = 0;
+  std::string auto_pad{};
+};
+
+KernelCase MakePool(std::string op, const PoolCase& pc, std::mt19937& rng, int include_pad = 0) {
+  KernelCase c(op, 17);
+  c.Input(RandomTensor(Shape(std::span<const int64_t>(pc.x)), rng));
+  c.Attr(IntsAttr("kernel_shape", pc.k));
+  if (!pc.strides.empty()) c.Attr(IntsAttr("strides", pc.strides));
+  if (!pc.pads.empty()) c.Attr(IntsAttr("pads", pc.pads));
+  if (!pc.dilations.empty()) c.Attr(IntsAttr("dilations", pc.dilations));
+  if (pc.ceil) c.Attr(IntAttr("ceil_mode", 1));
+  if (!pc.auto_pad.empty()) c.Attr(StringAttr("auto_pad", pc.auto_pad));
+  if (op == "AveragePool") c.Attr(IntAttr("count_include_pad", include_pad));
+  return c;
+}
+
+const std::vector<PoolCase>& Cases() {
+  static const std::vector<PoolCase> cases = {
+      {{1, 1, 1, 1}, {1, 1}},
+      {{1, 3, 7, 7}, {2, 2}, {2, 2}},
+      {{2, 17, 9, 8}, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+      {{1, 4, 7, 7}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {}, 1},
+      {{1, 4, 8, 9}, {3, 2}, {2, 2}, {1, 0, 1, 1}, {}, 1},
+      {{1, 2, 10, 10}, {2, 2}, {1, 1}, {}, {2, 2}},
+      {{1, 5, 9, 9}, {3, 3}, {2, 2}, {}, {}, 0, "SAME_UPPER"},
+      {{1, 5, 8, 8}, {3, 3}, {3, 3}, {}, {}, 0, "SAME_LOWER"},
+      {{2, 3, 17}, {3}, {2}, {1, 1}},
+      {{1, 2, 5, 6, 7}, {2, 2, 2}, {2, 2, 2}, {}, {}, 1},
+      {{1, 64, 112, 112}, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+  };
+  return cases;
+}
+
+TEST(CpuPoolTest, MaxPoolMatchesReference) {
+  std::mt19937 rng(1);
+  for (const PoolCase& pc : Cases()) {
+    KernelCase c = MakePool("MaxPool", pc, rng);
+    EXPECT_EQ(c.PickedProvider(), "cpu");
+    ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-6,
+                fmt::format("MaxPool x [{}]", fmt::join(pc.x, ",")));
+  }
+}
+
+TEST(CpuPoolTest, AveragePoolMatchesReference) {
+  std::mt19937 rng(2);
+  for (const PoolCase& pc : Cases()) {
+    if (!pc.dilations.empty()) continue;  // AveragePool has dilations from opset 19 only
+    for (int include_pad : {0, 1}) {
+      KernelCase c = MakePool("AveragePool", pc, rng, include_pad);
+      ExpectClose(
+          c.Run("cpu"), c.Run("ref"), 1e-5,
+          fmt::format("AveragePool x [{}] include_pad {}", fmt::join(pc.x, ","), include_pad));
+    }
+  }
+}
+
+TEST(CpuPoolTest, IndicesOutputStaysOnReference) {
+  ref::testing::OpTest t("MaxPool", 12);
+  std::mt19937 rng(3);
+  t.Input(RandomTensor(Shape({1, 1, 4, 4}), rng)).Attr(IntsAttr("kernel_shape", {2, 2}));
+  t.Outputs({true, true});
+  auto g = t.BuildGraph();
+  KernelInfo info(*g, g->nodes()[0], 12);
+  Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ((*def)->provider, "ref");
+}
+
+TEST(CpuPoolTest, GlobalPoolsMatchReference) {
+  std::mt19937 rng(4);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    ScopedMaxIsa cap(isa);
+    for (const std::vector<int64_t>& x : std::vector<std::vector<int64_t>>{
+             {1, 1, 1, 1}, {2, 3, 7, 7}, {1, 17, 17}, {2, 2048, 7, 7}, {1, 5, 3, 4, 5}}) {
+      for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
+        KernelCase c(op, 13);
+        c.Input(RandomTensor(Shape(std::span<const int64_t>(x)), rng));
+        ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-5,
+                    fmt::format("{} x [{}] {}", op, fmt::join(x, ","), IsaName(isa)));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu
