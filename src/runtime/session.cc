@@ -181,7 +181,8 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
       kernels.push_back({std::move(kernel).value(), &ControlFlowKernelDef()});
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(const KernelDef* def, registry.Find(info, options.device.type));
+    KILN_ASSIGN_OR_RETURN(const KernelDef* def,
+                          registry.Find(info, options.device.type, options.kernel_provider));
     Result<std::unique_ptr<Kernel>> kernel = def->create(info);
     if (!kernel.ok()) {
       return kernel.status().WithContext(fmt::format(

@@ -61,6 +61,9 @@ struct SessionOptions {
   bool memory_planning = true;
   // Plans kept (least recently used evicted first); at least 1.
   int memory_plan_cache_size = 8;
+  // Restricts kernel selection to one provider ("ref": the reference kernels only, for tests
+  // and numerics checks); empty: the best kernel of every node (KernelRegistry::Find).
+  std::string kernel_provider;
 };
 
 // What the memory planner did (Session::memory_plan_stats).

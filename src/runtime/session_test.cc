@@ -84,7 +84,9 @@ TEST(SessionTest, AllocatesOutputsFromTheConfiguredAllocator) {
 }
 
 TEST(SessionTest, RunsNodesInOrderAndReturnsOutputs) {
-  Result<std::unique_ptr<Session>> s = Session::Create(MakeGraph());
+  SessionOptions ref_only;
+  ref_only.kernel_provider = "ref";
+  Result<std::unique_ptr<Session>> s = Session::Create(MakeGraph(), ref_only);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ((*s)->provider(0), "ref");
   float a[6] = {1, -2, 3, 4, 5, -6};

@@ -208,15 +208,23 @@ class OpTest {
     return g;
   }
 
+  // Sessions of these tests run the reference kernels only (the fast CPU kernels have their own
+  // tests, against these).
+  static SessionOptions RefOnly() {
+    SessionOptions options;
+    options.kernel_provider = "ref";
+    return options;
+  }
+
   // Session::Create's status (registry lookup and factory).
   Status Create() const {
-    Result<std::unique_ptr<Session>> s = Session::Create(BuildGraph());
+    Result<std::unique_ptr<Session>> s = Session::Create(BuildGraph(), RefOnly());
     return s.ok() ? Status::OK() : s.status();
   }
 
   // Creates the session and runs it once.
   Result<std::vector<OwnedTensor>> Run() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph()));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph(), RefOnly()));
     std::vector<Tensor> feeds;
     for (const InputSpec& in : inputs_) {
       if (!in.omitted && !in.constant) feeds.push_back(in.tensor.view());
@@ -227,7 +235,7 @@ class OpTest {
   // Creates the session and runs it once over RuntimeValues (tensor inputs are fed as tensor
   // values).
   Result<std::vector<RuntimeValue>> RunValues() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph()));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph(), RefOnly()));
     std::vector<RuntimeValue> feeds;
     for (const InputSpec& in : inputs_) {
       if (in.omitted || in.constant) continue;
