@@ -384,7 +384,11 @@ Result<std::unique_ptr<Kernel>> CreateKilnLayerNormalization(const KernelInfo& i
 Result<std::unique_ptr<Kernel>> CreateKilnGelu(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
   KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "Gelu has one output"));
-  KILN_ASSIGN_OR_RETURN(std::string approximate, AttrReader(info).String("approximate", "none"));
+  const Attribute* a = info.node().FindAttribute("approximate");
+  if (a != nullptr && a->type != AttributeType::kString) {
+    return OpError("Gelu", "attribute 'approximate' must be a STRING");
+  }
+  const std::string approximate = a != nullptr ? a->s : std::string("none");
   if (approximate != "none" && approximate != "tanh") {
     return OpError("Gelu", "attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
                    approximate);
