@@ -15,6 +15,8 @@ using CommandMain = std::function<int()>;
 
 // `kiln run MODEL.onnx ...`: one inference from tensor files.
 CommandMain AddRunCommand(CLI::App& app);
+// `kiln optimize MODEL.onnx --out OPT.onnx ...`: write the optimized graph.
+CommandMain AddOptimizeCommand(CLI::App& app);
 // `kiln serve --model-repository DIR ...`: the inference server.
 CommandMain AddServeCommand(CLI::App& app);
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
 
   std::map<std::string, kiln::tools::CommandMain> commands;
   commands["run"] = kiln::tools::AddRunCommand(app);
+  commands["optimize"] = kiln::tools::AddOptimizeCommand(app);
   commands["serve"] = kiln::tools::AddServeCommand(app);
 
   try {
