@@ -195,7 +195,8 @@ class CsePass final : public Pass {
       const Node& node = ed.node(n);
       if (node.domain != "" && node.domain != "ai.kiln") continue;
       if (node.op_type.find("Random") != std::string::npos || node.op_type == "Multinomial" ||
-          node.op_type == "Bernoulli" || !node.implicit_inputs.empty()) {
+          node.op_type == "Bernoulli" || node.op_type == "Dropout" ||
+          !node.implicit_inputs.empty()) {
         continue;
       }
       std::string key = node.domain + "|" + node.op_type + "|";
