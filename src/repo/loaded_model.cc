@@ -158,6 +158,9 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     const InstanceOptions& options, OutputLabels output_labels) {
   KILN_CHECK(graph != nullptr, "LoadedModelImpl::Create: null graph");
   const std::string& model = config.name();
+  // Weight bytes are those of the model as imported (its initializers), whatever the optimizer
+  // folds or drops below.
+  const uint64_t weight_bytes = GraphWeightBytes(*graph);
   // The graph optimizer runs once per load and every instance shares its result. A failure
   // would be an optimizer bug: it is logged and the model is served as imported.
   Result<OptimizedGraph> optimized = OptimizeGraph(graph);
@@ -204,7 +207,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   }
 
   std::shared_ptr<LoadedModelImpl> loaded(new LoadedModelImpl(version, runners[0], stats, count));
-  loaded->weight_bytes_ = GraphWeightBytes(*graph);
+  loaded->weight_bytes_ = weight_bytes;
   BatcherOptions batcher_options;
   batcher_options.name = fmt::format("model '{}' version {}", model, version);
   batcher_options.policy = std::move(policy);
