@@ -291,6 +291,16 @@ TEST(IdentityEliminationTest, KeepsTrainingDropoutAndUsedMasks) {
   EXPECT_EQ(CountOps(*o.graph, "Dropout"), 1);
 }
 
+TEST(IdentityEliminationTest, KeepsRealCastsReshapesAndTransposes) {
+  TestGraph t(13);
+  const int x = t.Input("x", {2, 3});
+  t.Output(t.Op("Cast", {x}, {Attribute::Int("to", 7)}, {{2, 3}}, DataType::kInt64));
+  t.Output(t.Op("Reshape", {x, t.Const("s", Int64Tensor(Shape{2}, {3, 2}))}, {}, {{3, 2}}));
+  t.Output(t.Op("Transpose", {x}, {Attribute::Ints("perm", {1, 0})}, {{3, 2}}));
+  OptimizedGraph o = OptimizeOnly(t.Build(), {"identity_elimination"});
+  EXPECT_EQ(o.graph->num_nodes(), 3);
+}
+
 TEST(CseTest, MergesIdenticalNodes) {
   TestGraph t;
   const int x = t.Input("x", {3});

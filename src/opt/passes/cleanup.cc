@@ -20,6 +20,27 @@
 namespace kiln::opt {
 namespace {
 
+// The ONNX TensorProto.DataType number of the common dtypes (Cast's `to`); -2 for others.
+int64_t OnnxTypeNumber(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return 1;
+    case DataType::kUint8: return 2;
+    case DataType::kInt8: return 3;
+    case DataType::kUint16: return 4;
+    case DataType::kInt16: return 5;
+    case DataType::kInt32: return 6;
+    case DataType::kInt64: return 7;
+    case DataType::kBytes: return 8;
+    case DataType::kBool: return 9;
+    case DataType::kFloat16: return 10;
+    case DataType::kFloat64: return 11;
+    case DataType::kUint32: return 12;
+    case DataType::kUint64: return 13;
+    case DataType::kBFloat16: return 16;
+    default: return -2;
+  }
+}
+
 std::optional<std::vector<int64_t>> StaticDims(const ValueType& t) {
   if (!t.is_tensor() || !t.has_shape) return std::nullopt;
   std::vector<int64_t> dims;
@@ -80,8 +101,8 @@ class IdentityEliminationPass final : public Pass {
         noop = !mask_used && !training;
       } else if (node.op_type == "Cast") {
         const DataType from = ed.DtypeOf(in);
-        const DataType to = ed.DtypeOf(out);
-        noop = from != DataType::kInvalid && from == to && ed.value(in).type.is_tensor();
+        noop = from != DataType::kInvalid && ed.value(in).type.is_tensor() &&
+               OnnxTypeNumber(from) == node.GetInt("to", -1);
       } else if (node.op_type == "Reshape") {
         std::optional<std::vector<int64_t>> a = StaticDims(ed.value(in).type);
         std::optional<std::vector<int64_t>> shape =
