@@ -253,6 +253,30 @@ TEST(LayerNormFusionTest, FusesTheDecomposition) {
   ExpectSameOutputs(*g, *o.graph, kFusedTol);
 }
 
+TEST(LayerNormFusionTest, AdoptsOnnxLayerNormalization) {
+  std::mt19937 rng(8);
+  TestGraph t(17);
+  const int x = t.Input("x", {-1, 4, 10});
+  std::vector<int> ln = t.OpN("LayerNormalization",
+                              {x, t.Random("g", {10}, rng), t.Random("b", {10}, rng)}, 3,
+                              {FloatAttr("epsilon", 1e-3f)}, {{-1, 4, 10}});
+  t.Output(ln[0]);
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeOnly(g, {"layer_norm_fusion"});
+  EXPECT_EQ(CountOps(*o.graph, "LayerNormalization", "ai.kiln"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "LayerNormalization"), 0);
+  ExpectSameOutputs(*g, *o.graph, kFusedTol);
+  // With the Mean output read, it stays as it is.
+  TestGraph t2(17);
+  const int x2 = t2.Input("x", {2, 10});
+  std::vector<int> ln2 = t2.OpN("LayerNormalization",
+                                {x2, t2.Random("g", {10}, rng)}, 2, {}, {{2, 10}});
+  t2.Output(ln2[0]);
+  t2.Output(ln2[1]);
+  EXPECT_EQ(CountOps(*OptimizeOnly(t2.Build(), {"layer_norm_fusion"}).graph, "LayerNormalization"),
+            1);
+}
+
 TEST(LayerNormFusionTest, LeavesDecompositionWithExtraReaders) {
   std::mt19937 rng(7);
   TestGraph t;

@@ -12,7 +12,8 @@
 //   mean = ReduceMean(x, axes); d = x - mean; var = ReduceMean(d^2 (Pow 2 or d*d), axes);
 //   n = d / Sqrt(var + eps); y = n * gamma + beta (Mul and Add each optional),
 // keepdims 1, axes the last k axes of x. The normalized dims of x must be known and gamma/beta
-// constants that broadcast only along them; they are expanded to exactly those dims.
+// constants that broadcast only along them; they are expanded to exactly those dims. ONNX's own
+// LayerNormalization (opset 17) with only Y read becomes the ai.kiln op as well.
 
 #include <fmt/format.h>
 
@@ -201,11 +202,42 @@ std::optional<std::vector<float>> ExpandParam(const GraphEditor& ed, int c,
   return out;
 }
 
+// ONNX's own LayerNormalization (opset 17) used for Y only, FP32, stash_type 1: the same
+// computation as ai.kiln LayerNormalization, which the fast kernels implement.
+bool AdoptOnnxLayerNorm(GraphEditor& ed, int n) {
+  const Node& node = ed.node(n);
+  for (size_t i = 1; i < node.outputs.size(); ++i) {
+    const int o = node.outputs[i];
+    if (o != kNoValue && (ed.IsGraphOutput(o) || !ed.Consumers(o).empty())) return false;
+  }
+  if (node.outputs.empty() || node.outputs[0] == kNoValue || !node.has_input(1) ||
+      !IsFloat32(ed, node.inputs[0]) || node.GetInt("stash_type", 1) != 1) {
+    return false;
+  }
+  Node ln;
+  ln.name = node.name;
+  ln.op_type = std::string(kLayerNormalizationOp);
+  ln.domain = std::string(kKilnDomain);
+  ln.inputs = node.inputs;
+  ln.outputs = {node.outputs[0]};
+  for (const Attribute& a : node.attributes) {
+    if (a.name == "axis" || a.name == "epsilon") ln.attributes.push_back(a);
+  }
+  ed.RemoveNode(n);
+  ed.AddNode(std::move(ln));
+  ImportKilnDomain(ed);
+  return true;
+}
+
 class LayerNormFusionPass final : public Pass {
  public:
   Result<int> Run(GraphEditor& ed, const OptimizerOptions&) const override {
     int changes = 0;
     for (int r1 : ed.LiveNodes()) {
+      if (ed.alive(r1) && IsOnnxOp(ed.node(r1), "LayerNormalization")) {
+        changes += AdoptOnnxLayerNorm(ed, r1) ? 1 : 0;
+        continue;
+      }
       if (!ed.alive(r1) || !IsOnnxOp(ed.node(r1), "ReduceMean")) continue;
       const Node& rm1 = ed.node(r1);
       const int x = rm1.inputs[0];
