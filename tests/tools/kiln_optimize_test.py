@@ -93,8 +93,15 @@ def transformer():
     n = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, scalar(b, 1e-5)])])])
     ln = b.op("Add", [b.op("Mul", [n, b.rand(E)]), b.rand(E)])
 
+    # The batch dim as PyTorch exports x.view(x.shape[0], ...): Shape -> Gather -> Unsqueeze ->
+    # Concat, which ONNX's shape inference cannot see through (kiln's type_propagation can).
+    batch = b.op("Unsqueeze", [b.op("Gather", [b.op("Shape", ["x"]),
+                                               b.const(np.array(0, dtype=np.int64))]),
+                               b.const(np.array([0], dtype=np.int64))])
+
     def heads(t):
-        r = b.op("Reshape", [t, b.const(np.array([0, S, H, D], dtype=np.int64))])
+        shape = b.op("Concat", [batch, b.const(np.array([S, H, D], dtype=np.int64))], axis=0)
+        r = b.op("Reshape", [t, shape])
         return b.op("Transpose", [r], perm=[0, 2, 1, 3])
 
     def proj(t):
@@ -105,7 +112,8 @@ def transformer():
     s = b.op("Div", [b.op("MatMul", [q, kt]), scalar(b, np.sqrt(D))])
     p = b.op("Softmax", [b.op("Add", [s, "mask"])], axis=-1)
     o = b.op("Transpose", [b.op("MatMul", [p, v])], perm=[0, 2, 1, 3])
-    o = b.op("Reshape", [o, b.const(np.array([0, S, E], dtype=np.int64))])
+    o = b.op("Reshape", [o, b.op("Concat", [batch, b.const(np.array([S, -1], dtype=np.int64))],
+                                 axis=0)])
     h = proj(o)
     u = b.op("Div", [h, scalar(b, np.sqrt(2.0))])
     g = b.op("Mul", [b.op("Mul", [h, scalar(b, 0.5)]),
