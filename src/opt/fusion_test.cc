@@ -103,7 +103,9 @@ TEST(BiasActivationFusionTest, MatMulBiasEveryActivation) {
          return t.Op("Mul", {v, t.Op("Sigmoid", {v}, {}, kDims)}, {}, kDims);
        }},
       {"Gelu", "Gelu",
-       [](TestGraph& t, int v) { return t.Op("Gelu", {v}, {}, kDims, DataType::kFloat32, "ai.kiln"); }},
+       [](TestGraph& t, int v) {
+         return t.Op("Gelu", {v}, {}, kDims, DataType::kFloat32, "ai.kiln");
+       }},
   };
   for (const ActCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -230,8 +232,8 @@ int LayerNormDecomposed(TestGraph& t, int x, std::mt19937& rng, const std::vecto
   const int mean = t.Op("ReduceMean", {x}, axes, std::nullopt);
   const int dx = t.Op("Sub", {x, mean}, {}, d);
   if (diff) *diff = dx;
-  const int var = t.Op("ReduceMean", {t.Op("Pow", {dx, t.Scalar("two", 2)}, {}, d)}, axes,
-                       std::nullopt);
+  const int var =
+      t.Op("ReduceMean", {t.Op("Pow", {dx, t.Scalar("two", 2)}, {}, d)}, axes, std::nullopt);
   const int sd = t.Op("Sqrt", {t.Op("Add", {var, t.Scalar("eps", 1e-5f)}, {}, std::nullopt)});
   const int n = t.Op("Div", {dx, sd}, {}, d);
   const int m = t.Op("Mul", {n, t.Random("gamma", {h}, rng)}, {}, d);
@@ -257,9 +259,9 @@ TEST(LayerNormFusionTest, AdoptsOnnxLayerNormalization) {
   std::mt19937 rng(8);
   TestGraph t(17);
   const int x = t.Input("x", {-1, 4, 10});
-  std::vector<int> ln = t.OpN("LayerNormalization",
-                              {x, t.Random("g", {10}, rng), t.Random("b", {10}, rng)}, 3,
-                              {FloatAttr("epsilon", 1e-3f)}, {{-1, 4, 10}});
+  std::vector<int> ln =
+      t.OpN("LayerNormalization", {x, t.Random("g", {10}, rng), t.Random("b", {10}, rng)}, 3,
+            {FloatAttr("epsilon", 1e-3f)}, {{-1, 4, 10}});
   t.Output(ln[0]);
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeOnly(g, {"layer_norm_fusion"});
@@ -269,8 +271,8 @@ TEST(LayerNormFusionTest, AdoptsOnnxLayerNormalization) {
   // With the Mean output read, it stays as it is.
   TestGraph t2(17);
   const int x2 = t2.Input("x", {2, 10});
-  std::vector<int> ln2 = t2.OpN("LayerNormalization",
-                                {x2, t2.Random("g", {10}, rng)}, 2, {}, {{2, 10}});
+  std::vector<int> ln2 =
+      t2.OpN("LayerNormalization", {x2, t2.Random("g", {10}, rng)}, 2, {}, {{2, 10}});
   t2.Output(ln2[0]);
   t2.Output(ln2[1]);
   EXPECT_EQ(CountOps(*OptimizeOnly(t2.Build(), {"layer_norm_fusion"}).graph, "LayerNormalization"),
@@ -378,9 +380,10 @@ TEST(PipelineTest, SmallCnnAndTransformerBlock) {
   const std::vector<int64_t> d = {-1, 5, 16};
   const int h = t.Input("h", d);
   const int ln = LayerNormDecomposed(t, h, rng, d);
-  const int up = t.Op("Add", {t.Op("MatMul", {ln, t.Random("wu", {16, 16}, rng)}, {}, d),
-                              t.Random("bu", {16}, rng)},
-                      {}, d);
+  const int up =
+      t.Op("Add",
+           {t.Op("MatMul", {ln, t.Random("wu", {16, 16}, rng)}, {}, d), t.Random("bu", {16}, rng)},
+           {}, d);
   t.Output(GeluErf(t, up, true, d));
   const int q = t.Input("q", {-1, 2, 5, 8});
   const int k = t.Input("k", {-1, 2, 7, 8});

@@ -229,8 +229,8 @@ Result<Graph> GraphEditor::Finish() const {
     for (int o : graph_.node(n).outputs) {
       if (o == kNoValue) continue;
       if (prod[static_cast<size_t>(o)] >= 0) {
-        return Status::Internal(fmt::format("optimizer: value '{}' is produced twice",
-                                            graph_.value(o).name));
+        return Status::Internal(
+            fmt::format("optimizer: value '{}' is produced twice", graph_.value(o).name));
       }
       prod[static_cast<size_t>(o)] = n;
     }
@@ -254,8 +254,8 @@ Result<Graph> GraphEditor::Finish() const {
         const int p = prod[static_cast<size_t>(in)];
         if (p < 0) continue;
         if (state[static_cast<size_t>(p)] == 1) {
-          return Status::Internal(fmt::format("optimizer: cycle through value '{}'",
-                                              graph_.value(in).name));
+          return Status::Internal(
+              fmt::format("optimizer: cycle through value '{}'", graph_.value(in).name));
         }
         if (state[static_cast<size_t>(p)] == 0) {
           state[static_cast<size_t>(p)] = 1;
@@ -323,7 +323,8 @@ Status VerifyGraph(const Graph& g) {
   std::set<std::string_view> names;
   for (int v = 0; v < nv; ++v) {
     const Value& value = g.value(v);
-    if (!names.insert(value.name).second) return bad(fmt::format("value name '{}' twice", value.name));
+    if (!names.insert(value.name).second)
+      return bad(fmt::format("value name '{}' twice", value.name));
     if (value.is_constant()) defined[static_cast<size_t>(v)] = true;
   }
   for (int id : g.inputs) {
@@ -333,12 +334,12 @@ Status VerifyGraph(const Graph& g) {
   }
   for (int n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    const std::string label =
-        fmt::format("node #{} '{}' ({})", n, node.name, node.op_type);
+    const std::string label = fmt::format("node #{} '{}' ({})", n, node.name, node.op_type);
     for (const std::vector<int>* ids : {&node.inputs, &node.implicit_inputs}) {
       for (int in : *ids) {
         if (in == kNoValue && ids == &node.inputs) continue;
-        if (in < 0 || in >= nv) return bad(fmt::format("{} reads value id {} out of range", label, in));
+        if (in < 0 || in >= nv)
+          return bad(fmt::format("{} reads value id {} out of range", label, in));
         if (!defined[static_cast<size_t>(in)]) {
           return bad(fmt::format("{} reads '{}' before it is defined", label, g.value(in).name));
         }
@@ -346,7 +347,8 @@ Status VerifyGraph(const Graph& g) {
     }
     for (int out : node.outputs) {
       if (out == kNoValue) continue;
-      if (out < 0 || out >= nv) return bad(fmt::format("{} writes value id {} out of range", label, out));
+      if (out < 0 || out >= nv)
+        return bad(fmt::format("{} writes value id {} out of range", label, out));
       const Value& value = g.value(out);
       if (defined[static_cast<size_t>(out)] || value.producer != n) {
         return bad(fmt::format("{} writes '{}', which is defined elsewhere", label, value.name));
@@ -389,8 +391,8 @@ std::optional<int64_t> KnownNumElements(const ValueType& t) {
 OwnedTensor MakeFloatTensor(const Shape& shape, const std::vector<float>& values) {
   Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kFloat32, shape);
   KILN_CHECK(t.ok(), t.status().ToString());
-  KILN_CHECK(static_cast<int64_t>(values.size()) == shape.NumElements(), "MakeFloatTensor: ",
-             values.size(), " values for ", shape.ToString());
+  KILN_CHECK(static_cast<int64_t>(values.size()) == shape.NumElements(),
+             "MakeFloatTensor: ", values.size(), " values for ", shape.ToString());
   if (!values.empty()) std::memcpy(t->raw_data(), values.data(), values.size() * sizeof(float));
   return std::move(t).value();
 }

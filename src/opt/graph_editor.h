@@ -45,7 +45,9 @@ class GraphEditor {
   std::vector<int> LiveNodes() const;
 
   // Alive nodes reading `value` (each once, even when it reads the value twice).
-  const std::vector<int>& Consumers(int value) const { return consumers_[static_cast<size_t>(value)]; }
+  const std::vector<int>& Consumers(int value) const {
+    return consumers_[static_cast<size_t>(value)];
+  }
   bool IsGraphOutput(int value) const;
   bool IsGraphInput(int value) const;
   // The live producer of `value`, or -1 (graph input, constant, or produced by a dead node).

@@ -108,9 +108,11 @@ class TestGraph {
     v.constant = std::make_shared<const OwnedTensor>(std::move(t));
     return graph_->AddValue(std::move(v));
   }
-  int Scalar(const std::string& name, float value) { return Const(name, FloatTensor(Shape{}, {value})); }
-  int Random(const std::string& name, std::vector<int64_t> dims, std::mt19937& rng,
-             double lo = -1, double hi = 1) {
+  int Scalar(const std::string& name, float value) {
+    return Const(name, FloatTensor(Shape{}, {value}));
+  }
+  int Random(const std::string& name, std::vector<int64_t> dims, std::mt19937& rng, double lo = -1,
+             double hi = 1) {
     return Const(name, RandomTensor(Shape(std::span<const int64_t>(dims)), rng, lo, hi));
   }
 

@@ -48,8 +48,8 @@ Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
     if (!known) {
       std::vector<std::string_view> names;
       for (const PassInfo& p : kPasses) names.push_back(p.name);
-      return Status::InvalidArgument(fmt::format("unknown optimizer pass '{}' (passes: {})", name,
-                                                 fmt::join(names, ", ")));
+      return Status::InvalidArgument(
+          fmt::format("unknown optimizer pass '{}' (passes: {})", name, fmt::join(names, ", ")));
     }
   }
   KILN_RETURN_IF_ERROR(opt::VerifyGraph(*graph).WithContext("optimizer input"));
@@ -60,8 +60,8 @@ Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
   for (size_t i = 0; i < num_passes; ++i) {
     PassReport r;
     r.name = std::string(kPasses[i].name);
-    r.enabled = std::find(options.disabled_passes.begin(), options.disabled_passes.end(),
-                          r.name) == options.disabled_passes.end();
+    r.enabled = std::find(options.disabled_passes.begin(), options.disabled_passes.end(), r.name) ==
+                options.disabled_passes.end();
     result.passes.push_back(std::move(r));
     passes.push_back(kFactories[i]());
   }
@@ -85,9 +85,8 @@ Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
       }
       current = std::move(next).value();
       if (options.verify_each_pass) {
-        KILN_RETURN_IF_ERROR(
-            opt::VerifyGraph(current).WithContext(fmt::format("after optimizer pass '{}'",
-                                                              report.name)));
+        KILN_RETURN_IF_ERROR(opt::VerifyGraph(current).WithContext(
+            fmt::format("after optimizer pass '{}'", report.name)));
       }
       report.runs += 1;
       report.changes += *changes;

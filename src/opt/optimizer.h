@@ -53,9 +53,9 @@ struct PassInfo {
 struct PassReport {
   std::string name;
   bool enabled = true;
-  int changes = 0;      // rewrites made (nodes folded, removed or fused)
-  int runs = 0;         // rounds it ran in
-  double time_ms = 0;   // total time, verification excluded
+  int changes = 0;     // rewrites made (nodes folded, removed or fused)
+  int runs = 0;        // rounds it ran in
+  double time_ms = 0;  // total time, verification excluded
 };
 
 struct OptimizedGraph {

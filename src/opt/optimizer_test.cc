@@ -37,8 +37,7 @@ TEST(PassManagerTest, UnknownPassNameIsInvalidArgument) {
   Result<OptimizedGraph> r = OptimizeGraph(t.Build(), options);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("unknown optimizer pass 'constant_fold'"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("unknown optimizer pass 'constant_fold'"), std::string::npos)
       << r.status().ToString();
 }
 
@@ -135,7 +134,8 @@ TEST(ConstantFoldingTest, FoldsConstantSubgraphs) {
   ASSERT_NE(c, nullptr);
   for (int i = 0; i < 4; ++i) {
     const float want = (g->value(a).constant->data<const float>()[i] +
-                        g->value(b).constant->data<const float>()[i]) * 2.0f;
+                        g->value(b).constant->data<const float>()[i]) *
+                       2.0f;
     EXPECT_FLOAT_EQ(c->data<const float>()[i], want);
   }
 }
@@ -194,24 +194,24 @@ TEST(ShapeFoldingTest, FoldsStaticDimsAndKeepsSymbolicOnes) {
   const int x = t.Input("x", {-1, 3, 4});
   const int shape = t.Op("Shape", {x}, {}, {{3}}, DataType::kInt64);
   const int axes0 = t.Const("axes0", Int64Tensor(Shape{1}, {0}));
-  const int d1 = t.Op("Gather", {shape, t.Const("i1", Int64Tensor(Shape{}, {1}))}, {}, {{}},
-                      DataType::kInt64);
-  const int d2 = t.Op("Gather", {shape, t.Const("i2", Int64Tensor(Shape{}, {2}))}, {}, {{}},
-                      DataType::kInt64);
+  const int d1 =
+      t.Op("Gather", {shape, t.Const("i1", Int64Tensor(Shape{}, {1}))}, {}, {{}}, DataType::kInt64);
+  const int d2 =
+      t.Op("Gather", {shape, t.Const("i2", Int64Tensor(Shape{}, {2}))}, {}, {{}}, DataType::kInt64);
   const int prod = t.Op("Mul", {d1, d2}, {}, {{}}, DataType::kInt64);
   const int u = t.Op("Unsqueeze", {prod, axes0}, {}, {{1}}, DataType::kInt64);
   const int target = t.Op("Concat", {t.Const("minus1", Int64Tensor(Shape{1}, {-1})), u},
                           {Attribute::Int("axis", 0)}, {{2}}, DataType::kInt64);
   t.Output(t.Op("Reshape", {x, target}, {}, {{-1, 12}}));
-  const int n = t.Op("Gather", {shape, t.Const("i0", Int64Tensor(Shape{}, {0}))}, {}, {{}},
-                     DataType::kInt64);
+  const int n =
+      t.Op("Gather", {shape, t.Const("i0", Int64Tensor(Shape{}, {0}))}, {}, {{}}, DataType::kInt64);
   const int nu = t.Op("Unsqueeze", {n, axes0}, {}, {{1}}, DataType::kInt64);
   const int flat = t.Op("Concat", {nu, t.Const("m1", Int64Tensor(Shape{1}, {-1}))},
                         {Attribute::Int("axis", 0)}, {{2}}, DataType::kInt64);
   t.Output(t.Op("Reshape", {x, flat}, {}, {{-1, 12}}));
   std::shared_ptr<const Graph> g = t.Build();
-  OptimizedGraph o = OptimizeOnly(g, {"shape_folding", "constant_folding",
-                                      "dead_code_elimination"});
+  OptimizedGraph o =
+      OptimizeOnly(g, {"shape_folding", "constant_folding", "dead_code_elimination"});
   EXPECT_EQ(CountOps(*o.graph, "Reshape"), 2);
   EXPECT_EQ(CountOps(*o.graph, "Mul"), 0);
   EXPECT_EQ(CountOps(*o.graph, "Shape"), 1);   // still needed for N
@@ -235,8 +235,8 @@ TEST(TypePropagationTest, ReshapeToComputedShapeKeepsTheBatchSymbol) {
   TestGraph t(13);
   const int x = t.Input("x", {-1, 8, 32});
   const int s = t.Op("Shape", {x}, {}, {{3}}, DataType::kInt64);
-  const int b = t.Op("Gather", {s, t.Const("zero", Int64Tensor(Shape{}, {0}))}, {}, {{}},
-                     DataType::kInt64);
+  const int b =
+      t.Op("Gather", {s, t.Const("zero", Int64Tensor(Shape{}, {0}))}, {}, {{}}, DataType::kInt64);
   const int u = t.Op("Unsqueeze", {b, t.Const("axes", Int64Tensor(Shape{1}, {0}))}, {}, {{1}},
                      DataType::kInt64);
   const int c = t.Op("Concat", {u, t.Const("rest", Int64Tensor(Shape{3}, {8, 4, -1}))},
@@ -280,7 +280,7 @@ TEST(IdentityEliminationTest, RemovesNoOps) {
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeOnly(g, {"identity_elimination"});
   EXPECT_EQ(o.graph->num_nodes(), 2);  // Relu, Sigmoid
-  EXPECT_EQ(o.passes[3].changes, 5);  // Identity, Dropout, Cast, Reshape, Transpose
+  EXPECT_EQ(o.passes[3].changes, 5);   // Identity, Dropout, Cast, Reshape, Transpose
   ExpectSameOutputs(*g, *o.graph, 0);
 }
 
@@ -290,8 +290,8 @@ TEST(IdentityEliminationTest, CollapsesTransposeAndReshapeChains) {
   const int a = t.Op("Transpose", {x}, {Attribute::Ints("perm", {1, 2, 0})}, {{3, 4, 2}});
   const int b = t.Op("Transpose", {a}, {Attribute::Ints("perm", {0, 2, 1})}, {{3, 2, 4}});
   const int r1 = t.Op("Reshape", {b, t.Const("s1", Int64Tensor(Shape{2}, {6, 4}))}, {}, {{6, 4}});
-  const int r2 = t.Op("Reshape", {r1, t.Const("s2", Int64Tensor(Shape{3}, {4, -1, 2}))}, {},
-                      {{4, 3, 2}});
+  const int r2 =
+      t.Op("Reshape", {r1, t.Const("s2", Int64Tensor(Shape{3}, {4, -1, 2}))}, {}, {{4, 3, 2}});
   t.Output(t.Op("Relu", {r2}, {}, {{4, 3, 2}}));
   // A pair that cancels out.
   const int c = t.Op("Transpose", {x}, {Attribute::Ints("perm", {2, 0, 1})}, {{4, 2, 3}});

@@ -11,9 +11,9 @@
 // optimize again at load; a second round finds nothing left to do).
 // Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -59,8 +59,7 @@ CommandMain AddOptimizeCommand(CLI::App& app) {
   cmd->add_option("--out", opt->out, "Where to write the optimized ONNX model");
   cmd->add_option("--disable-pass", opt->disabled,
                   "Do not run the optimizer pass NAME (repeatable; see --list-passes)");
-  cmd->add_option("--max-iterations", opt->max_iterations,
-                  "Rounds of the pass pipeline at most")
+  cmd->add_option("--max-iterations", opt->max_iterations, "Rounds of the pass pipeline at most")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_flag("--list-passes", opt->list, "List the optimizer passes in pipeline order and exit");

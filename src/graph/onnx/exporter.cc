@@ -37,8 +37,10 @@ Status SetType(const ValueType& type, onnx::TypeProto* proto) {
     onnx::TensorShapeProto* shape = t->mutable_shape();
     for (const Dim& d : type.dims) {
       onnx::TensorShapeProto_Dimension* dim = shape->add_dim();
-      if (d.known()) dim->set_dim_value(d.value);
-      else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
+      if (d.known())
+        dim->set_dim_value(d.value);
+      else if (!d.symbol.empty())
+        dim->set_dim_param(d.symbol);
     }
   }
   return Status::OK();
@@ -70,7 +72,8 @@ Status ExportAttribute(const Attribute& a, onnx::AttributeProto* proto) {
       break;
     case AttributeType::kTensor:
       proto->set_type(A::TENSOR);
-      if (a.t) KILN_RETURN_IF_ERROR(onnx_internal::TensorToProto(a.t->view(), "", proto->mutable_t()));
+      if (a.t)
+        KILN_RETURN_IF_ERROR(onnx_internal::TensorToProto(a.t->view(), "", proto->mutable_t()));
       break;
     case AttributeType::kGraph:
       proto->set_type(A::GRAPH);
@@ -126,9 +129,9 @@ Status ExportGraph(const Graph& graph, onnx::GraphProto* proto) {
   for (int id = 0; id < graph.num_values(); ++id) {
     const Value& v = graph.value(id);
     if (v.is_constant()) {
-      KILN_RETURN_IF_ERROR(onnx_internal::TensorToProto(v.constant->view(), v.name,
-                                                        proto->add_initializer())
-                               .WithContext(fmt::format("initializer '{}'", v.name)));
+      KILN_RETURN_IF_ERROR(
+          onnx_internal::TensorToProto(v.constant->view(), v.name, proto->add_initializer())
+              .WithContext(fmt::format("initializer '{}'", v.name)));
       continue;
     }
     if (listed[static_cast<size_t>(id)] || v.type.IsUnknown()) continue;
@@ -144,8 +147,9 @@ Status ExportGraph(const Graph& graph, onnx::GraphProto* proto) {
       n->add_output(out == kNoValue ? std::string() : graph.value(out).name);
     }
     for (const Attribute& a : node.attributes) {
-      KILN_RETURN_IF_ERROR(ExportAttribute(a, n->add_attribute())
-                               .WithContext(fmt::format("node '{}' ({})", node.name, node.op_type)));
+      KILN_RETURN_IF_ERROR(
+          ExportAttribute(a, n->add_attribute())
+              .WithContext(fmt::format("node '{}' ({})", node.name, node.op_type)));
     }
   }
   return Status::OK();
@@ -166,8 +170,7 @@ Result<std::string> ExportOnnxModel(const Graph& graph) {
     KILN_RETURN_IF_ERROR(ExportGraph(graph, model.mutable_graph()));
     std::string bytes;
     if (!model.SerializeToString(&bytes)) {
-      return Status::InvalidArgument(
-          "the model does not fit in one protobuf message (over 2 GiB)");
+      return Status::InvalidArgument("the model does not fit in one protobuf message (over 2 GiB)");
     }
     return bytes;
   } catch (const std::bad_alloc&) {

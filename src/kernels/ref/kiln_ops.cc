@@ -11,6 +11,8 @@
 // loop, in the order Y = act(core + Bias + Z). Gelu and Attention are direct loops; Attention
 // accumulates in double and subtracts the row maximum before exp, as the reference Softmax does.
 
+#include "graph/kiln_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -18,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
@@ -26,8 +27,19 @@
 namespace kiln::ref {
 namespace {
 
-enum class Act { kNone, kRelu, kClip, kSigmoid, kSilu, kHardSigmoid, kHardSwish, kGelu,
-                 kGeluTanh, kTanh, kLeakyRelu };
+enum class Act {
+  kNone,
+  kRelu,
+  kClip,
+  kSigmoid,
+  kSilu,
+  kHardSigmoid,
+  kHardSwish,
+  kGelu,
+  kGeluTanh,
+  kTanh,
+  kLeakyRelu
+};
 
 struct Activation {
   Act kind = Act::kNone;
@@ -51,17 +63,17 @@ Result<Activation> ReadActivation(const KernelInfo& info) {
     size_t num_params;
   };
   static constexpr Entry kTable[] = {
-      {kActivationNone, Act::kNone, 0},       {kActivationRelu, Act::kRelu, 0},
-      {kActivationClip, Act::kClip, 2},       {kActivationSigmoid, Act::kSigmoid, 0},
-      {kActivationSilu, Act::kSilu, 0},       {kActivationHardSigmoid, Act::kHardSigmoid, 2},
+      {kActivationNone, Act::kNone, 0},           {kActivationRelu, Act::kRelu, 0},
+      {kActivationClip, Act::kClip, 2},           {kActivationSigmoid, Act::kSigmoid, 0},
+      {kActivationSilu, Act::kSilu, 0},           {kActivationHardSigmoid, Act::kHardSigmoid, 2},
       {kActivationHardSwish, Act::kHardSwish, 0}, {kActivationGelu, Act::kGelu, 0},
       {kActivationGeluTanh, Act::kGeluTanh, 0},   {kActivationTanh, Act::kTanh, 0},
       {kActivationLeakyRelu, Act::kLeakyRelu, 1}};
   for (const Entry& e : kTable) {
     if (e.name != name) continue;
     if (a.params.size() != e.num_params) {
-      return OpError(op, "activation '{}' takes {} activation_params, got {}", name,
-                     e.num_params, a.params.size());
+      return OpError(op, "activation '{}' takes {} activation_params, got {}", name, e.num_params,
+                     a.params.size());
     }
     a.kind = e.kind;
     return a;
@@ -186,12 +198,11 @@ class FusedKernel final : public Kernel {
 // Builds the core ONNX kernel `core_op` at `core_opset` from `info`'s node: inputs
 // [0, num_core_inputs), output 0, the attributes minus the activation ones.
 Result<std::unique_ptr<Kernel>> CreateFused(const KernelInfo& info, std::string_view core_op,
-                                            int64_t core_opset, int num_core_inputs,
-                                            int bias_input, int z_input, KernelFactory factory) {
+                                            int64_t core_opset, int num_core_inputs, int bias_input,
+                                            int z_input, KernelFactory factory) {
   const Node& node = info.node();
   if (info.num_inputs() > z_input + 1) {
-    return OpError(node.op_type, "takes at most {} inputs, got {}", z_input + 1,
-                   info.num_inputs());
+    return OpError(node.op_type, "takes at most {} inputs, got {}", z_input + 1, info.num_inputs());
   }
   KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "fused ops have one output"));
   KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
@@ -294,8 +305,9 @@ class AttentionKernel final : public Kernel {
                        m.shape().ToString(), score_shape.ToString());
       }
       mask_at.resize(static_cast<size_t>(score_shape.NumElements()));
-      ForEachBroadcast(score_shape, BroadcastStrides(m.shape(), score_shape), DimArray{},
-                       [&](int64_t o, int64_t im, int64_t) { mask_at[static_cast<size_t>(o)] = im; });
+      ForEachBroadcast(
+          score_shape, BroadcastStrides(m.shape(), score_shape), DimArray{},
+          [&](int64_t o, int64_t im, int64_t) { mask_at[static_cast<size_t>(o)] = im; });
     }
     std::vector<int64_t> out_dims(score_dims);
     out_dims[static_cast<size_t>(r - 1)] = dv;
@@ -321,7 +333,8 @@ class AttentionKernel final : public Kernel {
                      static_cast<double>(pk[(b * t + j) * d + c]);
             }
             acc *= scale;
-            if (pm) acc += static_cast<double>(pm[mask_at[static_cast<size_t>((b * s + i) * t + j)]]);
+            if (pm)
+              acc += static_cast<double>(pm[mask_at[static_cast<size_t>((b * s + i) * t + j)]]);
             row[static_cast<size_t>(j)] = acc;
             mx = std::max(mx, acc);
           }

@@ -3,11 +3,12 @@
 // operator's definition in graph/kiln_ops.h (by hand for small cases, or by a naive formula
 // written in the test), never taken from the kernel's own output.
 
+#include "graph/kiln_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "graph/kiln_ops.h"
 #include "kernels/ref/ref_test_util.h"
 
 namespace kiln::ref::testing {
@@ -121,7 +122,8 @@ TEST(KilnOpsTest, EveryActivationMatchesItsFormula) {
       {"HardSigmoid", {0.2f, 0.5f}, [](double x) { return std::clamp(0.2 * x + 0.5, 0.0, 1.0); }},
       {"HardSwish", {}, [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }},
       {"Gelu", {}, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
-      {"GeluTanh", {},
+      {"GeluTanh",
+       {},
        [](double x) {
          return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
        }},
@@ -185,8 +187,8 @@ TEST(KilnOpsTest, LayerNormalizationOverLastAxis) {
   // Row 0: mean 2.5, variance 1.25. Row 1: constant, so (x - mean) = 0.
   const double inv = 1 / std::sqrt(1.25 + 1e-5);
   ExpectNear(out->at(0), Shape{2, 4},
-             {float(-1.5 * inv), float(2 * -0.5 * inv), float(0.5 * inv), float(1.5 * inv + 10),
-              0, 0, 0, 10});
+             {float(-1.5 * inv), float(2 * -0.5 * inv), float(0.5 * inv), float(1.5 * inv + 10), 0,
+              0, 0, 10});
 }
 
 TEST(KilnOpsTest, GeluBothForms) {
@@ -244,13 +246,15 @@ TEST(KilnOpsTest, AttentionDefaultScaleMatchesNaiveFormula) {
       double total = 0;
       for (int64_t j = 0; j < t_len; ++j) {
         double dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += q[size_t((bi * s + i) * d + c)] * k[size_t((bi * t_len + j) * d + c)];
+        for (int64_t c = 0; c < d; ++c)
+          dot += q[size_t((bi * s + i) * d + c)] * k[size_t((bi * t_len + j) * d + c)];
         w[size_t(j)] = std::exp(dot / 2.0);  // 1/sqrt(4)
         total += w[size_t(j)];
       }
       for (int64_t c = 0; c < dv; ++c) {
         double acc = 0;
-        for (int64_t j = 0; j < t_len; ++j) acc += w[size_t(j)] / total * v[size_t((bi * t_len + j) * dv + c)];
+        for (int64_t j = 0; j < t_len; ++j)
+          acc += w[size_t(j)] / total * v[size_t((bi * t_len + j) * dv + c)];
         want.push_back(float(acc));
       }
     }

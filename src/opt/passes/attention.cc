@@ -112,7 +112,8 @@ class AttentionFusionPass final : public Pass {
       const int q = qk.inputs[0];
       const int kt = qk.inputs[1];
       const int pv = SoleConsumer(ed, softmax.outputs[0]);
-      if (pv < 0 || !IsOnnxOp(ed.node(pv), "MatMul") || ed.node(pv).inputs[0] != softmax.outputs[0]) {
+      if (pv < 0 || !IsOnnxOp(ed.node(pv), "MatMul") ||
+          ed.node(pv).inputs[0] != softmax.outputs[0]) {
         continue;
       }
       const int v = ed.node(pv).inputs[1];
@@ -132,7 +133,8 @@ class AttentionFusionPass final : public Pass {
         ok = ok && SameDim(qt.dims[i], ktt.dims[i]) && SameDim(qt.dims[i], vt.dims[i]);
       }
       if (!ok) continue;
-      if (mask != kNoValue && (!IsFloat32(ed, mask) || !MaskFits(ed.value(mask).type, st))) continue;
+      if (mask != kNoValue && (!IsFloat32(ed, mask) || !MaskFits(ed.value(mask).type, st)))
+        continue;
       // K from Kt.
       int k = kNoValue;
       const int tr = ed.ProducerOf(kt, "Transpose");

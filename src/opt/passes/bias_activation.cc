@@ -82,10 +82,14 @@ std::optional<Act> MatchActivation(const GraphEditor& ed, int cur, int opset) {
     return act;
   }
   if (!n.domain.empty()) return std::nullopt;
-  if (n.op_type == "Relu") act.name = kActivationRelu;
-  else if (n.op_type == "Sigmoid") act.name = kActivationSigmoid;
-  else if (n.op_type == "Tanh") act.name = kActivationTanh;
-  else if (n.op_type == "HardSwish") act.name = kActivationHardSwish;
+  if (n.op_type == "Relu")
+    act.name = kActivationRelu;
+  else if (n.op_type == "Sigmoid")
+    act.name = kActivationSigmoid;
+  else if (n.op_type == "Tanh")
+    act.name = kActivationTanh;
+  else if (n.op_type == "HardSwish")
+    act.name = kActivationHardSwish;
   else if (n.op_type == "LeakyRelu") {
     act.name = kActivationLeakyRelu;
     act.params = {n.GetFloat("alpha", 0.01f)};
@@ -207,8 +211,8 @@ class BiasActivationFusionPass final : public Pass {
               took = true;
             }
           } else if (is_matmul && bias == kNoValue && core_type.has_shape) {
-            std::optional<std::vector<float>> v = ChannelVector(
-                ed, other, channels, 0, static_cast<int>(core_type.dims.size()));
+            std::optional<std::vector<float>> v =
+                ChannelVector(ed, other, channels, 0, static_cast<int>(core_type.dims.size()));
             if (v) {
               bias = ed.Constant(other)->shape().rank() == 1
                          ? other
@@ -237,8 +241,8 @@ class BiasActivationFusionPass final : public Pass {
       }
       if (pattern.size() == 1) continue;
       Node fused;
-      fused.name = core.name.empty() ? fmt::format("{}_fused", ed.value(cur).name)
-                                     : core.name + "_fused";
+      fused.name =
+          core.name.empty() ? fmt::format("{}_fused", ed.value(cur).name) : core.name + "_fused";
       fused.domain = std::string(kKilnDomain);
       fused.op_type = std::string(is_conv ? kFusedConvOp : is_gemm ? kFusedGemmOp : kFusedMatMulOp);
       fused.inputs = inputs;

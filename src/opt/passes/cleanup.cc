@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
-#include <algorithm>
 #include <set>
 
 #include "opt/pass.h"
@@ -23,21 +23,36 @@ namespace {
 // The ONNX TensorProto.DataType number of the common dtypes (Cast's `to`); -2 for others.
 int64_t OnnxTypeNumber(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return 1;
-    case DataType::kUint8: return 2;
-    case DataType::kInt8: return 3;
-    case DataType::kUint16: return 4;
-    case DataType::kInt16: return 5;
-    case DataType::kInt32: return 6;
-    case DataType::kInt64: return 7;
-    case DataType::kBytes: return 8;
-    case DataType::kBool: return 9;
-    case DataType::kFloat16: return 10;
-    case DataType::kFloat64: return 11;
-    case DataType::kUint32: return 12;
-    case DataType::kUint64: return 13;
-    case DataType::kBFloat16: return 16;
-    default: return -2;
+    case DataType::kFloat32:
+      return 1;
+    case DataType::kUint8:
+      return 2;
+    case DataType::kInt8:
+      return 3;
+    case DataType::kUint16:
+      return 4;
+    case DataType::kInt16:
+      return 5;
+    case DataType::kInt32:
+      return 6;
+    case DataType::kInt64:
+      return 7;
+    case DataType::kBytes:
+      return 8;
+    case DataType::kBool:
+      return 9;
+    case DataType::kFloat16:
+      return 10;
+    case DataType::kFloat64:
+      return 11;
+    case DataType::kUint32:
+      return 12;
+    case DataType::kUint64:
+      return 13;
+    case DataType::kBFloat16:
+      return 16;
+    default:
+      return -2;
   }
 }
 
@@ -85,9 +100,9 @@ class IdentityEliminationPass final : public Pass {
       if (node.op_type == "Identity") {
         noop = true;
       } else if (node.op_type == "Dropout") {
-        const bool mask_used = node.outputs.size() > 1 && node.outputs[1] != kNoValue &&
-                               (ed.IsGraphOutput(node.outputs[1]) ||
-                                !ed.Consumers(node.outputs[1]).empty());
+        const bool mask_used =
+            node.outputs.size() > 1 && node.outputs[1] != kNoValue &&
+            (ed.IsGraphOutput(node.outputs[1]) || !ed.Consumers(node.outputs[1]).empty());
         bool training = false;
         if (node.has_input(2)) {
           std::optional<double> t = ed.ScalarConstant(node.inputs[2]);
@@ -132,9 +147,10 @@ class IdentityEliminationPass final : public Pass {
             std::vector<int64_t> q(perm->size());
             for (size_t i = 0; i < q.size(); ++i) q[i] = (*p1)[static_cast<size_t>((*perm)[i])];
             Node& mut = ed.graph().mutable_node(n);
-            mut.attributes.erase(std::remove_if(mut.attributes.begin(), mut.attributes.end(),
-                                                [](const Attribute& a) { return a.name == "perm"; }),
-                                 mut.attributes.end());
+            mut.attributes.erase(
+                std::remove_if(mut.attributes.begin(), mut.attributes.end(),
+                               [](const Attribute& a) { return a.name == "perm"; }),
+                mut.attributes.end());
             mut.attributes.push_back(Attribute::Ints("perm", q));
             ed.SetInput(n, 0, ed.node(inner).inputs[0]);
             ed.RemoveNode(inner);

@@ -36,8 +36,8 @@ class ConvBnFoldingPass final : public Pass {
       if (w == nullptr || w->dtype() != DataType::kFloat32 || w->shape().rank() < 3) continue;
       const int64_t m = w->shape().dim(0);
       const OwnedTensor* b = conv.has_input(2) ? ed.Constant(conv.inputs[2]) : nullptr;
-      if (conv.has_input(2) && (b == nullptr || b->dtype() != DataType::kFloat32 ||
-                                b->num_elements() != m)) {
+      if (conv.has_input(2) &&
+          (b == nullptr || b->dtype() != DataType::kFloat32 || b->num_elements() != m)) {
         continue;
       }
       const OwnedTensor* stats[4];
@@ -59,7 +59,8 @@ class ConvBnFoldingPass final : public Pass {
       std::vector<float> new_w(static_cast<size_t>(w->num_elements()));
       std::vector<float> new_b(static_cast<size_t>(m));
       for (int64_t i = 0; i < m; ++i) {
-        const double s = static_cast<double>(scale[i]) / std::sqrt(static_cast<double>(var[i]) + eps);
+        const double s =
+            static_cast<double>(scale[i]) / std::sqrt(static_cast<double>(var[i]) + eps);
         for (int64_t k = 0; k < per_m; ++k) {
           new_w[static_cast<size_t>(i * per_m + k)] =
               static_cast<float>(w->data<const float>()[i * per_m + k] * s);

@@ -27,8 +27,8 @@ namespace {
 // Ops whose outputs may differ between runs (Dropout in training mode; in inference mode
 // identity_elimination removes it).
 const std::set<std::string_view> kNonDeterministic = {
-    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-    "Bernoulli",    "Dropout"};
+    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+    "Multinomial",  "Bernoulli",     "Dropout"};
 
 OwnedTensor Int64Tensor(const Shape& shape, const std::vector<int64_t>& values) {
   Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kInt64, shape);

@@ -264,7 +264,8 @@ class LayerNormFusionPass final : public Pass {
       int sq = -1, div = -1;
       for (int c : ed.Consumers(d)) {
         const Node& cn = ed.node(c);
-        if (IsOnnxOp(cn, "Div") && cn.inputs[0] == d) div = c;
+        if (IsOnnxOp(cn, "Div") && cn.inputs[0] == d)
+          div = c;
         else if (IsOnnxOp(cn, "Pow")) {
           auto e = SplitScalar(ed, cn, true);
           if (e && e->first == d && e->second == 2.0) sq = c;
@@ -320,7 +321,8 @@ class LayerNormFusionPass final : public Pass {
       ln.op_type = std::string(kLayerNormalizationOp);
       ln.domain = std::string(kKilnDomain);
       ln.inputs = {x, ed.AddConstant(base + "_ln_scale", MakeFloatTensor(pshape, gamma))};
-      if (beta) ln.inputs.push_back(ed.AddConstant(base + "_ln_bias", MakeFloatTensor(pshape, *beta)));
+      if (beta)
+        ln.inputs.push_back(ed.AddConstant(base + "_ln_bias", MakeFloatTensor(pshape, *beta)));
       ln.outputs = {out};
       ln.attributes.push_back(Attribute::Int("axis", -*k));
       Attribute e;

@@ -77,22 +77,53 @@ std::optional<Dims> Broadcast(const Dims& a, const Dims& b) {
     const Dim one{1, {}};
     const Dim& x = i < r - a.size() ? one : a[i - (r - a.size())];
     const Dim& y = i < r - b.size() ? one : b[i - (r - b.size())];
-    if (x.known() && x.value == 1) out[i] = y;
-    else if (y.known() && y.value == 1) out[i] = x;
-    else if (Same(x, y)) out[i] = x;
-    else if (x.known() && !y.known()) out[i] = x;  // y must be 1 or equal: the result is x
-    else if (y.known() && !x.known()) out[i] = y;
-    else if (x.known() && y.known()) return std::nullopt;  // invalid broadcast
-    else out[i] = Dim{};
+    if (x.known() && x.value == 1)
+      out[i] = y;
+    else if (y.known() && y.value == 1)
+      out[i] = x;
+    else if (Same(x, y))
+      out[i] = x;
+    else if (x.known() && !y.known())
+      out[i] = x;  // y must be 1 or equal: the result is x
+    else if (y.known() && !x.known())
+      out[i] = y;
+    else if (x.known() && y.known())
+      return std::nullopt;  // invalid broadcast
+    else
+      out[i] = Dim{};
   }
   return out;
 }
 
-const std::set<std::string_view> kUnary = {
-    "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Neg", "Exp", "Log", "Abs", "Reciprocal",
-    "LeakyRelu", "HardSigmoid", "HardSwish", "Clip", "Softmax", "LogSoftmax", "Identity",
-    "Dropout", "Elu", "Selu", "Softplus", "Floor", "Ceil", "Round", "Sin", "Cos",
-    "LayerNormalization", "BatchNormalization", "InstanceNormalization"};
+const std::set<std::string_view> kUnary = {"Relu",
+                                           "Sigmoid",
+                                           "Tanh",
+                                           "Erf",
+                                           "Sqrt",
+                                           "Neg",
+                                           "Exp",
+                                           "Log",
+                                           "Abs",
+                                           "Reciprocal",
+                                           "LeakyRelu",
+                                           "HardSigmoid",
+                                           "HardSwish",
+                                           "Clip",
+                                           "Softmax",
+                                           "LogSoftmax",
+                                           "Identity",
+                                           "Dropout",
+                                           "Elu",
+                                           "Selu",
+                                           "Softplus",
+                                           "Floor",
+                                           "Ceil",
+                                           "Round",
+                                           "Sin",
+                                           "Cos",
+                                           "LayerNormalization",
+                                           "BatchNormalization",
+                                           "InstanceNormalization"};
 const std::set<std::string_view> kBinary = {"Add", "Sub", "Mul", "Div", "Pow", "PRelu"};
 
 class TypePropagationPass final : public Pass {
@@ -112,9 +143,12 @@ class TypePropagationPass final : public Pass {
       Dims d;
       for (int64_t i = 0; i < c->num_elements(); ++i) {
         const int64_t x = c->data<const int64_t>()[i];
-        if (x >= 0) d.push_back(Dim{x, {}});
-        else if (x == -1) d.push_back(Dim{-1, kInferMarker});
-        else d.push_back(Dim{});
+        if (x >= 0)
+          d.push_back(Dim{x, {}});
+        else if (x == -1)
+          d.push_back(Dim{-1, kInferMarker});
+        else
+          d.push_back(Dim{});
       }
       return d;
     };
@@ -150,13 +184,15 @@ class TypePropagationPass final : public Pass {
           for (const Dim& i : *idx) {
             int64_t k = i.value;
             if (k < 0) k += static_cast<int64_t>(s->size());
-            if (k < 0 || k >= static_cast<int64_t>(s->size())) ok = false;
-            else picked.push_back((*s)[static_cast<size_t>(k)]);
+            if (k < 0 || k >= static_cast<int64_t>(s->size()))
+              ok = false;
+            else
+              picked.push_back((*s)[static_cast<size_t>(k)]);
           }
           if (ok) sv[out] = picked;
         }
-      } else if (onnx && (op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
-                          op == "Identity")) {
+      } else if (onnx &&
+                 (op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Identity")) {
         if (std::optional<Dims> s = shape_value(x); s && s->size() == 1) sv[out] = *s;
       } else if (onnx && op == "Concat") {
         Dims all;
@@ -259,9 +295,12 @@ class TypePropagationPass final : public Pass {
       int64_t known = 1;
       std::vector<std::string> syms;
       for (const Dim& d : *in) {
-        if (d.known()) known *= d.value;
-        else if (!d.symbol.empty()) syms.push_back(d.symbol);
-        else return out;
+        if (d.known())
+          known *= d.value;
+        else if (!d.symbol.empty())
+          syms.push_back(d.symbol);
+        else
+          return out;
       }
       for (size_t i = 0; i < out.size(); ++i) {
         if (static_cast<int>(i) == minus_one) continue;
@@ -277,8 +316,10 @@ class TypePropagationPass final : public Pass {
           return out;
         }
       }
-      if (syms.empty()) out[static_cast<size_t>(minus_one)] = Dim{known, {}};
-      else if (syms.size() == 1 && known == 1) out[static_cast<size_t>(minus_one)] = Dim{-1, syms[0]};
+      if (syms.empty())
+        out[static_cast<size_t>(minus_one)] = Dim{known, {}};
+      else if (syms.size() == 1 && known == 1)
+        out[static_cast<size_t>(minus_one)] = Dim{-1, syms[0]};
     }
     return out;
   }
