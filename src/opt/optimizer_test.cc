@@ -267,6 +267,43 @@ TEST(TypePropagationTest, NeverOverridesDeclaredDims) {
   EXPECT_EQ(o.graph->value(o.graph->node(1).outputs[0]).type.ToString(), "FP32[N,3]");
 }
 
+TEST(ShapeFoldingTest, BatchSizeReadsShareOneChain) {
+  // Four Reshapes each compute the batch size from their own input; after shape folding, CSE
+  // and DCE one Shape -> Gather -> Unsqueeze of the graph input remains, and the Reshape of an
+  // [N, 4, 6] value to [N, 4, 6] is gone.
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 4, 6});
+  const int axes = t.Const("axes", Int64Tensor(Shape{1}, {0}));
+  int count = 0;
+  auto batch_of = [&](int v, int rank) {
+    const int s = t.Op("Shape", {v}, {}, {{rank}}, DataType::kInt64);
+    const int b =
+        t.Op("Gather", {s, t.Const("i" + std::to_string(count++), Int64Tensor(Shape{}, {0}))}, {},
+             {{}}, DataType::kInt64);
+    return t.Op("Unsqueeze", {b, axes}, {}, {{1}}, DataType::kInt64);
+  };
+  const int r = t.Op("Relu", {x}, {}, {{-1, 4, 6}});
+  const int s1 = t.Op("Concat", {batch_of(r, 3), t.Const("a", Int64Tensor(Shape{1}, {24}))},
+                      {Attribute::Int("axis", 0)}, {{2}}, DataType::kInt64);
+  const int flat = t.Op("Reshape", {r, s1}, {}, {{-1, 24}});
+  const int s2 = t.Op("Concat", {batch_of(flat, 2), t.Const("b", Int64Tensor(Shape{2}, {4, 6}))},
+                      {Attribute::Int("axis", 0)}, {{3}}, DataType::kInt64);
+  t.Output(t.Op("Reshape", {flat, s2}, {}, {{-1, 4, 6}}));
+  const int s3 = t.Op("Concat", {batch_of(flat, 2), t.Const("c", Int64Tensor(Shape{2}, {6, 4}))},
+                      {Attribute::Int("axis", 0)}, {{3}}, DataType::kInt64);
+  t.Output(t.Op("Reshape", {flat, s3}, {}, {{-1, 6, 4}}));
+  const int s4 = t.Op("Concat", {batch_of(r, 3), t.Const("d", Int64Tensor(Shape{2}, {4, 6}))},
+                      {Attribute::Int("axis", 0)}, {{3}}, DataType::kInt64);
+  t.Output(t.Op("Reshape", {r, s4}, {}, {{-1, 4, 6}}));  // [N,4,6] to [N,4,6]: a no-op
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "Shape"), 1) << FormatPassReport(o);
+  EXPECT_EQ(CountOps(*o.graph, "Gather"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "Unsqueeze"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "Reshape"), 3);
+  ExpectSameOutputs(*g, *o.graph, 0, 4, /*symbol_value=*/3);
+}
+
 TEST(IdentityEliminationTest, RemovesNoOps) {
   TestGraph t(13);
   const int x = t.Input("x", {2, 3});

@@ -122,7 +122,10 @@ class IdentityEliminationPass final : public Pass {
         std::optional<std::vector<int64_t>> a = StaticDims(ed.value(in).type);
         std::optional<std::vector<int64_t>> shape =
             node.has_input(1) ? Int64Values(ed, node.inputs[1]) : std::nullopt;
-        noop = a && shape && *a == *shape;
+        // To the input's own static shape, or to a shape the types prove equal (same dims or
+        // symbols: x.view(x.shape[0], 8, 32) of an [N, 8, 32] x).
+        noop =
+            (a && shape && *a == *shape) || SameStaticShape(ed.value(in).type, ed.value(out).type);
         if (!noop && shape) {
           // Reshape(Reshape(x, s1), s2) == Reshape(x, s2) when s2 copies no dim (no 0).
           const int inner = ed.ProducerOf(in, "Reshape");

@@ -11,11 +11,14 @@
 // session reports the problem at load as it would have anyway.
 // Shape folding needs no kernel: Shape, Size and Gather(Shape(x), constant indices) read the
 // declared dims of x, which must be known for every dim they return (a symbolic batch dim
-// blocks only the entries that read it).
+// blocks only the entries that read it). A Gather of one symbolic dim is rewired to read that
+// symbol from the graph input that declares it, so CSE can merge the many copies of "the batch
+// size" PyTorch exports compute.
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "kernels/registry.h"
@@ -68,10 +71,53 @@ std::optional<std::vector<Dim>> DimsOf(const GraphEditor& ed, int value) {
   return t.dims;
 }
 
+// Gather node `gather` reads dim `pos` of `source`, which is the symbol `symbol`. When a graph
+// input has that symbol at some position j, makes the Gather read Shape(input)[j] instead, so
+// every such read of one symbol becomes the same node pair and CSE keeps one (PyTorch exports
+// compute the batch size afresh before each Reshape). `shape_of_input` caches the Shape nodes
+// added in this pass. Returns true when it rewired the Gather.
+bool ReadSymbolFromInput(GraphEditor& ed, int gather, int source, int64_t pos,
+                         const std::string& symbol, const Shape& index_shape,
+                         std::map<int, int>& shape_of_input) {
+  for (int in : ed.graph().inputs) {
+    const ValueType& t = ed.value(in).type;
+    if (!t.is_tensor() || !t.has_shape) continue;
+    for (size_t j = 0; j < t.dims.size(); ++j) {
+      if (t.dims[j].known() || t.dims[j].symbol != symbol) continue;
+      if (in == source && static_cast<int64_t>(j) == pos) return false;  // already canonical
+      auto it = shape_of_input.find(in);
+      if (it == shape_of_input.end()) {
+        ValueType st;
+        st.dtype = DataType::kInt64;
+        st.has_shape = true;
+        st.dims = {Dim{static_cast<int64_t>(t.dims.size()), {}}};
+        const int v = ed.AddValue(ed.value(in).name + "_shape", st);
+        Node shape;
+        shape.name = ed.value(v).name;
+        shape.op_type = "Shape";
+        shape.inputs = {in};
+        shape.outputs = {v};
+        ed.AddNode(std::move(shape));
+        it = shape_of_input.emplace(in, v).first;
+      }
+      std::vector<int64_t> index(1, static_cast<int64_t>(j));
+      Result<OwnedTensor> idx = OwnedTensor::Allocate(DataType::kInt64, index_shape);
+      KILN_CHECK(idx.ok(), idx.status().ToString());
+      idx->data<int64_t>()[0] = static_cast<int64_t>(j);
+      const int idx_id = ed.AddConstant(ed.value(in).name + "_dim", std::move(idx).value());
+      ed.SetInput(gather, 0, it->second);
+      ed.SetInput(gather, 1, idx_id);
+      return true;
+    }
+  }
+  return false;
+}
+
 class ShapeFoldingPass final : public Pass {
  public:
   Result<int> Run(GraphEditor& ed, const OptimizerOptions&) const override {
     int changes = 0;
+    std::map<int, int> shape_of_input;
     for (int n : ed.LiveNodes()) {
       const Node& node = ed.node(n);
       if (!node.domain.empty() || node.outputs.empty() || node.outputs[0] == kNoValue ||
@@ -138,6 +184,11 @@ class ShapeFoldingPass final : public Pass {
           const Dim& d = (*dims)[static_cast<size_t>(begin + k)];
           if (!d.known()) {
             ok = false;
+            if (idx->num_elements() == 1 && !d.symbol.empty() &&
+                ReadSymbolFromInput(ed, n, sn.inputs[0], begin + k, d.symbol, idx->shape(),
+                                    shape_of_input)) {
+              ++changes;
+            }
             break;
           }
           values.push_back(d.value);
