@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/ref/ref_test_util.h"
+#include "kernels/registry.h"
 
 namespace kiln::ref::testing {
 namespace {
@@ -48,6 +49,21 @@ void ExpectNear(const OwnedTensor& t, const Shape& shape, const std::vector<floa
   std::vector<float> got = ToVector<float>(t);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+TEST(KilnOpsTest, EveryKilnOpHasOneReferenceRowForVersion1) {
+  for (std::string_view op : {kFusedConvOp, kFusedGemmOp, kFusedMatMulOp, kLayerNormalizationOp,
+                              kGeluOp, kAttentionOp}) {
+    int rows = 0;
+    for (const KernelDef& def : KernelRegistry::Global().defs()) {
+      if (def.provider != "ref" || def.domain != kKilnDomain || def.op_type != op) continue;
+      ++rows;
+      EXPECT_EQ(def.since_version, 1) << op;
+      EXPECT_EQ(def.end_version, kKilnOpsetVersion) << op;
+      EXPECT_NE(def.types & TypeBit(DataType::kFloat32), 0u) << op;
+    }
+    EXPECT_EQ(rows, 1) << op;
+  }
 }
 
 TEST(KilnOpsTest, FusedConvAddsBiasResidualThenRelu) {
