@@ -164,6 +164,9 @@ class Graph {
   const Value& value(int id) const { return values_[static_cast<size_t>(id)]; }
   Value& mutable_value(int id) { return values_[static_cast<size_t>(id)]; }
   const Node& node(int id) const { return nodes_[static_cast<size_t>(id)]; }
+  // For graph rewrites (src/opt) on a graph nobody else reads yet. Changing a node's outputs
+  // does not update Value::producer; the rewriter rebuilds the graph afterwards.
+  Node& mutable_node(int id) { return nodes_[static_cast<size_t>(id)]; }
   std::span<const Value> values() const { return values_; }
   std::span<const Node> nodes() const { return nodes_; }
   int num_values() const { return static_cast<int>(values_.size()); }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "opt/optimizer.h"
 #include "repo/batching.h"
 #include "repo/model_config.h"
 
@@ -157,6 +158,19 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     const InstanceOptions& options, OutputLabels output_labels) {
   KILN_CHECK(graph != nullptr, "LoadedModelImpl::Create: null graph");
   const std::string& model = config.name();
+  // Weight bytes are those of the model as imported (its initializers), whatever the optimizer
+  // folds or drops below.
+  const uint64_t weight_bytes = GraphWeightBytes(*graph);
+  // The graph optimizer runs once per load and every instance shares its result. A failure
+  // would be an optimizer bug: it is logged and the model is served as imported.
+  Result<OptimizedGraph> optimized = OptimizeGraph(graph);
+  if (optimized.ok()) {
+    graph = optimized->graph;
+  } else {
+    KILN_LOG_WARN("model '{}' version {}: graph optimization failed, serving the graph as "
+                  "imported: {}",
+                  model, version, optimized.status().ToString());
+  }
   KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));
 
   KILN_RETURN_IF_ERROR(ValidateInstanceGroups(config));
@@ -195,7 +209,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   }
 
   std::shared_ptr<LoadedModelImpl> loaded(new LoadedModelImpl(version, runners[0], stats, count));
-  loaded->weight_bytes_ = GraphWeightBytes(*graph);
+  loaded->weight_bytes_ = weight_bytes;
   BatcherOptions batcher_options;
   batcher_options.name = fmt::format("model '{}' version {}", model, version);
   batcher_options.policy = std::move(policy);

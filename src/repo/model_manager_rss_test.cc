@@ -35,7 +35,8 @@ constexpr double kTolerance = 0.10;
 
 // Writes <dir>/<name>/1/model.onnx: Y[b,4] = X[b,4] + the column sums of W[rows,4], with
 // W[r, c] = c + 1 (so Y = X + rows * [1, 2, 3, 4]); W is stored as `parts` initializers of
-// rows / parts rows, each reduced by its own ReduceSum, then added up by one Sum.
+// rows / parts rows, each reduced by its own ReduceSum (over axes computed at run time, so the
+// graph optimizer cannot fold W away), then added up by one Sum.
 bool WriteModel(const fs::path& dir, const std::string& name, int64_t rows, int parts) {
   const fs::path file = dir / name / "1" / "model.onnx";
   fs::create_directories(file.parent_path());
@@ -45,9 +46,14 @@ from onnx import TensorProto, helper, numpy_helper
 path, rows, parts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 inits = [numpy_helper.from_array(np.tile(np.arange(1, 5, dtype=np.float32), (rows // parts, 1)),
                                  f"W{i}") for i in range(parts)]
-inits.append(numpy_helper.from_array(np.array([0], dtype=np.int64), "axes"))
-nodes = [helper.make_node("ReduceSum", [f"W{i}", "axes"], [f"S{i}"], keepdims=0)
-         for i in range(parts)]
+inits.append(numpy_helper.from_array(np.array([0], dtype=np.int64), "zero"))
+# axes = [0], computed from X's (symbolic) batch dim so that the reductions stay in the graph:
+# over constant axes the optimizer would fold them at load and W would never be resident.
+nodes = [helper.make_node("Shape", ["X"], ["Xshape"]),
+         helper.make_node("Gather", ["Xshape", "zero"], ["B"]),
+         helper.make_node("Sub", ["B", "B"], ["axes"])]
+nodes += [helper.make_node("ReduceSum", [f"W{i}", "axes"], [f"S{i}"], keepdims=0)
+          for i in range(parts)]
 nodes.append(helper.make_node("Sum", [f"S{i}" for i in range(parts)], ["S"]))
 nodes.append(helper.make_node("Add", ["X", "S"], ["Y"]))
 graph = helper.make_graph(

@@ -17,6 +17,8 @@ using CommandMain = std::function<int()>;
 CommandMain AddRunCommand(CLI::App& app);
 // `kiln profile MODEL.onnx ...`: latency, throughput, memory plan and per-node times.
 CommandMain AddProfileCommand(CLI::App& app);
+// `kiln optimize MODEL.onnx --out OPT.onnx ...`: write the optimized graph.
+CommandMain AddOptimizeCommand(CLI::App& app);
 // `kiln serve --model-repository DIR ...`: the inference server.
 CommandMain AddServeCommand(CLI::App& app);
 // `kiln bench -m MODEL ...`: the load generator (closed and open loop, HTTP and gRPC).

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::map<std::string, kiln::tools::CommandMain> commands;
   commands["run"] = kiln::tools::AddRunCommand(app);
   commands["profile"] = kiln::tools::AddProfileCommand(app);
+  commands["optimize"] = kiln::tools::AddOptimizeCommand(app);
   commands["serve"] = kiln::tools::AddServeCommand(app);
   commands["bench"] = kiln::tools::AddBenchCommand(app, argc, argv);
 

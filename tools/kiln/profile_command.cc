@@ -31,6 +31,7 @@
 
 #include "graph/onnx/importer.h"
 #include "runtime/profiler.h"
+#include "opt/optimizer.h"
 #include "runtime/session.h"
 #include "tools/kiln/commands.h"
 
@@ -47,6 +48,8 @@ struct ProfileOptions {
   bool json = false;
   std::string trace;
   bool no_memory_plan = false;
+  bool no_optimize = false;
+  std::vector<std::string> disabled_passes;
 };
 
 // Parses "NAME:d1,d2,..." (an empty dim list is a scalar).
@@ -256,7 +259,15 @@ Status Profile(const ProfileOptions& opt) {
     KILN_ASSIGN_OR_RETURN(auto parsed, ParseShapeSpec(spec));
     given[parsed.first] = parsed.second;
   }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, ImportOnnxModel(opt.model));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, ImportOnnxModel(opt.model));
+  // Profile what the server runs: the optimized graph (inputs and outputs keep their names).
+  const int imported_nodes = graph->num_nodes();
+  if (!opt.no_optimize) {
+    OptimizerOptions optimizer;
+    optimizer.disabled_passes = opt.disabled_passes;
+    KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(graph, optimizer));
+    graph = optimized.graph;
+  }
   for (const auto& [name, dims] : given) {
     bool found = false;
     for (int id : graph->inputs) found = found || graph->value(id).name == name;
@@ -362,6 +373,8 @@ Status Profile(const ProfileOptions& opt) {
     j += fmt::format("\"model\":{},\"batch\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},",
                      JsonString(opt.model), batch, session->intra_op_threads(), opt.iterations,
                      opt.warmup);
+    j += fmt::format("\"optimized\":{},\"imported_nodes\":{},\"nodes_run\":{},",
+                     opt.no_optimize ? "false" : "true", imported_nodes, graph->num_nodes());
     j += fmt::format(
         "\"median_ms\":{:.6f},\"p99_ms\":{:.6f},\"mean_ms\":{:.6f},\"min_ms\":{:.6f},"
         "\"max_ms\":{:.6f},\"runs_per_s\":{:.3f},\"items_per_s\":{:.3f},\"gflop_per_run\":{:.6f},",
@@ -502,6 +515,10 @@ CommandMain AddProfileCommand(CLI::App& app) {
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
+  cmd->add_flag("--no-optimize", opt->no_optimize,
+                "Profile the graph as imported, without the graph optimizer");
+  cmd->add_option("--disable-pass", opt->disabled_passes,
+                  "Do not run the optimizer pass NAME (repeatable; `kiln optimize --list-passes`)");
   cmd->add_flag("--no-memory-plan", opt->no_memory_plan,
                 "Run without static memory plans (every intermediate allocated as it comes), to "
                 "compare");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `kiln run`: import a model, read its inputs from tensor files (.pb TensorProto or .npy), run
-// it once on the reference path, write every output to a file. Used by people checking a model
+// `kiln run`: import a model, optimize its graph (opt/optimizer.h; --no-optimize skips it,
+// --disable-pass NAME switches one pass off), read its inputs from tensor files (.pb TensorProto
+// or .npy), run it once, write every output to a file. Used by people checking a model
 // and by the ONNX conformance runner. Inputs and outputs declared as sequences or optionals are
 // .pb SequenceProto / OptionalProto files (the model's declared type says which), as in the ONNX
 // backend test data.
@@ -22,6 +23,7 @@
 
 #include "graph/onnx/importer.h"
 #include "graph/onnx/tensor_file.h"
+#include "opt/optimizer.h"
 #include "runtime/session.h"
 #include "tools/kiln/commands.h"
 
@@ -38,6 +40,8 @@ struct RunOptions {
   std::string output_dir;
   std::string output_format = "pb";
   int threads = 0;  // intra-op threads; 0: the machine's hardware threads
+  bool no_optimize = false;
+  std::vector<std::string> disabled_passes;
 };
 
 // Files input_0.<ext>, input_1.<ext>, ... in `dir`, in index order (.pb or .npy).
@@ -58,7 +62,13 @@ Result<std::vector<std::string>> ListInputsDir(const std::string& dir) {
 }
 
 Status RunModel(const RunOptions& opt) {
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, ImportOnnxModel(opt.model));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, ImportOnnxModel(opt.model));
+  if (!opt.no_optimize) {
+    OptimizerOptions options;
+    options.disabled_passes = opt.disabled_passes;
+    KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(graph, options));
+    graph = optimized.graph;
+  }
   SessionOptions session_options;
   session_options.intra_op_threads = opt.threads;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph, session_options));
@@ -153,6 +163,11 @@ CommandMain AddRunCommand(CLI::App& app) {
                   "Intra-op threads of the run (0 = the machine's hardware threads)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  cmd->add_flag("--no-optimize", opt->no_optimize,
+                "Run the graph as imported, without the graph optimizer");
+  cmd->add_option("--disable-pass", opt->disabled_passes,
+                  "Do not run the optimizer pass NAME (repeatable; `kiln optimize --list-passes` "
+                  "lists them)");
   return [opt] {
     Status s = RunModel(*opt);
     if (!s.ok()) {

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reference kernels of kiln's own operators (domain ai.kiln, graph/kiln_ops.h): FusedConv,
+// FusedGemm, FusedMatMul, LayerNormalization, Gelu, Attention. They define the numerics the fast
+// kernels (src/kernels/cpu) are tested against, so they are written to be obviously right, not
+// fast.
+//
+// NOTE on the approach: the fused ops are computed exactly as their unfused graph would be. The
+// core op (Conv, Gemm, MatMul; LayerNormalization) runs through the ONNX reference kernel of
+// that op, built from a copy of the node with the fused-only inputs and attributes removed;
+// then Bias (FusedMatMul), the residual Z and the activation are applied elementwise in a second
+// loop, in the order Y = act(core + Bias + Z). Gelu and Attention are direct loops; Attention
+// accumulates in double and subtracts the row maximum before exp, as the reference Softmax does.
+
+#include "graph/kiln_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/common.h"
+#include "kernels/ref/factories.h"
+
+namespace kiln::ref {
+namespace {
+
+enum class Act {
+  kNone,
+  kRelu,
+  kClip,
+  kSigmoid,
+  kSilu,
+  kHardSigmoid,
+  kHardSwish,
+  kGelu,
+  kGeluTanh,
+  kTanh,
+  kLeakyRelu
+};
+
+struct Activation {
+  Act kind = Act::kNone;
+  std::vector<float> params;
+};
+
+Result<Activation> ReadActivation(const KernelInfo& info) {
+  AttrReader attrs(info);
+  const std::string& op = info.node().op_type;
+  KILN_ASSIGN_OR_RETURN(std::string name, attrs.String("activation", ""));
+  Activation a;
+  if (const Attribute* p = info.node().FindAttribute("activation_params")) {
+    if (p->type != AttributeType::kFloats) {
+      return OpError(op, "attribute 'activation_params' must be a FLOATS");
+    }
+    a.params = p->floats;
+  }
+  struct Entry {
+    std::string_view name;
+    Act kind;
+    size_t num_params;
+  };
+  static constexpr Entry kTable[] = {
+      {kActivationNone, Act::kNone, 0},           {kActivationRelu, Act::kRelu, 0},
+      {kActivationClip, Act::kClip, 2},           {kActivationSigmoid, Act::kSigmoid, 0},
+      {kActivationSilu, Act::kSilu, 0},           {kActivationHardSigmoid, Act::kHardSigmoid, 2},
+      {kActivationHardSwish, Act::kHardSwish, 0}, {kActivationGelu, Act::kGelu, 0},
+      {kActivationGeluTanh, Act::kGeluTanh, 0},   {kActivationTanh, Act::kTanh, 0},
+      {kActivationLeakyRelu, Act::kLeakyRelu, 1}};
+  for (const Entry& e : kTable) {
+    if (e.name != name) continue;
+    if (a.params.size() != e.num_params) {
+      return OpError(op, "activation '{}' takes {} activation_params, got {}", name, e.num_params,
+                     a.params.size());
+    }
+    a.kind = e.kind;
+    return a;
+  }
+  return OpError(op, "unknown activation '{}'", name);
+}
+
+double GeluErf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanh(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+double ApplyAct(const Activation& a, double x) {
+  switch (a.kind) {
+    case Act::kNone:
+      return x;
+    case Act::kRelu:
+      return x > 0 ? x : 0.0;
+    case Act::kClip:
+      return std::min(std::max(x, static_cast<double>(a.params[0])),
+                      static_cast<double>(a.params[1]));
+    case Act::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case Act::kSilu:
+      return x / (1.0 + std::exp(-x));
+    case Act::kHardSigmoid:
+      return std::max(0.0, std::min(1.0, a.params[0] * x + a.params[1]));
+    case Act::kHardSwish:
+      return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
+    case Act::kGelu:
+      return GeluErf(x);
+    case Act::kGeluTanh:
+      return GeluTanh(x);
+    case Act::kTanh:
+      return std::tanh(x);
+    case Act::kLeakyRelu:
+      return x >= 0 ? x : a.params[0] * x;
+  }
+  return x;
+}
+
+// The attributes of `node` except the named ones.
+std::vector<Attribute> AttributesWithout(const Node& node,
+                                         std::initializer_list<std::string_view> drop) {
+  std::vector<Attribute> out;
+  for (const Attribute& a : node.attributes) {
+    if (std::find(drop.begin(), drop.end(), a.name) == drop.end()) out.push_back(a);
+  }
+  return out;
+}
+
+// A fused op: the ONNX core kernel on inputs [0, num_core_inputs), then Bias / Z / activation.
+class FusedKernel final : public Kernel {
+ public:
+  FusedKernel(std::string op, std::unique_ptr<Kernel> core, int num_core_inputs, int bias_input,
+              int z_input, Activation act)
+      : op_(std::move(op)),
+        core_(std::move(core)),
+        num_core_inputs_(num_core_inputs),
+        bias_input_(bias_input),
+        z_input_(z_input),
+        act_(std::move(act)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    std::vector<Tensor> core_inputs(static_cast<size_t>(num_core_inputs_));
+    for (int i = 0; i < num_core_inputs_ && i < ctx.num_inputs(); ++i) {
+      core_inputs[static_cast<size_t>(i)] = ctx.input(i);
+    }
+    OwnedTensor core_out[1];
+    KernelContext core_ctx(core_inputs, core_out);
+    KILN_RETURN_IF_ERROR(core_->Compute(core_ctx));
+    const Tensor& c = core_out[0].view();
+    const Tensor* bias = nullptr;
+    const Tensor* z = nullptr;
+    if (bias_input_ >= 0 && ctx.has_input(bias_input_)) {
+      KILN_RETURN_IF_ERROR(CheckInput(ctx, bias_input_, op_));
+      bias = &ctx.input(bias_input_);
+      const int64_t n = c.rank() > 0 ? c.dim(c.rank() - 1) : 1;
+      if (bias->rank() != 1 || bias->dim(0) != n || bias->dtype() != c.dtype()) {
+        return OpError(op_, "Bias {} must be 1-D of {} with {} elements (Y's last dim)",
+                       bias->shape().ToString(), DataTypeName(c.dtype()), n);
+      }
+    }
+    if (z_input_ >= 0 && ctx.has_input(z_input_)) {
+      KILN_RETURN_IF_ERROR(CheckInput(ctx, z_input_, op_));
+      z = &ctx.input(z_input_);
+      if (!(z->shape() == c.shape()) || z->dtype() != c.dtype()) {
+        return OpError(op_, "Z {} {} must have Y's dtype and shape exactly, {} {}",
+                       DataTypeName(z->dtype()), z->shape().ToString(), DataTypeName(c.dtype()),
+                       c.shape().ToString());
+      }
+    }
+    return DispatchType<float, double>(c.dtype(), op_, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, c.dtype(), c.shape()));
+      const T* pc = c.data<const T>();
+      const T* pb = bias ? bias->data<const T>() : nullptr;
+      const T* pz = z ? z->data<const T>() : nullptr;
+      const int64_t n = c.num_elements();
+      const int64_t last = pb ? bias->dim(0) : 1;
+      T* py = y.data<T>();
+      for (int64_t i = 0; i < n; ++i) {
+        double v = static_cast<double>(pc[i]);
+        if (pb) v += static_cast<double>(pb[i % last]);
+        if (pz) v += static_cast<double>(pz[i]);
+        py[i] = static_cast<T>(ApplyAct(act_, v));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::string op_;
+  std::unique_ptr<Kernel> core_;
+  int num_core_inputs_;
+  int bias_input_;
+  int z_input_;
+  Activation act_;
+};
+
+// Builds the core ONNX kernel `core_op` at `core_opset` from `info`'s node: inputs
+// [0, num_core_inputs), output 0, the attributes minus the activation ones.
+Result<std::unique_ptr<Kernel>> CreateFused(const KernelInfo& info, std::string_view core_op,
+                                            int64_t core_opset, int num_core_inputs, int bias_input,
+                                            int z_input, KernelFactory factory) {
+  const Node& node = info.node();
+  if (info.num_inputs() > z_input + 1) {
+    return OpError(node.op_type, "takes at most {} inputs, got {}", z_input + 1, info.num_inputs());
+  }
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "fused ops have one output"));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  Node core;
+  core.name = node.name;
+  core.op_type = std::string(core_op);
+  for (int i = 0; i < num_core_inputs && i < info.num_inputs(); ++i) {
+    core.inputs.push_back(node.inputs[static_cast<size_t>(i)]);
+  }
+  core.outputs = {node.outputs.empty() ? kNoValue : node.outputs[0]};
+  core.attributes = AttributesWithout(node, {"activation", "activation_params"});
+  KernelInfo core_info(info.graph(), core, core_opset);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(core_info));
+  return std::unique_ptr<Kernel>(std::make_unique<FusedKernel>(
+      node.op_type, std::move(kernel), num_core_inputs, bias_input, z_input, std::move(act)));
+}
+
+// LayerNormalization (ai.kiln): the ONNX opset-17 kernel, first output only.
+class KilnLayerNormKernel final : public Kernel {
+ public:
+  explicit KilnLayerNormKernel(std::unique_ptr<Kernel> core) : core_(std::move(core)) {}
+  Status Compute(KernelContext& ctx) const override {
+    std::vector<Tensor> in(3);
+    for (int i = 0; i < 3 && i < ctx.num_inputs(); ++i) in[static_cast<size_t>(i)] = ctx.input(i);
+    OwnedTensor out[1];
+    KernelContext core_ctx(in, out);
+    KILN_RETURN_IF_ERROR(core_->Compute(core_ctx));
+    return CopyToOutput(ctx, out[0].view(), out[0].shape());
+  }
+
+ private:
+  std::unique_ptr<Kernel> core_;
+};
+
+class GeluKernel final : public Kernel {
+ public:
+  explicit GeluKernel(bool tanh) : tanh_(tanh) {}
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, "Gelu"));
+    const Tensor& x = ctx.input(0);
+    return DispatchType<float, double>(x.dtype(), "Gelu", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+      const T* px = x.data<const T>();
+      T* py = y.data<T>();
+      for (int64_t i = 0; i < x.num_elements(); ++i) {
+        const double v = static_cast<double>(px[i]);
+        py[i] = static_cast<T>(tanh_ ? GeluTanh(v) : GeluErf(v));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  bool tanh_;
+};
+
+class AttentionKernel final : public Kernel {
+ public:
+  explicit AttentionKernel(std::optional<float> scale) : scale_(scale) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 3, "Attention"));
+    const Tensor& q = ctx.input(0);  // [..., S, D]
+    const Tensor& k = ctx.input(1);  // [..., T, D]
+    const Tensor& v = ctx.input(2);  // [..., T, Dv]
+    const bool has_mask = ctx.has_input(3);
+    if (has_mask) KILN_RETURN_IF_ERROR(CheckInput(ctx, 3, "Attention"));
+    const int r = q.rank();
+    if (r < 2 || k.rank() != r || v.rank() != r) {
+      return OpError("Attention", "Q {}, K {}, V {} must have the same rank >= 2",
+                     q.shape().ToString(), k.shape().ToString(), v.shape().ToString());
+    }
+    for (int i = 0; i < r - 2; ++i) {
+      if (k.dim(i) != q.dim(i) || v.dim(i) != q.dim(i)) {
+        return OpError("Attention", "Q {}, K {}, V {} must have equal leading dims",
+                       q.shape().ToString(), k.shape().ToString(), v.shape().ToString());
+      }
+    }
+    const int64_t s = q.dim(r - 2), d = q.dim(r - 1), t = k.dim(r - 2), dv = v.dim(r - 1);
+    if (k.dim(r - 1) != d || v.dim(r - 2) != t) {
+      return OpError("Attention", "K {} must be [..., T, {}] and V {} [..., T, Dv] with T = {}",
+                     k.shape().ToString(), d, v.shape().ToString(), t);
+    }
+    for (int i = 1; i < (has_mask ? 4 : 3); ++i) {
+      if (ctx.input(i).dtype() != q.dtype()) {
+        return OpError("Attention", "input {} has dtype {}, Q has {}", i,
+                       DataTypeName(ctx.input(i).dtype()), DataTypeName(q.dtype()));
+      }
+    }
+    std::vector<int64_t> score_dims(q.shape().dims().begin(), q.shape().dims().end());
+    score_dims[static_cast<size_t>(r - 1)] = t;
+    KILN_ASSIGN_OR_RETURN(Shape score_shape, Shape::Create(score_dims));
+    // The mask expanded to the scores' shape (a reference kernel may spend the memory).
+    std::vector<int64_t> mask_at;
+    if (has_mask) {
+      const Tensor& m = ctx.input(3);
+      if (!BroadcastsTo(m.shape(), score_shape)) {
+        return OpError("Attention", "Mask {} does not broadcast to the scores' shape {}",
+                       m.shape().ToString(), score_shape.ToString());
+      }
+      mask_at.resize(static_cast<size_t>(score_shape.NumElements()));
+      ForEachBroadcast(
+          score_shape, BroadcastStrides(m.shape(), score_shape), DimArray{},
+          [&](int64_t o, int64_t im, int64_t) { mask_at[static_cast<size_t>(o)] = im; });
+    }
+    std::vector<int64_t> out_dims(score_dims);
+    out_dims[static_cast<size_t>(r - 1)] = dv;
+    KILN_ASSIGN_OR_RETURN(Shape out_shape, Shape::Create(out_dims));
+    const double scale = scale_ ? static_cast<double>(*scale_) : 1.0 / std::sqrt(double(d));
+    const int64_t batch = DimProduct(q.shape().dims(), 0, static_cast<size_t>(r - 2));
+    return DispatchType<float, double>(q.dtype(), "Attention", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, q.dtype(), out_shape));
+      const T* pq = q.data<const T>();
+      const T* pk = k.data<const T>();
+      const T* pv = v.data<const T>();
+      const T* pm = has_mask ? ctx.input(3).data<const T>() : nullptr;
+      T* py = y.data<T>();
+      std::vector<double> row(static_cast<size_t>(t));
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t i = 0; i < s; ++i) {
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < t; ++j) {
+            double acc = 0;
+            for (int64_t c = 0; c < d; ++c) {
+              acc += static_cast<double>(pq[(b * s + i) * d + c]) *
+                     static_cast<double>(pk[(b * t + j) * d + c]);
+            }
+            acc *= scale;
+            if (pm)
+              acc += static_cast<double>(pm[mask_at[static_cast<size_t>((b * s + i) * t + j)]]);
+            row[static_cast<size_t>(j)] = acc;
+            mx = std::max(mx, acc);
+          }
+          double sum = 0;
+          for (double& e : row) {
+            e = std::exp(e - mx);
+            sum += e;
+          }
+          for (int64_t c = 0; c < dv; ++c) {
+            double acc = 0;
+            for (int64_t j = 0; j < t; ++j) {
+              acc += row[static_cast<size_t>(j)] * static_cast<double>(pv[(b * t + j) * dv + c]);
+            }
+            py[(b * s + i) * dv + c] = static_cast<T>(acc / sum);
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::optional<float> scale_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  return CreateFused(info, "Conv", 13, 3, -1, 3, &CreateConv);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnFusedGemm(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  return CreateFused(info, "Gemm", 13, 3, -1, 3, &CreateGemm);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnFusedMatMul(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  if (!info.node().attributes.empty()) {
+    for (const Attribute& a : info.node().attributes) {
+      if (a.name != "activation" && a.name != "activation_params") {
+        return OpError("FusedMatMul", "unknown attribute '{}'", a.name);
+      }
+    }
+  }
+  return CreateFused(info, "MatMul", 13, 2, 2, 3, &CreateMatMul);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnLayerNormalization(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "ai.kiln LayerNormalization has one output"));
+  Node core = info.node();
+  core.domain.clear();
+  KernelInfo core_info(info.graph(), core, 17);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, CreateLayerNormalization(core_info));
+  return std::unique_ptr<Kernel>(std::make_unique<KilnLayerNormKernel>(std::move(kernel)));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnGelu(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "Gelu has one output"));
+  const Attribute* a = info.node().FindAttribute("approximate");
+  if (a != nullptr && a->type != AttributeType::kString) {
+    return OpError("Gelu", "attribute 'approximate' must be a STRING");
+  }
+  const std::string approximate = a != nullptr ? a->s : std::string("none");
+  if (approximate != "none" && approximate != "tanh") {
+    return OpError("Gelu", "attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
+                   approximate);
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<GeluKernel>(approximate == "tanh"));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnAttention(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 3));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "Attention has one output"));
+  if (info.num_inputs() > 4) {
+    return OpError("Attention", "takes at most 4 inputs, got {}", info.num_inputs());
+  }
+  std::optional<float> scale;
+  if (AttrReader(info).Has("scale")) {
+    KILN_ASSIGN_OR_RETURN(float s, AttrReader(info).Float("scale", 1.0f));
+    scale = s;
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<AttentionKernel>(scale));
+}
+
+}  // namespace kiln::ref

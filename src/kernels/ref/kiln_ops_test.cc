@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reference kernels of the ai.kiln operators: each expected value is worked out here from the
+// operator's definition in graph/kiln_ops.h (by hand for small cases, or by a naive formula
+// written in the test), never taken from the kernel's own output.
+
+#include "graph/kiln_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/ref/ref_test_util.h"
+#include "kernels/registry.h"
+
+namespace kiln::ref::testing {
+namespace {
+
+Attribute Str(std::string name, std::string v) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kString;
+  a.s = std::move(v);
+  return a;
+}
+Attribute Floats(std::string name, std::vector<float> v) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kFloats;
+  a.floats = std::move(v);
+  return a;
+}
+Attribute Float(std::string name, float v) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kFloat;
+  a.f = v;
+  return a;
+}
+
+OpTest Kiln(std::string op) {
+  OpTest t(std::move(op), 17);
+  t.Domain("ai.kiln", 1);
+  return t;
+}
+
+void ExpectNear(const OwnedTensor& t, const Shape& shape, const std::vector<float>& want,
+                double tol = 1e-5) {
+  ASSERT_EQ(t.shape(), shape);
+  std::vector<float> got = ToVector<float>(t);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+TEST(KilnOpsTest, EveryKilnOpHasOneReferenceRowForVersion1) {
+  for (std::string_view op : {kFusedConvOp, kFusedGemmOp, kFusedMatMulOp, kLayerNormalizationOp,
+                              kGeluOp, kAttentionOp}) {
+    int rows = 0;
+    for (const KernelDef& def : KernelRegistry::Global().defs()) {
+      if (def.provider != "ref" || def.domain != kKilnDomain || def.op_type != op) continue;
+      ++rows;
+      EXPECT_EQ(def.since_version, 1) << op;
+      EXPECT_EQ(def.end_version, kKilnOpsetVersion) << op;
+      EXPECT_NE(def.types & TypeBit(DataType::kFloat32), 0u) << op;
+    }
+    EXPECT_EQ(rows, 1) << op;
+  }
+}
+
+TEST(KilnOpsTest, FusedConvAddsBiasResidualThenRelu) {
+  // 1x1 conv, two output channels: weights 1 and -1, bias 0.5 and 0, residual all ones.
+  OpTest t = Kiln("FusedConv");
+  t.Input(MakeTensor<float>({1, 1, 2, 2}, {1, -2, 3, -4}))
+      .ConstInput(MakeTensor<float>({2, 1, 1, 1}, {1, -1}))
+      .ConstInput(MakeTensor<float>({2}, {0.5f, 0}))
+      .Input(MakeTensor<float>({1, 2, 2, 2}, std::vector<float>(8, 1.0f)))
+      .Attr(Str("activation", "Relu"));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // ch0: relu(x + 0.5 + 1) ; ch1: relu(-x + 1)
+  ExpectNear(out->at(0), Shape{1, 2, 2, 2}, {2.5f, 0, 4.5f, 0, 0, 3, 0, 5});
+}
+
+TEST(KilnOpsTest, FusedConvKeepsConvAttributes) {
+  // 3x3 input, 2x2 kernel of ones, stride 1, pad 0: window sums.
+  OpTest t = Kiln("FusedConv");
+  t.Input(MakeTensor<float>({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}))
+      .ConstInput(MakeTensor<float>({1, 1, 2, 2}, {1, 1, 1, 1}))
+      .Attr(Attribute::Ints("kernel_shape", {2, 2}))
+      .Attr(Str("activation", "Clip"))
+      .Attr(Floats("activation_params", {0, 20}));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear(out->at(0), Shape{1, 1, 2, 2}, {12, 16, 20, 20});  // 24 and 28 clipped to 20
+}
+
+TEST(KilnOpsTest, FusedGemmAlphaBetaCThenClip) {
+  OpTest t = Kiln("FusedGemm");
+  t.Input(MakeTensor<float>({1, 2}, {1, 2}))
+      .ConstInput(MakeTensor<float>({2, 2}, {1, 0, 0, 1}))
+      .ConstInput(MakeTensor<float>({2}, {1, 1}))
+      .Attr(Float("alpha", 2.0f))
+      .Attr(Float("beta", 0.5f))
+      .Attr(Str("activation", "Clip"))
+      .Attr(Floats("activation_params", {0, 4}));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // 2*[1,2] + 0.5*[1,1] = [2.5, 4.5] -> clip to [2.5, 4]
+  ExpectNear(out->at(0), Shape{1, 2}, {2.5f, 4.0f});
+}
+
+TEST(KilnOpsTest, FusedMatMulBiasAndResidualThenLeakyRelu) {
+  OpTest t = Kiln("FusedMatMul");
+  t.Input(MakeTensor<float>({1, 2}, {1, -3}))
+      .ConstInput(MakeTensor<float>({2, 2}, {1, 0, 0, 1}))
+      .ConstInput(MakeTensor<float>({2}, {0, 1}))
+      .Input(MakeTensor<float>({1, 2}, {-2, 0}))
+      .Attr(Str("activation", "LeakyRelu"))
+      .Attr(Floats("activation_params", {0.1f}));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // [1,-3] + [0,1] + [-2,0] = [-1,-2] -> [-0.1, -0.2]
+  ExpectNear(out->at(0), Shape{1, 2}, {-0.1f, -0.2f});
+}
+
+TEST(KilnOpsTest, EveryActivationMatchesItsFormula) {
+  const std::vector<float> xs = {-3.5f, -1.0f, -0.25f, 0.0f, 0.5f, 2.0f, 4.0f};
+  struct Case {
+    std::string name;
+    std::vector<float> params;
+    double (*f)(double);
+  };
+  const std::vector<Case> cases = {
+      {"", {}, [](double x) { return x; }},
+      {"Relu", {}, [](double x) { return x > 0 ? x : 0; }},
+      {"Sigmoid", {}, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"SiLU", {}, [](double x) { return x / (1 + std::exp(-x)); }},
+      {"Tanh", {}, [](double x) { return std::tanh(x); }},
+      {"HardSigmoid", {0.2f, 0.5f}, [](double x) { return std::clamp(0.2 * x + 0.5, 0.0, 1.0); }},
+      {"HardSwish", {}, [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }},
+      {"Gelu", {}, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {"GeluTanh",
+       {},
+       [](double x) {
+         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+       }},
+      {"LeakyRelu", {0.01f}, [](double x) { return x >= 0 ? x : 0.01 * x; }},
+      {"Clip", {-1.0f, 1.0f}, [](double x) { return std::clamp(x, -1.0, 1.0); }},
+  };
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> eye(static_cast<size_t>(n * n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) eye[static_cast<size_t>(i * n + i)] = 1.0f;
+  for (const Case& c : cases) {
+    OpTest t = Kiln("FusedMatMul");
+    t.Input(MakeTensor<float>({1, n}, xs)).ConstInput(MakeTensor<float>({n, n}, eye));
+    t.Attr(Str("activation", c.name));
+    if (!c.params.empty()) t.Attr(Floats("activation_params", c.params));
+    Result<std::vector<OwnedTensor>> out = t.Run();
+    ASSERT_TRUE(out.ok()) << c.name << ": " << out.status().ToString();
+    std::vector<float> want;
+    for (float x : xs) want.push_back(static_cast<float>(c.f(x)));
+    SCOPED_TRACE(c.name);
+    ExpectNear(out->at(0), Shape{1, n}, want);
+  }
+}
+
+TEST(KilnOpsTest, FusedOpsRejectBadActivations) {
+  {
+    OpTest t = Kiln("FusedMatMul");
+    t.Input(MakeTensor<float>({1, 1}, {1})).ConstInput(MakeTensor<float>({1, 1}, {1}));
+    t.Attr(Str("activation", "Swish"));
+    Result<std::vector<OwnedTensor>> out = t.Run();
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("unknown activation 'Swish'"), std::string::npos)
+        << out.status().ToString();
+  }
+  {
+    OpTest t = Kiln("FusedMatMul");
+    t.Input(MakeTensor<float>({1, 1}, {1})).ConstInput(MakeTensor<float>({1, 1}, {1}));
+    t.Attr(Str("activation", "Clip"));
+    Result<std::vector<OwnedTensor>> out = t.Run();
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("takes 2 activation_params"), std::string::npos)
+        << out.status().ToString();
+  }
+  {
+    // Z must have Y's shape exactly (no broadcasting).
+    OpTest t = Kiln("FusedMatMul");
+    t.Input(MakeTensor<float>({2, 1}, {1, 2})).ConstInput(MakeTensor<float>({1, 1}, {1}));
+    t.OmittedInput().Input(MakeTensor<float>({1, 1}, {1}));
+    Result<std::vector<OwnedTensor>> out = t.Run();
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("Z"), std::string::npos) << out.status().ToString();
+  }
+}
+
+TEST(KilnOpsTest, LayerNormalizationOverLastAxis) {
+  OpTest t = Kiln("LayerNormalization");
+  t.Input(MakeTensor<float>({2, 4}, {1, 2, 3, 4, 2, 2, 2, 2}))
+      .ConstInput(MakeTensor<float>({4}, {1, 2, 1, 1}))
+      .ConstInput(MakeTensor<float>({4}, {0, 0, 0, 10}));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // Row 0: mean 2.5, variance 1.25. Row 1: constant, so (x - mean) = 0.
+  const double inv = 1 / std::sqrt(1.25 + 1e-5);
+  ExpectNear(out->at(0), Shape{2, 4},
+             {float(-1.5 * inv), float(2 * -0.5 * inv), float(0.5 * inv), float(1.5 * inv + 10), 0,
+              0, 0, 10});
+}
+
+TEST(KilnOpsTest, GeluBothForms) {
+  const std::vector<float> xs = {-2, -0.5f, 0, 1, 3};
+  for (std::string approx : {"none", "tanh"}) {
+    OpTest t = Kiln("Gelu");
+    t.Input(MakeTensor<float>({5}, xs)).Attr(Str("approximate", approx));
+    Result<std::vector<OwnedTensor>> out = t.Run();
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> want;
+    for (double x : xs) {
+      want.push_back(static_cast<float>(
+          approx == "none"
+              ? 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))
+              : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))));
+    }
+    ExpectNear(out->at(0), Shape{5}, want);
+  }
+  OpTest bad = Kiln("Gelu");
+  bad.Input(MakeTensor<float>({1}, {1})).Attr(Str("approximate", "fast"));
+  EXPECT_FALSE(bad.Run().ok());
+}
+
+TEST(KilnOpsTest, AttentionWithScaleAndMask) {
+  // One query, two keys, D = 1: scores = scale * [1*1, 1*2] + mask.
+  OpTest t = Kiln("Attention");
+  t.Input(MakeTensor<float>({1, 1, 1}, {1}))
+      .Input(MakeTensor<float>({1, 2, 1}, {1, 2}))
+      .Input(MakeTensor<float>({1, 2, 1}, {10, 20}))
+      .Input(MakeTensor<float>({1, 2}, {0, -1}))  // broadcasts to [1, 1, 2]
+      .Attr(Float("scale", 2.0f));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const double s0 = 2.0 + 0, s1 = 4.0 - 1;  // scaled scores plus mask
+  const double p0 = std::exp(s0) / (std::exp(s0) + std::exp(s1));
+  ExpectNear(out->at(0), Shape{1, 1, 1}, {float(p0 * 10 + (1 - p0) * 20)}, 1e-4);
+}
+
+TEST(KilnOpsTest, AttentionDefaultScaleMatchesNaiveFormula) {
+  std::mt19937 rng(3);
+  const int64_t b = 2, s = 3, t_len = 4, d = 4, dv = 2;
+  std::vector<float> q = RandomValues<float>(b * s * d, rng);
+  std::vector<float> k = RandomValues<float>(b * t_len * d, rng);
+  std::vector<float> v = RandomValues<float>(b * t_len * dv, rng);
+  OpTest t = Kiln("Attention");
+  t.Input(MakeTensor<float>({b, s, d}, q))
+      .Input(MakeTensor<float>({b, t_len, d}, k))
+      .Input(MakeTensor<float>({b, t_len, dv}, v));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<float> want;
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t i = 0; i < s; ++i) {
+      std::vector<double> w(static_cast<size_t>(t_len));
+      double total = 0;
+      for (int64_t j = 0; j < t_len; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += q[size_t((bi * s + i) * d + c)] * k[size_t((bi * t_len + j) * d + c)];
+        w[size_t(j)] = std::exp(dot / 2.0);  // 1/sqrt(4)
+        total += w[size_t(j)];
+      }
+      for (int64_t c = 0; c < dv; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < t_len; ++j)
+          acc += w[size_t(j)] / total * v[size_t((bi * t_len + j) * dv + c)];
+        want.push_back(float(acc));
+      }
+    }
+  }
+  ExpectNear(out->at(0), Shape{b, s, dv}, want, 1e-5);
+}
+
+TEST(KilnOpsTest, AttentionRejectsUnequalLeadingDims) {
+  OpTest t = Kiln("Attention");
+  t.Input(MakeTensor<float>({2, 1, 1}, {1, 1}))
+      .Input(MakeTensor<float>({1, 1, 1}, {1}))
+      .Input(MakeTensor<float>({1, 1, 1}, {1}));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("equal leading dims"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::ref::testing

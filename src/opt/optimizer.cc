@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pass manager (optimizer.h): runs the passes of passes.inc in order, timed, each on a
+// fresh GraphEditor over the previous pass's result, verifying the graph after each one, and
+// repeats the pipeline until a round changes nothing or max_iterations rounds have run.
+
+#include "opt/optimizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "graph/kiln_ops.h"
+#include "opt/pass.h"
+
+namespace kiln {
+namespace {
+
+constexpr PassInfo kPasses[] = {
+#define KILN_OPT_PASS(name, factory, description) {#name, description},
+#include "opt/passes.inc"
+#undef KILN_OPT_PASS
+};
+
+using PassFactory = std::unique_ptr<opt::Pass> (*)();
+constexpr PassFactory kFactories[] = {
+#define KILN_OPT_PASS(name, factory, description) &opt::factory,
+#include "opt/passes.inc"
+#undef KILN_OPT_PASS
+};
+
+}  // namespace
+
+namespace opt {
+void ImportKilnDomain(GraphEditor& ed) {
+  ed.graph().opset_imports[std::string(kKilnDomain)] = kKilnOpsetVersion;
+}
+}  // namespace opt
+
+std::span<const PassInfo> ListPasses() { return kPasses; }
+
+Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
+                                     const OptimizerOptions& options) {
+  if (graph == nullptr) return Status::InvalidArgument("OptimizeGraph: null graph");
+  for (const std::string& name : options.disabled_passes) {
+    const bool known = std::any_of(std::begin(kPasses), std::end(kPasses),
+                                   [&](const PassInfo& p) { return p.name == name; });
+    if (!known) {
+      std::vector<std::string_view> names;
+      for (const PassInfo& p : kPasses) names.push_back(p.name);
+      return Status::InvalidArgument(
+          fmt::format("unknown optimizer pass '{}' (passes: {})", name, fmt::join(names, ", ")));
+    }
+  }
+  KILN_RETURN_IF_ERROR(opt::VerifyGraph(*graph).WithContext("optimizer input"));
+  OptimizedGraph result;
+  result.nodes_before = graph->num_nodes();
+  const size_t num_passes = std::size(kPasses);
+  std::vector<std::unique_ptr<opt::Pass>> passes;
+  for (size_t i = 0; i < num_passes; ++i) {
+    PassReport r;
+    r.name = std::string(kPasses[i].name);
+    r.enabled = std::find(options.disabled_passes.begin(), options.disabled_passes.end(), r.name) ==
+                options.disabled_passes.end();
+    result.passes.push_back(std::move(r));
+    passes.push_back(kFactories[i]());
+  }
+  Graph current = *graph;
+  const int rounds = std::max(1, options.max_iterations);
+  for (int round = 0; round < rounds; ++round) {
+    int round_changes = 0;
+    for (size_t i = 0; i < num_passes; ++i) {
+      PassReport& report = result.passes[i];
+      if (!report.enabled) continue;
+      const auto start = std::chrono::steady_clock::now();
+      opt::GraphEditor ed(std::move(current));
+      Result<int> changes = passes[i]->Run(ed, options);
+      if (!changes.ok()) {
+        return changes.status().WithContext(fmt::format("optimizer pass '{}'", report.name));
+      }
+      Result<Graph> next = ed.Finish();
+      const auto stop = std::chrono::steady_clock::now();
+      if (!next.ok()) {
+        return next.status().WithContext(fmt::format("after optimizer pass '{}'", report.name));
+      }
+      current = std::move(next).value();
+      if (options.verify_each_pass) {
+        KILN_RETURN_IF_ERROR(opt::VerifyGraph(current).WithContext(
+            fmt::format("after optimizer pass '{}'", report.name)));
+      }
+      report.runs += 1;
+      report.changes += *changes;
+      report.time_ms += std::chrono::duration<double, std::milli>(stop - start).count();
+      round_changes += *changes;
+    }
+    result.rounds = round + 1;
+    if (round_changes == 0) break;
+  }
+  result.nodes_after = current.num_nodes();
+  result.graph = std::make_shared<const Graph>(std::move(current));
+  return result;
+}
+
+std::string FormatPassReport(const OptimizedGraph& result) {
+  std::string out = fmt::format("{:<34} {:>8} {:>10}\n", "pass", "changes", "time_ms");
+  for (const PassReport& p : result.passes) {
+    if (!p.enabled) {
+      out += fmt::format("{:<34} {:>8} {:>10}\n", p.name, "-", "disabled");
+      continue;
+    }
+    out += fmt::format("{:<34} {:>8} {:>10.3f}\n", p.name, p.changes, p.time_ms);
+  }
+  out += fmt::format("nodes: {} -> {} in {} round(s)\n", result.nodes_before, result.nodes_after,
+                     result.rounds);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// kiln's graph optimizer: an ordered pipeline of named passes (passes.inc) that rewrites a graph
+// into one that computes the same outputs faster: constant and shape folding, dead-code and
+// common-subexpression elimination, no-op removal, Conv+BatchNormalization folding, and fusions
+// into kiln's own operators (graph/kiln_ops.h, domain ai.kiln).
+//
+//   OptimizerOptions options;
+//   options.disabled_passes = {"attention_fusion"};
+//   KILN_ASSIGN_OR_RETURN(OptimizedGraph opt, OptimizeGraph(graph, options));
+//   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Create(opt.graph));
+//   fmt::print("{}", FormatPassReport(opt));
+//
+// The input graph is not modified (the optimizer works on a copy). Every pass may be switched
+// off by name, is timed, and is followed by a structural check of the graph (VerifyGraph: ids,
+// topological order, every input defined); the pipeline repeats until a round changes nothing,
+// at most `max_iterations` rounds. Graphs with symbolic dims (an unknown batch) are fine: only
+// what is static in the declared types is folded, and fusions that need a shape fact they
+// cannot prove are skipped. Subgraphs (If/Loop/Scan bodies) are left as they are.
+//
+// Thread safety: OptimizeGraph may be called from any thread; it shares nothing.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "graph/ir.h"
+
+namespace kiln {
+
+struct OptimizerOptions {
+  // Pass names (ListPasses) not to run; an unknown name is INVALID_ARGUMENT.
+  std::vector<std::string> disabled_passes;
+  // Rounds of the whole pipeline at most (a fixpoint bound).
+  int max_iterations = 4;
+  // Constant folding keeps a result only when it is at most this many bytes or no larger than
+  // the node's constant inputs together (so folding never inflates the model much).
+  int64_t fold_max_bytes = int64_t{1} << 20;
+  // Check the graph after every pass (cheap: linear in the graph).
+  bool verify_each_pass = true;
+};
+
+struct PassInfo {
+  std::string_view name;
+  std::string_view description;
+};
+
+// What one pass did over all rounds.
+struct PassReport {
+  std::string name;
+  bool enabled = true;
+  int changes = 0;     // rewrites made (nodes folded, removed or fused)
+  int runs = 0;        // rounds it ran in
+  double time_ms = 0;  // total time, verification excluded
+};
+
+struct OptimizedGraph {
+  std::shared_ptr<const Graph> graph;
+  std::vector<PassReport> passes;  // pipeline order
+  int rounds = 0;
+  int nodes_before = 0;
+  int nodes_after = 0;
+};
+
+// Every pass in pipeline order.
+std::span<const PassInfo> ListPasses();
+
+// Optimizes `graph` (a top-level graph that passes VerifyGraph). Errors: INVALID_ARGUMENT for
+// an unknown pass name or a null graph; INTERNAL when a pass breaks the graph (a bug; the
+// message names the pass).
+Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
+                                     const OptimizerOptions& options = {});
+
+// A text table: pass, changes, time; then a line with the node counts.
+std::string FormatPassReport(const OptimizedGraph& result);
+
+}  // namespace kiln

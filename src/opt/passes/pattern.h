@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Small matching helpers shared by the fusion passes (internal to src/opt/passes).
+
+#include <cmath>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "opt/graph_editor.h"
+
+namespace kiln::opt {
+
+inline bool IsOnnxOp(const Node& n, std::string_view op) {
+  return n.domain.empty() && n.op_type == op;
+}
+
+// For a two-input node with one single-element constant input: (the other input, the constant).
+// `constant_second_only`: only the second input may be the constant (Div, Sub, Pow).
+inline std::optional<std::pair<int, double>> SplitScalar(const GraphEditor& ed, const Node& n,
+                                                         bool constant_second_only = false) {
+  if (n.inputs.size() != 2 || n.inputs[0] == kNoValue || n.inputs[1] == kNoValue) {
+    return std::nullopt;
+  }
+  if (std::optional<double> c = ed.ScalarConstant(n.inputs[1])) {
+    return std::make_pair(n.inputs[0], *c);
+  }
+  if (constant_second_only) return std::nullopt;
+  if (std::optional<double> c = ed.ScalarConstant(n.inputs[0])) {
+    return std::make_pair(n.inputs[1], *c);
+  }
+  return std::nullopt;
+}
+
+inline bool Near(double a, double b, double rel = 1e-3) {
+  return std::abs(a - b) <= rel * std::abs(b);
+}
+
+// The one live reader of `value` when it is the only reader and `value` is not a graph output;
+// else -1.
+inline int SoleConsumer(const GraphEditor& ed, int value) {
+  if (value == kNoValue || ed.IsGraphOutput(value)) return -1;
+  const std::vector<int>& c = ed.Consumers(value);
+  return c.size() == 1 ? c[0] : -1;
+}
+
+// The other input of a two-input node, given one of them; kNoValue when `one` is not an input
+// or both inputs are `one`.
+inline int OtherInput(const Node& n, int one) {
+  if (n.inputs.size() != 2) return kNoValue;
+  if (n.inputs[0] == one && n.inputs[1] != one) return n.inputs[1];
+  if (n.inputs[1] == one && n.inputs[0] != one) return n.inputs[0];
+  return kNoValue;
+}
+
+inline bool IsFloat32(const GraphEditor& ed, int value) {
+  return ed.DtypeOf(value) == DataType::kFloat32;
+}
+
+}  // namespace kiln::opt
