@@ -394,7 +394,7 @@ TEST_F(HttpServerTest, ServerMetadata) {
   EXPECT_EQ(r.header("Content-Type"), "application/json");
   EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3",)"
                     R"("extensions":["classification","model_repository","binary_tensor_data",)"
-                    R"("statistics"]})");
+                    R"("statistics","logging"]})");
 }
 
 TEST_F(HttpServerTest, ModelMetadata) {
@@ -543,7 +543,7 @@ TEST_F(HttpServerTest, NotFoundAndMethodNotAllowed) {
   Client c(port());
   for (const char* target :
        {"/", "/v2/", "/v2/models/double/trace/setting", "/v2/repository/models/m",
-        "/v2/models/double/versions/x/infer", "/v2/logging"}) {
+        "/v2/models/double/versions/x/infer", "/v2/trace/setting"}) {
     Reply r = c.Get(target);
     EXPECT_EQ(r.status, 404) << target;
     EXPECT_EQ(r.body, R"({"error":"Not Found"})") << target;
@@ -1100,9 +1100,9 @@ TEST_F(HttpServerTest, RepositoryLoadAndUnload) {
   // Refused before reaching the manager.
   const size_t calls = manager_.ControlCalls().size();
   Reply files = c.Post("/v2/repository/models/x/load",
-                       R"({"parameters":{"file:1/model.onnx":"AAAA","config":"{}"}})");
-  EXPECT_EQ(files.status, 501);
-  EXPECT_NE(ErrorOf(files).find("file:1/model.onnx"), std::string::npos);
+                       R"({"parameters":{"file:1/model.onnx":"AA!A","config":"{}"}})");
+  EXPECT_EQ(files.status, 400);
+  EXPECT_NE(ErrorOf(files).find("'file:1/model.onnx': invalid base64"), std::string::npos);
   EXPECT_EQ(c.Post("/v2/repository/models/x/load", R"({"parameters":{"config":1}})").status,
             400);
   EXPECT_EQ(c.Post("/v2/repository/models/x/unload", "[").status, 400);

@@ -28,6 +28,7 @@ Each scenario starts its own `kiln serve` on a temporary repository built from t
 import argparse
 import base64
 import json
+import math
 import os
 import shutil
 import signal
@@ -74,10 +75,11 @@ def add_sub_warmup_config(sample):
 
 
 def write_slow_model(repo, name="slow", layers=4):
-    """X[1,64] -> Tile to [512,64] -> MatMul chain of 512x512 -> mean -> Y[1,8]: a fraction of a
-    second per request with the reference kernels, and a tiny JSON request."""
+    """X[1,64] -> Tile to [2048,64] -> MatMul chain of 512x512 -> mean -> Y[1,8]: about 4 GFLOP
+    per request (tens of milliseconds with the fast kernels), and a tiny JSON request. The
+    scenarios measure one request and size their load from it."""
     rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(np.array([512, 1], dtype=np.int64), "reps"),
+    inits = [numpy_helper.from_array(np.array([2048, 1], dtype=np.int64), "reps"),
              numpy_helper.from_array((rng.standard_normal((64, 512)) * 0.05).astype(np.float32),
                                      "W0"),
              numpy_helper.from_array((rng.standard_normal((512, 8)) * 0.05).astype(np.float32),
@@ -479,7 +481,8 @@ def scenario_shutdown(t, kiln, tmp):
     one = time.monotonic() - t0
     t.check(f"shutdown: the slow model answers ({one:.2f} s per request)", r.status == 200,
             repr(r))
-    n = 6 if one < 2.0 else 2
+    # Enough queued work for a drain of about 2 s whatever the kernels' speed.
+    n = max(2, min(200, math.ceil(2.0 / max(one, 1e-3))))
     results = [None] * n
     threads = [threading.Thread(target=send_async, args=(port, SLOW_REQUEST, results, i))
                for i in range(n)]
@@ -532,7 +535,13 @@ def scenario_timeout(t, kiln, tmp):
                          "timeout")
     if server is None:
         return
-    n = 12
+    c = h.Client(port)
+    t0 = time.monotonic()
+    c.post("/v2/models/slow/infer", SLOW_REQUEST)
+    one = time.monotonic() - t0
+    c.close()
+    # Queued work of about 5 s, five times the exit timeout, whatever the kernels' speed.
+    n = max(4, min(400, math.ceil(5.0 / max(one, 1e-3))))
     results = [None] * n
     threads = [threading.Thread(target=send_async, args=(port, SLOW_REQUEST, results, i),
                                 daemon=True) for i in range(n)]

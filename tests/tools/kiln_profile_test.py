@@ -77,9 +77,11 @@ def main():
         make_cnn(cnn)
         trace_path = os.path.join(tmp, "trace.json")
         batch, iterations, warmup = 4, 7, 2
+        want_flops = {}
+        # The graph as imported (node by node checks below); the optimized run is checked after.
         r = run(args.kiln, [cnn, "--batch", str(batch), "--iterations", str(iterations),
                             "--warmup", str(warmup), "--threads", "1", "--json",
-                            "--trace", trace_path])
+                            "--trace", trace_path, "--no-optimize"])
         check(r.returncode == 0, f"profile --json exits 0 ({r.stderr.strip()})")
         lines = [l for l in r.stdout.splitlines() if l.strip()]
         check(len(lines) == 1, f"--json prints one line ({len(lines)})")
@@ -116,11 +118,11 @@ def main():
             check(totals == sorted(totals, reverse=True), "nodes sorted by total time")
             check(abs(sum(n["percent"] for n in report["nodes"]) - 100) < 0.1, "percent sums to 100")
             # FLOPs: 2 * outputs * (Cin/group * kh * kw); Gemm 2 * M * N * K.
-            want_flops = {
+            want_flops.update({
                 "conv1": 2 * batch * 8 * 16 * 16 * 3 * 3 * 3,
                 "conv2": 2 * batch * 16 * 7 * 7 * 8 * 3 * 3,
                 "fc": 2 * batch * 10 * 16,
-            }
+            })
             for name, flops in want_flops.items():
                 got = nodes.get(name, {}).get("flops", 0)
                 check(abs(got - flops) <= 1e-6 * flops + 1, f"{name}: {got:.0f} FLOPs == {flops}")
@@ -158,9 +160,24 @@ def main():
                       if first["ts"] <= e["ts"] <= first["ts"] + first["dur"] + 1e-3]
             check(len(inside) == 8, f"the first run's 8 node events lie inside it ({len(inside)})")
 
+        # By default the optimized graph is profiled: Conv+Relu pairs run as FusedConv, with
+        # the FLOPs of their convolutions.
+        r = run(args.kiln, [cnn, "--batch", str(batch), "--iterations", "3", "--warmup", "1",
+                            "--threads", "1", "--json"])
+        check(r.returncode == 0, f"profile (optimized) exits 0 ({r.stderr.strip()})")
+        if r.returncode == 0:
+            rep = json.loads(r.stdout)
+            check(rep.get("optimized") is True and rep.get("imported_nodes") == 8
+                  and rep.get("nodes_run", 8) < 8,
+                  f"optimized: {rep.get('imported_nodes')} -> {rep.get('nodes_run')} nodes")
+            fused = [n for n in rep["nodes"] if n["op_type"] == "FusedConv"]
+            check(len(fused) == 2 and sorted(n["flops"] for n in fused) ==
+                  sorted([want_flops["conv1"], want_flops["conv2"]]),
+                  f"two FusedConv nodes with the convolutions' FLOPs ({fused})")
+
         # The text table.
         r = run(args.kiln, [cnn, "--batch", "2", "--iterations", "3", "--warmup", "1",
-                            "--threads", "1"])
+                            "--threads", "1", "--no-optimize"])
         check(r.returncode == 0, "profile (table) exits 0")
         check("median" in r.stdout and "p99" in r.stdout and "items/s" in r.stdout,
               "table prints latency and throughput")
