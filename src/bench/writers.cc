@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "server/json_writer.h"
+
 namespace kiln::bench {
 namespace {
 
@@ -65,33 +67,8 @@ double NetworkServerUs(const PointResult& p) {
 }  // namespace
 
 std::string JsonQuote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
+  std::string out;
+  AppendJsonString(&out, s);  // the server's escaping: also valid JSON for invalid UTF-8
   return out;
 }
 

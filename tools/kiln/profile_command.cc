@@ -33,6 +33,7 @@
 #include "runtime/profiler.h"
 #include "opt/optimizer.h"
 #include "runtime/session.h"
+#include "server/json_writer.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::tools {
@@ -173,30 +174,9 @@ Result<OwnedTensor> RandomTensor(const Value& v, const Shape& shape, std::mt1993
 }
 
 std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  AppendJsonString(&out, s);
+  return out;
 }
 
 struct NodeStats {
