@@ -222,6 +222,7 @@ class UnaryCall final : public Tag {
   }
 
   const Req& request() const { return request_; }
+  Req* mutable_request() { return &request_; }
   Resp* response() { return &response_; }
   void Finish(const grpc::Status& status) {
     finishing_ = true;
@@ -584,68 +585,28 @@ void HandleUnload(Impl* server, UnloadCall* call) {
   });
 }
 
-// One ModelInfer call, received raw (see Service) and parsed here.
-class InferCall final : public Tag {
- public:
-  static void Listen(Impl* server, grpc::ServerCompletionQueue* cq) {
-    auto* call = new InferCall(server, cq);
-    server->service()->RequestModelInfer(&call->ctx_, &call->raw_, &call->responder_, cq, cq,
-                                         call);
+// ModelInfer arrives raw (see Service): the request bytes are parsed here, and the response is
+// serialized into the call's response buffer. The parsed request lives until the model answers.
+using InferCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>;
+void HandleInfer(Impl* server, InferCall* call) {
+  auto request = std::make_shared<inference::ModelInferRequest>();
+  const Status parsed = ParseRawRequest(call->mutable_request(), request.get());
+  call->mutable_request()->Clear();
+  if (!parsed.ok()) {
+    call->Finish(parsed);
+    return;
   }
-
-  ~InferCall() override {
-    if (started_) server_->CallEnded();
-  }
-
-  void Proceed(bool ok) override {
-    if (finishing_ || !ok) {
-      delete this;
+  StartInference(server, *request, [call, request](Result<InferResponse> result) {
+    if (!result.ok()) {
+      call->Finish(result.status());
       return;
     }
-    started_ = true;
-    server_->CallStarted();
-    if (server_->accepting()) Listen(server_, cq_);
-    const Status parsed = ParseRawRequest(&raw_, &request_);
-    raw_.Clear();
-    if (!parsed.ok()) {
-      Finish(parsed);
-      return;
-    }
-    StartInference(server_, request_, [this](Result<InferResponse> result) {
-      if (!result.ok()) {
-        Finish(result.status());
-        return;
-      }
-      inference::ModelInferResponse response;
-      Status s = EncodeModelInferResponse(*result, &response);
-      if (s.ok()) s = SerializeResponse(response, &raw_);
-      Finish(s);
-    });
-  }
-
- private:
-  InferCall(Impl* server, grpc::ServerCompletionQueue* cq)
-      : server_(server), cq_(cq), responder_(&ctx_) {}
-
-  // Answers with raw_ (the serialized response) when `status` is OK.
-  void Finish(const Status& status) {
-    finishing_ = true;
-    if (status.ok()) {
-      responder_.Finish(raw_, grpc::Status::OK, this);
-    } else {
-      responder_.FinishWithError(ToGrpc(status), this);
-    }
-  }
-
-  Impl* server_;
-  grpc::ServerCompletionQueue* cq_;
-  grpc::ServerContext ctx_;
-  grpc::ByteBuffer raw_;  // the request as received, then the response to send
-  inference::ModelInferRequest request_;
-  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_;
-  bool started_ = false;
-  bool finishing_ = false;
-};
+    inference::ModelInferResponse response;
+    Status s = EncodeModelInferResponse(*result, &response);
+    if (s.ok()) s = SerializeResponse(response, call->response());
+    call->Finish(s);
+  });
+}
 
 using LogCall = UnaryCall<inference::LogSettingsRequest, inference::LogSettingsResponse>;
 void HandleLogSettings(Impl*, LogCall* call) {
@@ -860,7 +821,7 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
   LoadCall::Listen(this, cq, &S::RequestRepositoryModelLoad, &HandleLoad);
   UnloadCall::Listen(this, cq, &S::RequestRepositoryModelUnload, &HandleUnload);
   // Several pending ModelInfer calls per queue, so a burst of clients is accepted at once.
-  for (int i = 0; i < 8; ++i) InferCall::Listen(this, cq);
+  for (int i = 0; i < 8; ++i) InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer);
   StreamCall::Listen(this, cq);
   using namespace inference;  // the unimplemented RPCs' message types
   UnaryCall<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>::Listen(
