@@ -32,9 +32,9 @@ gpr_timespec Deadline(int64_t steady_ns) {
   return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(rel, GPR_TIMESPAN));
 }
 
-class Worker {
+class GrpcWorker final : public LoadEngine::Worker {
  public:
-  Worker(const std::string& url, int index, const std::vector<inference::ModelInferRequest>& reqs,
+  GrpcWorker(const std::string& url, int index, const std::vector<inference::ModelInferRequest>& reqs,
          SampleSink& sink, const LoadConfig& config, int slots, int shards, int64_t start_ns,
          const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
       : stub_(GRPCInferenceService::NewStub(NewChannel(url, index))),
@@ -52,7 +52,7 @@ class Worker {
     }
   }
 
-  void Run() {
+  void Run() override {
     calls_.resize(static_cast<size_t>(slots_));
     for (auto& c : calls_) c = std::make_unique<Call>();
     int64_t now = NowNs();
@@ -167,34 +167,14 @@ class GrpcLoad : public LoadEngine {
   }
   ~GrpcLoad() override { Stop(); }
 
-  Status Start(const LoadConfig& config, int64_t start_ns) override {
-    stop_ = false;
-    sinks_.clear();
-    const int slots = config.open_loop ? config.max_inflight : config.concurrency;
-    const int threads = std::max(1, std::min(config.threads, slots));
-    for (int t = 0; t < threads; ++t) {
-      sinks_.push_back(std::make_unique<SampleSink>());
-      int share = slots / threads + (t < slots % threads ? 1 : 0);
-      workers_.push_back(std::make_unique<Worker>(url_, t, requests_, *sinks_.back(), config, share,
-                                                  threads, start_ns, stop_, sent_));
-    }
-    for (auto& w : workers_) threads_.emplace_back([w = w.get()] { w->Run(); });
-    return Status::OK();
-  }
-
-  void Stop() override {
-    stop_ = true;
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    workers_.clear();  // the sinks stay: TakeSamples still works after Stop
-  }
-
  private:
+  std::unique_ptr<LoadEngine::Worker> MakeWorker(const WorkerSpec& w) override {
+    return std::make_unique<GrpcWorker>(url_, w.index, requests_, *w.sink, *w.config, w.slots,
+                                    w.workers, w.start_ns, stop_, sent_);
+  }
+
   std::string url_;
   std::vector<inference::ModelInferRequest> requests_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::vector<std::thread> threads_;
 };
 
 Status FromGrpc(const grpc::Status& s, const std::string& what, const std::string& url) {

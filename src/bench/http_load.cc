@@ -27,9 +27,9 @@ bool IEquals(const char* a, const char* b, size_t n) {
   return true;
 }
 
-class Worker {
+class HttpWorker final : public LoadEngine::Worker {
  public:
-  Worker(const Endpoint& ep, const std::vector<std::string>& requests, SampleSink& sink,
+  HttpWorker(const Endpoint& ep, const std::vector<std::string>& requests, SampleSink& sink,
          const LoadConfig& config, int connections, int shard, int shards, int64_t start_ns,
          const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
       : ep_(ep),
@@ -47,7 +47,7 @@ class Worker {
     }
   }
 
-  void Run() {
+  void Run() override {
     epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
     KILN_CHECK(epfd_ >= 0, "epoll_create1 failed");
     if (open_loop_) {
@@ -368,37 +368,20 @@ class HttpLoad : public LoadEngine {
   }
   ~HttpLoad() override { Stop(); }
 
-  Status Start(const LoadConfig& config, int64_t start_ns) override {
-    // Fail early and clearly when nothing listens.
+ private:
+  // Fail early and clearly when nothing listens.
+  Status CheckReachable() override {
     KILN_ASSIGN_OR_RETURN(int probe, Connect(ep_, false));
     ::close(probe);
-    stop_ = false;
-    sinks_.clear();
-    const int slots = config.open_loop ? config.max_inflight : config.concurrency;
-    const int threads = std::max(1, std::min(config.threads, slots));
-    for (int t = 0; t < threads; ++t) {
-      sinks_.push_back(std::make_unique<SampleSink>());
-      int share = slots / threads + (t < slots % threads ? 1 : 0);
-      workers_.push_back(std::make_unique<Worker>(ep_, requests_, *sinks_.back(), config, share, t,
-                                                  threads, start_ns, stop_, sent_));
-    }
-    for (auto& w : workers_) threads_.emplace_back([w = w.get()] { w->Run(); });
     return Status::OK();
   }
-
-  void Stop() override {
-    stop_ = true;
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    workers_.clear();  // the sinks stay: TakeSamples still works after Stop
+  std::unique_ptr<LoadEngine::Worker> MakeWorker(const WorkerSpec& w) override {
+    return std::make_unique<HttpWorker>(ep_, requests_, *w.sink, *w.config, w.slots, w.index,
+                                    w.workers, w.start_ns, stop_, sent_);
   }
 
- private:
   Endpoint ep_;
   std::vector<std::string> requests_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace

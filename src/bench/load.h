@@ -82,13 +82,15 @@ class SampleSink {
 
 class LoadEngine {
  public:
+  // Derived destructors call Stop(): the workers use the derived engine's members.
   virtual ~LoadEngine() = default;
-  // Starts the workers; `start_ns` is time zero of the open-loop schedule. Errors (cannot
-  // connect) name the endpoint.
-  virtual Status Start(const LoadConfig& config, int64_t start_ns) = 0;
+  // Starts the workers; `start_ns` is time zero of the open-loop schedule. The slots
+  // (`concurrency`, or `max_inflight` in open loop) are spread over at most `threads` workers,
+  // one thread each. Errors (cannot connect) name the endpoint.
+  Status Start(const LoadConfig& config, int64_t start_ns);
   // Stops the workers and joins them; requests in flight are abandoned. Samples completed
   // before the stop remain available to TakeSamples until the next Start.
-  virtual void Stop() = 0;
+  void Stop();
 
   // Samples completed since the last call, and the first message seen per error status.
   void TakeSamples(std::vector<Sample>& out, std::map<int, std::string>& errors) {
@@ -97,9 +99,34 @@ class LoadEngine {
   // Requests sent so far (since construction; any thread).
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
 
+  // One event loop: Run() keeps its slots busy until the engine's stop flag is set.
+  class Worker {
+   public:
+    virtual ~Worker() = default;
+    virtual void Run() = 0;
+  };
+  // What worker `index` of `workers` gets: its share of the slots and its sample sink.
+  struct WorkerSpec {
+    const LoadConfig* config;
+    int index;
+    int workers;
+    int slots;
+    SampleSink* sink;
+    int64_t start_ns;
+  };
+
  protected:
-  std::vector<std::unique_ptr<SampleSink>> sinks_;
+  // Checked once before the workers start (e.g. that the endpoint accepts connections).
+  virtual Status CheckReachable() { return Status::OK(); }
+  virtual std::unique_ptr<Worker> MakeWorker(const WorkerSpec& spec) = 0;
+
+  std::atomic<bool> stop_{false};  // the workers' stop flag
   std::atomic<uint64_t> sent_{0};
+
+ private:
+  std::vector<std::unique_ptr<SampleSink>> sinks_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace kiln::bench
