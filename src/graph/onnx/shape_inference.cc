@@ -90,6 +90,10 @@ void LimitChild() {
 
 [[noreturn]] void RunChild(onnx::ModelProto* model, int fd) {
   LimitChild();
+  // A crash of libonnx here must only end this child (the parent reads it from the exit status):
+  // handlers inherited from the parent (a sanitizer's, libFuzzer's) would report it as a crash
+  // of the whole program.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
   // libonnx prints warnings, and sanitizers their crash reports, to stderr; the outcome reaches
   // the parent as a Status instead.
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
