@@ -39,28 +39,6 @@ struct Case {
   std::vector<Attribute> attrs;
 };
 
-Attribute Ints(std::string name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute Int(std::string name, int64_t v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInt;
-  a.i = v;
-  return a;
-}
-Attribute Str(std::string name, std::string v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kString;
-  a.s = std::move(v);
-  return a;
-}
-
 OwnedTensor Random(const std::vector<int64_t>& dims, std::mt19937& rng) {
   OwnedTensor t =
       OwnedTensor::Allocate(DataType::kFloat32, Shape(std::span<const int64_t>(dims))).value();
@@ -143,8 +121,8 @@ std::vector<Case> Cases() {
   auto conv = [&](std::string name, std::vector<int64_t> x, std::vector<int64_t> w, int64_t stride,
                   int64_t pad, int64_t group) {
     Case c{name, "Conv", "", {{x}, {w, true}, {{w[0]}, true}}, {}};
-    c.attrs = {Ints("strides", {stride, stride}), Ints("pads", {pad, pad, pad, pad}),
-               Int("group", group)};
+    c.attrs = {Attribute::Ints("strides", {stride, stride}),
+               Attribute::Ints("pads", {pad, pad, pad, pad}), Attribute::Int("group", group)};
     v.push_back(c);
   };
   conv("conv_resnet50_7x7s2_b1", {1, 3, 224, 224}, {64, 3, 7, 7}, 2, 3, 1);
@@ -164,21 +142,22 @@ std::vector<Case> Cases() {
                "Gemm",
                "",
                {{{1, 2048}}, {{1000, 2048}, true}, {{1000}, true}},
-               {Int("transB", 1)}});
-  v.push_back(
-      {"maxpool_resnet50_3x3s2",
-       "MaxPool",
-       "",
-       {{{1, 64, 112, 112}}},
-       {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})}});
-  v.push_back(
-      {"avgpool_3x3s1p1_inception",
-       "AveragePool",
-       "",
-       {{{1, 192, 28, 28}}},
-       {Ints("kernel_shape", {3, 3}), Ints("pads", {1, 1, 1, 1}), Int("count_include_pad", 1)}});
+               {Attribute::Int("transB", 1)}});
+  v.push_back({"maxpool_resnet50_3x3s2",
+               "MaxPool",
+               "",
+               {{{1, 64, 112, 112}}},
+               {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                Attribute::Ints("pads", {1, 1, 1, 1})}});
+  v.push_back({"avgpool_3x3s1p1_inception",
+               "AveragePool",
+               "",
+               {{{1, 192, 28, 28}}},
+               {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}),
+                Attribute::Int("count_include_pad", 1)}});
   v.push_back({"globalavgpool_resnet50", "GlobalAveragePool", "", {{{1, 2048, 7, 7}}}, {}});
-  v.push_back({"softmax_bert_scores", "Softmax", "", {{{1, 12, 128, 128}}}, {Int("axis", -1)}});
+  v.push_back(
+      {"softmax_bert_scores", "Softmax", "", {{{1, 12, 128, 128}}}, {Attribute::Int("axis", -1)}});
   v.push_back({"add_bert_bias", "Add", "", {{{1, 128, 768}}, {{768}, true}}, {}});
   v.push_back({"add_bert_residual", "Add", "", {{{1, 128, 768}}, {{1, 128, 768}}}, {}});
   v.push_back(
@@ -188,8 +167,11 @@ std::vector<Case> Cases() {
   v.push_back({"sigmoid_bert_ffn", "Sigmoid", "", {{{1, 128, 3072}}}, {}});
   v.push_back({"relu_resnet50", "Relu", "", {{{1, 256, 56, 56}}}, {}});
   v.push_back({"gelu_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {}});
-  v.push_back(
-      {"gelu_tanh_bert_ffn", "Gelu", "ai.kiln", {{{1, 128, 3072}}}, {Str("approximate", "tanh")}});
+  v.push_back({"gelu_tanh_bert_ffn",
+               "Gelu",
+               "ai.kiln",
+               {{{1, 128, 3072}}},
+               {Attribute::String("approximate", "tanh")}});
   v.push_back({"layernorm_bert",
                "LayerNormalization",
                "ai.kiln",
@@ -199,12 +181,12 @@ std::vector<Case> Cases() {
                "FusedConv",
                "ai.kiln",
                {{{1, 64, 56, 56}}, {{64, 64, 3, 3}, true}, {{64}, true}, {{1, 64, 56, 56}}},
-               {Ints("pads", {1, 1, 1, 1}), Str("activation", "Relu")}});
+               {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::String("activation", "Relu")}});
   v.push_back({"fusedmatmul_bert_ffn_bias_gelu",
                "FusedMatMul",
                "ai.kiln",
                {{{1, 128, 768}}, {{768, 3072}, true}, {{3072}, true}},
-               {Str("activation", "Gelu")}});
+               {Attribute::String("activation", "Gelu")}});
   v.push_back({"attention_bert_base_s128",
                "Attention",
                "ai.kiln",
@@ -214,10 +196,17 @@ std::vector<Case> Cases() {
                "Transpose",
                "",
                {{{1, 128, 12, 64}}},
-               {Ints("perm", {0, 2, 1, 3})}});
-  v.push_back({"transpose_2d_768x3072", "Transpose", "", {{{768, 3072}}}, {Ints("perm", {1, 0})}});
-  v.push_back(
-      {"reducemean_bert_hidden", "ReduceMean", "", {{{1, 128, 768}}}, {Ints("axes", {-1})}});
+               {Attribute::Ints("perm", {0, 2, 1, 3})}});
+  v.push_back({"transpose_2d_768x3072",
+               "Transpose",
+               "",
+               {{{768, 3072}}},
+               {Attribute::Ints("perm", {1, 0})}});
+  v.push_back({"reducemean_bert_hidden",
+               "ReduceMean",
+               "",
+               {{{1, 128, 768}}},
+               {Attribute::Ints("axes", {-1})}});
   return v;
 }
 

@@ -52,6 +52,30 @@ Attribute Attribute::Ints(std::string name, std::vector<int64_t> values) {
   return a;
 }
 
+Attribute Attribute::Float(std::string name, float value) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kFloat;
+  a.f = value;
+  return a;
+}
+
+Attribute Attribute::Floats(std::string name, std::vector<float> values) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kFloats;
+  a.floats = std::move(values);
+  return a;
+}
+
+Attribute Attribute::String(std::string name, std::string value) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kString;
+  a.s = std::move(value);
+  return a;
+}
+
 const Attribute* Node::FindAttribute(std::string_view attr_name) const {
   for (const Attribute& a : attributes) {
     if (a.name == attr_name) return &a;

@@ -118,9 +118,12 @@ struct Attribute {
   std::shared_ptr<const ValueType> tp;  // TYPE_PROTO (the Optional op's `type`)
   std::vector<ValueType> tps;           // TYPE_PROTOS
 
-  // An INT / INTS attribute (for passes that add or rewrite nodes).
+  // Attributes of one value (for passes that add or rewrite nodes).
   static Attribute Int(std::string name, int64_t value);
   static Attribute Ints(std::string name, std::vector<int64_t> values);
+  static Attribute Float(std::string name, float value);
+  static Attribute Floats(std::string name, std::vector<float> values);
+  static Attribute String(std::string name, std::string value);
 };
 
 struct Node {

@@ -236,14 +236,6 @@ std::shared_ptr<Graph> DirectGraph(int64_t opset, const std::string& op,
   return g;
 }
 
-Attribute FloatAttr(std::string name, float v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloat;
-  a.f = v;
-  return a;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The step table.
 
@@ -916,12 +908,12 @@ TEST(VersionAdapterTest, UpsampleScaleAttributesBecomeScales) {
   mode.s = "bilinear";
   std::shared_ptr<Graph> direct =
       DirectGraph(1, "Upsample", {{DataType::kFloat32, {1, 1, 2, 2}}},
-                  {FloatAttr("height_scale", 2), FloatAttr("width_scale", 2), mode});
+                  {Attribute::Float("height_scale", 2), Attribute::Float("width_scale", 2), mode});
   Result<std::shared_ptr<Graph>> adapted = AdaptToOpset7(direct);
   ASSERT_TRUE(adapted.ok()) << adapted.status().ToString();
   EXPECT_EQ((*adapted)->node(0).GetString("mode", ""), "linear");
   direct = DirectGraph(1, "Upsample", {{DataType::kFloat32, {2, 2}}},
-                       {FloatAttr("height_scale", 2), FloatAttr("width_scale", 2)});
+                       {Attribute::Float("height_scale", 2), Attribute::Float("width_scale", 2)});
   ExpectError(AdaptToOpset7(direct), StatusCode::kInvalidArgument,
               {"X must be 4-D [N, C, H, W], it has rank 2"});
 }
@@ -989,14 +981,14 @@ TEST(VersionAdapterTest, AttributesOfLaterVersionsAreRefused) {
 
 TEST(VersionAdapterTest, LpPoolPBecomesAnInteger) {
   std::shared_ptr<Graph> g =
-      DirectGraph(1, "GlobalLpPool", {{DataType::kFloat32, {1, 1, 2}}}, {FloatAttr("p", 3)});
+      DirectGraph(1, "GlobalLpPool", {{DataType::kFloat32, {1, 1, 2}}}, {Attribute::Float("p", 3)});
   Result<std::shared_ptr<Graph>> out = AdaptToOpset7(g);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const Attribute* p = (*out)->node(0).FindAttribute("p");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->type, AttributeType::kInt);
   EXPECT_EQ(p->i, 3);
-  g = DirectGraph(1, "LpPool", {{DataType::kFloat32, {1, 1, 2}}}, {FloatAttr("p", 2.5f)});
+  g = DirectGraph(1, "LpPool", {{DataType::kFloat32, {1, 1, 2}}}, {Attribute::Float("p", 2.5f)});
   ExpectError(AdaptToOpset7(g), StatusCode::kUnimplemented,
               {"op LpPool (opset 1) cannot be converted", "p=2.5 is not a positive whole number"});
 }

@@ -15,28 +15,6 @@
 namespace kiln::ref::testing {
 namespace {
 
-Attribute Str(std::string name, std::string v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kString;
-  a.s = std::move(v);
-  return a;
-}
-Attribute Floats(std::string name, std::vector<float> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloats;
-  a.floats = std::move(v);
-  return a;
-}
-Attribute Float(std::string name, float v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloat;
-  a.f = v;
-  return a;
-}
-
 OpTest Kiln(std::string op) {
   OpTest t(std::move(op), 17);
   t.Domain("ai.kiln", 1);
@@ -73,7 +51,7 @@ TEST(KilnOpsTest, FusedConvAddsBiasResidualThenRelu) {
       .ConstInput(MakeTensor<float>({2, 1, 1, 1}, {1, -1}))
       .ConstInput(MakeTensor<float>({2}, {0.5f, 0}))
       .Input(MakeTensor<float>({1, 2, 2, 2}, std::vector<float>(8, 1.0f)))
-      .Attr(Str("activation", "Relu"));
+      .Attr(Attribute::String("activation", "Relu"));
   Result<std::vector<OwnedTensor>> out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   // ch0: relu(x + 0.5 + 1) ; ch1: relu(-x + 1)
@@ -86,8 +64,8 @@ TEST(KilnOpsTest, FusedConvKeepsConvAttributes) {
   t.Input(MakeTensor<float>({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}))
       .ConstInput(MakeTensor<float>({1, 1, 2, 2}, {1, 1, 1, 1}))
       .Attr(Attribute::Ints("kernel_shape", {2, 2}))
-      .Attr(Str("activation", "Clip"))
-      .Attr(Floats("activation_params", {0, 20}));
+      .Attr(Attribute::String("activation", "Clip"))
+      .Attr(Attribute::Floats("activation_params", {0, 20}));
   Result<std::vector<OwnedTensor>> out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   ExpectNear(out->at(0), Shape{1, 1, 2, 2}, {12, 16, 20, 20});  // 24 and 28 clipped to 20
@@ -98,10 +76,10 @@ TEST(KilnOpsTest, FusedGemmAlphaBetaCThenClip) {
   t.Input(MakeTensor<float>({1, 2}, {1, 2}))
       .ConstInput(MakeTensor<float>({2, 2}, {1, 0, 0, 1}))
       .ConstInput(MakeTensor<float>({2}, {1, 1}))
-      .Attr(Float("alpha", 2.0f))
-      .Attr(Float("beta", 0.5f))
-      .Attr(Str("activation", "Clip"))
-      .Attr(Floats("activation_params", {0, 4}));
+      .Attr(Attribute::Float("alpha", 2.0f))
+      .Attr(Attribute::Float("beta", 0.5f))
+      .Attr(Attribute::String("activation", "Clip"))
+      .Attr(Attribute::Floats("activation_params", {0, 4}));
   Result<std::vector<OwnedTensor>> out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   // 2*[1,2] + 0.5*[1,1] = [2.5, 4.5] -> clip to [2.5, 4]
@@ -114,8 +92,8 @@ TEST(KilnOpsTest, FusedMatMulBiasAndResidualThenLeakyRelu) {
       .ConstInput(MakeTensor<float>({2, 2}, {1, 0, 0, 1}))
       .ConstInput(MakeTensor<float>({2}, {0, 1}))
       .Input(MakeTensor<float>({1, 2}, {-2, 0}))
-      .Attr(Str("activation", "LeakyRelu"))
-      .Attr(Floats("activation_params", {0.1f}));
+      .Attr(Attribute::String("activation", "LeakyRelu"))
+      .Attr(Attribute::Floats("activation_params", {0.1f}));
   Result<std::vector<OwnedTensor>> out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   // [1,-3] + [0,1] + [-2,0] = [-1,-2] -> [-0.1, -0.2]
@@ -152,8 +130,8 @@ TEST(KilnOpsTest, EveryActivationMatchesItsFormula) {
   for (const Case& c : cases) {
     OpTest t = Kiln("FusedMatMul");
     t.Input(MakeTensor<float>({1, n}, xs)).ConstInput(MakeTensor<float>({n, n}, eye));
-    t.Attr(Str("activation", c.name));
-    if (!c.params.empty()) t.Attr(Floats("activation_params", c.params));
+    t.Attr(Attribute::String("activation", c.name));
+    if (!c.params.empty()) t.Attr(Attribute::Floats("activation_params", c.params));
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_TRUE(out.ok()) << c.name << ": " << out.status().ToString();
     std::vector<float> want;
@@ -167,7 +145,7 @@ TEST(KilnOpsTest, FusedOpsRejectBadActivations) {
   {
     OpTest t = Kiln("FusedMatMul");
     t.Input(MakeTensor<float>({1, 1}, {1})).ConstInput(MakeTensor<float>({1, 1}, {1}));
-    t.Attr(Str("activation", "Swish"));
+    t.Attr(Attribute::String("activation", "Swish"));
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_FALSE(out.ok());
     EXPECT_NE(out.status().message().find("unknown activation 'Swish'"), std::string::npos)
@@ -176,7 +154,7 @@ TEST(KilnOpsTest, FusedOpsRejectBadActivations) {
   {
     OpTest t = Kiln("FusedMatMul");
     t.Input(MakeTensor<float>({1, 1}, {1})).ConstInput(MakeTensor<float>({1, 1}, {1}));
-    t.Attr(Str("activation", "Clip"));
+    t.Attr(Attribute::String("activation", "Clip"));
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_FALSE(out.ok());
     EXPECT_NE(out.status().message().find("takes 2 activation_params"), std::string::npos)
@@ -211,7 +189,7 @@ TEST(KilnOpsTest, GeluBothForms) {
   const std::vector<float> xs = {-2, -0.5f, 0, 1, 3};
   for (std::string approx : {"none", "tanh"}) {
     OpTest t = Kiln("Gelu");
-    t.Input(MakeTensor<float>({5}, xs)).Attr(Str("approximate", approx));
+    t.Input(MakeTensor<float>({5}, xs)).Attr(Attribute::String("approximate", approx));
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     std::vector<float> want;
@@ -224,7 +202,7 @@ TEST(KilnOpsTest, GeluBothForms) {
     ExpectNear(out->at(0), Shape{5}, want);
   }
   OpTest bad = Kiln("Gelu");
-  bad.Input(MakeTensor<float>({1}, {1})).Attr(Str("approximate", "fast"));
+  bad.Input(MakeTensor<float>({1}, {1})).Attr(Attribute::String("approximate", "fast"));
   EXPECT_FALSE(bad.Run().ok());
 }
 
@@ -235,7 +213,7 @@ TEST(KilnOpsTest, AttentionWithScaleAndMask) {
       .Input(MakeTensor<float>({1, 2, 1}, {1, 2}))
       .Input(MakeTensor<float>({1, 2, 1}, {10, 20}))
       .Input(MakeTensor<float>({1, 2}, {0, -1}))  // broadcasts to [1, 1, 2]
-      .Attr(Float("scale", 2.0f));
+      .Attr(Attribute::Float("scale", 2.0f));
   Result<std::vector<OwnedTensor>> out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const double s0 = 2.0 + 0, s1 = 4.0 - 1;  // scaled scores plus mask

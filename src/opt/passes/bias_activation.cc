@@ -26,30 +26,6 @@
 namespace kiln::opt {
 namespace {
 
-Attribute StringAttr(std::string name, std::string_view value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kString;
-  a.s = std::string(value);
-  return a;
-}
-
-Attribute FloatsAttr(std::string name, std::vector<float> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloats;
-  a.floats = std::move(values);
-  return a;
-}
-
-Attribute FloatAttr(std::string name, float value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloat;
-  a.f = value;
-  return a;
-}
-
 struct Act {
   std::string_view name;
   std::vector<float> params;
@@ -207,7 +183,7 @@ class BiasActivationFusionPass final : public Pass {
               attrs.erase(std::remove_if(attrs.begin(), attrs.end(),
                                          [](const Attribute& a) { return a.name == "beta"; }),
                           attrs.end());
-              attrs.push_back(FloatAttr("beta", 1.0f));
+              attrs.push_back(Attribute::Float("beta", 1.0f));
               took = true;
             }
           } else if (is_matmul && bias == kNoValue && core_type.has_shape) {
@@ -257,9 +233,9 @@ class BiasActivationFusionPass final : public Pass {
       fused.outputs = {cur};
       fused.attributes = attrs;
       if (act) {
-        fused.attributes.push_back(StringAttr("activation", act->name));
+        fused.attributes.push_back(Attribute::String("activation", std::string(act->name)));
         if (!act->params.empty()) {
-          fused.attributes.push_back(FloatsAttr("activation_params", act->params));
+          fused.attributes.push_back(Attribute::Floats("activation_params", act->params));
         }
       }
       for (int p : pattern) ed.RemoveNode(p);
