@@ -108,6 +108,28 @@ Result<Admission> BatchPolicy::Admit(uint64_t priority, uint64_t timeout_us, int
   return a;
 }
 
+BatchCandidates::BatchCandidates(const BatchPolicy& policy)
+    : max_(policy.config().max_batch_size),
+      combine_(policy.config().dynamic_batching && policy.config().max_batch_size > 0),
+      preserve_ordering_(policy.config().preserve_ordering) {}
+
+bool BatchCandidates::Offer(const QueueEntry& entry) {
+  if (full_) return false;
+  if (head_shape_ == nullptr) {
+    head_shape_ = entry.shape;
+    total_ = entry.batch_size;
+    full_ = !combine_ || total_ >= max_;
+    return true;
+  }
+  if (total_ + entry.batch_size <= max_ && *entry.shape == *head_shape_) {
+    total_ += entry.batch_size;
+    full_ = total_ >= max_;
+    return true;
+  }
+  if (preserve_ordering_) full_ = true;
+  return false;
+}
+
 BatchDecision BatchPolicy::Decide(std::span<const QueueEntry> queue, int64_t now_ns,
                                   bool instance_free, bool flush) const {
   BatchDecision d;
@@ -150,21 +172,13 @@ BatchDecision BatchPolicy::Decide(std::span<const QueueEntry> queue, int64_t now
   }
 
   const QueueEntry& head = *order.front();
-  std::vector<const QueueEntry*> members{&head};
-  int64_t total = head.batch_size;
   const bool combine = config_.dynamic_batching && config_.max_batch_size > 0;
-  if (combine) {
-    for (size_t i = 1; i < order.size() && total < config_.max_batch_size; ++i) {
-      const QueueEntry& e = *order[i];
-      const bool fits = total + e.batch_size <= config_.max_batch_size;
-      if (fits && *e.shape == *head.shape) {
-        members.push_back(&e);
-        total += e.batch_size;
-      } else if (config_.preserve_ordering) {
-        break;
-      }
-    }
+  std::vector<const QueueEntry*> members;
+  BatchCandidates candidates(*this);
+  for (size_t i = 0; i < order.size() && !candidates.full(); ++i) {
+    if (candidates.Offer(*order[i])) members.push_back(order[i]);
   }
+  const int64_t total = candidates.total();
 
   size_t take = 0;  // members[0, take) run now
   if (!combine || flush || total >= config_.max_batch_size) {

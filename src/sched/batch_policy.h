@@ -117,6 +117,32 @@ struct BatchDecision {
   int64_t wake_at_ns = kNever;    // decide again at this time if nothing else happens first
 };
 
+class BatchPolicy;
+
+// The batch candidates of a queue, offered in execution order: the head, then every request
+// with the head's shape whose batch size still fits (BatchPolicy's "Batches" rule). Decide uses
+// it, and a queue owner uses it to learn how much of its queue a decision must see: when no
+// queued request has a deadline, the decision depends only on the entries up to the one after
+// which full() turns true (or the whole queue if it never does).
+class BatchCandidates {
+ public:
+  explicit BatchCandidates(const BatchPolicy& policy);
+  // Offers the next entry in order; true when it joins the batch.
+  bool Offer(const QueueEntry& entry);
+  // No later entry can join: max_batch_size is reached, or (preserve_ordering) an entry did not
+  // join, or batches do not combine and the head is taken.
+  bool full() const { return full_; }
+  int64_t total() const { return total_; }
+
+ private:
+  const BatchShape* head_shape_ = nullptr;
+  int64_t total_ = 0;
+  int64_t max_ = 0;
+  bool combine_ = false;
+  bool preserve_ordering_ = false;
+  bool full_ = false;
+};
+
 class BatchPolicy {
  public:
   // REQUIRES: ValidateBatchPolicyConfig(config) is OK (checked).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// NOTE (design): one mutex (State::mu) guards the queue and the instance slots; the scheduling
-// thread holds it only while it builds the policy's view and moves entries out, never while a
-// callback or the model runs. Callbacks are called with no lock held. With preserve_ordering, a
+// NOTE (design): one mutex (State::mu) guards the queue and the instance slots; a thread holds
+// it only while it builds the policy's view and moves entries out (ScheduleLocked), never while
+// a callback or the model runs. Callbacks are called with no lock held. With preserve_ordering, a
 // small combiner (State::order_mu) releases completed responses in arrival order: the thread
 // that completes the next-in-line request delivers every consecutive ready response; others
 // only deposit theirs.
@@ -87,6 +87,28 @@ struct Batcher::State {
   std::map<uint64_t, Delivery> ready;  // guarded by order_mu
   bool delivering = false;             // guarded by order_mu
 
+  int64_t deadline_entries = 0;     // guarded by mu: queued requests with a deadline
+  bool scheduler_waiting = false;   // guarded by mu: the scheduling thread sleeps
+  int64_t scheduler_wake_ns = kNever;  // guarded by mu: ... until then
+  std::vector<QueueEntry> view;     // guarded by mu: scratch for the policy's view
+
+  // One policy decision, under mu.
+  struct Step {
+    std::vector<Entry> expired;      // moved out of the queue; answer them without the lock
+    Instance* dispatched = nullptr;  // the instance handed a batch (to be notified)
+    bool expired_left = false;       // take_expired was false and some requests expired
+    int64_t wake_at_ns = kNever;     // the policy's next decision time
+  };
+  // The policy's view of the queue (only the part a decision depends on).
+  void BuildViewLocked(bool instance_free);
+  // Decides at `now`: moves the batch to a free instance (`prefer` when it is free) and, when
+  // `take_expired`, the expired requests into the step; otherwise leaves the queue unchanged
+  // when some expired.
+  Step ScheduleLocked(int64_t now, Instance* prefer, bool take_expired);
+  // The scheduling thread sleeps past `wake_at_ns`, or must see that shutdown can finish.
+  bool SchedulerMustWakeLocked(int64_t wake_at_ns) const;
+  // Answers requests that expired in the queue (no lock held).
+  void AnswerExpired(std::vector<Entry> expired, int64_t now);
   void SchedulerLoop();
   void InstanceLoop(int index);
   // Calls the callbacks of `items` (sorted by id), in id order across threads when
@@ -99,86 +121,116 @@ struct Batcher::State {
   }
 };
 
+void Batcher::State::BuildViewLocked(bool instance_free) {
+  view.clear();
+  // Without deadlines the decision depends only on the queue's head up to the entry that
+  // completes its batch (BatchCandidates), and on nothing at all when no instance is free.
+  const bool whole_queue = deadline_entries > 0;
+  if (!whole_queue && !instance_free) return;
+  BatchCandidates candidates(policy);
+  for (const std::deque<Entry>& level : levels) {
+    for (const Entry& e : level) {
+      view.push_back({e.id, e.arrival_ns, e.admission.deadline_ns, e.admission.level,
+                      e.admission.timeout_action, e.batch_size, &e.shape});
+      if (!whole_queue) {
+        candidates.Offer(view.back());
+        if (candidates.full()) return;
+      }
+    }
+  }
+}
+
+Batcher::State::Step Batcher::State::ScheduleLocked(int64_t now, Instance* prefer,
+                                                    bool take_expired) {
+  Step step;
+  const bool instance_free = free_instances > 0;
+  BuildViewLocked(instance_free);
+  BatchDecision d = policy.Decide(view, now, instance_free, stopping);
+  step.wake_at_ns = d.wake_at_ns;
+  if (!d.expired.empty() && !take_expired) {
+    step.expired_left = true;
+    return step;
+  }
+  if (d.expired.empty() && d.batch.empty()) return step;
+
+  // Move the expired and the batch members out of the queue (each level is in id order).
+  std::vector<Entry> batch(d.batch.size());
+  const auto take = [&](uint64_t id) -> Entry {
+    for (std::deque<Entry>& level : levels) {
+      auto it = std::lower_bound(level.begin(), level.end(), id,
+                                 [](const Entry& e, uint64_t v) { return e.id < v; });
+      if (it == level.end() || it->id != id) continue;
+      Entry e = std::move(*it);
+      level.erase(it);
+      --queued;
+      if (e.admission.deadline_ns != kNever) --deadline_entries;
+      return e;
+    }
+    KILN_CHECK(false, "the policy chose request ", id, " which is not queued");
+    return Entry{};
+  };
+  for (uint64_t id : d.expired) step.expired.push_back(take(id));
+  for (size_t i = 0; i < d.batch.size(); ++i) batch[i] = take(d.batch[i]);
+  if (!batch.empty()) {
+    Instance* target = prefer != nullptr && !prefer->busy ? prefer : nullptr;
+    for (size_t i = 0; target == nullptr && i < instances.size(); ++i) {
+      if (!instances[i]->busy) target = instances[i].get();
+    }
+    KILN_CHECK(target != nullptr, "the policy chose a batch with no free instance");
+    target->busy = true;
+    --free_instances;
+    target->work = Work{std::move(batch), std::move(d.shape), now};
+    step.dispatched = target;
+  }
+  return step;
+}
+
+bool Batcher::State::SchedulerMustWakeLocked(int64_t wake_at_ns) const {
+  return scheduler_waiting && (wake_at_ns < scheduler_wake_ns || (stopping && queued == 0));
+}
+
+void Batcher::State::AnswerExpired(std::vector<Entry> expired, int64_t now) {
+  if (expired.empty()) return;
+  std::vector<Delivery> placeholders;
+  for (Entry& e : expired) {
+    const int64_t waited_us = (now - e.arrival_ns) / 1000;
+    const int64_t timeout_us = (e.admission.deadline_ns - e.arrival_ns) / 1000;
+    Status s = Status::DeadlineExceeded(
+        fmt::format("{}: the request timed out in the queue (waited {} us, timeout {} us)",
+                    options.name, waited_us, timeout_us));
+    e.request.reset();
+    RecordFailure(FailureReason::kTimeout, e.arrival_ns, now);
+    InferCallback done = std::move(e.done);
+    done(std::move(s));
+    placeholders.push_back({e.id, nullptr, Status::Cancelled("answered out of order")});
+  }
+  if (options.policy.preserve_ordering) {
+    std::sort(placeholders.begin(), placeholders.end(),
+              [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
+    Deliver(std::move(placeholders));
+  }
+}
+
 void Batcher::State::SchedulerLoop() {
-  std::vector<QueueEntry> view;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
-    view.clear();
-    view.reserve(queued);
-    for (const std::deque<Entry>& level : levels) {
-      for (const Entry& e : level) {
-        view.push_back({e.id, e.arrival_ns, e.admission.deadline_ns, e.admission.level,
-                        e.admission.timeout_action, e.batch_size, &e.shape});
-      }
-    }
     const int64_t now = clock->NowNs();
-    BatchDecision d = policy.Decide(view, now, free_instances > 0, stopping);
-
-    // Move the expired and the batch members out of the queue.
-    std::vector<Entry> expired;
-    std::vector<Entry> batch(d.batch.size());
-    if (!d.expired.empty() || !d.batch.empty()) {
-      std::vector<std::pair<uint64_t, size_t>> wanted;  // id -> position in batch, or npos
-      for (uint64_t id : d.expired) wanted.push_back({id, SIZE_MAX});
-      for (size_t i = 0; i < d.batch.size(); ++i) wanted.push_back({d.batch[i], i});
-      std::sort(wanted.begin(), wanted.end());
-      for (std::deque<Entry>& level : levels) {
-        std::erase_if(level, [&](Entry& e) {
-          auto it =
-              std::lower_bound(wanted.begin(), wanted.end(), std::pair<uint64_t, size_t>{e.id, 0});
-          if (it == wanted.end() || it->first != e.id) return false;
-          if (it->second == SIZE_MAX) {
-            expired.push_back(std::move(e));
-          } else {
-            batch[it->second] = std::move(e);
-          }
-          return true;
-        });
-      }
-      queued -= wanted.size();
-    }
-    if (!batch.empty()) {
-      Instance* target = nullptr;
-      for (const auto& inst : instances) {
-        if (!inst->busy) {
-          target = inst.get();
-          break;
-        }
-      }
-      KILN_CHECK(target != nullptr, "the policy chose a batch with no free instance");
-      target->busy = true;
-      --free_instances;
-      target->work = Work{std::move(batch), std::move(d.shape), now};
-      target->cv.notify_one();
-    }
-    if (!expired.empty()) {
+    Step step = ScheduleLocked(now, nullptr, /*take_expired=*/true);
+    if (step.dispatched != nullptr || !step.expired.empty()) {
       lock.unlock();
-      std::vector<Delivery> placeholders;
-      for (Entry& e : expired) {
-        const int64_t waited_us = (now - e.arrival_ns) / 1000;
-        const int64_t timeout_us = (e.admission.deadline_ns - e.arrival_ns) / 1000;
-        Status s = Status::DeadlineExceeded(
-            fmt::format("{}: the request timed out in the queue (waited {} us, timeout {} us)",
-                        options.name, waited_us, timeout_us));
-        e.request.reset();
-        RecordFailure(FailureReason::kTimeout, e.arrival_ns, now);
-        InferCallback done = std::move(e.done);
-        done(std::move(s));
-        placeholders.push_back({e.id, nullptr, Status::Cancelled("answered out of order")});
-      }
-      if (options.policy.preserve_ordering) {
-        std::sort(placeholders.begin(), placeholders.end(),
-                  [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
-        Deliver(std::move(placeholders));
-      }
+      if (step.dispatched != nullptr) step.dispatched->cv.notify_one();
+      AnswerExpired(std::move(step.expired), now);
       lock.lock();
-      continue;
+      continue;  // another instance may be free
     }
-    if (!d.batch.empty()) continue;  // another instance may be free
     if (stopping && queued == 0) break;
-    clock->WaitUntil(cv, lock, d.wake_at_ns);
+    scheduler_waiting = true;
+    scheduler_wake_ns = step.wake_at_ns;
+    clock->WaitUntil(cv, lock, step.wake_at_ns);
+    scheduler_waiting = false;
   }
   scheduler_done = true;
+  lock.unlock();
   for (const auto& inst : instances) inst->cv.notify_all();
 }
 
@@ -222,12 +274,30 @@ void Batcher::State::InstanceLoop(int index) {
     std::sort(items.begin(), items.end(),
               [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
     Deliver(std::move(items));
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      self.busy = false;
-      ++free_instances;
+
+    // Free again: take the next batch here when the policy has one, without a round trip
+    // through the scheduling thread; wake that thread only when its timer must change.
+    std::unique_lock<std::mutex> lock(mu);
+    self.busy = false;
+    ++free_instances;
+    for (;;) {
+      const int64_t at = clock->NowNs();
+      Step step = ScheduleLocked(at, &self, /*take_expired=*/true);
+      if (!step.expired.empty()) {
+        lock.unlock();
+        if (step.dispatched != nullptr && step.dispatched != &self) {
+          step.dispatched->cv.notify_one();
+        }
+        AnswerExpired(std::move(step.expired), at);
+        lock.lock();
+        if (step.dispatched != nullptr) break;
+        continue;
+      }
+      if (step.dispatched == nullptr && SchedulerMustWakeLocked(step.wake_at_ns)) {
+        cv.notify_one();
+      }
+      break;
     }
-    cv.notify_one();
   }
 }
 
@@ -303,6 +373,8 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
   const std::shared_ptr<State> keep = state_;
   State& s = *keep;
   const int64_t now = s.clock->NowNs();
+  State::Instance* dispatched = nullptr;
+  bool wake_scheduler = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.stopping) {
@@ -321,10 +393,24 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
     e.shape = std::move(shape);
     e.request = std::move(request);
     e.done = std::move(done);
+    if (e.admission.deadline_ns != kNever) ++s.deadline_entries;
+    const int64_t deadline_ns = e.admission.deadline_ns;
     s.levels[e.admission.level - 1].push_back(std::move(e));
     ++s.queued;
+    // A free instance takes the request from here when the policy runs it now; the
+    // scheduling thread is woken only when its timer must change or requests expired.
+    if (s.free_instances > 0) {
+      State::Step step = s.ScheduleLocked(now, nullptr, /*take_expired=*/false);
+      dispatched = step.dispatched;
+      wake_scheduler = s.scheduler_waiting &&
+                       (step.expired_left || (step.dispatched == nullptr &&
+                                              s.SchedulerMustWakeLocked(step.wake_at_ns)));
+    } else {
+      wake_scheduler = s.SchedulerMustWakeLocked(deadline_ns);
+    }
   }
-  s.cv.notify_one();
+  if (dispatched != nullptr) dispatched->cv.notify_one();
+  if (wake_scheduler) s.cv.notify_one();
   return Status::OK();
 }
 

@@ -12,12 +12,16 @@
 //   b->Shutdown();  // refuses new requests, runs every queued one, joins the threads
 //
 // Life of a request: Enqueue admits it (priority level, deadline, queue-size limit) and queues
-// it. The scheduling thread asks the policy what to do whenever something changes (a request
-// arrives, an instance becomes free, a timer it asked for fires): it answers expired requests
-// at once with DEADLINE_EXCEEDED (also while every instance is busy), and hands each batch to a
-// free instance. The instance thread calls BatchExecutor::Execute, records the statistics, calls
-// the callbacks (in arrival order when preserve_ordering is set; expired requests are answered
-// at once and do not wait for their turn), and only then takes the next batch.
+// it. Whoever changes the queue asks the policy what to do: Enqueue, when an instance is free
+// (a request the policy runs now goes straight to that instance); an instance thread that
+// finished its batch (it takes the next one itself, so a busy model needs no thread hand-off
+// between batches); and the scheduling thread, which keeps the policy's timers (max queue delay,
+// deadlines) and answers expired requests at once with DEADLINE_EXCEEDED (also while every
+// instance is busy). The others wake it only when its timer must change. The instance thread
+// calls BatchExecutor::Execute, records the statistics, calls the callbacks (in arrival order
+// when preserve_ordering is set; expired requests are answered at once and do not wait for
+// their turn), and only then takes the next batch. A decision looks only at the part of the
+// queue it depends on (BatchCandidates) unless a queued request has a deadline.
 //
 // Statistics: per request success / fail with queue time (arrival to dispatch), the compute
 // times the executor reports, and total time (arrival to response); failures include expired
