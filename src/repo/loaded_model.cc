@@ -162,14 +162,24 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   // folds or drops below.
   const uint64_t weight_bytes = GraphWeightBytes(*graph);
   // The graph optimizer runs once per load and every instance shares its result. A failure
-  // would be an optimizer bug: it is logged and the model is served as imported.
-  Result<OptimizedGraph> optimized = OptimizeGraph(graph);
-  if (optimized.ok()) {
-    graph = optimized->graph;
-  } else {
-    KILN_LOG_WARN("model '{}' version {}: graph optimization failed, serving the graph as "
-                  "imported: {}",
-                  model, version, optimized.status().ToString());
+  // would be an optimizer bug: it is logged and the model is served as imported. An unknown
+  // pass name in the config fails the load.
+  KILN_ASSIGN_OR_RETURN(GraphOptimizationConfig optimization, GraphOptimizationFromConfig(config));
+  if (optimization.enabled) {
+    OptimizerOptions optimizer_options;
+    optimizer_options.disabled_passes = optimization.disabled_passes;
+    Result<OptimizedGraph> optimized = OptimizeGraph(graph, optimizer_options);
+    if (optimized.ok()) {
+      graph = optimized->graph;
+    } else if (optimized.status().code() == StatusCode::kInvalidArgument) {
+      return optimized.status().WithContext(
+          fmt::format("model '{}' version {}: parameter '{}'", model, version,
+                      kDisabledPassesParameter));
+    } else {
+      KILN_LOG_WARN("model '{}' version {}: graph optimization failed, serving the graph as "
+                    "imported: {}",
+                    model, version, optimized.status().ToString());
+    }
   }
   KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));
 
@@ -227,6 +237,8 @@ LoadedModelImpl::~LoadedModelImpl() { Shutdown(); }
 const std::string& LoadedModelImpl::name() const { return runner_->config().name(); }
 int64_t LoadedModelImpl::version() const { return version_; }
 const ModelSignature& LoadedModelImpl::signature() const { return runner_->signature(); }
+const Graph& LoadedModelImpl::graph() const { return runner_->graph(); }
+
 const inference::ModelConfig& LoadedModelImpl::config() const { return runner_->config(); }
 
 void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback done) {

@@ -79,6 +79,9 @@ class LoadedModelImpl final : public LoadedModel {
   const inference::ModelConfig* model_config() const override { return &config(); }
   // Instances actually started (the configured count, capped by the thread budget).
   int instance_count() const { return instance_count_; }
+  // The graph every instance runs: the optimizer's output unless the config turned it off
+  // (GraphOptimizationFromConfig).
+  const Graph& graph() const;
 
   // See LoadedModel::Infer. Never blocks on inference: validation runs on the caller, the run
   // on an instance thread. Errors: INVALID_ARGUMENT (validation), RESOURCE_EXHAUSTED (the

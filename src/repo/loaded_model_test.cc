@@ -496,3 +496,102 @@ TEST(LoadedModel, EnqueueRefusalsMapToFailureReasons) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// X -> Relu -> t -> Identity -> Y: the optimizer's identity_elimination removes the Identity.
+std::shared_ptr<Graph> ReluIdentityGraph() {
+  auto g = std::make_shared<Graph>();
+  g->name = "relu_identity";
+  g->opset_imports[""] = 13;
+  const auto value = [&](const char* name) {
+    Value v;
+    v.name = name;
+    v.type.dtype = DataType::kFloat32;
+    v.type.has_shape = true;
+    v.type.dims = {Sym("batch"), D(4)};
+    return g->AddValue(std::move(v));
+  };
+  const int x = value("X");
+  const int t = value("t");
+  const int y = value("Y");
+  g->inputs.push_back(x);
+  g->outputs.push_back(y);
+  Node relu;
+  relu.name = "relu";
+  relu.op_type = "Relu";
+  relu.inputs = {x};
+  relu.outputs = {t};
+  g->AddNode(std::move(relu));
+  Node identity;
+  identity.name = "identity";
+  identity.op_type = "Identity";
+  identity.inputs = {t};
+  identity.outputs = {y};
+  g->AddNode(std::move(identity));
+  return g;
+}
+
+Result<std::shared_ptr<LoadedModelImpl>> LoadReluIdentity(const std::string& extra) {
+  inference::ModelConfig config = ParseConfigOrDie(
+      "name: \"relu\" max_batch_size: 4 "
+      "input [ { name: \"X\" data_type: TYPE_FP32 dims: [ 4 ] } ] "
+      "output [ { name: \"Y\" data_type: TYPE_FP32 dims: [ 4 ] } ] " +
+      extra);
+  EXPECT_TRUE(NormalizeModelConfig(&config, 1).ok());
+  InstanceOptions options;
+  options.oversubscribe = true;
+  return LoadedModelImpl::Create(1, config, ReluIdentityGraph(), options);
+}
+
+TEST(LoadedModel, ConfigTurnsTheGraphOptimizerOffOrDisablesPasses) {
+  struct Case {
+    std::string extra;
+    int nodes;  // in the graph the instances run
+  };
+  const Case cases[] = {
+      {"", 1},
+      {"optimization { graph { level: 1 } }", 1},
+      {"optimization { graph { level: -1 } }", 2},
+      {"parameters { key: \"kiln.disabled_passes\" value: { string_value: "
+       "\"constant_folding, identity_elimination\" } }",
+       2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.extra);
+    Result<std::shared_ptr<LoadedModelImpl>> model = LoadReluIdentity(c.extra);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    EXPECT_EQ((*model)->graph().num_nodes(), c.nodes);
+    // Either way the model computes Relu.
+    auto request = std::make_unique<InferRequest>();
+    request->inputs.push_back(FloatInput("X", {1, 4}, {-1, 2, -3, 4}));
+    Result<InferResponse> r = InferSync(**model, std::move(request));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(FloatValues(r->outputs[0].tensor), (std::vector<float>{0, 2, 0, 4}));
+  }
+}
+
+TEST(LoadedModel, BadGraphOptimizationConfigFailsTheLoadNamingIt) {
+  Result<std::shared_ptr<LoadedModelImpl>> model =
+      LoadReluIdentity("optimization { graph { level: 3 } }");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("optimization.graph.level"));
+  EXPECT_THAT(model.status().message(), HasSubstr("got 3"));
+
+  model = LoadReluIdentity(
+      "parameters { key: \"kiln.disabled_passes\" value: { string_value: \"no_such_pass\" } }");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("kiln.disabled_passes"));
+  EXPECT_THAT(model.status().message(), HasSubstr("no_such_pass"));
+
+  model = LoadReluIdentity(
+      "parameters { key: \"kiln.disabled_passes\" value: { string_value: \"a,,b\" } }");
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().message(), HasSubstr("empty pass name"));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -511,6 +511,35 @@ Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Gr
   return Status::OK();
 }
 
+Result<GraphOptimizationConfig> GraphOptimizationFromConfig(const inference::ModelConfig& config) {
+  GraphOptimizationConfig out;
+  const int level = config.optimization().graph().level();
+  if (level < -1 || level > 1) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': optimization.graph.level must be -1 (no graph optimization), 0 or 1 (every "
+        "pass), got {}",
+        config.name(), level));
+  }
+  out.enabled = level != -1;
+  auto it = config.parameters().find(std::string(kDisabledPassesParameter));
+  if (it != config.parameters().end()) {
+    for (std::string_view rest = it->second.string_value(); !rest.empty();) {
+      const size_t comma = rest.find(',');
+      std::string_view name = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+      while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+      if (name.empty()) {
+        return Status::InvalidArgument(fmt::format(
+            "model '{}': parameter '{}' has an empty pass name in '{}'", config.name(),
+            kDisabledPassesParameter, it->second.string_value()));
+      }
+      out.disabled_passes.emplace_back(name);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config) {
   std::vector<std::string> fields;
   const auto add = [&](std::string f) {
@@ -519,7 +548,18 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   if (!config.runtime().empty()) add("runtime");
   if (config.has_sequence_batching()) add("sequence_batching");
   if (config.has_ensemble_scheduling()) add("ensemble_scheduling");
-  if (config.has_optimization()) add("optimization");
+  if (config.has_optimization()) {
+    const inference::ModelOptimizationPolicy& o = config.optimization();
+    if (o.priority() != inference::ModelOptimizationPolicy::PRIORITY_DEFAULT) {
+      add("optimization.priority");
+    }
+    if (o.has_cuda()) add("optimization.cuda");
+    if (o.has_execution_accelerators()) add("optimization.execution_accelerators");
+    if (o.has_input_pinned_memory()) add("optimization.input_pinned_memory");
+    if (o.has_output_pinned_memory()) add("optimization.output_pinned_memory");
+    if (o.gather_kernel_buffer_threshold() != 0) add("optimization.gather_kernel_buffer_threshold");
+    if (o.eager_batching()) add("optimization.eager_batching");
+  }
   if (config.batch_input_size() > 0) add("batch_input");
   if (config.batch_output_size() > 0) add("batch_output");
   for (const ModelInstanceGroup& g : config.instance_group()) {
@@ -541,7 +581,9 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   }
   if (!config.cc_model_filenames().empty()) add("cc_model_filenames");
   if (!config.metric_tags().empty()) add("metric_tags");
-  if (!config.parameters().empty()) add("parameters");
+  for (const auto& [key, value] : config.parameters()) {
+    if (key != kDisabledPassesParameter) add("parameters." + key);
+  }
   if (config.has_model_operations()) add("model_operations");
   if (config.model_transaction_policy().decoupled()) add("model_transaction_policy.decoupled");
   if (config.has_model_repository_agents()) add("model_repository_agents");

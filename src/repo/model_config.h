@@ -113,6 +113,20 @@ Status ValidateInstanceGroups(const inference::ModelConfig& config);
 // naming the model, the tensor and both shapes.
 Status ValidateConfigAgainstGraph(const inference::ModelConfig& config, const Graph& graph);
 
+// How kiln's graph optimizer (src/opt) treats a model, from its config:
+//   optimization { graph { level: L } }   -1: no graph optimization (the graph runs as
+//                                          imported, still on the fast kernels); 0 (unset) or 1:
+//                                          every pass. Other levels are INVALID_ARGUMENT.
+//   parameters { key: "kiln.disabled_passes" value: { string_value: "a,b" } }
+//                                          optimizer passes not to run, by name (`kiln optimize
+//                                          --list-passes`); an unknown name fails the load.
+struct GraphOptimizationConfig {
+  bool enabled = true;
+  std::vector<std::string> disabled_passes;
+};
+inline constexpr std::string_view kDisabledPassesParameter = "kiln.disabled_passes";
+Result<GraphOptimizationConfig> GraphOptimizationFromConfig(const inference::ModelConfig& config);
+
 // Config fields that are set but not acted on yet, as dotted field paths
 // ("optimization", "instance_group.rate_limiter", "output.label_filename"), each once.
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);

@@ -107,6 +107,7 @@ default_model_filename: "model.onnx"
 cc_model_filenames { key: "7.5" value: "model_75.onnx" }
 metric_tags { key: "team" value: "vision" }
 parameters { key: "threads" value: { string_value: "4" } }
+parameters { key: "kiln.disabled_passes" value: { string_value: "attention_fusion" } }
 model_warmup [
   {
     name: "w"
@@ -532,14 +533,16 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
 
   std::vector<std::string> f = UnimplementedConfigFields(ParseConfigOrDie(kFullConfig));
   for (std::string_view want :
-       {"optimization", "response_cache", "instance_group.rate_limiter",
-        "batch_input", "batch_output", "parameters", "model_metrics"}) {
+       {"optimization.priority", "optimization.cuda", "optimization.execution_accelerators",
+        "response_cache", "instance_group.rate_limiter", "batch_input", "batch_output",
+        "parameters.threads", "model_metrics"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), want), 1) << want;
   }
   // Acted on by the scheduler and the instances.
   for (std::string_view done :
        {"dynamic_batching", "instance_group.count", "input.allow_ragged_batch",
-        "output.label_filename",
+        "output.label_filename", "optimization", "optimization.graph", "parameters",
+        "parameters.kiln.disabled_passes",
         "instance_group (more than one group)"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), done), 0) << done;
   }
@@ -576,6 +579,33 @@ TEST(MapReshape, BothDirections) {
   EXPECT_EQ(*r, (V{3, 5, 2}));
   EXPECT_FALSE(MapReshape(V{4}, V{4}, V{3}).ok());
   EXPECT_FALSE(MapReshape(V{-1}, V{4}, V{2, 2}).ok());
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(GraphOptimizationFromConfig, LevelsAndDisabledPasses) {
+  Result<GraphOptimizationConfig> g = GraphOptimizationFromConfig(ParseConfigOrDie(kValidBase));
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g->enabled);
+  EXPECT_TRUE(g->disabled_passes.empty());
+
+  inference::ModelConfig c = ParseConfigOrDie(kValidBase);
+  c.mutable_optimization()->mutable_graph()->set_level(-1);
+  (*c.mutable_parameters())["kiln.disabled_passes"].set_string_value(" a ,b,c");
+  g = GraphOptimizationFromConfig(c);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(g->enabled);
+  EXPECT_EQ(g->disabled_passes, (std::vector<std::string>{"a", "b", "c"}));
+
+  c.mutable_optimization()->mutable_graph()->set_level(-2);
+  g = GraphOptimizationFromConfig(c);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("optimization.graph.level must be -1"));
+  EXPECT_THAT(g.status().message(), HasSubstr("got -2"));
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ class ManagerTest : public ::testing::Test {
     model("wrongname", "name: \"other\"", {{"1/model.onnx", "pair"}});
     model("nobatch", "max_batch_size: 4", {{"1/model.onnx", "fixed"}});
     model("warned",
-          "max_batch_size: 8 optimization { graph { level: 1 } } response_cache { enable: true } "
+          "max_batch_size: 8 optimization { priority: PRIORITY_MAX } response_cache { enable: true } "
           "dynamic_batching { } instance_group [ { count: 2 } ] " +
               std::string(kPairIo),
           {{"1/model.onnx", "pair"}});
@@ -255,7 +255,7 @@ TEST_F(ManagerTest, WarnsOncePerModelAboutFieldsNotActedOn) {
   spdlog::default_logger()->sinks().pop_back();
   const std::string text = log.str();
   EXPECT_THAT(text, HasSubstr("model 'warned': config fields accepted but not acted on yet: "
-                              "optimization, response_cache\n"));
+                              "optimization.priority, response_cache\n"));
   EXPECT_EQ(text.find("not acted on"), text.rfind("not acted on"));
 }
 

@@ -62,6 +62,8 @@ class ModelRunner {
   const ModelSignature& signature() const { return signature_; }
   const inference::ModelConfig& config() const { return config_; }
   const BatchingPlan& plan() const { return plan_; }
+  // The graph the session runs (after the graph optimizer, when it ran).
+  const Graph& graph() const { return session_->graph(); }
 
   // Runs `requests` (non-empty; REQUIRES: each passed ValidateInferRequest and has batch shape
   // `shape`; a non-batching model takes one at a time) as one batch. Returns one outcome per
