@@ -11,14 +11,20 @@ For every model and batch size the script:
      --warmup untimed ones, in a rotating order so that no engine always runs first; the figure
      of an engine is the median over rounds of its per-round median (and of its per-round p99);
   3. prints a table of latency (ms), throughput (items/s) and the ratios peer/kiln of median
-     latency (above 1: kiln is faster), and writes everything to a JSON file stamped with the
-     commit and the CPU.
+     latency (above 1: kiln is faster), kiln's GFLOP/s and its share of the machine's FP32 GEMM
+     peak, and kiln's planned activation memory against the unplanned sum; and writes
+     everything to a JSON file stamped with the commit and the CPU.
+
+The FP32 peak is measured first, in the same run: one MatMul [2048,2048] x [2048,2048] (the
+"gemm" model at batch 2048) timed by kiln and by ONNX Runtime; the faster one is the peak
+(--no-peak skips it). Default batches (--batches auto): 1, 8 and 32 for the CNNs, 1 and 8 for
+the others.
 
 Every engine gets the same intra-op thread count (--threads, default: the machine's cores); ONNX
 Runtime runs with graph optimization level "all", sequential execution, one inter-op thread.
 
-  bench/compare/compare.py --kiln build/kiln                 # all models, batches 1 and 8
-  bench/compare/compare.py --kiln build/kiln --models bert,mlp --batches 1 --rounds 5
+  bench/compare/compare.py --kiln build/kiln                 # every model, default batches
+  bench/compare/compare.py --kiln build/kiln --models bert_tiny,mlp --batches 1 --rounds 5
 
 Needs python3-torch, python3-torchvision and libopenblas0-openmp (scripts/install-deps bench),
 Node.js and the npm package onnxruntime-node (`make bench-engine` installs it into
@@ -90,6 +96,7 @@ class Runner:
             self.input_files[name] = (npy, raw)
         self.torch_module = None
         self.torchscript = None
+        self.kiln_facts = {}
 
     # --- kiln ----------------------------------------------------------------------------
     def kiln_time(self):
@@ -102,6 +109,13 @@ class Runner:
         if out.returncode != 0:
             raise RuntimeError(f"kiln profile failed ({out.returncode}): {out.stderr[-2000:]}")
         doc = json.loads(out.stdout)
+        plan = doc.get("memory_plan") or {}
+        self.kiln_facts = {"kiln_gflop_per_run": doc.get("gflop_per_run")}
+        if plan.get("unplanned_bytes"):
+            self.kiln_facts.update({
+                "kiln_arena_bytes": plan["arena_bytes"],
+                "kiln_unplanned_bytes": plan["unplanned_bytes"],
+                "kiln_memory_planned_ratio": plan["arena_bytes"] / plan["unplanned_bytes"]})
         return doc["median_ms"], doc["p99_ms"]
 
     def kiln_outputs(self):
@@ -185,6 +199,24 @@ class Runner:
             return self.torch_module(*self._torch_args()).numpy()
 
 
+def measure_peak(args, engines):
+    """FP32 GEMM GFLOP/s of kiln and ONNX Runtime on one 2048^3 MatMul; the best is the peak."""
+    n = make_models.GEMM
+    flop = 2.0 * n * n * n
+    work = tempfile.mkdtemp(prefix="kiln-compare-peak-")
+    try:
+        r = Runner(args, "gemm", n, work)
+        timers = {"kiln": r.kiln_time, "ort": r.ort_time}
+        best = {}
+        for _ in range(max(1, args.rounds)):
+            for e in [e for e in engines if e in timers]:
+                med, _ = timers[e]()
+                best[e] = max(best.get(e, 0.0), flop / (med / 1000.0) / 1e9)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"gflop_per_s": max(best.values()), "by_engine": best, "m": n, "k": n, "n": n}
+
+
 def ensure_node(node_dir):
     if os.path.isdir(os.path.join(node_dir, "node_modules", "onnxruntime-node")):
         return
@@ -200,8 +232,10 @@ def ensure_node(node_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True, help="the kiln executable")
-    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert,mlp")
-    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base,bert_tiny,mlp")
+    ap.add_argument("--batches", default="auto",
+                    help="comma-separated batch sizes, or auto: 1,8,32 for CNNs, else 1,8")
+    ap.add_argument("--no-peak", action="store_true", help="skip the FP32 GEMM peak measurement")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=20)
@@ -223,11 +257,24 @@ def main():
     torch.set_num_threads(args.threads)
     models = args.models.split(",")
     subprocess.run([sys.executable, os.path.join(HERE, "make_models.py"), "--out",
-                    args.models_dir, "--models", ",".join(models)], check=True)
+                    args.models_dir, "--models", ",".join(models + ([] if args.no_peak else
+                                                                     ["gemm"]))], check=True)
+
+    peak = None
+    if not args.no_peak:
+        peak = measure_peak(args, engines)
+        print(f"compare: FP32 GEMM peak {peak['gflop_per_s']:.1f} GFLOP/s (" +
+              ", ".join(f"{e} {v:.1f}" for e, v in peak["by_engine"].items()) + ")",
+              file=sys.stderr, flush=True)
+
+    def batches_of(model):
+        if args.batches != "auto":
+            return [int(b) for b in args.batches.split(",")]
+        return [1, 8, 32] if model in ("resnet50", "mobilenet_v2") else [1, 8]
 
     results = []
     for model in models:
-        for batch in (int(b) for b in args.batches.split(",")):
+        for batch in batches_of(model):
             work = tempfile.mkdtemp(prefix=f"kiln-compare-{model}-{batch}-")
             try:
                 r = Runner(args, model, batch, work)
@@ -255,6 +302,11 @@ def main():
                     print(f"compare: {model} batch {batch} round {rnd + 1}/{args.rounds}: " +
                           ", ".join(f"{e} {per[e][-1][0]:.2f} ms" for e in engines),
                           file=sys.stderr, flush=True)
+                row.update(r.kiln_facts)
+                if peak is not None and row.get("kiln_gflop_per_run"):
+                    med = statistics.median(m for m, _ in per["kiln"])
+                    row["kiln_gflop_per_s"] = row["kiln_gflop_per_run"] / (med / 1000.0)
+                    row["kiln_of_peak"] = row["kiln_gflop_per_s"] / peak["gflop_per_s"]
                 for e in engines:
                     med = statistics.median(m for m, _ in per[e])
                     row[f"{e}_median_ms"] = med
@@ -268,7 +320,8 @@ def main():
 
     print()
     head = ["model", "batch", "kiln ms"] + [f"{e} ms" for e in engines[1:]] + \
-        ["kiln items/s"] + [f"{e}/kiln" for e in engines[1:]] + ["kiln max err"]
+        ["kiln items/s"] + [f"{e}/kiln" for e in engines[1:]] + \
+        ["kiln GFLOP/s", "of peak", "memory planned/unplanned", "kiln max err"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in results:
@@ -276,16 +329,24 @@ def main():
         cells += [f"{row[f'{e}_median_ms']:.2f}" for e in engines[1:]]
         cells += [f"{row['kiln_items_per_s']:.1f}"]
         cells += [f"{row[f'{e}_over_kiln']:.2f}x" for e in engines[1:]]
+        cells += [f"{row['kiln_gflop_per_s']:.1f}" if "kiln_gflop_per_s" in row else "-",
+                  f"{100 * row['kiln_of_peak']:.0f}%" if "kiln_of_peak" in row else "-",
+                  f"{100 * row['kiln_memory_planned_ratio']:.0f}%"
+                  if "kiln_memory_planned_ratio" in row else "-"]
         err = row["kiln_max_abs_err"]
         flag = "" if err <= 1e-3 * max(1.0, row["kiln_max_ref"]) else " (!)"
         cells += [f"{err:.2e}{flag}"]
         print("| " + " | ".join(cells) + " |")
     print("\nratios: peer median latency / kiln median latency (above 1: kiln is faster)")
+    if peak is not None:
+        print(f"peak: FP32 GEMM {peak['gflop_per_s']:.1f} GFLOP/s on this machine at "
+              f"{args.threads} threads (the faster of " +
+              ", ".join(f"{e} {v:.1f}" for e, v in peak["by_engine"].items()) + ")")
 
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "commit": git_commit(), "cpu": cpu_model(), "threads": args.threads,
            "command": " ".join(sys.argv), "rounds": args.rounds,
-           "iterations": args.iterations, "results": results}
+           "iterations": args.iterations, "peak": peak, "results": results}
     out = args.out or os.path.join(
         HERE, "..", "results",
         f"{datetime.date.today().isoformat()}-{doc['commit']}-engine.json")

@@ -7,11 +7,17 @@ Debian's python3-torch so that kiln, ONNX Runtime and PyTorch run the very same 
 
   resnet50      torchvision ResNet-50, input [N,3,224,224]
   mobilenet_v2  torchvision MobileNetV2, input [N,3,224,224]
-  bert          a 4-layer BERT-style encoder (hidden 256, 4 heads, FFN 1024, sequence 128),
-                written out op by op so the export has the patterns an optimizer must find:
-                LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, GELU in its
-                Erf form, attention as MatMul, scale, additive mask, Softmax, MatMul
+  bert_base     a BERT-base-like encoder: 12 layers, hidden 768, 12 heads, FFN 3072,
+                sequence 128
+  bert_tiny     a bert-tiny-like encoder: 2 layers, hidden 128, 2 heads, FFN 512, sequence 128
+  bert          a 4-layer BERT-style encoder (hidden 256, 4 heads, FFN 1024, sequence 128)
+                The encoders are written out op by op so the export has the patterns an
+                optimizer must find: LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/
+                Mul/Add, GELU in its Erf form, attention as MatMul, scale, additive mask,
+                Softmax, MatMul. Inputs: hidden states [N,128,H] and an additive mask [N,1,1,128].
   mlp           the 3-layer MLP (784-512-512-10, ReLU) of a small classifier
+  gemm          one FP32 MatMul [N,2048] x [2048,2048]: run at batch 2048 it measures the
+                machine's FP32 GEMM peak (compare.py's peak line)
 
   bench/compare/make_models.py --out build/bench-models [--models resnet50,bert]
 
@@ -23,11 +29,17 @@ import math
 import os
 import sys
 
-MODELS = ("resnet50", "mobilenet_v2", "bert", "mlp")
+MODELS = ("resnet50", "mobilenet_v2", "bert_base", "bert_tiny", "bert", "mlp", "gemm")
 SEQ = 128
+# Encoder sizes: layers, hidden, heads, FFN.
+BERTS = {"bert_base": (12, 768, 12, 3072), "bert_tiny": (2, 128, 2, 512),
+         "bert": (4, 256, 4, 1024)}
+GEMM = 2048
 # Per-item input shapes by model (the batch dim comes first at run time); one output, "output".
 SHAPES = {"resnet50": {"input": (3, 224, 224)}, "mobilenet_v2": {"input": (3, 224, 224)},
-          "bert": {"hidden": (SEQ, 256), "mask": (1, 1, SEQ)}, "mlp": {"input": (784,)}}
+          "mlp": {"input": (784,)}, "gemm": {"input": (GEMM,)}}
+SHAPES.update({name: {"hidden": (SEQ, size[1]), "mask": (1, 1, SEQ)}
+               for name, size in BERTS.items()})
 
 
 def _torch():
@@ -101,9 +113,12 @@ def build_module(name):
     if name in ("resnet50", "mobilenet_v2"):
         import torchvision
         return getattr(torchvision.models, name)(weights=None).eval()
-    if name == "bert":
-        return build_bert().eval()
+    if name in BERTS:
+        layers, hidden, heads, ffn = BERTS[name]
+        return build_bert(layers, hidden, heads, ffn).eval()
     nn = torch.nn
+    if name == "gemm":
+        return nn.Linear(GEMM, GEMM, bias=False).eval()
     return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                          nn.Linear(512, 10)).eval()
 
