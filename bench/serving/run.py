@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""The serving benchmark suite (issue 7): what each serving feature buys, as ratios, measured
+"""The serving benchmark suite: what each serving feature buys, as ratios, measured
 with `kiln bench` in one script. Every pair runs against two servers started side by side, and
 the runs alternate (A, B, A, B, ...; --repeats pairs); the reported number is the median per side.
 
@@ -10,7 +10,9 @@ the runs alternate (A, B, A, B, ...; --repeats pairs); the reported number is th
   4. baseline   kiln vs PyTorch eager behind FastAPI/uvicorn (bench/serving/baseline_server.py),
                 MobileNetV2 with random weights (torchvision, exported to ONNX for kiln), both over
                 HTTP JSON: throughput at equal p99, p99 at equal throughput (open loop)
-  5. protocols  HTTP JSON vs HTTP binary vs gRPC on add_sub, concurrency 16
+  5. protocols  HTTP JSON vs HTTP binary vs gRPC on add_sub at concurrency 1, 16 and 64, and
+                kiln's added latency: its p50 at concurrency 1 minus that of kiln_null_server
+                (a stand-in that does no work) over the same protocol
 
 Scenarios 1-3 use `mlp`, a 3-layer 512-wide FP32 MLP generated here with onnx (batch-1 inference
 is matrix-vector work; batches turn it into matrix-matrix work). Scenario 4 needs Debian's
@@ -84,6 +86,9 @@ class Server:
             self.stop()
             raise
 
+    def wait_ready(self, timeout=600):
+        wait_http_ready(self.http_port, self.proc, self.name, timeout=timeout)
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -92,6 +97,27 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class NullServer(Server):
+    """kiln_null_server (HTTP, or gRPC with grpc=True): the protocol floor."""
+
+    def __init__(self, args, grpc=False):
+        self.name = "null-grpc" if grpc else "null-http"
+        exe = os.path.join(os.path.dirname(args.kiln), "src", "bench", "kiln_null_server")
+        self.cmd = [exe, "0", "2"] + (["--grpc"] if grpc else [])
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"{' '.join(self.cmd)} did not start: {line!r}")
+        port = int(line.split()[-1])
+        self.http_port = self.grpc_port = port
+
+    def wait_ready(self, timeout=600):
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with status {self.proc.returncode}")
 
 
 class Suite:
@@ -106,7 +132,7 @@ class Suite:
         a = self.args
         # Requests of the previous run that were still in flight when it stopped may keep a
         # slow server busy: wait until it answers again before measuring.
-        wait_http_ready(server.http_port, server.proc, server.name, timeout=600)
+        server.wait_ready()
         cmd = [a.kiln, "bench", "-m", model, "-p", str(interval or a.interval), "-r", str(a.trials),
                "--warmup-interval", str(a.warmup), "-q", "--json", out, "-b", str(batch)]
         if proto == "grpc":
@@ -312,22 +338,40 @@ def scenario_sweep(s, mlp, svg_path):
 
 
 def scenario_protocols(s):
-    md = ["## 5. HTTP JSON vs HTTP binary vs gRPC (add_sub, c=16, one server)", "",
-          "| protocol | infer/s | p50 us | p99 us | client CPU % | vs JSON |",
-          "|---|---|---|---|---|---|"]
+    loads = (1, 16, 64)
+    protos = ("http-json", "http-binary", "grpc")
+    md = ["## 5. HTTP JSON vs HTTP binary vs gRPC (add_sub, one server)", "",
+          "| protocol | concurrency | infer/s | p50 us | p99 us | client CPU % | vs JSON |",
+          "|---|---|---|---|---|---|---|"]
     sv = Server(s.args, "add_sub", s.args.models)
     try:
-        runs = {p: [] for p in ("http-json", "http-binary", "grpc")}
+        runs = {(p, c): [] for c in loads for p in protos}
         for _ in range(s.args.repeats):
-            for proto in runs:
-                runs[proto].append(s.bench(sv, "add_sub", ("c", 16), proto, label=proto))
-        med = {p: median_point(r) for p, r in runs.items()}
-        for proto, m in med.items():
-            md.append(f"| {proto} | {m['throughput']:.0f} | {m['p50_us']:.0f} | "
-                      f"{m['p99_us']:.0f} | {m['client_cpu_pct']:.0f} | "
-                      f"{ratio(m['throughput'], med['http-json']['throughput']):.2f}x |")
+            for (proto, c) in runs:
+                runs[(proto, c)].append(s.bench(sv, "add_sub", ("c", c), proto, label=proto))
+        med = {k: median_point(r) for k, r in runs.items()}
+        for c in loads:
+            for proto in protos:
+                m = med[(proto, c)]
+                md.append(f"| {proto} | {c} | {m['throughput']:.0f} | {m['p50_us']:.0f} | "
+                          f"{m['p99_us']:.0f} | {m['client_cpu_pct']:.0f} | "
+                          f"{ratio(m['throughput'], med[('http-json', c)]['throughput']):.2f}x |")
     finally:
         sv.stop()
+    # The floor: the same requests against servers that do no work.
+    md += ["", "Added latency at concurrency 1: kiln's p50 minus kiln_null_server's over the same "
+           "protocol (the null servers answer with a fixed response and do no work).", "",
+           "| protocol | kiln p50 us | null p50 us | added p50 us |", "|---|---|---|---|"]
+    for proto in protos:
+        null = NullServer(s.args, grpc=proto == "grpc")
+        try:
+            floor = median_point([s.bench(null, "add_sub", ("c", 1), proto, label=f"null {proto}")
+                                  for _ in range(s.args.repeats)])
+        finally:
+            null.stop()
+        kiln_p50 = med[(proto, 1)]["p50_us"]
+        md.append(f"| {proto} | {kiln_p50:.0f} | {floor['p50_us']:.0f} | "
+                  f"{kiln_p50 - floor['p50_us']:.0f} |")
     return md
 
 
