@@ -23,7 +23,8 @@ seed() {  # seed NAME FILES...
 
 models=$(seed onnx_model $(ls -d "$testdata"/node/*/model.onnx | awk 'NR % 8 == 0') \
   "$testdata"/node/test_{sequence_map_add_2_sequences,optional_get_element_sequence,if_opt,loop16_seq_none}/model.onnx \
-  "$testdata"/simple/test_sequence_model{1,5}/model.onnx)
+  "$testdata"/simple/test_sequence_model{1,5}/model.onnx \
+  "$root"/tests/data/fuzz/onnx_model/*)
 json=$(seed infer_json "$build"/demo_models/*/sample_request.json)
 printf '{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4]]}]}' \
   > "$json/int64.json"
