@@ -212,6 +212,7 @@ Result<std::map<int, Histogram>> CollectHistograms(
     }
   }
   SessionOptions session_options;
+  session_options.intra_op_threads = options.threads;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                         Session::Create(observed, session_options));
   std::map<int, Histogram> hists;

@@ -55,6 +55,7 @@ Result<OwnedTensor> LoadLabels(const std::string& path);
 struct RunOptions {
   int64_t batch_size = 32;  // a model whose batch dim is fixed runs at that size instead
   int64_t max_samples = 0;  // > 0: only the first samples
+  int threads = 0;          // intra-op threads of the sessions a workflow creates (0: all)
 };
 
 // The batch size a run of `graph` uses: the first input's dim 0 when the model fixes it, else

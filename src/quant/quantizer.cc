@@ -30,9 +30,11 @@ void Log(const LogFn& log, std::string_view line) {
 }
 
 // A session over `graph` as kiln serves it: the full optimizer, the best kernels.
-Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph) {
+Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph, int threads) {
   KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(std::move(graph)));
-  return Session::Create(optimized.graph);
+  SessionOptions options;
+  options.intra_op_threads = threads;
+  return Session::Create(optimized.graph, options);
 }
 
 struct Evaluation {
@@ -42,7 +44,8 @@ struct Evaluation {
 
 Result<Evaluation> Evaluate(std::shared_ptr<const Graph> graph, const Dataset& data,
                             const RunOptions& run_options, const Tensor* reference) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, MakeSession(std::move(graph)));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                        MakeSession(std::move(graph), run_options.threads));
   Evaluation e;
   KILN_ASSIGN_OR_RETURN(e.run, RunDataset(*session, data, run_options));
   const Tensor* labels = data.labels ? &data.labels->view() : nullptr;
@@ -183,6 +186,7 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
                        calib.num_samples, options.calib_dir, CalibrationMethodName(options.method)));
   RunOptions run_options;
   run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
   int64_t last_pct = -1;
   KILN_ASSIGN_OR_RETURN(
       auto hists,
@@ -472,6 +476,7 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
   report.labels = data.labels.has_value();
   RunOptions run_options;
   run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
   run_options.max_samples = data.num_samples;
 
   std::optional<Evaluation> reference;

@@ -67,6 +67,7 @@ struct QuantizeOptions {
   int64_t batch_size = 32;
   int64_t calib_samples = 0;  // 0: all
   int64_t eval_samples = 0;   // 0: all
+  int threads = 0;            // intra-op threads of every run (0: the machine's)
   LogFn log;
 };
 
@@ -115,6 +116,7 @@ struct ValidateOptions {
   std::string precision = "auto";  // auto / fp32 / int8
   int64_t batch_size = 32;
   int64_t max_samples = 0;
+  int threads = 0;  // intra-op threads (0: the machine's)
   LogFn log;
 };
 

@@ -46,7 +46,7 @@ def run(args, expect_ok=True):
 
 def top1_via_kiln_run(kiln, model, inputs, labels, tmp):
     """Top-1 computed here from `kiln run` outputs on the whole validation set."""
-    out_dir = os.path.join(tmp, "run_out")
+    out_dir = os.path.join(tmp, "run_out_" + os.path.basename(model).split(".")[-2])
     p = run([kiln, "run", model, "--input", f"image={inputs}", "--output-dir", out_dir,
              "--output-format", "npy"])
     if p.returncode != 0:
@@ -125,6 +125,22 @@ def main():
         check(t8 is not None and abs(t8 - v8["top1"]) < 1e-9,
               f"INT8 top-1 recomputed from kiln run: {t8}")
         check(t8 is not None and t32 - t8 <= 1.0, f"INT8 top-1 within 1.0 point of FP32 ({t32} -> {t8})")
+
+        # The per-sample layout: one file per sample, without the batch dim.
+        per = os.path.join(tmp, "per_sample")
+        os.makedirs(per)
+        x = np.load(os.path.join(val, "inputs.npy"))[:20]
+        for i in range(20):
+            np.save(os.path.join(per, f"sample_{i:03d}.npy"), x[i])
+        np.save(os.path.join(per, "labels.npy"), labels[:20])
+        p = run([kiln, "validate", fp32, "--data", per, "--json", "--quiet", "--batch-size", "7"])
+        check(p.returncode == 0, "validate reads a per-sample directory")
+        if p.returncode == 0 and t32 is not None:
+            ps = json.loads(p.stdout)
+            logits = np.load(os.path.join(tmp, "run_out_digits", "output_0.npy"))[:20]
+            want = 100.0 * float((logits.argmax(1) == labels[:20]).mean())
+            check(ps["samples"] == 20 and abs(ps["top1"] - want) < 1e-9,
+                  f"per-sample top-1 {ps['top1']} == {want} recomputed")
 
         # Mixed precision.
         keep = os.path.join(tmp, "keep.onnx")

@@ -115,6 +115,10 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--report", f->report, "Also write the report as JSON to FILE");
+  cmd->add_option("--threads", f->options.threads,
+                  "Intra-op threads of every run (0 = the machine's hardware threads)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the report as one JSON object instead of text");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
   return [f] {

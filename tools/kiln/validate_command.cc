@@ -71,6 +71,10 @@ CommandMain AddValidateCommand(CLI::App& app) {
                   "Use only the first N samples (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--threads", f->options.threads,
+                  "Intra-op threads of every run (0 = the machine's hardware threads)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print one JSON object instead of a table");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
   return [f] {
