@@ -132,6 +132,86 @@ Status WriteFile(const std::string& path, std::string_view bytes, std::string_vi
   return Status::OK();
 }
 
+namespace {
+
+// The prepared graph, its layers and the activation parameters from calibration.
+struct Calibrated {
+  std::shared_ptr<const Graph> graph;
+  std::vector<QuantizableLayer> layers;
+  std::map<int, ActivationParams> params;
+  int64_t samples = 0;
+};
+
+Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
+                                       const std::string& what, const std::string& calib_dir,
+                                       CalibrationMethod method, double percentile,
+                                       ActivationType activation_type, int64_t calib_samples,
+                                       const RunOptions& run_options, const LogFn& log) {
+  if (HasQdq(*imported)) {
+    return Status::FailedPrecondition(fmt::format(
+        "{} already holds QuantizeLinear/DequantizeLinear nodes; quantize its FP32 source",
+        what));
+  }
+  Calibrated c;
+  Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
+  KILN_ASSIGN_OR_RETURN(c.graph, PrepareGraph(std::move(imported)));
+  c.layers = FindQuantizableLayers(*c.graph);
+  if (c.layers.empty()) {
+    return Status::FailedPrecondition(fmt::format(
+        "{} has no quantizable layer (Conv, Gemm or MatMul on FP32 activations)", what));
+  }
+  Log(log, fmt::format("{} quantizable layers", c.layers.size()));
+  KILN_ASSIGN_OR_RETURN(Dataset calib, LoadDataset(calib_dir, *c.graph, calib_samples));
+  c.samples = calib.num_samples;
+  const std::vector<int> observed = ActivationsToCalibrate(*c.graph, c.layers);
+  Log(log, fmt::format("calibrating {} activations on {} samples from '{}' ({})", observed.size(),
+                       calib.num_samples, calib_dir, CalibrationMethodName(method)));
+  int64_t last_pct = -1;
+  KILN_ASSIGN_OR_RETURN(
+      auto hists,
+      CollectHistograms(*c.graph, observed, calib, run_options, [&](int64_t done, int64_t total) {
+        const int64_t pct = 100 * done / std::max<int64_t>(total, 1);
+        if (pct / 25 != last_pct / 25 || done == total) {
+          last_pct = pct;
+          Log(log, fmt::format("  calibration {}/{} samples", done, total));
+        }
+      }));
+  for (const auto& [id, h] : hists) {
+    const TensorRange r = ComputeRange(h, method, percentile);
+    Result<ActivationParams> p = ComputeActivationParams(r.min, r.max, activation_type);
+    if (!p.ok()) {
+      return p.status().WithContext(fmt::format("activation '{}'", c.graph->value(id).name));
+    }
+    c.params[id] = p.value();
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
+                                     const std::string& calib_dir,
+                                     const QuantizeGraphOptions& options) {
+  if (graph == nullptr) return Status::InvalidArgument("QuantizeGraph: null graph");
+  RunOptions run_options;
+  run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
+  KILN_ASSIGN_OR_RETURN(
+      Calibrated c, PrepareAndCalibrate(std::move(graph), "the model", calib_dir, options.method,
+                                        options.percentile, options.activation_type,
+                                        options.calib_samples, run_options, nullptr));
+  QdqOptions qdq_options;
+  qdq_options.per_channel = options.per_channel;
+  KILN_ASSIGN_OR_RETURN(
+      QdqResult q, InsertQdq(*c.graph, c.layers, std::vector<bool>(c.layers.size(), true),
+                             c.params, qdq_options));
+  QuantizedGraph out;
+  out.graph = std::move(q.graph);
+  out.layers = static_cast<int>(c.layers.size());
+  out.calib_samples = c.samples;
+  return out;
+}
+
 // --- quantize -----------------------------------------------------------------------------------
 
 Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
@@ -163,49 +243,18 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
                         ImportOnnxModelFromString(source_bytes, options.model));
-  if (HasQdq(*imported)) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' already holds QuantizeLinear/DequantizeLinear nodes; quantize its FP32 source",
-        options.model));
-  }
-  Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, PrepareGraph(imported));
-  const std::vector<QuantizableLayer> layers = FindQuantizableLayers(*graph);
-  if (layers.empty()) {
-    return Status::FailedPrecondition(fmt::format(
-        "'{}' has no quantizable layer (Conv, Gemm or MatMul on FP32 activations)", options.model));
-  }
-  Log(log, fmt::format("{} quantizable layers", layers.size()));
-
-  // Calibration.
-  KILN_ASSIGN_OR_RETURN(Dataset calib,
-                        LoadDataset(options.calib_dir, *graph, options.calib_samples));
-  report.calib_samples = calib.num_samples;
-  const std::vector<int> observed = ActivationsToCalibrate(*graph, layers);
-  Log(log, fmt::format("calibrating {} activations on {} samples from '{}' ({})", observed.size(),
-                       calib.num_samples, options.calib_dir, CalibrationMethodName(options.method)));
   RunOptions run_options;
   run_options.batch_size = options.batch_size;
   run_options.threads = options.threads;
-  int64_t last_pct = -1;
   KILN_ASSIGN_OR_RETURN(
-      auto hists,
-      CollectHistograms(*graph, observed, calib, run_options, [&](int64_t done, int64_t total) {
-        const int64_t pct = 100 * done / std::max<int64_t>(total, 1);
-        if (pct / 25 != last_pct / 25 || done == total) {
-          last_pct = pct;
-          Log(log, fmt::format("  calibration {}/{} samples", done, total));
-        }
-      }));
-  std::map<int, ActivationParams> params;
-  for (const auto& [id, h] : hists) {
-    const TensorRange r = ComputeRange(h, options.method, options.percentile);
-    Result<ActivationParams> p = ComputeActivationParams(r.min, r.max, options.activation_type);
-    if (!p.ok()) {
-      return p.status().WithContext(fmt::format("activation '{}'", graph->value(id).name));
-    }
-    params[id] = p.value();
-  }
+      Calibrated calibrated,
+      PrepareAndCalibrate(imported, fmt::format("'{}'", options.model), options.calib_dir,
+                          options.method, options.percentile, options.activation_type,
+                          options.calib_samples, run_options, log));
+  const std::shared_ptr<const Graph>& graph = calibrated.graph;
+  const std::vector<QuantizableLayer>& layers = calibrated.layers;
+  const std::map<int, ActivationParams>& params = calibrated.params;
+  report.calib_samples = calibrated.samples;
 
   // Evaluation data and the FP32 reference outputs.
   Dataset eval;

@@ -108,6 +108,31 @@ Status WriteFile(const std::string& path, std::string_view bytes, std::string_vi
 std::string FormatQuantizeReport(const QuantizeReport& report);
 std::string QuantizeReportJson(const QuantizeReport& report);
 
+// Quantization of an in-memory graph at model load (the server's `optimization { precision:
+// "int8" }`): PrepareGraph, calibration on `calib_dir`, every quantizable layer INT8. No
+// sensitivity, no evaluation, nothing written.
+struct QuantizeGraphOptions {
+  CalibrationMethod method = CalibrationMethod::kMinMax;
+  double percentile = 99.99;
+  bool per_channel = false;
+  ActivationType activation_type = ActivationType::kUint8;
+  int64_t batch_size = 32;
+  int64_t calib_samples = 0;  // 0: all
+  int threads = 0;
+};
+
+struct QuantizedGraph {
+  std::shared_ptr<Graph> graph;
+  int layers = 0;       // layers quantized
+  int64_t calib_samples = 0;
+};
+
+// Errors: those of PrepareGraph, LoadDataset and the calibration runs; FAILED_PRECONDITION for a
+// graph with no quantizable layer or one that is already quantized.
+Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
+                                     const std::string& calib_dir,
+                                     const QuantizeGraphOptions& options);
+
 struct ValidateOptions {
   std::string model;
   std::string data_dir;
