@@ -4,7 +4,7 @@
 // docs/quantization.md).
 //
 //   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx
-//   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx --data val/ \
+//   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx --data val/
 //       --method entropy --per-channel --max-accuracy-drop 0.5 --report report.json
 //
 // Progress goes to stderr; the report to stdout (text, or one JSON object with --json) and to
