@@ -42,12 +42,24 @@ struct Evaluation {
   Metrics metrics;
 };
 
+// Runs `graph` over `data`; with `log`, a progress line at every quarter of a long run.
 Result<Evaluation> Evaluate(std::shared_ptr<const Graph> graph, const Dataset& data,
-                            const RunOptions& run_options, const Tensor* reference) {
+                            const RunOptions& run_options, const Tensor* reference,
+                            const LogFn& log = nullptr) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                         MakeSession(std::move(graph), run_options.threads));
   Evaluation e;
-  KILN_ASSIGN_OR_RETURN(e.run, RunDataset(*session, data, run_options));
+  int64_t last_quarter = 0;
+  const bool long_run = data.num_samples > 8 * EffectiveBatchSize(session->graph(),
+                                                                  run_options.batch_size);
+  KILN_ASSIGN_OR_RETURN(
+      e.run, RunDataset(*session, data, run_options, [&](int64_t done, int64_t total) {
+        const int64_t quarter = 4 * done / std::max<int64_t>(total, 1);
+        if (log && long_run && quarter > last_quarter && done < total) {
+          last_quarter = quarter;
+          log(fmt::format("  {}/{} samples", done, total));
+        }
+      }));
   const Tensor* labels = data.labels ? &data.labels->view() : nullptr;
   KILN_ASSIGN_OR_RETURN(e.metrics, ComputeMetrics(e.run.output.view(), reference, labels));
   e.metrics.items_per_s = e.run.seconds > 0 ? static_cast<double>(e.run.samples) / e.run.seconds : 0;
@@ -269,7 +281,7 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   report.budget_unit = report.eval_labels ? "top-1 points" : "output error points";
   Log(log, fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples,
                        report.eval_dir));
-  KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr));
+  KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
   const Tensor& ref = fp32.run.output.view();
   report.fp32 = fp32.metrics;
 
@@ -366,7 +378,7 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   // The written file, as kiln loads it.
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
   Log(log, fmt::format("INT8 on {} samples", eval.num_samples));
-  KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, eval, run_options, &ref));
+  KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, eval, run_options, &ref, log));
   report.int8 = int8.metrics;
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -559,7 +571,7 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
     report.reference_model = ref_path;
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> ref_graph, ImportOnnxModel(ref_path));
     Log(log, fmt::format("FP32 reference '{}' on {} samples", ref_path, data.num_samples));
-    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(ref_graph, data, run_options, nullptr));
+    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(ref_graph, data, run_options, nullptr, log));
     reference = std::move(e);
     report.reference = reference->metrics;
   }
@@ -567,7 +579,7 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
                        data.num_samples, options.data_dir));
   KILN_ASSIGN_OR_RETURN(Evaluation e,
                         Evaluate(graph, data, run_options,
-                                 reference ? &reference->run.output.view() : nullptr));
+                                 reference ? &reference->run.output.view() : nullptr, log));
   report.metrics = e.metrics;
   return report;
 }

@@ -10,11 +10,14 @@ quantizes it with the calibration set, validates FP32 and INT8 on the validation
   - INT8 top-1 is within 1.0 point of FP32 (both recomputed here from the labels and kiln's
     outputs through `kiln run`, not only read from kiln's JSON);
   - the --json fields of both commands are present and consistent with each other;
+  - ONNX Runtime (onnxruntime-node, when --node-modules has it; skipped otherwise) runs the
+    quantized model with kiln's INT8 top-1 within 1 point;
+  - the per-sample data layout gives the same top-1 as the stacked one;
   - --keep-fp32 1 keeps one layer in FP32 and the report file agrees;
   - clear errors: a missing data dir, a wrong input name, labels whose count differs, a moved
     or changed FP32 source, an FP32 model validated as int8.
 
-Usage: kiln_quantize_test.py --kiln build/kiln --data tests/data/digits
+Usage: kiln_quantize_test.py --kiln build/kiln --data tests/data/digits [--node-modules DIR]
 """
 import argparse
 import json
@@ -55,10 +58,42 @@ def top1_via_kiln_run(kiln, model, inputs, labels, tmp):
     return 100.0 * float((logits.argmax(1) == labels).mean())
 
 
+ORT_SCRIPT = r"""
+const fs = require('node:fs');
+const ort = require('onnxruntime-node');
+(async () => {
+  const [model, data, n] = [process.argv[2], process.argv[3], Number(process.argv[4])];
+  const s = await ort.InferenceSession.create(model);
+  const b = fs.readFileSync(data);
+  const x = new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+  const out = await s.run({image: new ort.Tensor('float32', x, [n, 1, 8, 8])});
+  process.stdout.write(JSON.stringify(Array.from(out.logits.data)));
+})().catch(e => { console.error(String(e)); process.exit(1); });
+"""
+
+
+def ort_logits(node_modules, model, inputs, tmp):
+    """Runs `model` in ONNX Runtime (the npm package onnxruntime-node) and returns its logits."""
+    data = os.path.join(tmp, "ort_inputs.bin")
+    inputs.astype("<f4").tofile(data)
+    script = os.path.join(tmp, "ort_run.cjs")
+    with open(script, "w") as f:
+        f.write(ORT_SCRIPT)
+    p = subprocess.run(["node", script, model, data, str(len(inputs))], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, NODE_PATH=node_modules))
+    if p.returncode != 0:
+        print(p.stderr, file=sys.stderr)
+        return None
+    return np.array(json.loads(p.stdout), dtype=np.float32).reshape(len(inputs), -1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--data", required=True)
+    ap.add_argument("--node-modules", default=os.environ.get("KILN_ORT_NODE_MODULES", ""),
+                    help="node_modules holding onnxruntime-node: the quantized model must also "
+                         "run in ONNX Runtime (skipped when absent)")
     a = ap.parse_args()
     kiln = a.kiln
     tmp = tempfile.mkdtemp(prefix="kiln_quantize_test_")
@@ -125,6 +160,19 @@ def main():
         check(t8 is not None and abs(t8 - v8["top1"]) < 1e-9,
               f"INT8 top-1 recomputed from kiln run: {t8}")
         check(t8 is not None and t32 - t8 <= 1.0, f"INT8 top-1 within 1.0 point of FP32 ({t32} -> {t8})")
+
+        # ONNX Runtime loads and runs the quantized model, with kiln's INT8 accuracy.
+        if (a.node_modules and shutil.which("node")
+                and os.path.isdir(os.path.join(a.node_modules, "onnxruntime-node"))):
+            x = np.load(os.path.join(val, "inputs.npy"))
+            logits = ort_logits(a.node_modules, int8, x, tmp)
+            check(logits is not None, "ONNX Runtime runs the quantized model")
+            if logits is not None and t8 is not None:
+                ort_top1 = 100.0 * float((logits.argmax(1) == labels).mean())
+                check(abs(ort_top1 - t8) <= 1.0,
+                      f"ONNX Runtime INT8 top-1 {ort_top1} within 1 point of kiln's {t8}")
+        else:
+            print("SKIP  ONNX Runtime check (no onnxruntime-node; --node-modules DIR)")
 
         # The per-sample layout: one file per sample, without the batch dim.
         per = os.path.join(tmp, "per_sample")
