@@ -2,7 +2,9 @@
 // Tests for QDQ insertion (qdq.h) and the quantize workflow (quantizer.h): the structure of the
 // QDQ contract on small graphs (activation pairs with shared scalar initializers, INT8 weights
 // with the right axis, INT32 biases with scale x_s * w_s, residual Adds, FP32 graph outputs), the
-// numerics of a quantized Gemm against an error bound derived from the scales, the metadata
+// numerics of quantized Conv (padded, grouped, strided), Gemm and MatMul layers against the error
+// bound derived from the scales (per tensor and per channel, UINT8 and INT8 activations), the
+// metadata
 // round trip, and the sensitivity ranking on a model with one known-fragile layer.
 
 #include "quant/qdq.h"
@@ -221,6 +223,120 @@ TEST(QdqTest, GemmNumericsWithinTheQuantizationBound) {
   CheckGemmNumerics(false, false);
   CheckGemmNumerics(false, true);
   CheckGemmNumerics(true, true);
+}
+
+// The same bound for any linear layer, computed by running the layer itself on absolute values:
+// |y_q - y| <= L(|x|, dw) + L(dx, |W|) + L(dx, dw) + db, where L is the layer without bias, dx
+// and dw are tensors of half the scales (per element of x and of W) and db half the bias scale.
+// Checked for Conv (padded, grouped), Gemm and MatMul, per tensor and per channel, with
+// asymmetric and symmetric activations.
+struct LinearCase {
+  std::string op;
+  std::vector<int64_t> x_dims, w_dims, y_dims;
+  std::vector<Attribute> attrs;
+  bool bias = true;
+};
+
+void CheckLinearBound(const LinearCase& c, bool per_channel, ActivationType act) {
+  SCOPED_TRACE(c.op + (per_channel ? " per channel" : " per tensor") +
+               (act == ActivationType::kInt8 ? " int8" : " uint8"));
+  std::mt19937 rng(17);
+  const int64_t c_out = c.op == "Conv" ? c.w_dims[0] : c.w_dims[1];
+  TestGraph t(13);
+  std::vector<int64_t> xd = c.x_dims;
+  xd[0] = -1;
+  const int x = t.Input("x", xd);
+  const int w = t.Random("w", c.w_dims, rng);
+  std::vector<int> ins = {x, w};
+  if (c.bias) ins.push_back(t.Random("b", {c_out}, rng));
+  std::vector<int64_t> yd = c.y_dims;
+  yd[0] = -1;
+  t.Output(t.Op(c.op, ins, c.attrs, {yd}));
+  std::shared_ptr<const Graph> g = t.Build();
+  const std::vector<QuantizableLayer> layers = FindQuantizableLayers(*g);
+  ASSERT_EQ(layers.size(), 1u);
+  Dataset data = InMemory(RandomTensor(Shape(std::span<const int64_t>(c.x_dims)), rng, -1, 2));
+  auto hists = CollectHistograms(*g, ActivationsToCalibrate(*g, layers), data, RunOptions{}).value();
+  std::map<int, ActivationParams> params;
+  for (const auto& [id, h] : hists) {
+    params[id] = ComputeActivationParams(h.min(), h.max(), act).value();
+  }
+  QdqOptions options;
+  options.per_channel = per_channel;
+  QdqResult q = InsertQdq(*g, layers, {true}, params, options).value();
+  const Graph& qg = *q.graph;
+  const Node* layer = NodesOf(qg, c.op)[0];
+  const Node* xq = ProducerOf(qg, ProducerOf(qg, layer->inputs[0])->inputs[0]);
+  EXPECT_EQ(qg.value(xq->inputs[2]).constant->dtype(),
+            act == ActivationType::kUint8 ? DataType::kUint8 : DataType::kInt8);
+  const OwnedTensor& ws = *qg.value(ProducerOf(qg, layer->inputs[1])->inputs[1]).constant;
+
+  // The layer alone with x and W as inputs, no bias: evaluates L(., .).
+  TestGraph lt(13);
+  const int lx = lt.Input("x", c.x_dims);
+  const int lw = lt.Input("w", c.w_dims);
+  lt.Output(lt.Op(c.op, {lx, lw}, c.attrs, {c.y_dims}));
+  SessionOptions so;
+  so.kernel_provider = "ref";
+  std::unique_ptr<Session> l = Session::Create(lt.Build(), so).value();
+  auto run_l = [&](const OwnedTensor& a, const OwnedTensor& b) {
+    std::vector<Tensor> in = {a.view(), b.view()};
+    return l->Run(in).value()[0];
+  };
+  const float dx = params.at(x).scale / 2;
+  const OwnedTensor& wv = *g->value(w).constant;
+  OwnedTensor abs_x = OwnedTensor::CopyOf(data.inputs[0].view()).value();
+  for (int64_t i = 0; i < abs_x.num_elements(); ++i) abs_x.data<float>()[i] = std::fabs(abs_x.data<float>()[i]);
+  OwnedTensor abs_w = OwnedTensor::CopyOf(wv.view()).value();
+  OwnedTensor dw = OwnedTensor::CopyOf(wv.view()).value();
+  // The output channel of weight element e: axis 0 (Conv) or axis 1 (Gemm/MatMul [K, N]).
+  const int64_t inner = c.op == "Conv" ? wv.num_elements() / c_out : 1;
+  for (int64_t e = 0; e < wv.num_elements(); ++e) {
+    abs_w.data<float>()[e] = std::fabs(wv.data<float>()[e]);
+    const int64_t ch = (e / inner) % c_out;
+    dw.data<float>()[e] = (per_channel ? ws.data<float>()[ch] : ws.data<float>()[0]) / 2;
+  }
+  OwnedTensor dx_t = OwnedTensor::CopyOf(data.inputs[0].view()).value();
+  for (int64_t i = 0; i < dx_t.num_elements(); ++i) dx_t.data<float>()[i] = dx;
+  const OwnedTensor b1 = run_l(abs_x, dw), b2 = run_l(dx_t, abs_w), b3 = run_l(dx_t, dw);
+
+  std::vector<Tensor> in = {data.inputs[0].view()};
+  const OwnedTensor ref = Session::Create(g, so).value()->Run(in).value()[0];
+  const OwnedTensor got = Session::Create(q.graph, so).value()->Run(in).value()[0];
+  ASSERT_EQ(ref.shape(), got.shape());
+  const int64_t spatial = ref.num_elements() / c.y_dims[0] / c_out;
+  int64_t checked = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < ref.num_elements(); ++i) {
+    const int64_t ch = c.op == "Conv" ? (i / spatial) % c_out : i % c_out;
+    const double db = c.bias ? 2 * dx * (per_channel ? ws.data<float>()[ch] : ws.data<float>()[0]) / 2
+                             : 0;  // half of x_s * w_s
+    const double bound = b1.data<float>()[i] + b2.data<float>()[i] + b3.data<float>()[i] + db;
+    const double err = std::fabs(ref.data<float>()[i] - got.data<float>()[i]);
+    worst = std::max(worst, err / bound);
+    EXPECT_LE(err, bound * 1.001 + 1e-6) << "element " << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, ref.num_elements());
+  EXPECT_GT(worst, 0.0);  // quantization did change the output
+}
+
+TEST(QdqTest, LinearLayersWithinTheQuantizationBound) {
+  const std::vector<LinearCase> cases = {
+      {"Conv", {3, 4, 7, 6}, {6, 4, 3, 3}, {3, 6, 7, 6},
+       {Attribute::Ints("pads", {1, 1, 1, 1})}},
+      {"Conv", {2, 4, 5, 5}, {4, 2, 3, 3}, {2, 4, 2, 2},
+       {Attribute::Int("group", 2), Attribute::Ints("strides", {2, 2})}, false},
+      {"Gemm", {5, 9}, {9, 7}, {5, 7}, {}},
+      {"MatMul", {5, 9}, {9, 7}, {5, 7}, {}, false},
+  };
+  for (const LinearCase& c : cases) {
+    for (bool per_channel : {false, true}) {
+      for (ActivationType act : {ActivationType::kUint8, ActivationType::kInt8}) {
+        CheckLinearBound(c, per_channel, act);
+      }
+    }
+  }
 }
 
 TEST(QdqTest, MatMulOfTwoActivationsAndOldOpsets) {
