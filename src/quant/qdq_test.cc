@@ -4,8 +4,7 @@
 // with the right axis, INT32 biases with scale x_s * w_s, residual Adds, FP32 graph outputs), the
 // numerics of quantized Conv (padded, grouped, strided), Gemm and MatMul layers against the error
 // bound derived from the scales (per tensor and per channel, UINT8 and INT8 activations), the
-// metadata
-// round trip, and the sensitivity ranking on a model with one known-fragile layer.
+// metadata round trip, and the sensitivity ranking on a model with one known-fragile layer.
 
 #include "quant/qdq.h"
 
