@@ -142,6 +142,7 @@ struct ValidateOptions {
   int64_t batch_size = 32;
   int64_t max_samples = 0;
   int threads = 0;  // intra-op threads (0: the machine's)
+  int repeat = 1;   // timed passes (FP32 and INT8 alternating); items_per_s from the median
   LogFn log;
 };
 

@@ -239,6 +239,17 @@ def main():
         p = run([kiln, "validate", int8, "--data", val, "--reference",
                  os.path.join(a.data, "digits.onnx"), "--json", "--quiet"])
         check(p.returncode == 0, "--reference overrides the recorded source")
+        if p.returncode == 0:
+            r = json.loads(p.stdout)
+            check(r["top1"] == v8["top1"] and r["reference"]["top1"] == v32["top1"],
+                  "... with the same accuracy")
+        p = run([kiln, "validate", int8, "--data", val, "--reference",
+                 os.path.join(a.data, "digits.onnx"), "--repeat", "3", "--max-samples", "100",
+                 "--json", "--quiet"])
+        r = json.loads(p.stdout) if p.returncode == 0 else {}
+        check(r.get("samples") == 100 and r.get("items_per_s", 0) > 0
+              and abs(r.get("speedup", 0) - r["items_per_s"] / r["reference"]["items_per_s"]) < 1e-9,
+              "validate --repeat 3 --max-samples 100: speed fields consistent")
         os.rename(fp32, fp32 + ".moved")
         expect_error([kiln, "validate", int8, "--data", val], "does not exist",
                      "error: the FP32 source moved")

@@ -75,6 +75,11 @@ CommandMain AddValidateCommand(CLI::App& app) {
                   "Intra-op threads of every run (0 = the machine's hardware threads)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  cmd->add_option("--repeat", f->options.repeat,
+                  "Time N passes over the data (FP32 and INT8 alternating) and report the median "
+                  "items/s of each")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print one JSON object instead of a table");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
   return [f] {
