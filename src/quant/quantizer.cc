@@ -249,6 +249,14 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
       !(options.percentile > 0 && options.percentile <= 100)) {
     return Status::InvalidArgument("--percentile must be in (0, 100]");
   }
+  {
+    std::error_code ec;
+    if (fs::equivalent(options.model, options.out, ec)) {
+      return Status::InvalidArgument(
+          fmt::format("--out '{}' is the model itself; write the quantized model elsewhere",
+                      options.out));
+    }
+  }
   const LogFn& log = options.log;
   QuantizeReport report;
   report.model = options.model;
@@ -274,6 +282,12 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   const std::vector<QuantizableLayer>& layers = calibrated.layers;
   const std::map<int, ActivationParams>& params = calibrated.params;
   report.calib_samples = calibrated.samples;
+  if (static_cast<size_t>(options.keep_fp32) >= layers.size()) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-fp32 {} keeps every one of the model's {} quantizable layers in FP32: nothing "
+        "left to quantize",
+        options.keep_fp32, layers.size()));
+  }
 
   // Evaluation data and the FP32 reference outputs.
   Dataset eval;
@@ -402,9 +416,11 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
                                                               : std::string(),
                    r.calib_samples, ActivationTypeName(r.activation_type),
                    r.per_channel ? "per channel" : "per tensor");
-  s += fmt::format("\n{:<28} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", "layer",
-                   "op", "in scale", "zp", "out scale", "zp", "weight scales", "top1 drop",
-                   "out error", "precision");
+  size_t name_width = 5;
+  for (const LayerReport& l : r.layers) name_width = std::max(name_width, l.name.size());
+  s += fmt::format("\n{:<{}} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", "layer",
+                   name_width, "op", "in scale", "zp", "out scale", "zp", "weight scales",
+                   "top1 drop", "out error", "precision");
   for (const LayerReport& l : r.layers) {
     std::string in_s = "-", in_z = "-", out_s = "-", out_z = "-", w = "-";
     if (l.quantized) {
@@ -418,8 +434,8 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
         w = fmt::format("{:.3g}..{:.3g}", l.q.weight_scale_min, l.q.weight_scale_max);
       }
     }
-    s += fmt::format("{:<28} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", l.name,
-                     l.op_type, in_s, in_z, out_s, out_z, w,
+    s += fmt::format("{:<{}} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", l.name,
+                     name_width, l.op_type, in_s, in_z, out_s, out_z, w,
                      l.accuracy_drop ? fmt::format("{:.2f}", *l.accuracy_drop) : "-",
                      l.output_error ? fmt::format("{:.4f}", *l.output_error) : "-",
                      l.quantized ? "int8" : "fp32");
