@@ -186,6 +186,34 @@ class QdqBuilder {
 
 }  // namespace
 
+int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationParams>& params) {
+  static const std::set<std::string> kMoves = {"MaxPool", "Flatten",   "Reshape",  "Transpose",
+                                               "Squeeze", "Unsqueeze", "Identity"};
+  int changed = 0;
+  for (auto& [v, p] : params) {
+    int src = v;
+    for (int steps = 0; steps < 64; ++steps) {
+      const int producer = graph.value(src).producer;
+      if (producer < 0) break;
+      const Node& n = graph.node(producer);
+      // One output only (MaxPool's Indices would be read as values otherwise).
+      const auto outputs = std::count_if(n.outputs.begin(), n.outputs.end(),
+                                         [](int o) { return o != kNoValue; });
+      if (!n.domain.empty() || kMoves.count(n.op_type) == 0 || n.inputs.empty() ||
+          outputs != 1 || n.outputs[0] != src) {
+        break;
+      }
+      src = n.inputs[0];
+      if (src != v && params.count(src) != 0) break;
+    }
+    if (src != v && params.count(src) != 0) {
+      p = params.at(src);
+      ++changed;
+    }
+  }
+  return changed;
+}
+
 std::vector<std::string> PreparePasses() {
   return {"type_propagation", "shape_folding", "constant_folding", "identity_elimination",
           "common_subexpression_elimination", "dead_code_elimination", "conv_bn_folding"};

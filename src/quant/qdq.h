@@ -59,6 +59,13 @@ std::vector<QuantizableLayer> FindQuantizableLayers(const Graph& graph);
 std::vector<int> ActivationsToCalibrate(const Graph& graph,
                                         const std::vector<QuantizableLayer>& layers);
 
+// Gives an activation that only moves or selects the values of another calibrated activation
+// (through chains of MaxPool, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity) that
+// activation's parameters, as ONNX Runtime's quantizer does: the
+// values keep their range, and the engine can keep the tensor INT8 across those ops without
+// requantizing. Returns how many activations were changed.
+int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationParams>& params);
+
 struct QdqOptions {
   bool per_channel = false;  // weights per output channel (else per tensor)
   bool quantize_bias = true; // INT32 biases (else the FP32 bias stays)

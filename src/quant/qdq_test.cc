@@ -338,6 +338,44 @@ TEST(QdqTest, LinearLayersWithinTheQuantizationBound) {
   }
 }
 
+TEST(QdqTest, ScalesSharedThroughDataMovement) {
+  std::mt19937 rng(9);
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 2, 4, 4});
+  const int r = t.Op("Relu", {t.Op("Conv", {x, t.Random("w", {3, 2, 1, 1}, rng)}, {},
+                                   {{-1, 3, 4, 4}})},
+                     {}, {{-1, 3, 4, 4}});
+  const int pool = t.Op("MaxPool", {r}, {Attribute::Ints("kernel_shape", {2, 2}),
+                                         Attribute::Ints("strides", {2, 2})},
+                        {{-1, 3, 2, 2}});
+  const int flat = t.Op("Flatten", {pool}, {}, {{-1, 12}});
+  t.Output(t.Op("Gemm", {flat, t.Random("g", {12, 5}, rng)}, {}, {{-1, 5}}));
+  std::shared_ptr<const Graph> g = t.Build();
+  std::map<int, ActivationParams> params = {
+      {x, {0.1f, 3, ActivationType::kUint8}},
+      {r, {0.05f, 0, ActivationType::kUint8}},
+      {flat, {0.04f, 0, ActivationType::kUint8}}};
+  EXPECT_EQ(ShareScalesThroughDataMovement(*g, params), 1);
+  EXPECT_EQ(params.at(flat).scale, 0.05f);  // from the Relu output, through MaxPool + Flatten
+  EXPECT_EQ(params.at(x).scale, 0.1f);
+  // Other readers of the source do not matter; an op that computes (Sigmoid) ends the chain.
+  TestGraph u(13);
+  const int ux = u.Input("x", {-1, 4});
+  const int ut = u.Op("Transpose", {ux}, {Attribute::Ints("perm", {1, 0})}, {{4, -1}});
+  const int us = u.Op("Sigmoid", {ux}, {}, {{-1, 4}});
+  u.Output(ut);
+  u.Output(u.Op("Reshape", {us, u.Const("shape", opt::testing::Int64Tensor(Shape{1}, {-1}))},
+                {}, {{-1}}));
+  std::shared_ptr<const Graph> ug = u.Build();
+  const int ur = ug->outputs[1];
+  std::map<int, ActivationParams> p2 = {{ux, {0.5f, 0, ActivationType::kUint8}},
+                                        {ut, {0.25f, 0, ActivationType::kUint8}},
+                                        {ur, {0.125f, 0, ActivationType::kUint8}}};
+  EXPECT_EQ(ShareScalesThroughDataMovement(*ug, p2), 1);
+  EXPECT_EQ(p2.at(ut).scale, 0.5f);
+  EXPECT_EQ(p2.at(ur).scale, 0.125f);
+}
+
 TEST(QdqTest, MatMulOfTwoActivationsAndOldOpsets) {
   TestGraph t(12);
   const int a = t.Input("a", {2, 3});

@@ -203,6 +203,7 @@ Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
     }
     c.params[id] = p.value();
   }
+  ShareScalesThroughDataMovement(*c.graph, c.params);
   return c;
 }
 
