@@ -434,6 +434,23 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
   for (const inference::ModelOutput& out : config.output()) {
     KILN_RETURN_IF_ERROR(ValidateTensorConfig(config, out, "output", &seen_outputs));
   }
+  const inference::ModelOptimizationPolicy& opt = config.optimization();
+  if (!opt.precision().empty() && opt.precision() != "fp32" && opt.precision() != "int8") {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': optimization precision '{}' is not one of fp32, int8", model,
+        opt.precision()));
+  }
+  if (opt.precision() == "int8" && opt.calibration_dir().empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': optimization precision int8 needs a calibration_dir", model));
+  }
+  if (!opt.calibration_method().empty() && opt.calibration_method() != "minmax" &&
+      opt.calibration_method() != "percentile" && opt.calibration_method() != "entropy") {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': optimization calibration_method '{}' is not one of minmax, percentile, "
+        "entropy",
+        model, opt.calibration_method()));
+  }
   const inference::ModelVersionPolicy& policy = config.version_policy();
   if (policy.has_latest() && policy.latest().num_versions() == 0) {
     return Status::InvalidArgument(
@@ -549,6 +566,7 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   if (config.has_sequence_batching()) add("sequence_batching");
   if (config.has_ensemble_scheduling()) add("ensemble_scheduling");
   if (config.has_optimization()) {
+    // graph.level and kiln's quantization fields (model_manager.cc) are acted on.
     const inference::ModelOptimizationPolicy& o = config.optimization();
     if (o.priority() != inference::ModelOptimizationPolicy::PRIORITY_DEFAULT) {
       add("optimization.priority");

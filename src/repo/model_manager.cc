@@ -51,6 +51,7 @@
 
 #ifdef KILN_HAVE_ONNX_IMPORTER
 #include "graph/onnx/importer.h"
+#include "quant/quantizer.h"
 #endif
 
 namespace kiln {
@@ -241,10 +242,47 @@ class ModelManagerImpl final : public ModelManager {
   std::thread poll_thread_;                                // guarded by mu_
 };
 
+namespace {
+
+// `optimization { precision: "int8" ... }`: the graph calibrated on the model's calibration
+// directory and quantized to the QDQ form (quant/quantizer.h); any other precision: unchanged.
+Result<std::shared_ptr<Graph>> ApplyPrecision(const inference::ModelConfig& config,
+                                              std::shared_ptr<Graph> graph, int64_t version,
+                                              const fs::path& model_dir) {
+  const inference::ModelOptimizationPolicy& opt = config.optimization();
+  if (opt.precision() != "int8") return graph;
+#ifdef KILN_HAVE_ONNX_IMPORTER
+  quant::QuantizeGraphOptions options;
+  if (!opt.calibration_method().empty()) {
+    KILN_ASSIGN_OR_RETURN(options.method, quant::ParseCalibrationMethod(opt.calibration_method()));
+  }
+  options.per_channel = opt.per_channel();
+  fs::path dir(opt.calibration_dir());
+  if (dir.is_relative()) dir = model_dir / dir;
+  Result<quant::QuantizedGraph> q = quant::QuantizeGraph(graph, dir.string(), options);
+  if (!q.ok()) {
+    return q.status().WithContext(
+        fmt::format("model '{}' version {}: INT8 quantization at load", config.name(), version));
+  }
+  KILN_LOG_INFO("model '{}' version {}: quantized to INT8 at load ({} layers, {} calibration "
+                "samples from '{}', {})",
+                config.name(), version, q->layers, q->calib_samples, dir.string(),
+                quant::CalibrationMethodName(options.method));
+  return q->graph;
+#else
+  return Status::Unimplemented(fmt::format(
+      "model '{}': optimization precision int8 needs the ONNX importer, absent from this build",
+      config.name()));
+#endif
+}
+
+}  // namespace
+
 Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
     const inference::ModelConfig& config, std::shared_ptr<Graph> graph, int64_t version,
     const fs::path& model_dir) const {
   KILN_RETURN_IF_ERROR(ValidateConfigAgainstGraph(config, *graph));
+  KILN_ASSIGN_OR_RETURN(graph, ApplyPrecision(config, std::move(graph), version, model_dir));
   KILN_ASSIGN_OR_RETURN(OutputLabels labels, ReadOutputLabels(config, model_dir));
   return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options,
                                  std::move(labels));

@@ -19,6 +19,10 @@ CommandMain AddRunCommand(CLI::App& app);
 CommandMain AddProfileCommand(CLI::App& app);
 // `kiln optimize MODEL.onnx --out OPT.onnx ...`: write the optimized graph.
 CommandMain AddOptimizeCommand(CLI::App& app);
+// `kiln quantize MODEL.onnx --calib-dir DIR --out INT8.onnx ...`: calibrate and write a QDQ model.
+CommandMain AddQuantizeCommand(CLI::App& app);
+// `kiln validate MODEL.onnx --data DIR ...`: accuracy and speed, INT8 side by side with FP32.
+CommandMain AddValidateCommand(CLI::App& app);
 // `kiln serve --model-repository DIR ...`: the inference server.
 CommandMain AddServeCommand(CLI::App& app);
 // `kiln bench -m MODEL ...`: the load generator (closed and open loop, HTTP and gRPC).

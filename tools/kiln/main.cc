@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   commands["run"] = kiln::tools::AddRunCommand(app);
   commands["profile"] = kiln::tools::AddProfileCommand(app);
   commands["optimize"] = kiln::tools::AddOptimizeCommand(app);
+  commands["quantize"] = kiln::tools::AddQuantizeCommand(app);
+  commands["validate"] = kiln::tools::AddValidateCommand(app);
   commands["serve"] = kiln::tools::AddServeCommand(app);
   commands["bench"] = kiln::tools::AddBenchCommand(app, argc, argv);
 

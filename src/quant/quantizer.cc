@@ -1,0 +1,675 @@
+// SPDX-License-Identifier: Apache-2.0
+// The quantize and validate workflows (quantizer.h).
+
+#include "quant/quantizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <numeric>
+#include <system_error>
+
+#include "graph/onnx/exporter.h"
+#include "graph/onnx/importer.h"
+#include "opt/optimizer.h"
+#include "quant/model_metadata.h"
+#include "runtime/session.h"
+
+namespace kiln::quant {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Log(const LogFn& log, std::string_view line) {
+  if (log) log(line);
+}
+
+// A session over `graph` as kiln serves it: the full optimizer, the best kernels.
+Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph, int threads) {
+  KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(std::move(graph)));
+  SessionOptions options;
+  options.intra_op_threads = threads;
+  return Session::Create(optimized.graph, options);
+}
+
+struct Evaluation {
+  std::unique_ptr<Session> session;  // kept for further timing passes
+  RunResult run;
+  Metrics metrics;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+// Runs `graph` over `data`; with `log`, a progress line at every quarter of a long run.
+Result<Evaluation> Evaluate(std::shared_ptr<const Graph> graph, const Dataset& data,
+                            const RunOptions& run_options, const Tensor* reference,
+                            const LogFn& log = nullptr) {
+  Evaluation e;
+  KILN_ASSIGN_OR_RETURN(e.session, MakeSession(std::move(graph), run_options.threads));
+  const Session* session = e.session.get();
+  int64_t last_quarter = 0;
+  const bool long_run = data.num_samples > 8 * EffectiveBatchSize(session->graph(),
+                                                                  run_options.batch_size);
+  KILN_ASSIGN_OR_RETURN(
+      e.run, RunDataset(*session, data, run_options, [&](int64_t done, int64_t total) {
+        const int64_t quarter = 4 * done / std::max<int64_t>(total, 1);
+        if (log && long_run && quarter > last_quarter && done < total) {
+          last_quarter = quarter;
+          log(fmt::format("  {}/{} samples", done, total));
+        }
+      }));
+  const Tensor* labels = data.labels ? &data.labels->view() : nullptr;
+  KILN_ASSIGN_OR_RETURN(e.metrics, ComputeMetrics(e.run.output.view(), reference, labels));
+  e.metrics.items_per_s = e.run.seconds > 0 ? static_cast<double>(e.run.samples) / e.run.seconds : 0;
+  return e;
+}
+
+bool HasQdq(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (n.domain.empty() && (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<std::string> ReadFile(const std::string& path, std::string_view kind) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(fmt::format("cannot open {} '{}'", kind, path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::InvalidArgument(fmt::format("cannot read {} '{}'", kind, path));
+  return ss.str();
+}
+
+int64_t FileSize(const std::string& path) {
+  std::error_code ec;
+  const auto n = fs::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(n);
+}
+
+// --- JSON ---------------------------------------------------------------------------------------
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  return fmt::format("{}", v);
+}
+
+std::string MetricsJsonFields(const Metrics& m) {
+  std::string s = fmt::format("\"samples\": {}", m.samples);
+  if (m.top1) s += fmt::format(", \"top1\": {}", JsonNumber(*m.top1));
+  if (m.top5) s += fmt::format(", \"top5\": {}", JsonNumber(*m.top5));
+  s += fmt::format(", \"agreement_top1\": {}, \"mean_cosine\": {}, \"items_per_s\": {}",
+                   JsonNumber(m.agreement_top1), JsonNumber(m.mean_cosine),
+                   JsonNumber(m.items_per_s));
+  return s;
+}
+
+std::string Percent(const std::optional<double>& v) {
+  return v ? fmt::format("{:.2f}%", *v) : std::string("-");
+}
+
+std::string_view ActivationTypeName(ActivationType t) {
+  return t == ActivationType::kUint8 ? "uint8 asymmetric" : "int8 symmetric";
+}
+
+}  // namespace
+
+Status WriteFile(const std::string& path, std::string_view bytes, std::string_view kind) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return Status::InvalidArgument(fmt::format("cannot write {} '{}'", kind, path));
+  return Status::OK();
+}
+
+namespace {
+
+// The prepared graph, its layers and the activation parameters from calibration.
+struct Calibrated {
+  std::shared_ptr<const Graph> graph;
+  std::vector<QuantizableLayer> layers;
+  std::map<int, ActivationParams> params;
+  int64_t samples = 0;
+};
+
+Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
+                                       const std::string& what, const std::string& calib_dir,
+                                       CalibrationMethod method, double percentile,
+                                       ActivationType activation_type, int64_t calib_samples,
+                                       const RunOptions& run_options, const LogFn& log) {
+  if (HasQdq(*imported)) {
+    return Status::FailedPrecondition(fmt::format(
+        "{} already holds QuantizeLinear/DequantizeLinear nodes; quantize its FP32 source",
+        what));
+  }
+  Calibrated c;
+  Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
+  KILN_ASSIGN_OR_RETURN(c.graph, PrepareGraph(std::move(imported)));
+  c.layers = FindQuantizableLayers(*c.graph);
+  if (c.layers.empty()) {
+    return Status::FailedPrecondition(fmt::format(
+        "{} has no quantizable layer (Conv, Gemm or MatMul on FP32 activations)", what));
+  }
+  Log(log, fmt::format("{} quantizable layers", c.layers.size()));
+  KILN_ASSIGN_OR_RETURN(Dataset calib, LoadDataset(calib_dir, *c.graph, calib_samples));
+  c.samples = calib.num_samples;
+  const std::vector<int> observed = ActivationsToCalibrate(*c.graph, c.layers);
+  Log(log, fmt::format("calibrating {} activations on {} samples from '{}' ({})", observed.size(),
+                       calib.num_samples, calib_dir, CalibrationMethodName(method)));
+  int64_t last_pct = -1;
+  KILN_ASSIGN_OR_RETURN(
+      auto hists,
+      CollectHistograms(*c.graph, observed, calib, run_options, [&](int64_t done, int64_t total) {
+        const int64_t pct = 100 * done / std::max<int64_t>(total, 1);
+        if (pct / 25 != last_pct / 25 || done == total) {
+          last_pct = pct;
+          Log(log, fmt::format("  calibration {}/{} samples", done, total));
+        }
+      }));
+  for (const auto& [id, h] : hists) {
+    const TensorRange r = ComputeRange(h, method, percentile);
+    Result<ActivationParams> p = ComputeActivationParams(r.min, r.max, activation_type);
+    if (!p.ok()) {
+      return p.status().WithContext(fmt::format("activation '{}'", c.graph->value(id).name));
+    }
+    c.params[id] = p.value();
+  }
+  ShareScalesThroughDataMovement(*c.graph, c.params);
+  return c;
+}
+
+}  // namespace
+
+Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
+                                     const std::string& calib_dir,
+                                     const QuantizeGraphOptions& options) {
+  if (graph == nullptr) return Status::InvalidArgument("QuantizeGraph: null graph");
+  RunOptions run_options;
+  run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
+  KILN_ASSIGN_OR_RETURN(
+      Calibrated c, PrepareAndCalibrate(std::move(graph), "the model", calib_dir, options.method,
+                                        options.percentile, options.activation_type,
+                                        options.calib_samples, run_options, nullptr));
+  QdqOptions qdq_options;
+  qdq_options.per_channel = options.per_channel;
+  KILN_ASSIGN_OR_RETURN(
+      QdqResult q, InsertQdq(*c.graph, c.layers, std::vector<bool>(c.layers.size(), true),
+                             c.params, qdq_options));
+  QuantizedGraph out;
+  out.graph = std::move(q.graph);
+  out.layers = static_cast<int>(c.layers.size());
+  out.calib_samples = c.samples;
+  return out;
+}
+
+// --- quantize -----------------------------------------------------------------------------------
+
+Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options.model.empty()) return Status::InvalidArgument("no model given");
+  if (options.out.empty()) return Status::InvalidArgument("--out is required");
+  if (options.calib_dir.empty()) return Status::InvalidArgument("--calib-dir is required");
+  if (options.keep_fp32 > 0 && options.max_accuracy_drop) {
+    return Status::InvalidArgument("--keep-fp32 and --max-accuracy-drop exclude each other");
+  }
+  if (options.keep_fp32 < 0) return Status::InvalidArgument("--keep-fp32 must be >= 0");
+  if (options.max_accuracy_drop && !(*options.max_accuracy_drop >= 0)) {
+    return Status::InvalidArgument("--max-accuracy-drop must be >= 0");
+  }
+  if (options.method == CalibrationMethod::kPercentile &&
+      !(options.percentile > 0 && options.percentile <= 100)) {
+    return Status::InvalidArgument("--percentile must be in (0, 100]");
+  }
+  {
+    std::error_code ec;
+    if (fs::equivalent(options.model, options.out, ec)) {
+      return Status::InvalidArgument(
+          fmt::format("--out '{}' is the model itself; write the quantized model elsewhere",
+                      options.out));
+    }
+  }
+  const LogFn& log = options.log;
+  QuantizeReport report;
+  report.model = options.model;
+  report.out = options.out;
+  report.method = options.method;
+  report.percentile = options.percentile;
+  report.per_channel = options.per_channel;
+  report.activation_type = options.activation_type;
+  report.budget = options.max_accuracy_drop;
+
+  KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
+                        ImportOnnxModelFromString(source_bytes, options.model));
+  RunOptions run_options;
+  run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
+  KILN_ASSIGN_OR_RETURN(
+      Calibrated calibrated,
+      PrepareAndCalibrate(imported, fmt::format("'{}'", options.model), options.calib_dir,
+                          options.method, options.percentile, options.activation_type,
+                          options.calib_samples, run_options, log));
+  const std::shared_ptr<const Graph>& graph = calibrated.graph;
+  const std::vector<QuantizableLayer>& layers = calibrated.layers;
+  const std::map<int, ActivationParams>& params = calibrated.params;
+  report.calib_samples = calibrated.samples;
+  if (static_cast<size_t>(options.keep_fp32) >= layers.size()) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-fp32 {} keeps every one of the model's {} quantizable layers in FP32: nothing "
+        "left to quantize",
+        options.keep_fp32, layers.size()));
+  }
+
+  // Evaluation data and the FP32 reference outputs.
+  Dataset eval;
+  if (!options.data_dir.empty()) {
+    KILN_ASSIGN_OR_RETURN(eval, LoadDataset(options.data_dir, *graph, options.eval_samples));
+    report.eval_dir = options.data_dir;
+  } else {
+    KILN_ASSIGN_OR_RETURN(eval, LoadDataset(options.calib_dir, *graph, options.eval_samples));
+    report.eval_dir = options.calib_dir;
+  }
+  report.eval_labels = eval.labels.has_value();
+  report.budget_unit = report.eval_labels ? "top-1 points" : "output error points";
+  Log(log, fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples,
+                       report.eval_dir));
+  KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
+  const Tensor& ref = fp32.run.output.view();
+  report.fp32 = fp32.metrics;
+
+  QdqOptions qdq_options;
+  qdq_options.per_channel = options.per_channel;
+  auto build = [&](const std::vector<bool>& quantize) -> Result<QdqResult> {
+    return InsertQdq(*graph, layers, quantize, params, qdq_options);
+  };
+  // Drop of a candidate against FP32, in the budget's unit.
+  auto drop_of = [&](const Metrics& m) {
+    if (report.eval_labels) return report.fp32.top1.value_or(0) - m.top1.value_or(0);
+    return 100.0 * (1.0 - m.mean_cosine);
+  };
+
+  report.layers.resize(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    report.layers[i].name = layers[i].name;
+    report.layers[i].op_type = layers[i].op_type;
+  }
+  std::vector<bool> quantize(layers.size(), true);
+  const bool need_sensitivity =
+      options.sensitivity || options.keep_fp32 > 0 || options.max_accuracy_drop.has_value();
+  if (need_sensitivity) {
+    Log(log, fmt::format("sensitivity: {} layers, each quantized alone", layers.size()));
+    std::vector<std::pair<double, double>> keys(layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) {
+      std::vector<bool> only(layers.size(), false);
+      only[i] = true;
+      KILN_ASSIGN_OR_RETURN(QdqResult q, build(only));
+      KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(q.graph, eval, run_options, &ref));
+      LayerReport& lr = report.layers[i];
+      if (report.eval_labels) {
+        lr.accuracy_drop = report.fp32.top1.value_or(0) - e.metrics.top1.value_or(0);
+      }
+      lr.output_error = 100.0 * (1.0 - e.metrics.mean_cosine);
+      keys[i] = {lr.accuracy_drop.value_or(0), *lr.output_error};
+      Log(log, fmt::format("  [{}/{}] {} ({}): output error {:.4f}{}", i + 1, layers.size(),
+                           lr.name, lr.op_type, *lr.output_error,
+                           lr.accuracy_drop ? fmt::format(", top-1 drop {:.2f}", *lr.accuracy_drop)
+                                            : std::string()));
+    }
+    // Most sensitive first: accuracy drop, then output error.
+    std::vector<size_t> order(layers.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return keys[a] > keys[b]; });
+    if (options.keep_fp32 > 0) {
+      for (size_t k = 0; k < order.size() && k < static_cast<size_t>(options.keep_fp32); ++k) {
+        quantize[order[k]] = false;
+      }
+    } else if (options.max_accuracy_drop) {
+      bool met = false;
+      double drop = 0;
+      for (size_t kept = 0; kept < order.size(); ++kept) {
+        std::vector<bool> trial(layers.size(), true);
+        for (size_t k = 0; k < kept; ++k) trial[order[k]] = false;
+        KILN_ASSIGN_OR_RETURN(QdqResult q, build(trial));
+        KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(q.graph, eval, run_options, &ref));
+        drop = drop_of(e.metrics);
+        Log(log, fmt::format("  {} layer(s) in FP32: drop {:.3f} {}", kept, drop,
+                             report.budget_unit));
+        if (drop <= *options.max_accuracy_drop) {
+          quantize = trial;
+          met = true;
+          break;
+        }
+      }
+      if (!met) {
+        return Status::FailedPrecondition(fmt::format(
+            "cannot meet --max-accuracy-drop {} ({}): with all but one layer in FP32 the drop "
+            "is still {:.3f}; nothing written",
+            *options.max_accuracy_drop, report.budget_unit, drop));
+      }
+    }
+  }
+
+  KILN_ASSIGN_OR_RETURN(QdqResult final_q, build(quantize));
+  report.qdq_pairs = final_q.qdq_pairs;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    report.layers[i].quantized = quantize[i];
+    report.layers[i].q = final_q.layers[i];
+  }
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ExportOnnxModel(*final_q.graph));
+  std::error_code ec;
+  const fs::path abs = fs::absolute(options.model, ec);
+  AppendMetadata(bytes, {{std::string(kSourceKey), ec ? options.model : abs.string()},
+                         {std::string(kSourceHashKey), ContentHash(source_bytes)},
+                         {std::string(kMethodKey), std::string(CalibrationMethodName(options.method))}});
+  KILN_RETURN_IF_ERROR(WriteFile(options.out, bytes, "quantized model"));
+  report.fp32_bytes = static_cast<int64_t>(source_bytes.size());
+  report.int8_bytes = FileSize(options.out);
+  Log(log, fmt::format("wrote {}", options.out));
+
+  // The written file, as kiln loads it.
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
+  Log(log, fmt::format("INT8 on {} samples", eval.num_samples));
+  KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, eval, run_options, &ref, log));
+  report.int8 = int8.metrics;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+std::string FormatQuantizeReport(const QuantizeReport& r) {
+  std::string s;
+  s += fmt::format("model        {}\n", r.model);
+  s += fmt::format("quantized    {}\n", r.out);
+  s += fmt::format("calibration  {}{} on {} samples; activations {}; weights int8 symmetric {}\n",
+                   CalibrationMethodName(r.method),
+                   r.method == CalibrationMethod::kPercentile ? fmt::format(" {}", r.percentile)
+                                                              : std::string(),
+                   r.calib_samples, ActivationTypeName(r.activation_type),
+                   r.per_channel ? "per channel" : "per tensor");
+  size_t name_width = 5;
+  for (const LayerReport& l : r.layers) name_width = std::max(name_width, l.name.size());
+  s += fmt::format("\n{:<{}} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", "layer",
+                   name_width, "op", "in scale", "zp", "out scale", "zp", "weight scales",
+                   "top1 drop", "out error", "precision");
+  for (const LayerReport& l : r.layers) {
+    std::string in_s = "-", in_z = "-", out_s = "-", out_z = "-", w = "-";
+    if (l.quantized) {
+      in_s = fmt::format("{:.4g}", l.q.input.scale);
+      in_z = fmt::format("{}", l.q.input.zero_point);
+      if (l.q.has_output) {
+        out_s = fmt::format("{:.4g}", l.q.output.scale);
+        out_z = fmt::format("{}", l.q.output.zero_point);
+      }
+      if (l.q.weight_channels > 0) {
+        w = fmt::format("{:.3g}..{:.3g}", l.q.weight_scale_min, l.q.weight_scale_max);
+      }
+    }
+    s += fmt::format("{:<{}} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", l.name,
+                     name_width, l.op_type, in_s, in_z, out_s, out_z, w,
+                     l.accuracy_drop ? fmt::format("{:.2f}", *l.accuracy_drop) : "-",
+                     l.output_error ? fmt::format("{:.4f}", *l.output_error) : "-",
+                     l.quantized ? "int8" : "fp32");
+  }
+  const int kept = static_cast<int>(
+      std::count_if(r.layers.begin(), r.layers.end(), [](const LayerReport& l) { return !l.quantized; }));
+  s += fmt::format("\n{} of {} layers int8, {} kept fp32; {} activation QDQ pairs\n",
+                   r.layers.size() - static_cast<size_t>(kept), r.layers.size(), kept, r.qdq_pairs);
+  s += fmt::format("size         fp32 {} bytes, int8 {} bytes ({:.1f}%)\n", r.fp32_bytes,
+                   r.int8_bytes,
+                   r.fp32_bytes > 0 ? 100.0 * static_cast<double>(r.int8_bytes) /
+                                          static_cast<double>(r.fp32_bytes)
+                                    : 0.0);
+  s += fmt::format("\nevaluation on {} samples from {}{}\n", r.int8.samples, r.eval_dir,
+                   r.eval_labels ? "" : " (no labels: agreement with FP32 only)");
+  s += fmt::format("{:<10} {:>8} {:>8} {:>11} {:>12} {:>10}\n", "precision", "top1", "top5",
+                   "agree top1", "mean cosine", "items/s");
+  auto row = [&](std::string_view name, const Metrics& m) {
+    s += fmt::format("{:<10} {:>8} {:>8} {:>10.2f}% {:>12.6f} {:>10.1f}\n", name, Percent(m.top1),
+                     Percent(m.top5), m.agreement_top1, m.mean_cosine, m.items_per_s);
+  };
+  row("fp32", r.fp32);
+  row("int8", r.int8);
+  if (r.budget) {
+    s += fmt::format("budget       max drop {} {}: met\n", *r.budget, r.budget_unit);
+  }
+  return s;
+}
+
+std::string QuantizeReportJson(const QuantizeReport& r) {
+  std::string s = "{";
+  s += fmt::format("\"precision\": \"int8\", {}", MetricsJsonFields(r.int8));
+  s += fmt::format(", \"fp32\": {{\"precision\": \"fp32\", {}}}", MetricsJsonFields(r.fp32));
+  s += fmt::format(", \"model\": {}, \"output\": {}, \"eval_data\": {}", JsonString(r.model),
+                   JsonString(r.out), JsonString(r.eval_dir));
+  s += fmt::format(", \"method\": \"{}\"", CalibrationMethodName(r.method));
+  if (r.method == CalibrationMethod::kPercentile) {
+    s += fmt::format(", \"percentile\": {}", JsonNumber(r.percentile));
+  }
+  s += fmt::format(
+      ", \"per_channel\": {}, \"activation_type\": \"{}\", \"calibration_samples\": {}",
+      r.per_channel ? "true" : "false",
+      r.activation_type == ActivationType::kUint8 ? "uint8" : "int8", r.calib_samples);
+  s += fmt::format(", \"size_bytes\": {{\"fp32\": {}, \"int8\": {}, \"ratio\": {}}}", r.fp32_bytes,
+                   r.int8_bytes,
+                   JsonNumber(r.fp32_bytes > 0 ? static_cast<double>(r.int8_bytes) /
+                                                     static_cast<double>(r.fp32_bytes)
+                                               : 0.0));
+  if (r.int8.top1 && r.fp32.top1) {
+    s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.fp32.top1 - *r.int8.top1));
+  }
+  if (r.budget) {
+    s += fmt::format(", \"max_accuracy_drop\": {}, \"budget_unit\": {}", JsonNumber(*r.budget),
+                     JsonString(r.budget_unit));
+  }
+  s += ", \"layers\": [";
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const LayerReport& l = r.layers[i];
+    s += fmt::format("{}{{\"name\": {}, \"op\": {}, \"precision\": \"{}\"", i ? ", " : "",
+                     JsonString(l.name), JsonString(l.op_type), l.quantized ? "int8" : "fp32");
+    if (l.quantized) {
+      s += fmt::format(", \"input_scale\": {}, \"input_zero_point\": {}",
+                       JsonNumber(l.q.input.scale), l.q.input.zero_point);
+      if (l.q.has_output) {
+        s += fmt::format(", \"output_scale\": {}, \"output_zero_point\": {}",
+                         JsonNumber(l.q.output.scale), l.q.output.zero_point);
+      }
+      if (l.q.weight_channels > 0) {
+        s += fmt::format(", \"weight_scale_min\": {}, \"weight_scale_max\": {}, "
+                         "\"weight_scales\": {}",
+                         JsonNumber(l.q.weight_scale_min), JsonNumber(l.q.weight_scale_max),
+                         l.q.weight_channels);
+      }
+    }
+    if (l.accuracy_drop) s += fmt::format(", \"sensitivity_top1_drop\": {}", JsonNumber(*l.accuracy_drop));
+    if (l.output_error) s += fmt::format(", \"sensitivity_output_error\": {}", JsonNumber(*l.output_error));
+    s += "}";
+  }
+  s += fmt::format("], \"seconds\": {}}}", JsonNumber(r.seconds));
+  return s;
+}
+
+// --- validate -----------------------------------------------------------------------------------
+
+Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
+  if (options.model.empty()) return Status::InvalidArgument("no model given");
+  if (options.data_dir.empty()) return Status::InvalidArgument("--data is required");
+  if (options.precision != "auto" && options.precision != "fp32" && options.precision != "int8") {
+    return Status::InvalidArgument(fmt::format(
+        "unknown --precision '{}' (expected auto, fp32 or int8)", options.precision));
+  }
+  const LogFn& log = options.log;
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(options.model, "model file"));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph,
+                        ImportOnnxModelFromString(bytes, options.model));
+  const bool quantized = HasQdq(*graph);
+  ValidateReport report;
+  report.model = options.model;
+  report.precision = options.precision == "auto" ? (quantized ? "int8" : "fp32") : options.precision;
+  if (report.precision == "int8" && !quantized) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' has no QuantizeLinear/DequantizeLinear nodes: it is not an INT8 (QDQ) model; "
+        "quantize it with `kiln quantize` or validate it with --precision fp32",
+        options.model));
+  }
+  if (report.precision == "fp32" && quantized) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' is a quantized (QDQ) model; validate it with --precision int8", options.model));
+  }
+  KILN_ASSIGN_OR_RETURN(Dataset data, LoadDataset(options.data_dir, *graph, options.max_samples));
+  if (!options.labels.empty()) {
+    // A labels file given explicitly: load it through a dataset-shaped check.
+    KILN_ASSIGN_OR_RETURN(OwnedTensor l, LoadLabels(options.labels));
+    if (l.shape().dim(0) < data.num_samples ||
+        (options.max_samples == 0 && l.shape().dim(0) != data.num_samples)) {
+      return Status::InvalidArgument(
+          fmt::format("'{}' holds {} labels but the inputs hold {} samples", options.labels,
+                      l.shape().dim(0), data.num_samples));
+    }
+    data.labels = std::move(l);
+  }
+  report.labels = data.labels.has_value();
+  RunOptions run_options;
+  run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
+  run_options.max_samples = data.num_samples;
+
+  std::optional<Evaluation> reference;
+  if (report.precision == "int8") {
+    std::string ref_path = options.reference;
+    if (ref_path.empty()) {
+      KILN_ASSIGN_OR_RETURN(auto props, ReadMetadata(bytes));
+      auto it = props.find(std::string(kSourceKey));
+      if (it == props.end()) {
+        return Status::FailedPrecondition(fmt::format(
+            "'{}' does not record its FP32 source (metadata {}); pass --reference FP32_MODEL",
+            options.model, kSourceKey));
+      }
+      ref_path = it->second;
+      std::error_code ec;
+      if (!fs::exists(ref_path, ec)) {
+        return Status::NotFound(fmt::format(
+            "the FP32 source recorded in '{}', '{}', does not exist (moved or deleted?); pass "
+            "--reference FP32_MODEL",
+            options.model, ref_path));
+      }
+      KILN_ASSIGN_OR_RETURN(std::string ref_bytes, ReadFile(ref_path, "model file"));
+      auto h = props.find(std::string(kSourceHashKey));
+      if (h != props.end() && h->second != ContentHash(ref_bytes)) {
+        return Status::FailedPrecondition(fmt::format(
+            "the FP32 source recorded in '{}', '{}', changed since it was quantized (content "
+            "hash {} recorded, {} now); pass --reference FP32_MODEL to compare with it anyway",
+            options.model, ref_path, h->second, ContentHash(ref_bytes)));
+      }
+    }
+    report.reference_model = ref_path;
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> ref_graph, ImportOnnxModel(ref_path));
+    Log(log, fmt::format("FP32 reference '{}' on {} samples", ref_path, data.num_samples));
+    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(ref_graph, data, run_options, nullptr, log));
+    reference = std::move(e);
+    report.reference = reference->metrics;
+  }
+  Log(log, fmt::format("{} '{}' on {} samples from '{}'", report.precision, options.model,
+                       data.num_samples, options.data_dir));
+  KILN_ASSIGN_OR_RETURN(Evaluation e,
+                        Evaluate(graph, data, run_options,
+                                 reference ? &reference->run.output.view() : nullptr, log));
+  report.metrics = e.metrics;
+  if (options.repeat > 1) {
+    // More timed passes, FP32 and INT8 alternating; the median time of each is reported.
+    Log(log, fmt::format("timing {} passes", options.repeat));
+    std::vector<double> seconds = {e.run.seconds};
+    std::vector<double> ref_seconds;
+    if (reference) ref_seconds.push_back(reference->run.seconds);
+    for (int r = 1; r < options.repeat; ++r) {
+      if (reference) {
+        KILN_ASSIGN_OR_RETURN(RunResult rr, RunDataset(*reference->session, data, run_options));
+        ref_seconds.push_back(rr.seconds);
+      }
+      KILN_ASSIGN_OR_RETURN(RunResult rr, RunDataset(*e.session, data, run_options));
+      seconds.push_back(rr.seconds);
+    }
+    const auto rate = [&](const std::vector<double>& v) {
+      const double m = Median(v);
+      return m > 0 ? static_cast<double>(data.num_samples) / m : 0.0;
+    };
+    report.metrics.items_per_s = rate(seconds);
+    if (report.reference) report.reference->items_per_s = rate(ref_seconds);
+  }
+  return report;
+}
+
+std::string FormatValidateReport(const ValidateReport& r) {
+  std::string s = fmt::format("model      {}\n", r.model);
+  if (!r.reference_model.empty()) s += fmt::format("reference  {}\n", r.reference_model);
+  s += fmt::format("samples    {}{}\n\n", r.metrics.samples,
+                   r.labels ? "" : " (no labels: agreement with FP32 only)");
+  s += fmt::format("{:<10} {:>8} {:>8} {:>11} {:>12} {:>10}\n", "precision", "top1", "top5",
+                   "agree top1", "mean cosine", "items/s");
+  auto row = [&](std::string_view name, const Metrics& m) {
+    s += fmt::format("{:<10} {:>8} {:>8} {:>10.2f}% {:>12.6f} {:>10.1f}\n", name, Percent(m.top1),
+                     Percent(m.top5), m.agreement_top1, m.mean_cosine, m.items_per_s);
+  };
+  if (r.reference) row("fp32", *r.reference);
+  row(r.precision, r.metrics);
+  if (r.reference) {
+    if (r.metrics.top1 && r.reference->top1) {
+      s += fmt::format("\ntop-1 drop {:.2f} points", *r.reference->top1 - *r.metrics.top1);
+    } else {
+      s += "\n";
+    }
+    if (r.reference->items_per_s > 0) {
+      s += fmt::format("{}speed {:.2f}x fp32\n", r.metrics.top1 ? "; " : "",
+                       r.metrics.items_per_s / r.reference->items_per_s);
+    }
+  }
+  return s;
+}
+
+std::string ValidateReportJson(const ValidateReport& r) {
+  std::string s = fmt::format("{{\"precision\": \"{}\", {}, \"model\": {}", r.precision,
+                              MetricsJsonFields(r.metrics), JsonString(r.model));
+  if (r.reference) {
+    s += fmt::format(", \"reference\": {{\"precision\": \"fp32\", {}, \"model\": {}}}",
+                     MetricsJsonFields(*r.reference), JsonString(r.reference_model));
+    if (r.metrics.top1 && r.reference->top1) {
+      s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.reference->top1 - *r.metrics.top1));
+    }
+    if (r.reference->items_per_s > 0) {
+      s += fmt::format(", \"speedup\": {}", JsonNumber(r.metrics.items_per_s / r.reference->items_per_s));
+    }
+  }
+  return s + "}";
+}
+
+}  // namespace kiln::quant

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The quantization workflow behind `kiln quantize` and `kiln validate` (docs/quantization.md).
+//
+//   QuantizeOptions q;
+//   q.model = "m.onnx"; q.calib_dir = "calib/"; q.out = "m.int8.onnx"; q.data_dir = "val/";
+//   KILN_ASSIGN_OR_RETURN(QuantizeReport report, QuantizeModel(q));
+//   fmt::print("{}", FormatQuantizeReport(report));
+//
+//   ValidateOptions v;
+//   v.model = "m.int8.onnx"; v.data_dir = "val/";   // the FP32 reference comes from metadata
+//   KILN_ASSIGN_OR_RETURN(ValidateReport r, ValidateModel(v));
+//
+// QuantizeModel: import, PrepareGraph (qdq.h), calibrate every candidate activation on the
+// calibration set (calibration.h), measure each layer's sensitivity when mixed precision needs it
+// (or when asked): the accuracy drop (labels) and output error, 100 * (1 - mean cosine) against
+// the FP32 outputs, of the model with only that layer quantized; keep the worst `keep_fp32`
+// layers in FP32, or, for a `max_accuracy_drop` budget, greedily keep the next worst until the
+// whole model's drop (top-1 points with labels, else output error points) fits; then write the
+// QDQ model with metadata_props naming its FP32 source (kiln.quantize.source, its content hash
+// kiln.quantize.source_hash, kiln.quantize.method), and measure FP32 and INT8 on the evaluation
+// set (`data_dir`, else the calibration set). The models run as kiln serves them: through the
+// full optimizer and the best kernels.
+//
+// ValidateModel: accuracy and speed of one model on a dataset; for a quantized model, side by
+// side with its FP32 reference (`reference`, else the one recorded in the metadata, which must
+// still exist and hash the same).
+//
+// Progress goes to `log` (one line per step; the tools print it on stderr).
+//
+// Thread safety: each call is independent.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "quant/calibration.h"
+#include "quant/dataset.h"
+#include "quant/qdq.h"
+#include "quant/qparams.h"
+
+namespace kiln::quant {
+
+using LogFn = std::function<void(std::string_view)>;
+
+// metadata_props keys written by QuantizeModel.
+inline constexpr std::string_view kSourceKey = "kiln.quantize.source";
+inline constexpr std::string_view kSourceHashKey = "kiln.quantize.source_hash";
+inline constexpr std::string_view kMethodKey = "kiln.quantize.method";
+
+struct QuantizeOptions {
+  std::string model;     // FP32 ONNX model
+  std::string calib_dir; // calibration data (dataset.h layouts)
+  std::string out;       // where the QDQ model goes
+  std::string data_dir;  // optional evaluation data (labels give accuracy)
+  CalibrationMethod method = CalibrationMethod::kMinMax;
+  double percentile = 99.99;
+  bool per_channel = false;
+  ActivationType activation_type = ActivationType::kUint8;
+  int keep_fp32 = 0;                        // worst layers kept in FP32
+  std::optional<double> max_accuracy_drop;  // points; exclusive with keep_fp32 > 0
+  bool sensitivity = false;                 // measure sensitivities even when not needed
+  int64_t batch_size = 32;
+  int64_t calib_samples = 0;  // 0: all
+  int64_t eval_samples = 0;   // 0: all
+  int threads = 0;            // intra-op threads of every run (0: the machine's)
+  LogFn log;
+};
+
+struct LayerReport {
+  std::string name;
+  std::string op_type;
+  bool quantized = false;
+  LayerQuantization q;
+  std::optional<double> accuracy_drop;  // top-1 points, sensitivity with labels
+  std::optional<double> output_error;   // 100 * (1 - mean cosine), sensitivity
+};
+
+struct QuantizeReport {
+  std::string model;
+  std::string out;
+  CalibrationMethod method = CalibrationMethod::kMinMax;
+  double percentile = 0;
+  bool per_channel = false;
+  ActivationType activation_type = ActivationType::kUint8;
+  int64_t calib_samples = 0;
+  int64_t fp32_bytes = 0;
+  int64_t int8_bytes = 0;
+  int qdq_pairs = 0;
+  std::vector<LayerReport> layers;  // graph order
+  std::string eval_dir;
+  bool eval_labels = false;
+  Metrics fp32;  // on the evaluation set, against the labels
+  Metrics int8;  // against the labels and the FP32 outputs
+  std::optional<double> budget;  // max_accuracy_drop
+  std::string budget_unit;       // "top-1 points" / "output error points"
+  double seconds = 0;
+};
+
+Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options);
+// Writes `bytes` to `path` (created or truncated); INVALID_ARGUMENT naming `kind` and the path.
+Status WriteFile(const std::string& path, std::string_view bytes, std::string_view kind);
+
+std::string FormatQuantizeReport(const QuantizeReport& report);
+std::string QuantizeReportJson(const QuantizeReport& report);
+
+// Quantization of an in-memory graph at model load (the server's `optimization { precision:
+// "int8" }`): PrepareGraph, calibration on `calib_dir`, every quantizable layer INT8. No
+// sensitivity, no evaluation, nothing written.
+struct QuantizeGraphOptions {
+  CalibrationMethod method = CalibrationMethod::kMinMax;
+  double percentile = 99.99;
+  bool per_channel = false;
+  ActivationType activation_type = ActivationType::kUint8;
+  int64_t batch_size = 32;
+  int64_t calib_samples = 0;  // 0: all
+  int threads = 0;
+};
+
+struct QuantizedGraph {
+  std::shared_ptr<Graph> graph;
+  int layers = 0;       // layers quantized
+  int64_t calib_samples = 0;
+};
+
+// Errors: those of PrepareGraph, LoadDataset and the calibration runs; FAILED_PRECONDITION for a
+// graph with no quantizable layer or one that is already quantized.
+Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
+                                     const std::string& calib_dir,
+                                     const QuantizeGraphOptions& options);
+
+struct ValidateOptions {
+  std::string model;
+  std::string data_dir;
+  std::string labels;     // optional labels file overriding DIR/labels.npy
+  std::string reference;  // FP32 model; default: the quantized model's recorded source
+  std::string precision = "auto";  // auto / fp32 / int8
+  int64_t batch_size = 32;
+  int64_t max_samples = 0;
+  int threads = 0;  // intra-op threads (0: the machine's)
+  int repeat = 1;   // timed passes (FP32 and INT8 alternating); items_per_s from the median
+  LogFn log;
+};
+
+struct ValidateReport {
+  std::string model;
+  std::string precision;  // "fp32" / "int8"
+  Metrics metrics;
+  std::string reference_model;      // int8 only
+  std::optional<Metrics> reference; // int8 only: the FP32 model's metrics
+  bool labels = false;
+};
+
+Result<ValidateReport> ValidateModel(const ValidateOptions& options);
+std::string FormatValidateReport(const ValidateReport& report);
+std::string ValidateReportJson(const ValidateReport& report);
+
+}  // namespace kiln::quant

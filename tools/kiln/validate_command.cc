@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln validate`: accuracy and speed of a model on a labeled (or unlabeled) dataset; for a
+// quantized model, side by side with its FP32 source (quant/quantizer.h, docs/quantization.md).
+//
+//   kiln validate model.onnx --data val/ --precision fp32
+//   kiln validate model.int8.onnx --data val/ --precision int8 [--reference model.onnx] --json
+//
+// Progress goes to stderr, the result to stdout (a table, or one JSON object with --json).
+// Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "quant/quantizer.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::tools {
+namespace {
+
+struct ValidateFlags {
+  quant::ValidateOptions options;
+  bool json = false;
+  bool quiet = false;
+};
+
+Status Validate(ValidateFlags& f) {
+  if (!f.quiet) {
+    f.options.log = [](std::string_view line) {
+      std::fprintf(stderr, "kiln validate: %.*s\n", static_cast<int>(line.size()), line.data());
+    };
+  }
+  KILN_ASSIGN_OR_RETURN(quant::ValidateReport report, quant::ValidateModel(f.options));
+  if (f.json) {
+    std::printf("%s\n", quant::ValidateReportJson(report).c_str());
+  } else {
+    std::fputs(quant::FormatValidateReport(report).c_str(), stdout);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+CommandMain AddValidateCommand(CLI::App& app) {
+  auto f = std::make_shared<ValidateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Measure a model's accuracy (top-1/top-5 with labels; agreement and cosine similarity "
+      "with the FP32 model) and speed on a dataset");
+  cmd->add_option("model", f->options.model, "ONNX model file (FP32, or INT8 QDQ)")->required();
+  cmd->add_option("--data", f->options.data_dir,
+                  "Data directory: inputs.npy (or <input_name>.npy per input), samples stacked on "
+                  "axis 0, or one .npy/.pb file per sample; labels.npy (INT64 [N]) for accuracy")
+      ->required();
+  cmd->add_option("--labels", f->options.labels,
+                  "Labels file (.npy/.pb, integers [N]) instead of DIR/labels.npy");
+  cmd->add_option("--precision", f->options.precision,
+                  "fp32 or int8 (a QDQ model from `kiln quantize`, compared with its FP32 "
+                  "reference); auto: int8 when the model holds QuantizeLinear/DequantizeLinear")
+      ->check(CLI::IsMember({"auto", "fp32", "int8"}))
+      ->capture_default_str();
+  cmd->add_option("--reference", f->options.reference,
+                  "FP32 model the INT8 outputs are compared with (default: the source that "
+                  "`kiln quantize` recorded in the model's metadata)");
+  cmd->add_option("--batch-size", f->options.batch_size,
+                  "Samples per run (a model with a fixed batch dim uses its own)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  cmd->add_option("--max-samples", f->options.max_samples,
+                  "Use only the first N samples (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--threads", f->options.threads,
+                  "Intra-op threads of every run (0 = the machine's hardware threads)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--repeat", f->options.repeat,
+                  "Time N passes over the data (FP32 and INT8 alternating) and report the median "
+                  "items/s of each")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print one JSON object instead of a table");
+  cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
+  return [f] {
+    Status s = Validate(*f);
+    if (!s.ok()) {
+      std::fprintf(stderr, "kiln validate: %s\n", s.message().c_str());
+      return 1;
+    }
+    return 0;
+  };
+}
+
+}  // namespace kiln::tools
