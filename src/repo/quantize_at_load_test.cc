@@ -137,7 +137,7 @@ TEST(QuantizeAtLoadTest, QuantizationFieldsAreNotReportedAsIgnored) {
       "calibration_method: \"entropy\" per_channel: true }\n");
   EXPECT_TRUE(UnimplementedConfigFields(c).empty());
   c = testing::ParseConfigOrDie("name: \"m\"\noptimization { eager_batching: true }\n");
-  EXPECT_EQ(UnimplementedConfigFields(c), (std::vector<std::string>{"optimization"}));
+  EXPECT_EQ(UnimplementedConfigFields(c), (std::vector<std::string>{"optimization.eager_batching"}));
 }
 
 }  // namespace
