@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -360,6 +361,173 @@ class AttentionKernel final : public Kernel {
   std::optional<float> scale_;
 };
 
+// --- Quantized ops: QConv, QMatMul ----------------------------------------------------------
+//
+// NOTE on the approach: the integer core is the ONNX reference ConvInteger / MatMulInteger
+// kernel (X, W, x_zero_point, w_zero_point), giving the int32 accumulator; the INT32 bias, the
+// scales, the activation and the requantization are then applied elementwise here, exactly in
+// the order graph/kiln_ops.h states.
+
+class QuantizedKernel final : public Kernel {
+ public:
+  QuantizedKernel(std::string op, std::unique_ptr<Kernel> core, bool conv, Activation act)
+      : op_(std::move(op)), core_(std::move(core)), conv_(conv), act_(std::move(act)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    for (int i : {0, 1, 3, 4}) KILN_RETURN_IF_ERROR(CheckInput(ctx, i, op_));
+    std::vector<Tensor> core_inputs(4);
+    core_inputs[0] = ctx.input(0);
+    core_inputs[1] = ctx.input(3);
+    if (ctx.has_input(2)) core_inputs[2] = ctx.input(2);
+    if (ctx.num_inputs() > 5 && ctx.has_input(5)) core_inputs[3] = ctx.input(5);
+    OwnedTensor acc_out[1];
+    KernelContext core_ctx(core_inputs, acc_out);
+    KILN_RETURN_IF_ERROR(core_->Compute(core_ctx));
+    const Tensor& acc = acc_out[0].view();
+    const int r = acc.rank();
+    // Output channel c of element e is (e / inner) % channels.
+    const int64_t channels = conv_ ? acc.dim(1) : acc.dim(r - 1);
+    const int64_t inner =
+        conv_ ? DimProduct(acc.shape().dims(), 2, static_cast<size_t>(r)) : int64_t{1};
+    KILN_ASSIGN_OR_RETURN(float x_scale, Scalar<float>(ctx, 1, "x_scale", DataType::kFloat32));
+    const Tensor& ws = ctx.input(4);
+    if (ws.dtype() != DataType::kFloat32 ||
+        !(ws.num_elements() == 1 || (ws.rank() == 1 && ws.dim(0) == channels))) {
+      return OpError(op_, "w_scale must be FP32, a scalar or [{}], got {} {}", channels,
+                     DataTypeName(ws.dtype()), ws.shape().ToString());
+    }
+    const bool has_y = ctx.num_inputs() > 6 && ctx.has_input(6);
+    const bool has_yzp = ctx.num_inputs() > 7 && ctx.has_input(7);
+    if (has_y != has_yzp) {
+      return OpError(op_, "y_scale and y_zero_point must be both present or both omitted");
+    }
+    float y_scale = 1.0f;
+    int32_t y_zp = 0;
+    DataType y_type = DataType::kFloat32;
+    if (has_y) {
+      KILN_ASSIGN_OR_RETURN(y_scale, Scalar<float>(ctx, 6, "y_scale", DataType::kFloat32));
+      y_type = ctx.input(7).dtype();
+      if (y_type == DataType::kUint8) {
+        KILN_ASSIGN_OR_RETURN(uint8_t z, Scalar<uint8_t>(ctx, 7, "y_zero_point", y_type));
+        y_zp = z;
+      } else if (y_type == DataType::kInt8) {
+        KILN_ASSIGN_OR_RETURN(int8_t z, Scalar<int8_t>(ctx, 7, "y_zero_point", y_type));
+        y_zp = z;
+      } else {
+        return OpError(op_, "y_zero_point must be UINT8 or INT8, got {}", DataTypeName(y_type));
+      }
+    }
+    const int32_t* bias_i = nullptr;
+    const float* bias_f = nullptr;
+    if (ctx.num_inputs() > 8 && ctx.has_input(8)) {
+      const Tensor& b = ctx.input(8);
+      if (b.rank() != 1 || b.dim(0) != channels ||
+          (b.dtype() != DataType::kInt32 && b.dtype() != DataType::kFloat32)) {
+        return OpError(op_, "B must be INT32 or FP32 [{}], got {} {}", channels,
+                       DataTypeName(b.dtype()), b.shape().ToString());
+      }
+      if (b.dtype() == DataType::kInt32) {
+        bias_i = b.data<const int32_t>();
+      } else {
+        bias_f = b.data<const float>();
+      }
+    }
+    const float* pws = ws.data<const float>();
+    const int64_t nws = ws.num_elements();
+    const int32_t* pacc = acc.data<const int32_t>();
+    const int64_t n = acc.num_elements();
+    float lo = -std::numeric_limits<float>::infinity();
+    float hi = std::numeric_limits<float>::infinity();
+    if (act_.kind == Act::kRelu) lo = 0.0f;
+    if (act_.kind == Act::kClip) {
+      lo = act_.params[0] / y_scale;
+      hi = act_.params[1] / y_scale;
+    }
+    auto value = [&](int64_t e) {
+      const int64_t c = (e / inner) % channels;
+      int32_t a = pacc[e];
+      if (bias_i != nullptr) {
+        a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(bias_i[c]));
+      }
+      const float mult = x_scale * pws[nws == 1 ? 0 : c] / y_scale;
+      float v = static_cast<float>(a) * mult;
+      if (bias_f != nullptr) v += bias_f[c] / y_scale;
+      return std::min(std::max(v, lo), hi);
+    };
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, y_type, acc.shape()));
+    if (!has_y) {
+      float* py = y.data<float>();
+      for (int64_t e = 0; e < n; ++e) py[e] = value(e);
+      return Status::OK();
+    }
+    return DispatchType<uint8_t, int8_t>(y_type, op_, [&](auto tag) -> Status {
+      using Q = typename decltype(tag)::type;
+      constexpr float qlo = static_cast<float>(std::numeric_limits<Q>::min());
+      constexpr float qhi = static_cast<float>(std::numeric_limits<Q>::max());
+      Q* py = y.data<Q>();
+      for (int64_t e = 0; e < n; ++e) {
+        const float v = value(e);
+        py[e] = std::isnan(v) ? static_cast<Q>(y_zp)
+                              : static_cast<Q>(std::clamp(
+                                    std::nearbyint(v) + static_cast<float>(y_zp), qlo, qhi));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  // A one-element input of `dtype`.
+  template <typename T>
+  Result<T> Scalar(const KernelContext& ctx, int i, std::string_view what, DataType dtype) const {
+    KILN_RETURN_IF_ERROR(CheckInput(ctx, i, op_));
+    const Tensor& t = ctx.input(i);
+    if (t.dtype() != dtype || t.num_elements() != 1) {
+      return OpError(op_, "{} must be a {} scalar, got {} {}", what, DataTypeName(dtype),
+                     DataTypeName(t.dtype()), t.shape().ToString());
+    }
+    return t.data<const T>()[0];
+  }
+
+  std::string op_;
+  std::unique_ptr<Kernel> core_;
+  bool conv_;
+  Activation act_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool conv) {
+  const Node& node = info.node();
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 5));
+  if (info.num_inputs() > 9) {
+    return OpError(node.op_type, "takes at most 9 inputs, got {}", info.num_inputs());
+  }
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "quantized ops have one output"));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  if (act.kind != Act::kNone && act.kind != Act::kRelu && act.kind != Act::kClip) {
+    return OpError(node.op_type, "activation must be \"\", \"Relu\" or \"Clip\"");
+  }
+  if (!conv) {
+    for (const Attribute& a : node.attributes) {
+      if (a.name != "activation" && a.name != "activation_params") {
+        return OpError(node.op_type, "unknown attribute '{}'", a.name);
+      }
+    }
+  }
+  Node core;
+  core.name = node.name;
+  core.op_type = conv ? "ConvInteger" : "MatMulInteger";
+  auto in = [&](int i) {
+    return i < info.num_inputs() ? node.inputs[static_cast<size_t>(i)] : kNoValue;
+  };
+  core.inputs = {in(0), in(3), in(2), in(5)};
+  core.outputs = {node.outputs.empty() ? kNoValue : node.outputs[0]};
+  core.attributes = AttributesWithout(node, {"activation", "activation_params"});
+  KernelInfo core_info(info.graph(), core, 10);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
+                        conv ? CreateConvInteger(core_info) : CreateMatMulInteger(core_info));
+  return std::unique_ptr<Kernel>(
+      std::make_unique<QuantizedKernel>(node.op_type, std::move(kernel), conv, std::move(act)));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
@@ -421,6 +589,14 @@ Result<std::unique_ptr<Kernel>> CreateKilnAttention(const KernelInfo& info) {
     scale = s;
   }
   return std::unique_ptr<Kernel>(std::make_unique<AttentionKernel>(scale));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnQConv(const KernelInfo& info) {
+  return CreateQuantized(info, /*conv=*/true);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnQMatMul(const KernelInfo& info) {
+  return CreateQuantized(info, /*conv=*/false);
 }
 
 }  // namespace kiln::ref

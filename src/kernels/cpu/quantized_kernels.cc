@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// Scalar quantize / dequantize microkernels and the ISA dispatch (quantized_kernels.h).
+
+#include "kernels/cpu/quantized_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/isa.h"
+
+namespace kiln::cpu {
+namespace scalar {
+namespace {
+
+template <typename Q>
+void Quantize(const float* x, float scale, int32_t zp, Q* y, int64_t n) {
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] / scale;
+    y[i] = std::isnan(v) ? static_cast<Q>(zp)
+                         : static_cast<Q>(std::clamp(std::nearbyint(v) + float(zp), lo, hi));
+  }
+}
+
+template <typename Q>
+void Dequantize(const Q* x, float scale, int32_t zp, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(int32_t{x[i]} - zp) * scale;
+}
+
+}  // namespace
+
+void QuantizeF32ToU8(const float* x, float scale, int32_t zp, uint8_t* y, int64_t n) {
+  Quantize(x, scale, zp, y, n);
+}
+void QuantizeF32ToS8(const float* x, float scale, int32_t zp, int8_t* y, int64_t n) {
+  Quantize(x, scale, zp, y, n);
+}
+void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zp, float* y, int64_t n) {
+  Dequantize(x, scale, zp, y, n);
+}
+void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zp, float* y, int64_t n) {
+  Dequantize(x, scale, zp, y, n);
+}
+void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
+  float l = 0, h = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) continue;
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+}  // namespace scalar
+
+namespace {
+bool UseAvx2() { return ActiveIsa() == Isa::kAvx2; }
+}  // namespace
+
+void QuantizeF32ToU8(const float* x, float scale, int32_t zp, uint8_t* y, int64_t n) {
+  UseAvx2() ? avx2::QuantizeF32ToU8(x, scale, zp, y, n) : scalar::QuantizeF32ToU8(x, scale, zp, y, n);
+}
+void QuantizeF32ToS8(const float* x, float scale, int32_t zp, int8_t* y, int64_t n) {
+  UseAvx2() ? avx2::QuantizeF32ToS8(x, scale, zp, y, n) : scalar::QuantizeF32ToS8(x, scale, zp, y, n);
+}
+void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zp, float* y, int64_t n) {
+  UseAvx2() ? avx2::DequantizeU8ToF32(x, scale, zp, y, n)
+            : scalar::DequantizeU8ToF32(x, scale, zp, y, n);
+}
+void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zp, float* y, int64_t n) {
+  UseAvx2() ? avx2::DequantizeS8ToF32(x, scale, zp, y, n)
+            : scalar::DequantizeS8ToF32(x, scale, zp, y, n);
+}
+void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
+  UseAvx2() ? avx2::MinMaxF32(x, n, lo, hi) : scalar::MinMaxF32(x, n, lo, hi);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Contiguous quantize / dequantize microkernels of the CPU QuantizeLinear, DequantizeLinear and
+// DynamicQuantizeLinear kernels (quantized.cc), with runtime ISA dispatch (isa.h): avx2:: when
+// ActiveIsa() is kAvx2 (quantized_kernels_avx2.cc, built with -mavx2 -mfma), scalar:: otherwise.
+// Both compute exactly what the reference kernels (ref/quantize.cc) compute:
+//   quantize:   y = saturate(round_half_to_even(x / scale) + zero_point); NaN gives zero_point
+//   dequantize: y = float(x - zero_point) * scale
+// All run on the calling thread (callers split work with ParallelFor).
+
+#include <cstdint>
+
+namespace kiln::cpu {
+
+void QuantizeF32ToU8(const float* x, float scale, int32_t zero_point, uint8_t* y, int64_t n);
+void QuantizeF32ToS8(const float* x, float scale, int32_t zero_point, int8_t* y, int64_t n);
+void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
+void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
+// *lo = min(0, min x), *hi = max(0, max x), NaNs ignored.
+void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
+
+namespace scalar {
+void QuantizeF32ToU8(const float* x, float scale, int32_t zero_point, uint8_t* y, int64_t n);
+void QuantizeF32ToS8(const float* x, float scale, int32_t zero_point, int8_t* y, int64_t n);
+void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
+void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
+void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
+}  // namespace scalar
+
+namespace avx2 {
+void QuantizeF32ToU8(const float* x, float scale, int32_t zero_point, uint8_t* y, int64_t n);
+void QuantizeF32ToS8(const float* x, float scale, int32_t zero_point, int8_t* y, int64_t n);
+void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
+void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
+void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
+}  // namespace avx2
+
+}  // namespace kiln::cpu

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// AVX2 quantize / dequantize microkernels (quantized_kernels.h); built with -mavx2 -mfma.
+//
+// NOTE: quantization divides by the scale (as the reference does, not a multiply by its
+// reciprocal, which can differ in the last bit), replaces NaN by 0 (so it lands on the zero
+// point), clamps to [qmin - zp, qmax - zp] in FP32 (so the int32 conversion cannot overflow),
+// rounds with cvtps2dq (round half to even under the default MXCSR mode) and adds the zero point
+// in int32; 32 lanes are then packed to bytes. Tails run the scalar code.
+
+#include <immintrin.h>
+
+#include <limits>
+
+#include "kernels/cpu/quantized_kernels.h"
+
+namespace kiln::cpu::avx2 {
+namespace {
+
+template <typename Q>
+inline __m256i QuantizeLanes(__m256 x, __m256 scale, __m256 lo, __m256 hi, __m256i zp) {
+  __m256 v = _mm256_div_ps(x, scale);
+  v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+  v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+  return _mm256_add_epi32(_mm256_cvtps_epi32(v), zp);
+}
+
+template <typename Q>
+void Quantize(const float* x, float scale, int32_t zero_point, Q* y, int64_t n) {
+  constexpr bool kUnsigned = std::numeric_limits<Q>::min() == 0;
+  const __m256 vs = _mm256_set1_ps(scale);
+  const __m256 lo = _mm256_set1_ps(float(std::numeric_limits<Q>::min()) - float(zero_point));
+  const __m256 hi = _mm256_set1_ps(float(std::numeric_limits<Q>::max()) - float(zero_point));
+  const __m256i zp = _mm256_set1_epi32(zero_point);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = QuantizeLanes<Q>(_mm256_loadu_ps(x + i), vs, lo, hi, zp);
+    const __m256i b = QuantizeLanes<Q>(_mm256_loadu_ps(x + i + 8), vs, lo, hi, zp);
+    const __m256i c = QuantizeLanes<Q>(_mm256_loadu_ps(x + i + 16), vs, lo, hi, zp);
+    const __m256i d = QuantizeLanes<Q>(_mm256_loadu_ps(x + i + 24), vs, lo, hi, zp);
+    const __m256i ab = _mm256_packs_epi32(a, b);  // values are in range: no saturation here
+    const __m256i cd = _mm256_packs_epi32(c, d);
+    const __m256i bytes = kUnsigned ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm256_permutevar8x32_epi32(bytes, order));
+  }
+  if (i < n) {
+    if constexpr (kUnsigned) {
+      scalar::QuantizeF32ToU8(x + i, scale, zero_point, y + i, n - i);
+    } else {
+      scalar::QuantizeF32ToS8(x + i, scale, zero_point, y + i, n - i);
+    }
+  }
+}
+
+template <typename Q>
+void Dequantize(const Q* x, float scale, int32_t zero_point, float* y, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  const __m256i zp = _mm256_set1_epi32(zero_point);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i wide =
+        std::numeric_limits<Q>::min() == 0 ? _mm256_cvtepu8_epi32(raw) : _mm256_cvtepi8_epi32(raw);
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zp));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, vs));
+  }
+  for (; i < n; ++i) y[i] = static_cast<float>(int32_t{x[i]} - zero_point) * scale;
+}
+
+}  // namespace
+
+void QuantizeF32ToU8(const float* x, float scale, int32_t zp, uint8_t* y, int64_t n) {
+  Quantize(x, scale, zp, y, n);
+}
+void QuantizeF32ToS8(const float* x, float scale, int32_t zp, int8_t* y, int64_t n) {
+  Quantize(x, scale, zp, y, n);
+}
+void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zp, float* y, int64_t n) {
+  Dequantize(x, scale, zp, y, n);
+}
+void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zp, float* y, int64_t n) {
+  Dequantize(x, scale, zp, y, n);
+}
+
+void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
+  // min_ps / max_ps return their second operand when either is NaN: the accumulator survives.
+  __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    vlo = _mm256_min_ps(v, vlo);
+    vhi = _mm256_max_ps(v, vhi);
+  }
+  alignas(32) float l[8], h[8];
+  _mm256_store_ps(l, vlo);
+  _mm256_store_ps(h, vhi);
+  float tl = 0, th = 0;
+  scalar::MinMaxF32(x + i, n - i, &tl, &th);
+  for (int k = 0; k < 8; ++k) {
+    tl = l[k] < tl ? l[k] : tl;
+    th = h[k] > th ? h[k] : th;
+  }
+  *lo = tl;
+  *hi = th;
+}
+
+}  // namespace kiln::cpu::avx2
