@@ -91,8 +91,17 @@ inline constexpr std::string_view kActivationLeakyRelu = "LeakyRelu";
 //   b_scale FP32 scalar or [N], b_zero_point INT8 scalar or [N] (may be omitted); y_scale /
 //   y_zero_point as for QConv; Bias INT32 or FP32 [N]. Y [..., M, N]. Attributes: activation /
 //   activation_params. (A Gemm becomes a QMatMul with B [K, N].)
+// QAdd(A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale, y_zero_point) -> Y
+//   A and B UINT8/INT8 of the same shape (no broadcasting), every scale an FP32 scalar, every
+//   zero point a scalar of its tensor's dtype; attributes activation / activation_params.
+//   Y = saturate(round_half_to_even(act(float(A - a_zero_point) * a_scale +
+//                                       float(B - b_zero_point) * b_scale) / y_scale)
+//                + y_zero_point)
+//   all in FP32 in that order, i.e. bit for bit DequantizeLinear x2 -> Add [-> Relu/Clip] ->
+//   QuantizeLinear, which is what it replaces (a residual connection between quantized ops).
 
 inline constexpr std::string_view kQConvOp = "QConv";
 inline constexpr std::string_view kQMatMulOp = "QMatMul";
+inline constexpr std::string_view kQAddOp = "QAdd";
 
 }  // namespace kiln

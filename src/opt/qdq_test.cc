@@ -212,6 +212,36 @@ TEST(QdqFusionTest, ConvChainBecomesInt8AndStaysInt8Between) {
   }
 }
 
+TEST(QdqFusionTest, ResidualBlockAddBecomesQAdd) {
+  // x -> QDQ -> Conv -> Relu -> QDQ -> Conv -> QDQ; Add(that, x's DQ) -> Relu -> QDQ -> output.
+  std::mt19937 rng(7);
+  TestGraph t(13);
+  QdqBuilder q(t, rng);
+  const std::vector<int64_t> d = {-1, 16, 8, 8};
+  const int x = t.Input("x", d);
+  const int xd = q.Qdq(x, 0.02f, 128, d);
+  const std::vector<Attribute> pads = {Attribute::Ints("pads", {1, 1, 1, 1})};
+  const int c1 = t.Op("Conv", {xd, q.Weight({16, 16, 3, 3}, 0, true)}, pads, d);
+  const int r1 = q.Qdq(t.Op("Relu", {c1}, {}, d), 0.02f, 0, d);
+  const int c2 = q.Qdq(t.Op("Conv", {r1, q.Weight({16, 16, 3, 3}, 0, true)}, pads, d), 0.03f,
+                       125, d);
+  const int sum = t.Op("Add", {c2, xd}, {}, d);
+  t.Output(q.Qdq(t.Op("Relu", {sum}, {}, d), 0.025f, 0, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "Add"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "Relu"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "QConv", "ai.kiln"), 2);
+  ASSERT_EQ(CountOps(*o.graph, "QAdd", "ai.kiln"), 1);
+  // Only the input's QuantizeLinear and the output's DequantizeLinear are left.
+  EXPECT_EQ(CountOps(*o.graph, "QuantizeLinear"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "DequantizeLinear"), 1);
+  const Node* add = FindOp(*o.graph, "QAdd");
+  EXPECT_EQ(add->GetString("activation", "?"), "Relu");
+  EXPECT_EQ(o.graph->value(add->inputs[0]).type.dtype, DataType::kUint8);
+  ExpectWithinQuantization(*g, *o.graph, 2 * 0.025 + 1e-6);
+}
+
 TEST(QdqFusionTest, ClipIsFusedAndSymmetricInt8Activations) {
   std::mt19937 rng(2);
   TestGraph t(13);

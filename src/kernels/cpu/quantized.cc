@@ -2,7 +2,7 @@
 // INT8 kernels on oneDNN: ai.kiln QConv / QMatMul (graph/kiln_ops.h), ONNX QLinearConv /
 // QLinearMatMul (the same kernels: QConv and QMatMul take their inputs in the same order) and
 // ConvInteger / MatMulInteger (INT32 output); plus QuantizeLinear, DequantizeLinear and
-// DynamicQuantizeLinear on kiln's own AVX2 loops (quantized_kernels.h).
+// DynamicQuantizeLinear and ai.kiln QAdd on kiln's own AVX2 loops (quantized_kernels.h).
 //
 // NOTE on the approach. Everything but X is known when the kernel is built: the supports
 // predicates accept a node only when W is an INT8 initializer with zero zero points, the scales,
@@ -609,6 +609,58 @@ class DynamicQuantizeLinearKernel final : public Kernel {
   std::unique_ptr<Kernel> reference_;
 };
 
+// ai.kiln QAdd: scalar parameters read per call, one parallel pass of QAdd microkernels.
+class QAddKernel final : public Kernel {
+ public:
+  QAddKernel(Activation act, std::unique_ptr<Kernel> reference)
+      : act_(act), reference_(std::move(reference)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    if (ctx.num_inputs() < 8) return reference_->Compute(ctx);
+    for (int i = 0; i < 8; ++i) {
+      if (!ctx.has_input(i) || !ctx.input(i).is_contiguous()) return reference_->Compute(ctx);
+    }
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(3);
+    if (a.shape() != b.shape()) return reference_->Compute(ctx);
+    QAddParams p;
+    const int scale_input[3] = {1, 4, 6}, zp_input[3] = {2, 5, 7};
+    float* scales[3] = {&p.a_scale, &p.b_scale, &p.y_scale};
+    int32_t* zps[3] = {&p.a_zp, &p.b_zp, &p.y_zp};
+    bool* signs[3] = {&p.a_signed, &p.b_signed, &p.y_signed};
+    for (int k = 0; k < 3; ++k) {
+      const Tensor& s = ctx.input(scale_input[k]);
+      const Tensor& z = ctx.input(zp_input[k]);
+      if (s.dtype() != DataType::kFloat32 || s.num_elements() != 1 || z.num_elements() != 1 ||
+          (z.dtype() != DataType::kUint8 && z.dtype() != DataType::kInt8) ||
+          (k < 2 && ctx.input(3 * k).dtype() != z.dtype())) {
+        return reference_->Compute(ctx);
+      }
+      *scales[k] = s.data<const float>()[0];
+      *signs[k] = z.dtype() == DataType::kInt8;
+      *zps[k] = ZeroPointAt(&z, 0);
+    }
+    if (act_.kind == ActivationKind::kRelu) p.lo = 0.0f;
+    if (act_.kind == ActivationKind::kClip) {
+      p.lo = act_.p0;
+      p.hi = act_.p1;
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutput(0, ctx.input(7).dtype(), a.shape()));
+    const auto* pa = static_cast<const uint8_t*>(a.raw_data());
+    const auto* pb = static_cast<const uint8_t*>(b.raw_data());
+    auto* py = static_cast<uint8_t*>(y.raw_data());
+    ParallelFor(a.num_elements(), 1 << 14, [&](int64_t begin, int64_t end) {
+      QAdd(p, pa + begin, pb + begin, py + begin, end - begin);
+    });
+    return Status::OK();
+  }
+
+ private:
+  Activation act_;
+  std::unique_ptr<Kernel> reference_;
+};
+
 }  // namespace
 
 bool SupportsQConv(const KernelInfo& info) { return SupportsQuantized(info, QOp::kQConv); }
@@ -664,6 +716,12 @@ Result<std::unique_ptr<Kernel>> CreateDynamicQuantizeLinearCpu(const KernelInfo&
                         ref::CreateDynamicQuantizeLinear(info));
   return std::unique_ptr<Kernel>(
       std::make_unique<DynamicQuantizeLinearKernel>(std::move(reference)));
+}
+
+Result<std::unique_ptr<Kernel>> CreateQAdd(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateKilnQAdd(info));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  return std::unique_ptr<Kernel>(std::make_unique<QAddKernel>(act, std::move(reference)));
 }
 
 }  // namespace kiln::cpu

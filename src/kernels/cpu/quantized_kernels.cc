@@ -54,6 +54,25 @@ void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
   *hi = h;
 }
 
+void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n) {
+  auto at = [](const void* t, bool is_signed, int64_t i) {
+    return is_signed ? int32_t{static_cast<const int8_t*>(t)[i]}
+                     : int32_t{static_cast<const uint8_t*>(t)[i]};
+  };
+  const float qlo = p.y_signed ? -128.0f : 0.0f, qhi = p.y_signed ? 127.0f : 255.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float va = static_cast<float>(at(a, p.a_signed, i) - p.a_zp) * p.a_scale;
+    const float vb = static_cast<float>(at(b, p.b_signed, i) - p.b_zp) * p.b_scale;
+    const float v = std::min(std::max(va + vb, p.lo), p.hi);
+    const float q = std::clamp(std::nearbyint(v / p.y_scale) + float(p.y_zp), qlo, qhi);
+    if (p.y_signed) {
+      static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
+    } else {
+      static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+    }
+  }
+}
+
 }  // namespace scalar
 
 namespace {
@@ -76,6 +95,10 @@ void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zp, float* y, int64
 }
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
   UseAvx2() ? avx2::MinMaxF32(x, n, lo, hi) : scalar::MinMaxF32(x, n, lo, hi);
+}
+
+void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n) {
+  UseAvx2() ? avx2::QAdd(p, a, b, y, n) : scalar::QAdd(p, a, b, y, n);
 }
 
 }  // namespace kiln::cpu

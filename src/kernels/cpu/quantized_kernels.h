@@ -9,6 +9,7 @@
 // All run on the calling thread (callers split work with ParallelFor).
 
 #include <cstdint>
+#include <limits>
 
 namespace kiln::cpu {
 
@@ -19,12 +20,24 @@ void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* 
 // *lo = min(0, min x), *hi = max(0, max x), NaNs ignored.
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
 
+// ai.kiln QAdd (graph/kiln_ops.h) on n elements: A, B and Y are UINT8, or INT8 when their
+// `*_signed` flag is set; [lo, hi] are the activation's bounds (+-inf: none).
+struct QAddParams {
+  float a_scale = 1, b_scale = 1, y_scale = 1;
+  int32_t a_zp = 0, b_zp = 0, y_zp = 0;
+  bool a_signed = false, b_signed = false, y_signed = false;
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+};
+void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n);
+
 namespace scalar {
 void QuantizeF32ToU8(const float* x, float scale, int32_t zero_point, uint8_t* y, int64_t n);
 void QuantizeF32ToS8(const float* x, float scale, int32_t zero_point, int8_t* y, int64_t n);
 void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
 void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
+void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n);
 }  // namespace scalar
 
 namespace avx2 {
@@ -33,6 +46,7 @@ void QuantizeF32ToS8(const float* x, float scale, int32_t zero_point, int8_t* y,
 void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
 void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
+void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n);
 }  // namespace avx2
 
 }  // namespace kiln::cpu

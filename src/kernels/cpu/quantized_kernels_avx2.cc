@@ -105,4 +105,46 @@ void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
   *hi = th;
 }
 
+namespace {
+
+inline __m256 DequantizeLanes(const void* t, bool is_signed, int64_t i, __m256i zp, __m256 scale) {
+  const __m128i raw = _mm_loadl_epi64(
+      reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(t) + i));
+  const __m256i wide = is_signed ? _mm256_cvtepi8_epi32(raw) : _mm256_cvtepu8_epi32(raw);
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zp)), scale);
+}
+
+}  // namespace
+
+void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n) {
+  const __m256i za = _mm256_set1_epi32(p.a_zp), zb = _mm256_set1_epi32(p.b_zp);
+  const __m256i zy = _mm256_set1_epi32(p.y_zp);
+  const __m256 sa = _mm256_set1_ps(p.a_scale), sb = _mm256_set1_ps(p.b_scale);
+  const __m256 sy = _mm256_set1_ps(p.y_scale);
+  const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);
+  const float qlo = p.y_signed ? -128.0f : 0.0f, qhi = p.y_signed ? 127.0f : 255.0f;
+  const __m256 vqlo = _mm256_set1_ps(qlo - float(p.y_zp));
+  const __m256 vqhi = _mm256_set1_ps(qhi - float(p.y_zp));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  auto lanes = [&](int64_t i) {
+    const __m256 va = DequantizeLanes(a, p.a_signed, i, za, sa);
+    const __m256 vb = DequantizeLanes(b, p.b_signed, i, zb, sb);
+    __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(va, vb), lo), hi);
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_div_ps(v, sy), vqlo), vqhi);
+    return _mm256_add_epi32(_mm256_cvtps_epi32(v), zy);
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i ab = _mm256_packs_epi32(lanes(i), lanes(i + 8));
+    const __m256i cd = _mm256_packs_epi32(lanes(i + 16), lanes(i + 24));
+    const __m256i bytes = p.y_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint8_t*>(y) + i),
+                        _mm256_permutevar8x32_epi32(bytes, order));
+  }
+  if (i < n) {
+    auto offset = [i](const void* t) { return static_cast<const uint8_t*>(t) + i; };
+    scalar::QAdd(p, offset(a), offset(b), static_cast<uint8_t*>(y) + i, n - i);
+  }
+}
+
 }  // namespace kiln::cpu::avx2

@@ -3,7 +3,7 @@
 // QLinearMatMul within 1 in the last place of a quantized output (oneDNN rounds the
 // requantization in another FP32 order) and within 1e-5 relative for FP32 outputs;
 // ConvInteger / MatMulInteger exactly; QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear
-// exactly, on both the AVX2 and the scalar path, including halves (round half to even),
+// and ai.kiln QAdd exactly, on both the AVX2 and the scalar path, including halves (round half to even),
 // saturation, NaN and infinities, zero points and per-axis parameters. Shapes include edge sizes
 // (1, 7, 17), channels not a multiple of 16, groups and depthwise, strides, pads and batch > 1.
 
@@ -440,6 +440,48 @@ TEST_P(QuantizeIsaTest, DynamicQuantizeLinearIsExact) {
   KernelCase z("DynamicQuantizeLinear", 13);
   z.Input(MakeTensor<float>(Shape{40}, std::vector<float>(40, 0.0f)));
   EXPECT_EQ(ToVector<uint8_t>(z.Run("cpu")), std::vector<uint8_t>(40, 0));
+}
+
+TEST_P(QuantizeIsaTest, QAddIsExact) {
+  ScopedMaxIsa cap(GetParam());
+  std::mt19937 rng(24);
+  struct Types {
+    bool a_signed, b_signed, y_signed;
+  };
+  for (const Types& t : {Types{false, false, false}, Types{true, false, true},
+                         Types{false, true, false}, Types{true, true, true}}) {
+    for (const std::string act : {"", "Relu", "Clip"}) {
+      for (int64_t n : {1, 7, 17, 33, 1000, 4099}) {
+        KernelCase c(std::string(kQAddOp), 13);
+        c.Domain(std::string(kKilnDomain), 1);
+        auto operand = [&](bool is_signed, float scale, int zp) {
+          if (is_signed) {
+            c.Input(RandomInts<int8_t>(Shape{n}, rng, -128, 127))
+                .ConstInput(Scalar<float>(scale))
+                .ConstInput(Scalar<int8_t>(static_cast<int8_t>(zp - 128)));
+          } else {
+            c.Input(RandomInts<uint8_t>(Shape{n}, rng, 0, 255))
+                .ConstInput(Scalar<float>(scale))
+                .ConstInput(Scalar<uint8_t>(static_cast<uint8_t>(zp)));
+          }
+        };
+        operand(t.a_signed, 0.031f, 120);
+        operand(t.b_signed, 0.017f, 131);
+        if (t.y_signed) {
+          c.ConstInput(Scalar<float>(0.043f)).ConstInput(Scalar<int8_t>(-9));
+        } else {
+          c.ConstInput(Scalar<float>(0.043f)).ConstInput(Scalar<uint8_t>(act.empty() ? 128 : 0));
+        }
+        if (!act.empty()) c.Attr(StringAttr("activation", act));
+        if (act == "Clip") c.Attr(FloatsAttr("activation_params", {-1.0f, 4.5f}));
+        ASSERT_EQ(c.PickedProvider(), "cpu");
+        const std::string what =
+            fmt::format("QAdd n {} signed {}{}{} act '{}'", n, t.a_signed, t.b_signed, t.y_signed,
+                        act);
+        EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0, what), 0) << what;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, QuantizeIsaTest, ::testing::Values(Isa::kAvx2, Isa::kScalar),

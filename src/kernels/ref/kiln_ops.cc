@@ -528,6 +528,68 @@ Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool con
       std::make_unique<QuantizedKernel>(node.op_type, std::move(kernel), conv, std::move(act)));
 }
 
+// QAdd: both operands dequantized, added, the activation, quantized, in FP32 exactly as the
+// unfused DequantizeLinear / Add / activation / QuantizeLinear reference kernels do.
+class QAddKernel final : public Kernel {
+ public:
+  explicit QAddKernel(Activation act) : act_(std::move(act)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    static constexpr std::string_view kOp = "QAdd";
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 8, kOp));
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(3);
+    if (a.shape() != b.shape()) {
+      return OpError(kOp, "A {} and B {} must have the same shape", a.shape().ToString(),
+                     b.shape().ToString());
+    }
+    float scale[3];
+    int32_t zp[3];
+    DataType types[3];
+    static constexpr int kScaleInput[3] = {1, 4, 6}, kZeroPointInput[3] = {2, 5, 7};
+    for (int k = 0; k < 3; ++k) {
+      const Tensor& s = ctx.input(kScaleInput[k]);
+      const Tensor& z = ctx.input(kZeroPointInput[k]);
+      types[k] = k < 2 ? ctx.input(3 * k).dtype() : z.dtype();
+      if (s.dtype() != DataType::kFloat32 || s.num_elements() != 1 || z.num_elements() != 1 ||
+          z.dtype() != types[k] ||
+          (types[k] != DataType::kUint8 && types[k] != DataType::kInt8)) {
+        return OpError(kOp, "operand {}: scale must be an FP32 scalar and the zero point a UINT8 "
+                       "or INT8 scalar of the tensor's dtype", k);
+      }
+      scale[k] = s.data<const float>()[0];
+      zp[k] = z.dtype() == DataType::kUint8 ? int32_t{z.data<const uint8_t>()[0]}
+                                            : int32_t{z.data<const int8_t>()[0]};
+    }
+    auto at = [](const Tensor& t, int64_t e) {
+      return t.dtype() == DataType::kUint8 ? int32_t{t.data<const uint8_t>()[e]}
+                                           : int32_t{t.data<const int8_t>()[e]};
+    };
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, types[2], a.shape()));
+    return DispatchType<uint8_t, int8_t>(types[2], kOp, [&](auto tag) -> Status {
+      using Q = typename decltype(tag)::type;
+      constexpr float qlo = static_cast<float>(std::numeric_limits<Q>::min());
+      constexpr float qhi = static_cast<float>(std::numeric_limits<Q>::max());
+      Q* py = y.data<Q>();
+      for (int64_t e = 0; e < a.num_elements(); ++e) {
+        const float va = static_cast<float>(at(a, e) - zp[0]) * scale[0];
+        const float vb = static_cast<float>(at(b, e) - zp[1]) * scale[1];
+        float v = va + vb;
+        if (act_.kind == Act::kRelu) v = std::max(v, 0.0f);
+        if (act_.kind == Act::kClip) v = std::min(std::max(v, act_.params[0]), act_.params[1]);
+        const float q = v / scale[2];
+        py[e] = std::isnan(q) ? static_cast<Q>(zp[2])
+                              : static_cast<Q>(std::clamp(
+                                    std::nearbyint(q) + static_cast<float>(zp[2]), qlo, qhi));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  Activation act_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
@@ -597,6 +659,16 @@ Result<std::unique_ptr<Kernel>> CreateKilnQConv(const KernelInfo& info) {
 
 Result<std::unique_ptr<Kernel>> CreateKilnQMatMul(const KernelInfo& info) {
   return CreateQuantized(info, /*conv=*/false);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnQAdd(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 8));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "QAdd has one output"));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  if (act.kind != Act::kNone && act.kind != Act::kRelu && act.kind != Act::kClip) {
+    return OpError("QAdd", "activation must be \"\", \"Relu\" or \"Clip\"");
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<QAddKernel>(std::move(act)));
 }
 
 }  // namespace kiln::ref

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// qdq_fusion: QuantizeLinear / DequantizeLinear (QDQ) patterns around Conv, MatMul and Gemm
-// become the INT8 ai.kiln ops QConv / QMatMul (graph/kiln_ops.h).
+// qdq_fusion: QuantizeLinear / DequantizeLinear (QDQ) patterns around Conv, MatMul, Gemm and
+// residual Adds become the INT8 ai.kiln ops QConv / QMatMul / QAdd (graph/kiln_ops.h).
 //
 // NOTE: matched from the core node:
 //   X:    DequantizeLinear(x_q, x_scale, x_zero_point?) with a scalar FP32 constant scale and a
@@ -18,6 +18,8 @@
 //   QuantizeLinear the new op produces its INT8 output directly (the next quantized op's
 //   DequantizeLinear then reads INT8, so tensors stay INT8 between consecutive quantized ops);
 //   without it the op produces FP32.
+// A residual Add of two dequantized tensors with provably equal shapes, followed by an optional
+// Relu / Clip and a QuantizeLinear (all scalar parameters), becomes QAdd.
 // The DequantizeLinear nodes are left to dead code elimination (another reader may still need
 // them). Finally QuantizeLinear(DequantizeLinear(q, s, z), s, z) with equal scalar parameters is
 // q itself: its readers read q.
@@ -223,6 +225,10 @@ class QdqFusionPass final : public Pass {
       if (!ed.alive(c) || !IsQuantCore(ed.node(c))) continue;
       if (Fuse(ed, c, opset)) ++changes;
     }
+    for (int a : ed.LiveNodes()) {
+      if (!ed.alive(a) || !IsOnnxOp(ed.node(a), "Add")) continue;
+      if (FuseAdd(ed, a, opset)) ++changes;
+    }
     changes += RemoveRequantizeIdentities(ed);
     return changes;
   }
@@ -307,6 +313,80 @@ class QdqFusionPass final : public Pass {
       }
     }
     for (int p : pattern) ed.RemoveNode(p);
+    ed.AddNode(std::move(fused));
+    ImportKilnDomain(ed);
+    return true;
+  }
+
+  // The zero point input of a QDQ node's parameters, made explicit (a zero of `type`) when the
+  // node omits it.
+  static int ExplicitZeroPoint(GraphEditor& ed, const ScalarParams& p, DataType type,
+                               std::string_view base) {
+    if (p.zero_point != kNoValue) return p.zero_point;
+    Result<OwnedTensor> z = OwnedTensor::Allocate(type, Shape{});
+    KILN_CHECK(z.ok(), z.status().ToString());
+    return ed.AddConstant(std::string(base) + "_zero_point", std::move(z).value());
+  }
+
+  // DequantizeLinear x2 -> Add [-> Relu/Clip] -> QuantizeLinear, all scalar parameters and
+  // provably equal shapes, becomes QAdd.
+  static bool FuseAdd(GraphEditor& ed, int add, int opset) {
+    const Node n = ed.node(add);
+    if (n.inputs.size() != 2 || n.outputs.size() != 1 || !IsFloat32(ed, n.outputs[0])) {
+      return false;
+    }
+    int dq[2];
+    ScalarParams p[2];
+    for (int k = 0; k < 2; ++k) {
+      dq[k] = ed.ProducerOf(n.inputs[static_cast<size_t>(k)], "DequantizeLinear");
+      if (dq[k] < 0) return false;
+      const Node& d = ed.node(dq[k]);
+      const DataType t = ed.DtypeOf(d.inputs[0]);
+      std::optional<ScalarParams> sp = ScalarParamsOf(ed, d);
+      if (!IsQuant8(t) || !sp || (sp->zero_point != kNoValue && sp->type != t)) return false;
+      p[k] = *sp;
+      p[k].type = t;
+    }
+    const ValueType& out_type = ed.value(n.outputs[0]).type;
+    if (!SameStaticShape(ed.value(n.inputs[0]).type, ed.value(n.inputs[1]).type) ||
+        !SameStaticShape(ed.value(n.inputs[0]).type, out_type)) {
+      return false;
+    }
+    std::vector<int> pattern = {add};
+    int cur = n.outputs[0];
+    std::optional<Activation> act = MatchActivation(ed, cur, opset);
+    if (act) {
+      pattern.push_back(act->node);
+      cur = ed.node(act->node).outputs[0];
+    }
+    const int q = SoleConsumer(ed, cur);
+    if (q < 0 || !IsOnnxOp(ed.node(q), "QuantizeLinear") || ed.node(q).inputs[0] != cur ||
+        ed.node(q).outputs.size() != 1) {
+      return false;
+    }
+    std::optional<ScalarParams> yp = ScalarParamsOf(ed, ed.node(q));
+    if (!yp) return false;
+    pattern.push_back(q);
+    Node fused;
+    fused.name = n.name.empty() ? fmt::format("{}_int8", ed.value(cur).name) : n.name + "_int8";
+    fused.domain = std::string(kKilnDomain);
+    fused.op_type = std::string(kQAddOp);
+    for (int k = 0; k < 2; ++k) {
+      const int x = ed.node(dq[k]).inputs[0];
+      fused.inputs.push_back(x);
+      fused.inputs.push_back(p[k].scale);
+      fused.inputs.push_back(ExplicitZeroPoint(ed, p[k], p[k].type, ed.value(x).name));
+    }
+    fused.inputs.push_back(yp->scale);
+    fused.inputs.push_back(ExplicitZeroPoint(ed, *yp, yp->type, ed.value(cur).name));
+    fused.outputs = {ed.node(q).outputs[0]};
+    if (act) {
+      fused.attributes.push_back(Attribute::String("activation", act->name));
+      if (!act->params.empty()) {
+        fused.attributes.push_back(Attribute::Floats("activation_params", act->params));
+      }
+    }
+    for (int r : pattern) ed.RemoveNode(r);
     ed.AddNode(std::move(fused));
     ImportKilnDomain(ed);
     return true;
