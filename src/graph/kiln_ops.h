@@ -84,7 +84,10 @@ inline constexpr std::string_view kActivationLeakyRelu = "LeakyRelu";
 //   [M], w_zero_point INT8 scalar or [M] (may be omitted: 0); y_scale FP32 scalar and
 //   y_zero_point UINT8/INT8 scalar, both present (Y quantized) or both omitted (Y FP32); B INT32
 //   or FP32 [M]. Conv's attributes (auto_pad, dilations, group, kernel_shape, pads, strides)
-//   plus activation / activation_params.
+//   plus activation / activation_params, and two layout flags (INT, default 0):
+//   x_channels_last: X is stored [N, spatial..., C]; y_channels_last: Y is stored
+//   [N, spatial..., M] (quantized Y only). The pass sets them on INT8 tensors that only QConv /
+//   QAdd nodes read, so chains of quantized convs skip the layout change oneDNN needs.
 // QMatMul(A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale?, y_zero_point?, Bias?)
 //     -> Y
 //   Inputs in QLinearMatMul's order: A UINT8/INT8 [..., M, K] (rank >= 2), B INT8 [K, N],
@@ -92,7 +95,8 @@ inline constexpr std::string_view kActivationLeakyRelu = "LeakyRelu";
 //   y_zero_point as for QConv; Bias INT32 or FP32 [N]. Y [..., M, N]. Attributes: activation /
 //   activation_params. (A Gemm becomes a QMatMul with B [K, N].)
 // QAdd(A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale, y_zero_point) -> Y
-//   A and B UINT8/INT8 of the same shape (no broadcasting), every scale an FP32 scalar, every
+//   A and B UINT8/INT8 of the same shape (no broadcasting; elementwise, so any layout), every
+//   scale an FP32 scalar, every
 //   zero point a scalar of its tensor's dtype; attributes activation / activation_params.
 //   Y = saturate(round_half_to_even(act(float(A - a_zero_point) * a_scale +
 //                                       float(B - b_zero_point) * b_scale) / y_scale)

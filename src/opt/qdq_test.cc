@@ -195,6 +195,15 @@ TEST(QdqFusionTest, ConvChainBecomesInt8AndStaysInt8Between) {
     // The tensor between the two convs is the first one's UINT8 output, read directly.
     EXPECT_EQ(og.value(first->outputs[0]).type.dtype, DataType::kUint8);
     EXPECT_EQ(second->inputs[0], first->outputs[0]);
+    // ... stored channels-last: the first writes it so, the second reads it so.
+    EXPECT_EQ(first->GetInt("y_channels_last", 0), 1);
+    EXPECT_EQ(second->GetInt("x_channels_last", 0), 1);
+    EXPECT_EQ(first->GetInt("x_channels_last", 0), 0);
+    EXPECT_EQ(second->GetInt("y_channels_last", 0), 0);
+    const ValueType& between = og.value(first->outputs[0]).type;
+    ASSERT_EQ(between.dims.size(), 4u);
+    EXPECT_EQ(between.dims[1].value, 10);
+    EXPECT_EQ(between.dims[3].value, 24);
     // INT8 weights were not folded into FP32 constants: W is INT8, the first bias INT32
     // (its scale is x_scale * w_scale), the second stays FP32.
     EXPECT_EQ(og.value(first->inputs[3]).constant->dtype(), DataType::kInt8);
@@ -239,7 +248,45 @@ TEST(QdqFusionTest, ResidualBlockAddBecomesQAdd) {
   const Node* add = FindOp(*o.graph, "QAdd");
   EXPECT_EQ(add->GetString("activation", "?"), "Relu");
   EXPECT_EQ(o.graph->value(add->inputs[0]).type.dtype, DataType::kUint8);
+  // conv1 -> conv2 stays channels-last; the QAdd's operands cannot (x's QuantizeLinear writes
+  // channels-first), so conv2 writes channels-first for it.
+  EXPECT_EQ(FindOp(*o.graph, "QConv", 0)->GetInt("y_channels_last", 0) +
+                FindOp(*o.graph, "QConv", 1)->GetInt("y_channels_last", 0),
+            1);
+  EXPECT_EQ(CountOps(*o.graph, "Transpose"), 0);
   ExpectWithinQuantization(*g, *o.graph, 2 * 0.025 + 1e-6);
+}
+
+TEST(QdqFusionTest, ResidualTrunkStaysChannelsLast) {
+  // x -> QDQ -> Conv a -> QDQ (the trunk t0); t1 = QAdd(Conv b(t0), t0); t2 = QAdd(Conv c(t1),
+  // t1); output DQ(t2) and an FP32 Neg of DQ(t1). Every trunk value is a QConv / QAdd output, so
+  // the trunk is channels-last, and the FP32 readers get Transposes back.
+  std::mt19937 rng(8);
+  TestGraph t(13);
+  QdqBuilder q(t, rng);
+  const std::vector<int64_t> d = {-1, 8, 6, 6};
+  const int x = t.Input("x", d);
+  const std::vector<Attribute> pads = {Attribute::Ints("pads", {1, 1, 1, 1})};
+  auto conv = [&](int in) { return t.Op("Conv", {in, q.Weight({8, 8, 3, 3}, 0, true)}, pads, d); };
+  const int t0 = q.Qdq(conv(q.Qdq(x, 0.02f, 128, d)), 0.03f, 128, d);
+  const int t1 = q.Qdq(t.Op("Add", {q.Qdq(conv(t0), 0.03f, 128, d), t0}, {}, d), 0.04f, 128, d);
+  const int t2 = q.Qdq(t.Op("Add", {q.Qdq(conv(t1), 0.03f, 128, d), t1}, {}, d), 0.05f, 128, d);
+  t.Output(t2);
+  t.Output(t.Op("Neg", {t1}, {}, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  ASSERT_EQ(CountOps(*o.graph, "QConv", "ai.kiln"), 3);
+  ASSERT_EQ(CountOps(*o.graph, "QAdd", "ai.kiln"), 2);
+  for (const Node& n : o.graph->nodes()) {
+    if (n.op_type != "QConv") continue;
+    EXPECT_EQ(n.GetInt("y_channels_last", 0), 1) << n.name;
+    // The first conv reads x's QuantizeLinear output (channels-first).
+    EXPECT_EQ(n.GetInt("x_channels_last", 0),
+              o.graph->value(n.inputs[0]).type.dims.back().value == 8 ? 1 : 0)
+        << n.name;
+  }
+  EXPECT_EQ(CountOps(*o.graph, "Transpose"), 2);  // before t1's and t2's DequantizeLinear
+  ExpectWithinQuantization(*g, *o.graph, 2 * 0.05 + 1e-6);
 }
 
 TEST(QdqFusionTest, ClipIsFusedAndSymmetricInt8Activations) {

@@ -255,11 +255,13 @@ struct QPlan {
 class QuantizedKernel final : public Kernel {
  public:
   QuantizedKernel(std::string label, QParams params, ref::WindowAttrs window, int64_t group,
-                  std::unique_ptr<Kernel> reference)
+                  bool x_channels_last, bool y_channels_last, std::unique_ptr<Kernel> reference)
       : label_(std::move(label)),
         p_(std::move(params)),
         window_(std::move(window)),
         group_(group),
+        x_channels_last_(x_channels_last),
+        y_channels_last_(y_channels_last),
         reference_(std::move(reference)) {}
 
   Status Compute(KernelContext& ctx) const override {
@@ -314,18 +316,24 @@ class QuantizedKernel final : public Kernel {
       const Shape& ws = p_.w->shape();
       const std::span<const int64_t> kernel = ws.dims().subspan(2);
       const char* op = "QConv";
-      KILN_ASSIGN_OR_RETURN(ref::WindowGeometry g,
-                            ref::ResolveWindow(op, window_, x.shape().dims().subspan(2), kernel));
-      const int64_t channels = x.dim(1);
+      // X's dims in [N, C, spatial...] order, whichever layout X has.
+      std::vector<int64_t> xl(x.shape().dims().begin(), x.shape().dims().end());
+      if (x_channels_last_) std::rotate(xl.begin() + 1, xl.end() - 1, xl.end());
+      KILN_ASSIGN_OR_RETURN(
+          ref::WindowGeometry g,
+          ref::ResolveWindow(op, window_, std::span<const int64_t>(xl).subspan(2), kernel));
+      const int64_t channels = xl[1];
       if (channels % group_ != 0 || channels / group_ != ws.dim(1) || p_.channels % group_ != 0) {
         return OpError(op, "X {} and W {} do not match with group={}", x.shape().ToString(),
                        ws.ToString(), group_);
       }
       std::vector<int64_t> out_dims = {x.dim(0), p_.channels};
       out_dims.insert(out_dims.end(), g.out.begin(), g.out.begin() + g.rank);
-      KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
+      std::vector<int64_t> y_dims = out_dims;  // Y as stored
+      if (y_channels_last_) std::rotate(y_dims.begin() + 1, y_dims.begin() + 2, y_dims.end());
+      KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(y_dims));
       const int rank = x.rank();
-      dnnl::memory::dims src_dims = ToDims(x.shape().dims());
+      dnnl::memory::dims src_dims = ToDims(xl);
       dnnl::memory::dims dst_dims = ToDims(out_dims);
       dnnl::memory::dims wei_dims;
       if (group_ > 1) {
@@ -342,8 +350,10 @@ class QuantizedKernel final : public Kernel {
         pad_l.push_back(g.pad_begin[du]);
         pad_r.push_back(g.pad_end[du]);
       }
-      plan->src_user = dnnl::memory::desc(src_dims, src_type, PlainTag(rank));
-      plan->dst_user = dnnl::memory::desc(dst_dims, p_.y_type, PlainTag(rank));
+      plan->src_user = dnnl::memory::desc(src_dims, src_type,
+                                          x_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
+      plan->dst_user = dnnl::memory::desc(dst_dims, p_.y_type,
+                                          y_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
       wei_user = dnnl::memory::desc(wei_dims, dt::s8, PlainTag(static_cast<int>(wei_dims.size())));
       plan->bias_md = dnnl::memory::desc({p_.channels}, bias_type, tag::a);
       const dnnl::memory::desc src_any(src_dims, src_type, tag::any);
@@ -368,8 +378,10 @@ class QuantizedKernel final : public Kernel {
       plan->src_spatial = x.num_elements() / (x.dim(0) * channels);
       plan->dst_spatial = plan->out_shape.NumElements() / (x.dim(0) * p_.channels);
       plan->transpose_src =
+          !x_channels_last_ &&
           plan->src_md == dnnl::memory::desc(src_dims, src_type, ChannelsLastTag(rank));
       plan->transpose_dst =
+          !y_channels_last_ &&
           plan->dst_md == dnnl::memory::desc(dst_dims, p_.y_type, ChannelsLastTag(rank)) &&
           (p_.y_type == dt::u8 || p_.y_type == dt::s8);
     } else {
@@ -471,6 +483,7 @@ class QuantizedKernel final : public Kernel {
   QParams p_;
   ref::WindowAttrs window_;
   int64_t group_;
+  bool x_channels_last_, y_channels_last_;  // QConv: X / Y stored [N, spatial..., C]
   std::unique_ptr<Kernel> reference_;
   PlanCache<QPlan> cache_;
   PackedWeights packed_;
@@ -481,14 +494,20 @@ Result<std::unique_ptr<Kernel>> MakeQuantized(const KernelInfo& info, QOp op, Ke
   KILN_ASSIGN_OR_RETURN(QParams params, ReadParams(info, op));
   ref::WindowAttrs window;
   int64_t group = 1;
+  bool x_channels_last = false, y_channels_last = false;
   if (IsConv(op)) {
     ref::AttrReader attrs(info);
     KILN_ASSIGN_OR_RETURN(group, attrs.Int("group", 1));
+    if (op == QOp::kQConv) {
+      x_channels_last = info.node().GetInt("x_channels_last", 0) != 0;
+      y_channels_last = info.node().GetInt("y_channels_last", 0) != 0;
+    }
     if (group < 1) return OpError(info.node().op_type, "attribute 'group' is {}", group);
     KILN_ASSIGN_OR_RETURN(window, ref::ReadWindowAttrs(attrs, /*kernel_shape_required=*/false));
   }
   return std::unique_ptr<Kernel>(std::make_unique<QuantizedKernel>(
-      NodeLabel(info), std::move(params), std::move(window), group, std::move(reference)));
+      NodeLabel(info), std::move(params), std::move(window), group, x_channels_last,
+      y_channels_last, std::move(reference)));
 }
 
 // --- QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear ----------------------------------

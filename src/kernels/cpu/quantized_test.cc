@@ -209,6 +209,58 @@ TEST(CpuQuantizedTest, QConvMatchesReference) {
   }
 }
 
+// X [N, C, H, W] as [N, H, W, C] (1-byte elements).
+OwnedTensor ToChannelsLast(const OwnedTensor& x) {
+  const int64_t n = x.shape().dim(0), c = x.shape().dim(1);
+  const int64_t s = x.num_elements() / (n * c);
+  std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
+  std::rotate(dims.begin() + 1, dims.begin() + 2, dims.end());
+  OwnedTensor y = OwnedTensor::Allocate(x.dtype(), Shape(std::span<const int64_t>(dims))).value();
+  const auto* px = static_cast<const uint8_t*>(x.raw_data());
+  auto* py = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < s; ++i) py[(b * s + i) * c + ch] = px[(b * c + ch) * s + i];
+    }
+  }
+  return y;
+}
+
+TEST(CpuQuantizedTest, QConvChannelsLastMatchesChannelsFirst) {
+  // The same conv with X and / or Y channels-last: the reference equals the channels-first
+  // reference moved (exactly), and the fast kernel the reference within 1 LSB.
+  for (const QConvCase& cc : ConvCases()) {
+    for (int flags = 1; flags < 4; ++flags) {
+      const bool xl = flags & 1, yl = flags & 2;
+      QOptions o;
+      std::mt19937 rng(31);
+      KernelCase plain = MakeQConv(cc, o, rng, std::string(kQConvOp));
+      OwnedTensor want = plain.Run("ref");
+      if (yl) want = ToChannelsLast(want);
+      // The same case rebuilt from the same seed (MakeQConv's draw order), X moved.
+      KernelCase c(std::string(kQConvOp), 13);
+      c.Domain(std::string(kKilnDomain), 1);
+      std::mt19937 rng3(31);
+      OwnedTensor x = RandomInts<uint8_t>(Shape(std::span<const int64_t>(cc.x)), rng3, 0, 255);
+      c.Input(xl ? ToChannelsLast(x) : x);
+      std::vector<int64_t> wd = {cc.m, cc.x[1] / cc.group};
+      wd.insert(wd.end(), cc.k.begin(), cc.k.end());
+      int64_t reduction = cc.x[1] / cc.group;
+      for (int64_t k : cc.k) reduction *= k;
+      AddQuantInputs(c, o, Shape(std::span<const int64_t>(wd)), cc.m, reduction, rng3, true);
+      if (cc.group != 1) c.Attr(IntAttr("group", cc.group));
+      if (!cc.strides.empty()) c.Attr(IntsAttr("strides", cc.strides));
+      if (!cc.pads.empty()) c.Attr(IntsAttr("pads", cc.pads));
+      c.Attr(IntAttr("x_channels_last", xl)).Attr(IntAttr("y_channels_last", yl));
+      const std::string what = fmt::format("x {} channels-last x {} y {}",
+                                           Shape(std::span<const int64_t>(cc.x)).ToString(), xl, yl);
+      OwnedTensor ref = c.Run("ref");
+      EXPECT_EQ(ExpectWithinLsb(ref, want, 0, what + " (ref)"), 0);
+      ExpectWithinLsb(c.Run("cpu"), ref, 1, what);
+    }
+  }
+}
+
 TEST(CpuQuantizedTest, QLinearConvMatchesReference) {
   std::mt19937 rng(12);
   for (const QConvCase& cc : ConvCases()) {

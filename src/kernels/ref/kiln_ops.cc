@@ -368,15 +368,73 @@ class AttentionKernel final : public Kernel {
 // scales, the activation and the requantization are then applied elementwise here, exactly in
 // the order graph/kiln_ops.h states.
 
+// [N, d1, ..., dk] -> [N, dk, d1, ..., dk-1] (`to_first`) or back, for 1-byte elements: QConv's
+// channels-last X and Y.
+Result<OwnedTensor> MoveChannels(const Tensor& t, bool to_first) {
+  std::vector<int64_t> dims(t.shape().dims().begin(), t.shape().dims().end());
+  if (dims.size() < 3 || DataTypeSize(t.dtype()) != 1) {
+    return Status::InvalidArgument("channels-last tensors must have rank >= 3 and 1-byte elements");
+  }
+  const int64_t n = dims[0];
+  const int64_t c = to_first ? dims.back() : dims[1];
+  const int64_t spatial = t.num_elements() / std::max<int64_t>(1, n * c);
+  if (to_first) {
+    std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+  } else {
+    std::rotate(dims.begin() + 1, dims.begin() + 2, dims.end());
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(dims));
+  KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(t.dtype(), shape));
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t s = 0; s < spatial; ++s) {
+        const int64_t first = (b * c + ch) * spatial + s, last = (b * spatial + s) * c + ch;
+        if (to_first) {
+          dst[first] = src[last];
+        } else {
+          dst[last] = src[first];
+        }
+      }
+    }
+  }
+  return out;
+}
+
 class QuantizedKernel final : public Kernel {
  public:
-  QuantizedKernel(std::string op, std::unique_ptr<Kernel> core, bool conv, Activation act)
-      : op_(std::move(op)), core_(std::move(core)), conv_(conv), act_(std::move(act)) {}
+  QuantizedKernel(std::string op, std::unique_ptr<Kernel> core, bool conv, Activation act,
+                  bool x_channels_last, bool y_channels_last)
+      : op_(std::move(op)),
+        core_(std::move(core)),
+        conv_(conv),
+        act_(std::move(act)),
+        x_channels_last_(x_channels_last),
+        y_channels_last_(y_channels_last) {}
 
   Status Compute(KernelContext& ctx) const override {
+    if (!y_channels_last_) return ComputeInto(ctx, ctx);
+    // Y computed channels-first into a scratch context, then moved.
+    OwnedTensor out[1];
+    KernelContext inner(std::span<const Tensor>(), out);
+    KILN_RETURN_IF_ERROR(ComputeInto(ctx, inner));
+    KILN_ASSIGN_OR_RETURN(OwnedTensor moved, MoveChannels(out[0].view(), /*to_first=*/false));
+    return CopyToOutput(ctx, moved.view(), moved.shape());
+  }
+
+ private:
+  // Reads the inputs from `ctx`, allocates Y (channels-first) in `out_ctx` and computes it.
+  Status ComputeInto(const KernelContext& ctx, KernelContext& out_ctx) const {
     for (int i : {0, 1, 3, 4}) KILN_RETURN_IF_ERROR(CheckInput(ctx, i, op_));
     std::vector<Tensor> core_inputs(4);
-    core_inputs[0] = ctx.input(0);
+    OwnedTensor x_first;
+    if (x_channels_last_) {
+      KILN_ASSIGN_OR_RETURN(x_first, MoveChannels(ctx.input(0), /*to_first=*/true));
+      core_inputs[0] = x_first.view();
+    } else {
+      core_inputs[0] = ctx.input(0);
+    }
     core_inputs[1] = ctx.input(3);
     if (ctx.has_input(2)) core_inputs[2] = ctx.input(2);
     if (ctx.num_inputs() > 5 && ctx.has_input(5)) core_inputs[3] = ctx.input(5);
@@ -454,7 +512,7 @@ class QuantizedKernel final : public Kernel {
       if (bias_f != nullptr) v += bias_f[c] / y_scale;
       return std::min(std::max(v, lo), hi);
     };
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, y_type, acc.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y, out_ctx.AllocateOutput(0, y_type, acc.shape()));
     if (!has_y) {
       float* py = y.data<float>();
       for (int64_t e = 0; e < n; ++e) py[e] = value(e);
@@ -475,7 +533,6 @@ class QuantizedKernel final : public Kernel {
     });
   }
 
- private:
   // A one-element input of `dtype`.
   template <typename T>
   Result<T> Scalar(const KernelContext& ctx, int i, std::string_view what, DataType dtype) const {
@@ -492,6 +549,7 @@ class QuantizedKernel final : public Kernel {
   std::unique_ptr<Kernel> core_;
   bool conv_;
   Activation act_;
+  bool x_channels_last_, y_channels_last_;
 };
 
 Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool conv) {
@@ -520,12 +578,15 @@ Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool con
   };
   core.inputs = {in(0), in(3), in(2), in(5)};
   core.outputs = {node.outputs.empty() ? kNoValue : node.outputs[0]};
-  core.attributes = AttributesWithout(node, {"activation", "activation_params"});
+  core.attributes = AttributesWithout(
+      node, {"activation", "activation_params", "x_channels_last", "y_channels_last"});
   KernelInfo core_info(info.graph(), core, 10);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
                         conv ? CreateConvInteger(core_info) : CreateMatMulInteger(core_info));
-  return std::unique_ptr<Kernel>(
-      std::make_unique<QuantizedKernel>(node.op_type, std::move(kernel), conv, std::move(act)));
+  const bool x_channels_last = conv && node.GetInt("x_channels_last", 0) != 0;
+  const bool y_channels_last = conv && node.GetInt("y_channels_last", 0) != 0;
+  return std::unique_ptr<Kernel>(std::make_unique<QuantizedKernel>(
+      node.op_type, std::move(kernel), conv, std::move(act), x_channels_last, y_channels_last));
 }
 
 // QAdd: both operands dequantized, added, the activation, quantized, in FP32 exactly as the

@@ -21,16 +21,27 @@
 // A residual Add of two dequantized tensors with provably equal shapes, followed by an optional
 // Relu / Clip and a QuantizeLinear (all scalar parameters), becomes QAdd.
 // The DequantizeLinear nodes are left to dead code elimination (another reader may still need
-// them). Finally QuantizeLinear(DequantizeLinear(q, s, z), s, z) with equal scalar parameters is
-// q itself: its readers read q.
+// them). QuantizeLinear(DequantizeLinear(q, s, z), s, z) with equal scalar parameters is q
+// itself: its readers read q.
+// Layout: oneDNN's INT8 convolutions want channels-last data, kiln's tensors are channels-first,
+// so each QConv would transpose X in and Y out. Once per graph, the INT8 outputs of QConv / QAdd
+// are grouped (a QAdd ties its two operands and its output to one layout); a group whose values
+// are all such outputs (rank 3..5, not graph outputs) and of which some QConv reads one as X is
+// stored channels-last: the values' declared dims become [N, spatial..., C], the producing
+// QConvs get y_channels_last, the reading QConvs x_channels_last, and any other reader (a
+// DequantizeLinear before an FP32 op) reads it through a Transpose back to channels-first.
 
 #include "opt/passes/qdq.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "graph/kiln_ops.h"
 #include "opt/pass.h"
@@ -230,6 +241,7 @@ class QdqFusionPass final : public Pass {
       if (FuseAdd(ed, a, opset)) ++changes;
     }
     changes += RemoveRequantizeIdentities(ed);
+    changes += SelectChannelsLast(ed);
     return changes;
   }
 
@@ -390,6 +402,114 @@ class QdqFusionPass final : public Pass {
     ed.AddNode(std::move(fused));
     ImportKilnDomain(ed);
     return true;
+  }
+
+  // Keeps INT8 tensors between quantized convs in channels-last layout: see the file comment.
+  static int SelectChannelsLast(GraphEditor& ed) {
+    std::vector<int> nodes = ed.LiveNodes();
+    for (int n : nodes) {
+      const Node& node = ed.node(n);
+      if (IsKilnOp(node, kQConvOp) &&
+          (node.FindAttribute("x_channels_last") || node.FindAttribute("y_channels_last"))) {
+        return 0;  // chosen in an earlier round
+      }
+    }
+    // Union-find over values; QAdd ties its operands and output to one layout.
+    std::map<int, int> parent;
+    std::function<int(int)> find = [&](int v) {
+      auto it = parent.find(v);
+      if (it == parent.end()) return parent[v] = v;
+      return it->second == v ? v : (it->second = find(it->second));
+    };
+    auto unite = [&](int a, int b) { parent[find(a)] = find(b); };
+    std::set<int> eligible;  // INT8 rank 3..5 outputs of QConv / QAdd, not graph outputs
+    for (int n : nodes) {
+      const Node& node = ed.node(n);
+      const bool conv = IsKilnOp(node, kQConvOp), add = IsKilnOp(node, kQAddOp);
+      if (!conv && !add) continue;
+      const int out = node.outputs[0];
+      const ValueType& t = ed.value(out).type;
+      find(out);
+      if (add) {
+        unite(node.inputs[0], out);
+        unite(node.inputs[3], out);
+      }
+      if (IsQuant8(t.dtype) && t.has_shape && t.dims.size() >= 3 && t.dims.size() <= 5 &&
+          !ed.IsGraphOutput(out) && (add || node.has_input(6))) {
+        eligible.insert(out);
+      }
+    }
+    // A group goes channels-last when all its values are eligible and a QConv reads one of them.
+    std::map<int, bool> group_ok, group_used;
+    for (const auto& [v, unused] : parent) {
+      const int g = find(v);
+      if (!group_ok.count(g)) group_ok[g] = true;
+      if (!eligible.count(v)) group_ok[g] = false;
+      for (int r : ed.Consumers(v)) {
+        if (IsKilnOp(ed.node(r), kQConvOp) && ed.node(r).inputs[0] == v) group_used[g] = true;
+      }
+    }
+    int changes = 0;
+    for (const auto& [v, unused] : parent) {
+      const int g = find(v);
+      if (!group_ok[g] || !group_used[g]) continue;
+      ToChannelsLast(ed, v);
+      ++changes;
+    }
+    return changes;
+  }
+
+  static bool IsKilnOp(const Node& n, std::string_view op) {
+    return n.domain == kKilnDomain && n.op_type == op;
+  }
+
+  static void SetIntAttribute(GraphEditor& ed, int node, std::string_view name, int64_t value) {
+    std::vector<Attribute>& attrs = ed.graph().mutable_node(node).attributes;
+    for (Attribute& a : attrs) {
+      if (a.name == name) {
+        a = Attribute::Int(std::string(name), value);
+        return;
+      }
+    }
+    attrs.push_back(Attribute::Int(std::string(name), value));
+  }
+
+  // Value `v` (produced by a QConv or QAdd) becomes channels-last: its declared dims, its
+  // producer's and QConv readers' flags; any other reader gets a Transpose back.
+  static void ToChannelsLast(GraphEditor& ed, int v) {
+    const int producer = ed.Producer(v);
+    if (IsKilnOp(ed.node(producer), kQConvOp)) SetIntAttribute(ed, producer, "y_channels_last", 1);
+    const ValueType first = ed.value(v).type;
+    std::vector<Dim>& dims = ed.graph().mutable_value(v).type.dims;
+    std::rotate(dims.begin() + 1, dims.begin() + 2, dims.end());
+    const int rank = static_cast<int>(dims.size());
+    int back = kNoValue;
+    const std::vector<int> readers = ed.Consumers(v);
+    for (int r : readers) {
+      const Node& node = ed.node(r);
+      if (IsKilnOp(node, kQAddOp)) continue;
+      if (IsKilnOp(node, kQConvOp) && node.inputs[0] == v &&
+          std::count(node.inputs.begin(), node.inputs.end(), v) == 1) {
+        SetIntAttribute(ed, r, "x_channels_last", 1);
+        continue;
+      }
+      if (back == kNoValue) {
+        back = ed.AddValue(ed.value(v).name + "_nchw", first);
+        Node t;
+        t.name = ed.value(back).name;
+        t.op_type = "Transpose";
+        t.inputs = {v};
+        t.outputs = {back};
+        std::vector<int64_t> perm = {0, rank - 1};
+        for (int i = 1; i < rank - 1; ++i) perm.push_back(i);
+        t.attributes = {Attribute::Ints("perm", perm)};
+        ed.AddNode(std::move(t));
+      }
+      const std::vector<int> ins = ed.node(r).inputs;
+      for (size_t i = 0; i < ins.size(); ++i) {
+        if (ins[i] == v) ed.SetInput(r, static_cast<int>(i), back);
+      }
+    }
   }
 
   // QuantizeLinear(DequantizeLinear(q, s, z), s, z) -> q.
