@@ -3,7 +3,8 @@
 // per-channel INT8 weights, INT32 bias, fused Relu) against ai.kiln FusedConv (FP32, bias, fused
 // Relu), and ai.kiln QMatMul (UINT8 in and out) against MatMul, on ResNet-50 / MobileNetV2 convs
 // and a BERT-base 768x768 projection at batch 8. Each case runs as <case>/fp32 and <case>/int8;
-// a table at the end prints fp32 time / int8 time. Both kernels of a case run in the same
+// a table at the end prints fp32 time / int8 time. Convs also run as <case>/int8_nhwc: X and Y
+// channels-last, as qdq_fusion stores the tensors between quantized convs. Both kernels of a case run in the same
 // process, back to back, so a loaded machine slows both.
 //
 //   OMP_NUM_THREADS=2 build/bench/kernels/int8_bench --benchmark_min_time=0.5 \
@@ -12,8 +13,10 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,6 +45,7 @@ struct Case {
 struct Pair {
   std::string name;
   Case fp32, int8;
+  std::optional<Case> int8_cl;  // QConv with X and Y channels-last (as between quantized convs)
 };
 
 OwnedTensor Random(const In& in, std::mt19937& rng) {
@@ -169,7 +173,12 @@ std::vector<Pair> Pairs() {
     Case int8{std::string(kQConvOp), {{DataType::kUint8, x, false, 0, 255}}, attrs};
     for (In& in : QuantTail(w, w[0])) int8.inputs.push_back(in);
     int8.inputs.push_back({DataType::kInt32, {w[0]}, true, -1000, 1000});
-    v.push_back({name, fp32, int8});
+    Case cl = int8;
+    std::rotate(cl.inputs[0].dims.begin() + 1, cl.inputs[0].dims.begin() + 2,
+                cl.inputs[0].dims.end());
+    cl.attrs.push_back(Attribute::Int("x_channels_last", 1));
+    cl.attrs.push_back(Attribute::Int("y_channels_last", 1));
+    v.push_back({name, fp32, int8, cl});
   };
   conv("conv_resnet50_3x3_64_56_b8", {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1, 1);
   conv("conv_resnet50_1x1_256to64_56_b8", {8, 256, 56, 56}, {64, 256, 1, 1}, 1, 0, 1);
@@ -198,13 +207,19 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
   }
   void PrintRatios() const {
-    fmt::print("\n{:<40} {:>12} {:>12} {:>9}\n", "case (us)", "fp32", "int8", "speedup");
+    fmt::print("\n{:<40} {:>10} {:>10} {:>8} {:>12} {:>8}\n", "case (us)", "fp32", "int8",
+               "speedup", "int8_nhwc", "speedup");
     for (const Pair& p : Pairs()) {
       auto f = times_.find(p.name + "/fp32");
       auto q = times_.find(p.name + "/int8");
       if (f == times_.end() || q == times_.end()) continue;
-      fmt::print("{:<40} {:>12.1f} {:>12.1f} {:>8.2f}x\n", p.name, f->second, q->second,
+      fmt::print("{:<40} {:>10.1f} {:>10.1f} {:>7.2f}x", p.name, f->second, q->second,
                  f->second / q->second);
+      auto c = times_.find(p.name + "/int8_nhwc");
+      if (c != times_.end()) {
+        fmt::print(" {:>12.1f} {:>7.2f}x", c->second, f->second / c->second);
+      }
+      fmt::print("\n");
     }
   }
 
@@ -225,6 +240,12 @@ int main(int argc, char** argv) {
                                  [c = p.int8](benchmark::State& s) { kiln::Run(s, c); })
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
+    if (p.int8_cl) {
+      benchmark::RegisterBenchmark((p.name + "/int8_nhwc").c_str(),
+                                   [c = *p.int8_cl](benchmark::State& s) { kiln::Run(s, c); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
   }
   benchmark::Initialize(&argc, argv);
   kiln::RatioReporter reporter;
