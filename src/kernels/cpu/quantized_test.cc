@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
@@ -344,6 +345,32 @@ TEST(CpuQuantizedTest, ConvIntegerAndMatMulIntegerAreExact) {
     c.Input(Scalar<uint8_t>(131));
     ASSERT_EQ(c.PickedProvider(), "cpu");
     EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0, "MatMulInteger"), 0);
+  }
+}
+
+TEST(CpuQuantizedTest, ConcurrentComputeOnOneKernel) {
+  // One QConv and one QMatMul kernel instance run from 4 threads at once: every result equals
+  // the single-threaded one.
+  std::mt19937 rng(17);
+  QOptions o;
+  o.act = "Relu";
+  for (int which = 0; which < 2; ++which) {
+    KernelCase c = which == 0 ? MakeQConv(ConvCases()[8], o, rng, std::string(kQConvOp))
+                              : MakeQMatMul({4, 16, 100}, 48, o, rng, std::string(kQMatMulOp));
+    OwnedTensor expected = c.Run("cpu");
+    Result<KernelCase::Prepared> p = c.Prepare("cpu");
+    ASSERT_TRUE(p.ok());
+    std::vector<std::thread> threads;
+    std::vector<OwnedTensor> results(4);
+    for (size_t t = 0; t < results.size(); ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 3; ++i) results[t] = c.Execute(*p).value();
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (const OwnedTensor& r : results) {
+      EXPECT_EQ(ExpectWithinLsb(r, expected, 0, "concurrent"), 0);
+    }
   }
 }
 
