@@ -8,15 +8,20 @@ FP32 and INT8 throughput:
     build/kiln profile /tmp/models/resnet50_fp32.onnx --batch 8 --threads 2
     build/kiln profile /tmp/models/resnet50_qdq.onnx --batch 8 --threads 2
 
-The QDQ models are for speed only: weights are quantized per output channel from their own
-range (symmetric INT8), but activation scales are fixed guesses, not calibrated (INT8 kernels
-take the same time whatever the values). Structure follows the contract: QuantizeLinear ->
+Weights are quantized per output channel from their own range (symmetric INT8); activation
+scales come from the ranges of one calibration batch of random images run through the FP32 model
+by kiln itself (`kiln run`, every intermediate made a graph output; the kiln binary is
+build/kiln or the second argument), so INT8 and FP32 outputs are comparable, though the weights
+are random. Structure follows the contract: QuantizeLinear ->
 DequantizeLinear on the input of every Conv / Gemm and on its output (after the Relu / Clip
 that follows it), INT8 weights with a per-channel DequantizeLinear, INT32 biases with scale
 x_scale * w_scale, so residual Adds see DequantizeLinear on both inputs.
 """
 
+import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -33,7 +38,38 @@ def export_fp32(model, path):
                       do_constant_folding=True)
 
 
-def quantize(fp32_path, qdq_path):
+def calibrate(fp32_path, kiln):
+    """Ranges (min, max) of every FP32 tensor of the model on 4 random images."""
+    m = onnx.load(fp32_path)
+    inferred = onnx.shape_inference.infer_shapes(m)
+    outputs = {o.name for o in m.graph.output}
+    for vi in inferred.graph.value_info:
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT and vi.name not in outputs:
+            m.graph.output.append(vi)
+    names = [o.name for o in m.graph.output]
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "calib.onnx")
+        onnx.save(m, model)
+        x = np.random.default_rng(0).standard_normal((4, 3, 224, 224)).astype(np.float32)
+        np.save(os.path.join(d, "x.npy"), x)
+        subprocess.run([kiln, "run", model, "--input", f"input={d}/x.npy", "--output-dir",
+                        f"{d}/out", "--output-format", "npy", "--no-optimize"], check=True)
+        ranges = {}
+        for i, name in enumerate(names):
+            t = np.load(f"{d}/out/output_{i}.npy")
+            ranges[name] = (float(min(t.min(), 0.0)), float(max(t.max(), 0.0)))
+        ranges["input"] = (float(min(x.min(), 0.0)), float(max(x.max(), 0.0)))
+    return ranges
+
+
+def act_params(rng):
+    """UINT8 scale and zero point covering [lo, hi] (which contains 0)."""
+    lo, hi = rng
+    scale = max(hi - lo, 1e-6) / 255.0
+    return scale, int(np.clip(np.rint(-lo / scale), 0, 255))
+
+
+def quantize(fp32_path, qdq_path, ranges):
     m = onnx.load(fp32_path)
     g = m.graph
     inits = {t.name: t for t in g.initializer}
@@ -84,9 +120,8 @@ def quantize(fp32_path, qdq_path):
         if w not in inits:
             continue
         # Input activation.
-        p = producers.get(x)
-        after_relu = p is not None and p.op_type in ("Relu", "Clip")
-        qdq(x, 0.05 if not after_relu else 6.0 / 255, 128 if not after_relu else 0)
+        if x in ranges:
+            qdq(x, *act_params(ranges[x]))
         x_scale = quantized[x][0] if x in quantized else dq_outputs[x]
         # Weight: per output channel, symmetric INT8.
         wf = numpy_helper.to_array(inits[w]).astype(np.float32)
@@ -117,9 +152,9 @@ def quantize(fp32_path, qdq_path):
         out = n.output[0]
         readers = consumers.get(out, [])
         if len(readers) == 1 and readers[0].op_type in ("Relu", "Clip"):
-            qdq(readers[0].output[0], 6.0 / 255, 0)
+            qdq(readers[0].output[0], *act_params(ranges[readers[0].output[0]]))
         else:
-            qdq(out, 0.05, 128)
+            qdq(out, *act_params(ranges[out]))
 
     # Insert each new node right after its tensor's producer (or at the front).
     order = list(g.node)
@@ -145,12 +180,14 @@ def quantize(fp32_path, qdq_path):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
+    kiln = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "kiln")
     torch.manual_seed(0)
     for name, ctor in (("resnet50", torchvision.models.resnet50),
                        ("mobilenetv2", torchvision.models.mobilenet_v2)):
         fp32 = f"{out}/{name}_fp32.onnx"
         export_fp32(ctor(), fp32)
-        quantize(fp32, f"{out}/{name}_qdq.onnx")
+        quantize(fp32, f"{out}/{name}_qdq.onnx", calibrate(fp32, kiln))
         print("wrote", fp32, f"{out}/{name}_qdq.onnx")
 
 
