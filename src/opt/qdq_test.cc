@@ -289,6 +289,49 @@ TEST(QdqFusionTest, ResidualTrunkStaysChannelsLast) {
   ExpectWithinQuantization(*g, *o.graph, 2 * 0.05 + 1e-6);
 }
 
+TEST(QdqFusionTest, QLinearConvChainBecomesQConvChannelsLast) {
+  // A model in the operator format: x -> QuantizeLinear -> QLinearConv -> QLinearConv ->
+  // DequantizeLinear.
+  std::mt19937 rng(9);
+  TestGraph t(13);
+  QdqBuilder q(t, rng);
+  const std::vector<int64_t> d = {-1, 8, 6, 6};
+  const int xq = q.QuantizeOnly(t.Input("x", d), 0.02f, 128, d, false);
+  int layer = 0;
+  auto qlinear = [&](int in, float in_scale, int in_zp, float out_scale) {
+    const std::string p = "l" + std::to_string(layer++) + "_";
+    std::vector<int8_t> w(8 * 8 * 9);
+    std::uniform_int_distribution<int> dist(-127, 127);
+    for (int8_t& v : w) v = int8_t(dist(rng));
+    std::vector<int> ins = {
+        in,
+        t.Scalar(p + "xs", in_scale),
+        t.Const(p + "xzp", TypedTensor<uint8_t>(DataType::kUint8, Shape{}, {uint8_t(in_zp)})),
+        t.Const(p + "w", TypedTensor<int8_t>(DataType::kInt8, Shape{8, 8, 3, 3}, w)),
+        t.Const(p + "ws", FloatTensor(Shape{8}, std::vector<float>(8, 0.004f))),
+        t.Const(p + "wzp",
+                TypedTensor<int8_t>(DataType::kInt8, Shape{8}, std::vector<int8_t>(8, 0))),
+        t.Scalar(p + "ys", out_scale),
+        t.Const(p + "yzp", TypedTensor<uint8_t>(DataType::kUint8, Shape{}, {120}))};
+    return t.Op("QLinearConv", ins, {Attribute::Ints("pads", {1, 1, 1, 1})}, d, DataType::kUint8);
+  };
+  const int c1 = qlinear(xq, 0.02f, 128, 0.05f);
+  const int c2 = qlinear(c1, 0.05f, 120, 0.08f);
+  t.Output(t.Op("DequantizeLinear", {c2, t.Scalar("os", 0.08f),
+                                     t.Const("ozp", TypedTensor<uint8_t>(DataType::kUint8,
+                                                                         Shape{}, {120}))},
+                {}, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "QLinearConv"), 0);
+  ASSERT_EQ(CountOps(*o.graph, "QConv", "ai.kiln"), 2);
+  EXPECT_EQ(FindOp(*o.graph, "QConv", 0)->GetInt("y_channels_last", 0) +
+                FindOp(*o.graph, "QConv", 1)->GetInt("x_channels_last", 0),
+            2);
+  // QConv without activation or FP32 bias is QLinearConv: within 1 output step (0.08).
+  ExpectWithinQuantization(*g, *o.graph, 0.08 + 1e-6);
+}
+
 TEST(QdqFusionTest, ClipIsFusedAndSymmetricInt8Activations) {
   std::mt19937 rng(2);
   TestGraph t(13);

@@ -23,6 +23,8 @@
 // The DequantizeLinear nodes are left to dead code elimination (another reader may still need
 // them). QuantizeLinear(DequantizeLinear(q, s, z), s, z) with equal scalar parameters is q
 // itself: its readers read q.
+// ONNX QLinearConv / QLinearMatMul (models quantized in the operator format) become QConv /
+// QMatMul unchanged: same inputs in the same order, same numerics.
 // Layout: oneDNN's INT8 convolutions want channels-last data, kiln's tensors are channels-first,
 // so each QConv would transpose X in and Y out. Once per graph, the INT8 outputs of QConv / QAdd
 // are grouped (a QAdd ties its two operands and its output to one layout); a group whose values
@@ -240,6 +242,9 @@ class QdqFusionPass final : public Pass {
       if (!ed.alive(a) || !IsOnnxOp(ed.node(a), "Add")) continue;
       if (FuseAdd(ed, a, opset)) ++changes;
     }
+    for (int n : ed.LiveNodes()) {
+      if (RenameQLinear(ed, n)) ++changes;
+    }
     changes += RemoveRequantizeIdentities(ed);
     changes += SelectChannelsLast(ed);
     return changes;
@@ -326,6 +331,33 @@ class QdqFusionPass final : public Pass {
     }
     for (int p : pattern) ed.RemoveNode(p);
     ed.AddNode(std::move(fused));
+    ImportKilnDomain(ed);
+    return true;
+  }
+
+  // QLinearConv / QLinearMatMul are QConv / QMatMul with the same inputs (and no activation):
+  // renamed, they join the channels-last choice below.
+  static bool RenameQLinear(GraphEditor& ed, int n) {
+    const Node& node = ed.node(n);
+    const bool conv = IsOnnxOp(node, "QLinearConv"), matmul = IsOnnxOp(node, "QLinearMatMul");
+    if (!conv && !matmul) return false;
+    if (node.outputs.size() != 1 || node.inputs.size() < 8) return false;
+    if (!IsQuant8(ed.DtypeOf(node.outputs[0]))) return false;
+    // Within QConv / QMatMul's definition: scalar activation parameters, an INT8 weight (2-D for
+    // the matmul) with one scale per tensor or per output channel.
+    for (int i : {1, 2, 6, 7}) {
+      const OwnedTensor* c = ed.Constant(node.inputs[static_cast<size_t>(i)]);
+      if (c == nullptr || c->num_elements() != 1) return false;
+    }
+    const OwnedTensor* w = ed.Constant(node.inputs[3]);
+    if (w == nullptr || w->dtype() != DataType::kInt8 || (matmul && w->shape().rank() != 2)) {
+      return false;
+    }
+    Node q = node;
+    q.domain = std::string(kKilnDomain);
+    q.op_type = std::string(conv ? kQConvOp : kQMatMulOp);
+    ed.RemoveNode(n);
+    ed.AddNode(std::move(q));
     ImportKilnDomain(ed);
     return true;
   }
