@@ -4,8 +4,8 @@
 // Relu), and ai.kiln QMatMul (UINT8 in and out) against MatMul, on ResNet-50 / MobileNetV2 convs
 // and a BERT-base 768x768 projection at batch 8. Each case runs as <case>/fp32 and <case>/int8;
 // a table at the end prints fp32 time / int8 time. Convs also run as <case>/int8_nhwc: X and Y
-// channels-last, as qdq_fusion stores the tensors between quantized convs. Both kernels of a case run in the same
-// process, back to back, so a loaded machine slows both.
+// channels-last, as qdq_fusion stores the tensors between quantized convs. Both kernels of a case
+// run in the same process, back to back, so a loaded machine slows both.
 //
 //   OMP_NUM_THREADS=2 build/bench/kernels/int8_bench --benchmark_min_time=0.5 \
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -49,8 +49,7 @@ struct Pair {
 };
 
 OwnedTensor Random(const In& in, std::mt19937& rng) {
-  OwnedTensor t =
-      OwnedTensor::Allocate(in.dtype, Shape(std::span<const int64_t>(in.dims))).value();
+  OwnedTensor t = OwnedTensor::Allocate(in.dtype, Shape(std::span<const int64_t>(in.dims))).value();
   const int64_t n = t.num_elements();
   if (in.dtype == DataType::kFloat32) {
     std::uniform_real_distribution<float> d(float(in.lo), float(in.hi));
@@ -163,12 +162,11 @@ std::vector<In> QuantTail(std::vector<int64_t> w, int64_t channels) {
 
 std::vector<Pair> Pairs() {
   std::vector<Pair> v;
-  auto conv = [&](std::string name, std::vector<int64_t> x, std::vector<int64_t> w,
-                  int64_t stride, int64_t pad, int64_t group) {
-    std::vector<Attribute> attrs = {Attribute::Ints("strides", {stride, stride}),
-                                    Attribute::Ints("pads", {pad, pad, pad, pad}),
-                                    Attribute::Int("group", group),
-                                    Attribute::String("activation", "Relu")};
+  auto conv = [&](std::string name, std::vector<int64_t> x, std::vector<int64_t> w, int64_t stride,
+                  int64_t pad, int64_t group) {
+    std::vector<Attribute> attrs = {
+        Attribute::Ints("strides", {stride, stride}), Attribute::Ints("pads", {pad, pad, pad, pad}),
+        Attribute::Int("group", group), Attribute::String("activation", "Relu")};
     Case fp32{std::string(kFusedConvOp), {F32(x), F32(w, true), F32({w[0]}, true)}, attrs};
     Case int8{std::string(kQConvOp), {{DataType::kUint8, x, false, 0, 255}}, attrs};
     for (In& in : QuantTail(w, w[0])) int8.inputs.push_back(in);

@@ -40,8 +40,8 @@ class QdqBuilder {
   int QuantizeOnly(int x, float s, int zp, const std::vector<int64_t>& dims, bool symmetric) {
     last_scale_ = t_.Scalar(Name("s"), s);
     last_zp_ = symmetric ? t_.Const(Name("zp"), TypedTensor<int8_t>(DataType::kInt8, Shape{}, {0}))
-                         : t_.Const(Name("zp"), TypedTensor<uint8_t>(DataType::kUint8, Shape{},
-                                                                     {uint8_t(zp)}));
+                         : t_.Const(Name("zp"),
+                                    TypedTensor<uint8_t>(DataType::kUint8, Shape{}, {uint8_t(zp)}));
     return t_.Op("QuantizeLinear", {x, last_scale_, last_zp_}, {}, dims,
                  symmetric ? DataType::kInt8 : DataType::kUint8);
   }
@@ -69,8 +69,8 @@ class QdqBuilder {
     const int wq = t_.Const(Name("wq"), TypedTensor<int8_t>(DataType::kInt8, shape, q));
     const Shape ps = per_channel ? Shape{channels} : Shape{};
     const int sv = t_.Const(Name("ws"), FloatTensor(ps, s));
-    const int zv = t_.Const(Name("wzp"), TypedTensor<int8_t>(DataType::kInt8, ps,
-                                                             std::vector<int8_t>(s.size(), 0)));
+    const int zv = t_.Const(
+        Name("wzp"), TypedTensor<int8_t>(DataType::kInt8, ps, std::vector<int8_t>(s.size(), 0)));
     return t_.Op("DequantizeLinear", {wq, sv, zv}, {Attribute::Int("axis", axis)}, dims);
   }
 
@@ -232,8 +232,8 @@ TEST(QdqFusionTest, ResidualBlockAddBecomesQAdd) {
   const std::vector<Attribute> pads = {Attribute::Ints("pads", {1, 1, 1, 1})};
   const int c1 = t.Op("Conv", {xd, q.Weight({16, 16, 3, 3}, 0, true)}, pads, d);
   const int r1 = q.Qdq(t.Op("Relu", {c1}, {}, d), 0.02f, 0, d);
-  const int c2 = q.Qdq(t.Op("Conv", {r1, q.Weight({16, 16, 3, 3}, 0, true)}, pads, d), 0.03f,
-                       125, d);
+  const int c2 =
+      q.Qdq(t.Op("Conv", {r1, q.Weight({16, 16, 3, 3}, 0, true)}, pads, d), 0.03f, 125, d);
   const int sum = t.Op("Add", {c2, xd}, {}, d);
   t.Output(q.Qdq(t.Op("Relu", {sum}, {}, d), 0.025f, 0, d));
   std::shared_ptr<const Graph> g = t.Build();
@@ -317,9 +317,9 @@ TEST(QdqFusionTest, QLinearConvChainBecomesQConvChannelsLast) {
   };
   const int c1 = qlinear(xq, 0.02f, 128, 0.05f);
   const int c2 = qlinear(c1, 0.05f, 120, 0.08f);
-  t.Output(t.Op("DequantizeLinear", {c2, t.Scalar("os", 0.08f),
-                                     t.Const("ozp", TypedTensor<uint8_t>(DataType::kUint8,
-                                                                         Shape{}, {120}))},
+  t.Output(t.Op("DequantizeLinear",
+                {c2, t.Scalar("os", 0.08f),
+                 t.Const("ozp", TypedTensor<uint8_t>(DataType::kUint8, Shape{}, {120}))},
                 {}, d));
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeAll(g);
@@ -341,8 +341,8 @@ TEST(QdqFusionTest, ClipIsFusedAndSymmetricInt8Activations) {
   const int xd = q.Qdq(x, xs, 0, {-1, 8, 7, 7}, /*symmetric=*/true);
   const int w = q.Weight({17, 8, 3, 3}, 0, false);
   const int conv = t.Op("Conv", {xd, w}, {}, {{-1, 17, 5, 5}});
-  const int clip = t.Op("Clip", {conv, t.Scalar("lo", 0.0f), t.Scalar("hi", 6.0f)}, {},
-                        {{-1, 17, 5, 5}});
+  const int clip =
+      t.Op("Clip", {conv, t.Scalar("lo", 0.0f), t.Scalar("hi", 6.0f)}, {}, {{-1, 17, 5, 5}});
   t.Output(q.Qdq(clip, 6.0f / 255, 0, {-1, 17, 5, 5}));
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeAll(g);
@@ -411,8 +411,7 @@ TEST(QdqFusionTest, LeavesWhatItCannotProve) {
   EXPECT_EQ(CountOps(*o.graph, "Conv"), 1);
   ASSERT_EQ(CountOps(*o.graph, "QConv", "ai.kiln"), 1);
   // conv2 keeps its FP32 output (it has two readers), so its QuantizeLinear stays.
-  EXPECT_EQ(o.graph->value(FindOp(*o.graph, "QConv")->outputs[0]).type.dtype,
-            DataType::kFloat32);
+  EXPECT_EQ(o.graph->value(FindOp(*o.graph, "QConv")->outputs[0]).type.dtype, DataType::kFloat32);
   ExpectWithinQuantization(*g, *o.graph, 0.05 + 1e-6, 0.0);
 }
 

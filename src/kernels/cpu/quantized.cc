@@ -49,7 +49,9 @@ using dt = dnnl::memory::data_type;
 // Which op a kernel serves; decides the input positions.
 enum class QOp { kQConv, kQLinearConv, kConvInteger, kQMatMul, kQLinearMatMul, kMatMulInteger };
 
-bool IsConv(QOp op) { return op == QOp::kQConv || op == QOp::kQLinearConv || op == QOp::kConvInteger; }
+bool IsConv(QOp op) {
+  return op == QOp::kQConv || op == QOp::kQLinearConv || op == QOp::kConvInteger;
+}
 bool IsInteger(QOp op) { return op == QOp::kConvInteger || op == QOp::kMatMulInteger; }
 
 // Input positions: X, x_scale, x_zero_point, W, w_scale, w_zero_point, y_scale, y_zero_point, B
@@ -69,8 +71,7 @@ const OwnedTensor* ConstAt(const KernelInfo& info, int i) {
 bool SourceTypeSupported(DataType t) {
   if (t == DataType::kUint8) return true;
   // A signed source needs oneDNN's s8s8 compensation, which is exact only with VNNI.
-  return t == DataType::kInt8 &&
-         dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_vnni;
+  return t == DataType::kInt8 && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_vnni;
 }
 
 bool AllZero(const OwnedTensor& t) {
@@ -350,10 +351,10 @@ class QuantizedKernel final : public Kernel {
         pad_l.push_back(g.pad_begin[du]);
         pad_r.push_back(g.pad_end[du]);
       }
-      plan->src_user = dnnl::memory::desc(src_dims, src_type,
-                                          x_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
-      plan->dst_user = dnnl::memory::desc(dst_dims, p_.y_type,
-                                          y_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
+      plan->src_user = dnnl::memory::desc(
+          src_dims, src_type, x_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
+      plan->dst_user = dnnl::memory::desc(
+          dst_dims, p_.y_type, y_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
       wei_user = dnnl::memory::desc(wei_dims, dt::s8, PlainTag(static_cast<int>(wei_dims.size())));
       plan->bias_md = dnnl::memory::desc({p_.channels}, bias_type, tag::a);
       const dnnl::memory::desc src_any(src_dims, src_type, tag::any);
@@ -399,10 +400,9 @@ class QuantizedKernel final : public Kernel {
       wei_user = dnnl::memory::desc({k, n}, dt::s8, tag::ab);
       plan->bias_md = dnnl::memory::desc({1, n}, bias_type, tag::ab);
       const dnnl::memory::desc wei_any({k, n}, dt::s8, tag::any);
-      const auto desc = has_bias
-                            ? dnnl::matmul::desc(plan->src_user, wei_any, plan->bias_md,
-                                                 plan->dst_user)
-                            : dnnl::matmul::desc(plan->src_user, wei_any, plan->dst_user);
+      const auto desc =
+          has_bias ? dnnl::matmul::desc(plan->src_user, wei_any, plan->bias_md, plan->dst_user)
+                   : dnnl::matmul::desc(plan->src_user, wei_any, plan->dst_user);
       const dnnl::matmul::primitive_desc pd(desc, attr, eng);
       plan->prim = dnnl::matmul(pd);
       plan->src_md = pd.src_desc();
@@ -461,8 +461,8 @@ class QuantizedKernel final : public Kernel {
       args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dnnl::memory(zp_md, eng, &y_zp_value));
     }
     if (!p_.bias_s32.empty()) {
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, eng,
-                                               const_cast<int32_t*>(p_.bias_s32.data())));
+      args.emplace(DNNL_ARG_BIAS,
+                   dnnl::memory(plan.bias_md, eng, const_cast<int32_t*>(p_.bias_s32.data())));
     } else if (!p_.bias_f32.empty()) {
       args.emplace(DNNL_ARG_BIAS,
                    dnnl::memory(plan.bias_md, eng, const_cast<float*>(p_.bias_f32.data())));
@@ -524,11 +524,11 @@ Result<AxisLayout> Layout(const Tensor& x, const Tensor& scale, int64_t axis, bo
   if (scale.num_elements() == 1 || !per_axis_ok) return l;
   KILN_ASSIGN_OR_RETURN(int a, ref::NormalizeAxis(op, axis, x.rank(), /*allow_negative=*/true));
   l.count = x.dim(a);
-  l.inner = ref::DimProduct(x.shape().dims(), static_cast<size_t>(a) + 1,
-                            static_cast<size_t>(x.rank()));
+  l.inner =
+      ref::DimProduct(x.shape().dims(), static_cast<size_t>(a) + 1, static_cast<size_t>(x.rank()));
   if (scale.rank() != 1 || scale.dim(0) != l.count) {
-    return OpError(op, "scale {} must be a scalar or 1-D with {} elements", scale.shape().ToString(),
-                   l.count);
+    return OpError(op, "scale {} must be a scalar or 1-D with {} elements",
+                   scale.shape().ToString(), l.count);
   }
   return l;
 }
@@ -717,8 +717,7 @@ class QAddKernel final : public Kernel {
       p.lo = act_.p0;
       p.hi = act_.p1;
     }
-    KILN_ASSIGN_OR_RETURN(Tensor y,
-                          ctx.AllocateOutput(0, ctx.input(7).dtype(), a.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, ctx.input(7).dtype(), a.shape()));
     const auto* pa = static_cast<const uint8_t*>(a.raw_data());
     const auto* pb = static_cast<const uint8_t*>(b.raw_data());
     auto* py = static_cast<uint8_t*>(y.raw_data());
@@ -784,8 +783,7 @@ Result<std::unique_ptr<Kernel>> CreateDequantizeLinearCpu(const KernelInfo& info
       std::make_unique<DequantizeLinearKernel>(axis, info.opset() >= 13, std::move(reference)));
 }
 Result<std::unique_ptr<Kernel>> CreateDynamicQuantizeLinearCpu(const KernelInfo& info) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference,
-                        ref::CreateDynamicQuantizeLinear(info));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateDynamicQuantizeLinear(info));
   return std::unique_ptr<Kernel>(
       std::make_unique<DynamicQuantizeLinearKernel>(std::move(reference)));
 }

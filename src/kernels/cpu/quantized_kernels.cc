@@ -80,10 +80,12 @@ bool UseAvx2() { return ActiveIsa() == Isa::kAvx2; }
 }  // namespace
 
 void QuantizeF32ToU8(const float* x, float scale, int32_t zp, uint8_t* y, int64_t n) {
-  UseAvx2() ? avx2::QuantizeF32ToU8(x, scale, zp, y, n) : scalar::QuantizeF32ToU8(x, scale, zp, y, n);
+  UseAvx2() ? avx2::QuantizeF32ToU8(x, scale, zp, y, n)
+            : scalar::QuantizeF32ToU8(x, scale, zp, y, n);
 }
 void QuantizeF32ToS8(const float* x, float scale, int32_t zp, int8_t* y, int64_t n) {
-  UseAvx2() ? avx2::QuantizeF32ToS8(x, scale, zp, y, n) : scalar::QuantizeF32ToS8(x, scale, zp, y, n);
+  UseAvx2() ? avx2::QuantizeF32ToS8(x, scale, zp, y, n)
+            : scalar::QuantizeF32ToS8(x, scale, zp, y, n);
 }
 void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zp, float* y, int64_t n) {
   UseAvx2() ? avx2::DequantizeU8ToF32(x, scale, zp, y, n)

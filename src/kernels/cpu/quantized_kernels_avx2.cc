@@ -108,8 +108,8 @@ void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
 namespace {
 
 inline __m256 DequantizeLanes(const void* t, bool is_signed, int64_t i, __m256i zp, __m256 scale) {
-  const __m128i raw = _mm_loadl_epi64(
-      reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(t) + i));
+  const __m128i raw =
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(t) + i));
   const __m256i wide = is_signed ? _mm256_cvtepi8_epi32(raw) : _mm256_cvtepu8_epi32(raw);
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zp)), scale);
 }

@@ -3,9 +3,10 @@
 // QLinearMatMul within 1 in the last place of a quantized output (oneDNN rounds the
 // requantization in another FP32 order) and within 1e-5 relative for FP32 outputs;
 // ConvInteger / MatMulInteger exactly; QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear
-// and ai.kiln QAdd exactly, on both the AVX2 and the scalar path, including halves (round half to even),
-// saturation, NaN and infinities, zero points and per-axis parameters. Shapes include edge sizes
-// (1, 7, 17), channels not a multiple of 16, groups and depthwise, strides, pads and batch > 1.
+// and ai.kiln QAdd exactly, on both the AVX2 and the scalar path, including halves (round half to
+// even), saturation, NaN and infinities, zero points and per-axis parameters. Shapes include edge
+// sizes (1, 7, 17), channels not a multiple of 16, groups and depthwise, strides, pads and batch
+// > 1.
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -203,8 +204,9 @@ TEST(CpuQuantizedTest, QConvMatchesReference) {
   std::mt19937 rng(11);
   for (const QConvCase& cc : ConvCases()) {
     for (const QOptions& o : OptionSets()) {
-      const std::string what = fmt::format("x {} m {} group {}: {}", Shape(std::span<const int64_t>(cc.x)).ToString(), cc.m,
-                                           cc.group, Describe(o));
+      const std::string what =
+          fmt::format("x {} m {} group {}: {}", Shape(std::span<const int64_t>(cc.x)).ToString(),
+                      cc.m, cc.group, Describe(o));
       CompareProviders(MakeQConv(cc, o, rng, std::string(kQConvOp)), what);
     }
   }
@@ -253,8 +255,8 @@ TEST(CpuQuantizedTest, QConvChannelsLastMatchesChannelsFirst) {
       if (!cc.strides.empty()) c.Attr(IntsAttr("strides", cc.strides));
       if (!cc.pads.empty()) c.Attr(IntsAttr("pads", cc.pads));
       c.Attr(IntAttr("x_channels_last", xl)).Attr(IntAttr("y_channels_last", yl));
-      const std::string what = fmt::format("x {} channels-last x {} y {}",
-                                           Shape(std::span<const int64_t>(cc.x)).ToString(), xl, yl);
+      const std::string what = fmt::format(
+          "x {} channels-last x {} y {}", Shape(std::span<const int64_t>(cc.x)).ToString(), xl, yl);
       OwnedTensor ref = c.Run("ref");
       EXPECT_EQ(ExpectWithinLsb(ref, want, 0, what + " (ref)"), 0);
       ExpectWithinLsb(c.Run("cpu"), ref, 1, what);
@@ -270,7 +272,8 @@ TEST(CpuQuantizedTest, QLinearConvMatchesReference) {
       o.y = y;
       o.bias = y;  // QLinearConv's bias is INT32; bias 2 means FP32, so only 1 has a bias
       if (o.bias == 2) o.bias = 0;
-      const std::string what = fmt::format("x {}: {}", Shape(std::span<const int64_t>(cc.x)).ToString(), Describe(o));
+      const std::string what =
+          fmt::format("x {}: {}", Shape(std::span<const int64_t>(cc.x)).ToString(), Describe(o));
       CompareProviders(MakeQConv(cc, o, rng, "QLinearConv"), what);
     }
   }
@@ -294,8 +297,8 @@ KernelCase MakeQMatMul(const std::vector<int64_t>& a, int64_t n, const QOptions&
 
 const std::vector<std::pair<std::vector<int64_t>, int64_t>>& MatMulCases() {
   static const std::vector<std::pair<std::vector<int64_t>, int64_t>> cases = {
-      {{1, 1}, 1},     {{7, 17}, 5},       {{2, 7, 33}, 17}, {{3, 2, 5, 64}, 48},
-      {{16, 768}, 96}, {{1, 9, 100}, 130},
+      {{1, 1}, 1},         {{7, 17}, 5},    {{2, 7, 33}, 17},
+      {{3, 2, 5, 64}, 48}, {{16, 768}, 96}, {{1, 9, 100}, 130},
   };
   return cases;
 }
@@ -304,7 +307,8 @@ TEST(CpuQuantizedTest, QMatMulMatchesReference) {
   std::mt19937 rng(13);
   for (const auto& [a, n] : MatMulCases()) {
     for (const QOptions& o : OptionSets()) {
-      const std::string what = fmt::format("A {} N {}: {}", Shape(std::span<const int64_t>(a)).ToString(), n, Describe(o));
+      const std::string what = fmt::format(
+          "A {} N {}: {}", Shape(std::span<const int64_t>(a)).ToString(), n, Describe(o));
       CompareProviders(MakeQMatMul(a, n, o, rng, std::string(kQMatMulOp)), what);
     }
   }
@@ -317,7 +321,8 @@ TEST(CpuQuantizedTest, QLinearMatMulMatchesReference) {
       QOptions o;
       o.y = y;
       o.bias = 0;
-      const std::string what = fmt::format("A {} N {}: {}", Shape(std::span<const int64_t>(a)).ToString(), n, Describe(o));
+      const std::string what = fmt::format(
+          "A {} N {}: {}", Shape(std::span<const int64_t>(a)).ToString(), n, Describe(o));
       CompareProviders(MakeQMatMul(a, n, o, rng, "QLinearMatMul"), what);
     }
   }
@@ -459,8 +464,8 @@ TEST_P(QuantizeIsaTest, QuantizeLinearIsExact) {
 TEST_P(QuantizeIsaTest, QuantizeRoundsHalfToEvenAndSaturates) {
   // Expected values worked out by hand: scale 1, zero point 10, UINT8.
   ScopedMaxIsa cap(GetParam());
-  std::vector<float> x = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -10.5f, -11.f, 245.5f, 244.5f, 1e9f,
-                          std::nanf("")};
+  std::vector<float> x = {0.5f,  1.5f,   2.5f,   -0.5f, -1.5f,        -10.5f,
+                          -11.f, 245.5f, 244.5f, 1e9f,  std::nanf("")};
   while (x.size() < 40) x.push_back(2.5f);  // long enough for the vector loop
   KernelCase c("QuantizeLinear", 13);
   c.Input(MakeTensor<float>(Shape{int64_t(x.size())}, x))
@@ -554,9 +559,8 @@ TEST_P(QuantizeIsaTest, QAddIsExact) {
         if (!act.empty()) c.Attr(StringAttr("activation", act));
         if (act == "Clip") c.Attr(FloatsAttr("activation_params", {-1.0f, 4.5f}));
         ASSERT_EQ(c.PickedProvider(), "cpu");
-        const std::string what =
-            fmt::format("QAdd n {} signed {}{}{} act '{}'", n, t.a_signed, t.b_signed, t.y_signed,
-                        act);
+        const std::string what = fmt::format("QAdd n {} signed {}{}{} act '{}'", n, t.a_signed,
+                                             t.b_signed, t.y_signed, act);
         EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0, what), 0) << what;
       }
     }

@@ -613,10 +613,11 @@ class QAddKernel final : public Kernel {
       const Tensor& z = ctx.input(kZeroPointInput[k]);
       types[k] = k < 2 ? ctx.input(3 * k).dtype() : z.dtype();
       if (s.dtype() != DataType::kFloat32 || s.num_elements() != 1 || z.num_elements() != 1 ||
-          z.dtype() != types[k] ||
-          (types[k] != DataType::kUint8 && types[k] != DataType::kInt8)) {
-        return OpError(kOp, "operand {}: scale must be an FP32 scalar and the zero point a UINT8 "
-                       "or INT8 scalar of the tensor's dtype", k);
+          z.dtype() != types[k] || (types[k] != DataType::kUint8 && types[k] != DataType::kInt8)) {
+        return OpError(kOp,
+                       "operand {}: scale must be an FP32 scalar and the zero point a UINT8 "
+                       "or INT8 scalar of the tensor's dtype",
+                       k);
       }
       scale[k] = s.data<const float>()[0];
       zp[k] = z.dtype() == DataType::kUint8 ? int32_t{z.data<const uint8_t>()[0]}

@@ -212,8 +212,8 @@ class ConstantFoldingPass final : public Pass {
     int changes = 0;
     const KernelRegistry& registry = KernelRegistry::Global();
     const bool keep_quantized =
-        std::find(options.disabled_passes.begin(), options.disabled_passes.end(),
-                  "qdq_fusion") == options.disabled_passes.end();
+        std::find(options.disabled_passes.begin(), options.disabled_passes.end(), "qdq_fusion") ==
+        options.disabled_passes.end();
     for (int n : ed.LiveNodes()) {
       const Node& node = ed.node(n);
       if (!node.domain.empty() && node.domain != "ai.kiln") continue;

@@ -314,12 +314,12 @@ class QdqFusionPass final : public Pass {
       }
     }
     Node fused;
-    fused.name = core.name.empty() ? fmt::format("{}_int8", ed.value(cur).name)
-                                   : core.name + "_int8";
+    fused.name =
+        core.name.empty() ? fmt::format("{}_int8", ed.value(cur).name) : core.name + "_int8";
     fused.domain = std::string(kKilnDomain);
     fused.op_type = std::string(is_conv ? kQConvOp : kQMatMulOp);
-    fused.inputs = {xa.inputs[0], xp.scale,    xp.zero_point, w->w,  w->scale,
-                    w->zero_point, y_scale, y_zero_point, *bias};
+    fused.inputs = {xa.inputs[0],  xp.scale, xp.zero_point, w->w, w->scale,
+                    w->zero_point, y_scale,  y_zero_point,  *bias};
     while (!fused.inputs.empty() && fused.inputs.back() == kNoValue) fused.inputs.pop_back();
     fused.outputs = {cur};
     if (is_conv) fused.attributes = core.attributes;
