@@ -214,7 +214,9 @@ TEST(QdqFusionTest, ConvChainBecomesInt8AndStaysInt8Between) {
     Result<std::unique_ptr<Session>> session = Session::Create(o.graph);
     ASSERT_TRUE(session.ok()) << session.status().ToString();
     for (int i = 0; i < og.num_nodes(); ++i) {
-      if (og.node(i).op_type == "QConv") EXPECT_EQ((*session)->provider(i), "cpu");
+      if (og.node(i).op_type == "QConv") {
+        EXPECT_EQ((*session)->provider(i), "cpu");
+      }
     }
     // Numerics: 2 output steps (output scale 0.03).
     ExpectWithinQuantization(*g, og, 2 * 0.03 + 1e-6);
