@@ -215,8 +215,8 @@ dnnl::memory::data_type DnnlType(DataType t) { return t == DataType::kUint8 ? dt
 
 // dst[n][c][r] = src[n][r][c] for `batch` byte matrices of rows x cols: the channels-first <->
 // channels-last transposes around an INT8 convolution (oneDNN's generic reorder is several times
-// slower for bytes). 64x64 tiles, in parallel.
-void TransposeBytes(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t rows, int64_t cols) {
+// slower for bytes). 64x64 tiles of TransposeBytes (16x16 SSE blocks), in parallel.
+void TransposeImages(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t rows, int64_t cols) {
   constexpr int64_t kTile = 64;
   const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
   const int64_t per_image = row_tiles * col_tiles;
@@ -228,9 +228,7 @@ void TransposeBytes(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t row
       const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
       const uint8_t* s = src + n * rows * cols;
       uint8_t* d = dst + n * rows * cols;
-      for (int64_t c = c0; c < c1; ++c) {
-        for (int64_t r = r0; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
-      }
+      TransposeBytes(s + r0 * cols + c0, cols, d + c0 * rows + r0, rows, r1 - r0, c1 - c0);
     }
   });
 }
@@ -244,7 +242,7 @@ struct QPlan {
   dnnl::primitive prim;
   dnnl::memory::desc src_user, dst_user, src_md, dst_md, wei_md, bias_md, scratch_md;
   bool reorder_src = false, reorder_dst = false;
-  // Reorders that are plain channels-first <-> channels-last byte transposes (TransposeBytes):
+  // Reorders that are plain channels-first <-> channels-last byte transposes (TransposeImages):
   // batch, channels and spatial size.
   bool transpose_src = false, transpose_dst = false;
   int64_t batch = 0, src_channels = 0, dst_channels = 0, src_spatial = 0, dst_spatial = 0;
@@ -434,8 +432,8 @@ class QuantizedKernel final : public Kernel {
       void* buf = ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size());
       src = dnnl::memory(plan.src_md, eng, buf);
       if (plan.transpose_src) {
-        TransposeBytes(static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(buf),
-                       plan.batch, plan.src_channels, plan.src_spatial);
+        TransposeImages(static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(buf),
+                        plan.batch, plan.src_channels, plan.src_spatial);
       } else {
         plan.src_reorder.execute(s, src_user, src);
       }
@@ -470,9 +468,9 @@ class QuantizedKernel final : public Kernel {
     plan.prim.execute(s, args);
     if (plan.reorder_dst && plan.transpose_dst) {
       s.wait();
-      TransposeBytes(static_cast<const uint8_t*>(dst.get_data_handle()),
-                     static_cast<uint8_t*>(y.raw_data()), plan.batch, plan.dst_spatial,
-                     plan.dst_channels);
+      TransposeImages(static_cast<const uint8_t*>(dst.get_data_handle()),
+                      static_cast<uint8_t*>(y.raw_data()), plan.batch, plan.dst_spatial,
+                      plan.dst_channels);
       return;
     }
     if (plan.reorder_dst) plan.dst_reorder.execute(s, dst, dst_user);

@@ -73,6 +73,13 @@ void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n)
   }
 }
 
+void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t rows, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < rows; ++r) dst[c * dst_stride + r] = src[r * src_stride + c];
+  }
+}
+
 }  // namespace scalar
 
 namespace {
@@ -101,6 +108,12 @@ void MinMaxF32(const float* x, int64_t n, float* lo, float* hi) {
 
 void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n) {
   UseAvx2() ? avx2::QAdd(p, a, b, y, n) : scalar::QAdd(p, a, b, y, n);
+}
+
+void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t rows, int64_t cols) {
+  UseAvx2() ? avx2::TransposeBytes(src, src_stride, dst, dst_stride, rows, cols)
+            : scalar::TransposeBytes(src, src_stride, dst, dst_stride, rows, cols);
 }
 
 }  // namespace kiln::cpu

@@ -31,6 +31,12 @@ struct QAddParams {
 };
 void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n);
 
+// dst[c][r] = src[r][c] for a rows x cols byte matrix whose rows are `src_stride` bytes apart,
+// written with rows `dst_stride` bytes apart: one tile of the channels-first <-> channels-last
+// transposes around INT8 convolutions.
+void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t rows, int64_t cols);
+
 namespace scalar {
 void QuantizeF32ToU8(const float* x, float scale, int32_t zero_point, uint8_t* y, int64_t n);
 void QuantizeF32ToS8(const float* x, float scale, int32_t zero_point, int8_t* y, int64_t n);
@@ -38,6 +44,8 @@ void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float*
 void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
 void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n);
+void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t rows, int64_t cols);
 }  // namespace scalar
 
 namespace avx2 {
@@ -47,6 +55,8 @@ void DequantizeU8ToF32(const uint8_t* x, float scale, int32_t zero_point, float*
 void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* y, int64_t n);
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
 void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n);
+void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t rows, int64_t cols);
 }  // namespace avx2
 
 }  // namespace kiln::cpu

@@ -147,4 +147,58 @@ void QAdd(const QAddParams& p, const void* a, const void* b, void* y, int64_t n)
   }
 }
 
+namespace {
+
+// 16x16 bytes: four rounds of unpacks (8-, 16-, 32-, 64-bit), the classic SSE2 transpose.
+inline void Transpose16x16(const uint8_t* src, int64_t ss, uint8_t* dst, int64_t ds) {
+  __m128i r[16], t[16];
+  for (int i = 0; i < 16; ++i) {
+    r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ss));
+  }
+  for (int i = 0; i < 8; ++i) {
+    t[i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+    t[i + 8] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm_unpacklo_epi16(t[2 * i], t[2 * i + 1]);
+    r[i + 4] = _mm_unpackhi_epi16(t[2 * i], t[2 * i + 1]);
+    r[i + 8] = _mm_unpacklo_epi16(t[2 * i + 8], t[2 * i + 9]);
+    r[i + 12] = _mm_unpackhi_epi16(t[2 * i + 8], t[2 * i + 9]);
+  }
+  for (int g = 0; g < 4; ++g) {
+    for (int i = 0; i < 2; ++i) {
+      t[4 * g + i] = _mm_unpacklo_epi32(r[4 * g + 2 * i], r[4 * g + 2 * i + 1]);
+      t[4 * g + i + 2] = _mm_unpackhi_epi32(r[4 * g + 2 * i], r[4 * g + 2 * i + 1]);
+    }
+  }
+  for (int g = 0; g < 8; ++g) {
+    r[2 * g] = _mm_unpacklo_epi64(t[(g / 2) * 4 + (g % 2) * 2], t[(g / 2) * 4 + (g % 2) * 2 + 1]);
+    r[2 * g + 1] =
+        _mm_unpackhi_epi64(t[(g / 2) * 4 + (g % 2) * 2], t[(g / 2) * 4 + (g % 2) * 2 + 1]);
+  }
+  for (int i = 0; i < 16; ++i) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * ds), r[i]);
+  }
+}
+
+}  // namespace
+
+void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride,
+                    int64_t rows, int64_t cols) {
+  const int64_t rows16 = rows / 16 * 16, cols16 = cols / 16 * 16;
+  for (int64_t r = 0; r < rows16; r += 16) {
+    for (int64_t c = 0; c < cols16; c += 16) {
+      Transpose16x16(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, dst_stride);
+    }
+  }
+  if (cols16 < cols) {
+    scalar::TransposeBytes(src + cols16, src_stride, dst + cols16 * dst_stride, dst_stride, rows,
+                           cols - cols16);
+  }
+  if (rows16 < rows) {
+    scalar::TransposeBytes(src + rows16 * src_stride, src_stride, dst + rows16, dst_stride,
+                           rows - rows16, cols16);
+  }
+}
+
 }  // namespace kiln::cpu::avx2

@@ -20,6 +20,7 @@
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/quantized_kernels.h"
 
 namespace kiln::cpu {
 namespace {
@@ -562,6 +563,24 @@ TEST_P(QuantizeIsaTest, QAddIsExact) {
         const std::string what = fmt::format("QAdd n {} signed {}{}{} act '{}'", n, t.a_signed,
                                              t.b_signed, t.y_signed, act);
         EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0, what), 0) << what;
+      }
+    }
+  }
+}
+
+TEST_P(QuantizeIsaTest, TransposeBytesIsATranspose) {
+  ScopedMaxIsa cap(GetParam());
+  std::mt19937 rng(25);
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {16, 16}, {17, 33}, {64, 7}, {3, 100}, {48, 64}}) {
+    const int64_t src_stride = cols + 5, dst_stride = rows + 3;
+    std::vector<uint8_t> src = RandomValues<uint8_t>(rows * src_stride, rng, 0, 255);
+    std::vector<uint8_t> dst(static_cast<size_t>(cols * dst_stride), 0);
+    TransposeBytes(src.data(), src_stride, dst.data(), dst_stride, rows, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(dst[size_t(c * dst_stride + r)], src[size_t(r * src_stride + c)])
+            << rows << "x" << cols << " at " << r << "," << c;
       }
     }
   }
