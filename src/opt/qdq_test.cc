@@ -395,6 +395,27 @@ TEST(QdqFusionTest, MatMulAndGemmBecomeQMatMul) {
   }
 }
 
+TEST(QdqFusionTest, MatMulBiasAddJoinsQMatMul) {
+  // DQ -> MatMul -> Add(bias [1, 1, N]) -> Relu, FP32 out (the ONNX Runtime quantizer's layout).
+  std::mt19937 rng(10);
+  TestGraph t(13);
+  QdqBuilder q(t, rng);
+  const std::vector<int64_t> d = {-1, 5, 64}, y = {-1, 5, 40};
+  const int xd = q.Qdq(t.Input("x", d), 2.0f / 255, 128, d);
+  const int m = t.Op("MatMul", {xd, q.Weight({64, 40}, 1, true)}, {}, y);
+  const int b = t.Op("Add", {m, t.Random("bias", {1, 1, 40}, rng)}, {}, y);
+  t.Output(t.Op("Relu", {b}, {}, y));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(o.graph->num_nodes(), 2);  // QuantizeLinear, QMatMul
+  ASSERT_EQ(CountOps(*o.graph, "QMatMul", "ai.kiln"), 1);
+  const Node* qm = FindOp(*o.graph, "QMatMul");
+  ASSERT_EQ(qm->inputs.size(), 9u);
+  EXPECT_EQ(o.graph->value(qm->inputs[8]).constant->shape(), Shape{40});
+  EXPECT_EQ(qm->GetString("activation", "?"), "Relu");
+  ExpectWithinQuantization(*g, *o.graph, 1e-4, 0.0);
+}
+
 TEST(QdqFusionTest, LeavesWhatItCannotProve) {
   std::mt19937 rng(4);
   TestGraph t(13);

@@ -10,9 +10,10 @@
 //         B [K, N] and Gemm with transB=0). MatMul's B must be 2-D; Gemm needs transA=0, alpha=1
 //         and beta=1 (when C is present); a transposed Gemm B is stored transposed, [K, N].
 //   bias: Conv's B / Gemm's C, either an FP32 constant with one value per output channel or
-//         DequantizeLinear(b_q INT32 constant, b_scale, 0). When b_scale equals x_scale *
-//         w_scale (to 1e-6 relative) b_q is kept as the INT32 bias; otherwise b_q * b_scale
-//         becomes an FP32 bias.
+//         DequantizeLinear(b_q INT32 constant, b_scale, 0); for MatMul, a following Add of an
+//         FP32 constant [N] or [1, ..., N] (through a single-reader value). When b_scale equals
+//         x_scale * w_scale (to 1e-6 relative) b_q is kept as the INT32 bias; otherwise b_q *
+//         b_scale becomes an FP32 bias.
 //   then, each only through a value with a single reader that is not a graph output: one Relu
 //   or Clip (constant bounds), and one QuantizeLinear with scalar constant parameters. With the
 //   QuantizeLinear the new op produces its INT8 output directly (the next quantized op's
@@ -292,6 +293,24 @@ class QdqFusionPass final : public Pass {
     }
     std::vector<int> pattern = {c};
     int cur = core.outputs[0];
+    if (!is_conv && !is_gemm) {
+      // MatMul then Add of a constant [N] (or [1, ..., N]): the bias, as the ONNX Runtime
+      // quantizer leaves it.
+      const int add = SoleConsumer(ed, cur);
+      if (add >= 0 && IsOnnxOp(ed.node(add), "Add") && ed.node(add).outputs.size() == 1) {
+        const int other = OtherInput(ed.node(add), cur);
+        std::optional<int> b = other != kNoValue && ed.Constant(other) != nullptr &&
+                                       ed.Constant(other)->shape().rank() <=
+                                           static_cast<int>(ed.value(cur).type.dims.size())
+                                   ? MatchBias(ed, other, channels, xp.s, w->s)
+                                   : std::nullopt;
+        if (b) {
+          bias = b;
+          pattern.push_back(add);
+          cur = ed.node(add).outputs[0];
+        }
+      }
+    }
     std::optional<Activation> act = MatchActivation(ed, cur, opset);
     if (act) {
       pattern.push_back(act->node);
