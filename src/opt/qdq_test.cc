@@ -438,6 +438,30 @@ TEST(QdqFusionTest, LeavesWhatItCannotProve) {
   ExpectWithinQuantization(*g, *o.graph, 0.05 + 1e-6, 0.0);
 }
 
+TEST(QdqFusionTest, AsymmetricWeightStaysFp32) {
+  // W with a nonzero zero point: no INT8 kernel takes it fast, so the Conv stays FP32 and its
+  // weight DequantizeLinear folds into an FP32 constant.
+  std::mt19937 rng(11);
+  TestGraph t(13);
+  QdqBuilder q(t, rng);
+  const std::vector<int64_t> d = {-1, 4, 5, 5};
+  const int xd = q.Qdq(t.Input("x", d), 0.02f, 128, d);
+  std::vector<int8_t> w(16);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i) * 7 - 50);
+  const int wd = t.Op(
+      "DequantizeLinear",
+      {t.Const("wq", TypedTensor<int8_t>(DataType::kInt8, Shape{4, 4, 1, 1}, w)),
+       t.Scalar("ws", 0.01f), t.Const("wzp", TypedTensor<int8_t>(DataType::kInt8, Shape{}, {3}))},
+      {}, {{4, 4, 1, 1}});
+  t.Output(t.Op("Conv", {xd, wd}, {}, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "QConv", "ai.kiln"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "Conv"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "DequantizeLinear"), 1);  // the activation's only
+  ExpectSameOutputs(*g, *o.graph, 1e-5);
+}
+
 TEST(QdqFusionTest, DisabledLeavesFoldingToConstantFolding) {
   std::mt19937 rng(5);
   std::shared_ptr<const Graph> g = ConvChain(rng, 1);

@@ -5,8 +5,9 @@
 // NOTE: matched from the core node:
 //   X:    DequantizeLinear(x_q, x_scale, x_zero_point?) with a scalar FP32 constant scale and a
 //         scalar UINT8 / INT8 constant zero point; x_q is UINT8 or INT8.
-//   W:    DequantizeLinear(w_q, w_scale, w_zero_point?, axis) of an INT8 constant, per tensor or
-//         per output channel (axis 0 for Conv and for Gemm with transB=1, axis 1 for MatMul's
+//   W:    DequantizeLinear(w_q, w_scale, w_zero_point?, axis) of an INT8 constant with zero zero
+//         points (symmetric; an asymmetric weight is left to the FP32 path), per tensor or per
+//         output channel (axis 0 for Conv and for Gemm with transB=1, axis 1 for MatMul's
 //         B [K, N] and Gemm with transB=0). MatMul's B must be 2-D; Gemm needs transA=0, alpha=1
 //         and beta=1 (when C is present); a transposed Gemm B is stored transposed, [K, N].
 //   bias: Conv's B / Gemm's C, either an FP32 constant with one value per output channel or
@@ -100,6 +101,16 @@ int ActivationDequantize(const GraphEditor& ed, const Node& core) {
   return dq;
 }
 
+// True when the DequantizeLinear `n` of a weight has no zero point or an INT8 constant one that
+// is all zeros.
+bool HasZeroWeightZeroPoint(const GraphEditor& ed, const Node& n) {
+  if (!n.has_input(2)) return true;
+  const OwnedTensor* z = ed.Constant(n.inputs[2]);
+  if (z == nullptr || z->dtype() != DataType::kInt8) return false;
+  const int8_t* p = z->data<const int8_t>();
+  return std::all_of(p, p + z->num_elements(), [](int8_t v) { return v == 0; });
+}
+
 // The weight: INT8 constant, scale (1 or `channels` values) and zero point, already in the
 // layout the INT8 op takes.
 struct Weight {
@@ -135,10 +146,12 @@ std::optional<Weight> MatchWeight(GraphEditor& ed, const Node& core, bool is_con
     if (!(v > 0) || !std::isfinite(v)) return std::nullopt;
   }
   if (n.has_input(2)) {
+    // Symmetric weights only: oneDNN's INT8 primitives take no weight zero point, and an
+    // asymmetric weight is better served by the FP32 kernels on folded weights than by the
+    // reference INT8 kernel.
+    if (!HasZeroWeightZeroPoint(ed, n)) return std::nullopt;
     const OwnedTensor* z = ed.Constant(n.inputs[2]);
-    if (z == nullptr || z->dtype() != DataType::kInt8 || z->num_elements() != s->num_elements()) {
-      return std::nullopt;
-    }
+    if (z->num_elements() != s->num_elements()) return std::nullopt;
     out.zero_point = n.inputs[2];
   }
   out.w = n.inputs[0];
@@ -595,6 +608,7 @@ bool IsQuantizedOperandDequantize(const GraphEditor& ed, int node) {
   if (c == nullptr || (c->dtype() != DataType::kInt8 && c->dtype() != DataType::kInt32)) {
     return false;
   }
+  if (c->dtype() == DataType::kInt8 && !HasZeroWeightZeroPoint(ed, n)) return false;
   for (int reader : ed.Consumers(n.outputs[0])) {
     const Node& r = ed.node(reader);
     if (!IsQuantCore(r) || !r.has_input(0) || r.inputs[0] == n.outputs[0]) continue;
