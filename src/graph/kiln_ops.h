@@ -57,4 +57,55 @@ inline constexpr std::string_view kActivationGeluTanh = "GeluTanh";    // tanh f
 inline constexpr std::string_view kActivationTanh = "Tanh";
 inline constexpr std::string_view kActivationLeakyRelu = "LeakyRelu";
 
+
+// ------------------------------------------------------------------------------------------------
+// Quantized (INT8) operators. The qdq_fusion pass (src/opt/passes/qdq.cc) produces them from
+// QuantizeLinear / DequantizeLinear around Conv, MatMul and Gemm; they keep activations INT8
+// between consecutive quantized ops.
+//
+// Common numerics. `acc` is the exact integer sum of (x - x_zero_point) * (w - w_zero_point[c])
+// over the op's reduction (int32, wrapping modulo 2^32 like ConvInteger / MatMulInteger), plus B
+// when B is INT32 (B in units of x_scale * w_scale[c]). Then, in FP32, per output channel c:
+//   with y_scale (quantized output):
+//     v = float(acc) * (x_scale * w_scale[c] / y_scale) [+ B[c] / y_scale when B is FP32]
+//     v = act(v) with the activation's bounds divided by y_scale (Relu: max(v, 0); Clip:
+//         clamp(v, min / y_scale, max / y_scale))
+//     Y = saturate(round_half_to_even(v) + y_zero_point), in y_zero_point's dtype
+//   without y_scale (FP32 output):
+//     Y = act(float(acc) * (x_scale * w_scale[c]) [+ B[c] when B is FP32])
+// With no B and no activation this is exactly QLinearConv / QLinearMatMul. The fast kernels
+// (src/kernels/cpu/quantized.cc) may differ from these reference numerics by at most 1 in the
+// last place of a quantized output (FP32 rounding order of the requantization).
+// Activations: "" (none), "Relu" or "Clip" ([min, max], real units) only.
+//
+// QConv(X, x_scale, x_zero_point, W, w_scale, w_zero_point, y_scale?, y_zero_point?, B?) -> Y
+//   Inputs in QLinearConv's order, same meaning: X UINT8/INT8 [N, C, spatial...], x_scale FP32
+//   scalar, x_zero_point X's dtype scalar; W INT8 [M, C/group, k...], w_scale FP32 scalar or
+//   [M], w_zero_point INT8 scalar or [M] (may be omitted: 0); y_scale FP32 scalar and
+//   y_zero_point UINT8/INT8 scalar, both present (Y quantized) or both omitted (Y FP32); B INT32
+//   or FP32 [M]. Conv's attributes (auto_pad, dilations, group, kernel_shape, pads, strides)
+//   plus activation / activation_params, and two layout flags (INT, default 0):
+//   x_channels_last: X is stored [N, spatial..., C]; y_channels_last: Y is stored
+//   [N, spatial..., M] (quantized Y only). The pass sets them on INT8 tensors that only QConv /
+//   QAdd nodes read, so chains of quantized convs skip the layout change oneDNN needs.
+// QMatMul(A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale?, y_zero_point?, Bias?)
+//     -> Y
+//   Inputs in QLinearMatMul's order: A UINT8/INT8 [..., M, K] (rank >= 2), B INT8 [K, N],
+//   b_scale FP32 scalar or [N], b_zero_point INT8 scalar or [N] (may be omitted); y_scale /
+//   y_zero_point as for QConv; Bias INT32 or FP32 [N]. Y [..., M, N]. Attributes: activation /
+//   activation_params. (A Gemm becomes a QMatMul with B [K, N].)
+// QAdd(A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale, y_zero_point) -> Y
+//   A and B UINT8/INT8 of the same shape (no broadcasting; elementwise, so any layout), every
+//   scale an FP32 scalar, every
+//   zero point a scalar of its tensor's dtype; attributes activation / activation_params.
+//   Y = saturate(round_half_to_even(act(float(A - a_zero_point) * a_scale +
+//                                       float(B - b_zero_point) * b_scale) / y_scale)
+//                + y_zero_point)
+//   all in FP32 in that order, i.e. bit for bit DequantizeLinear x2 -> Add [-> Relu/Clip] ->
+//   QuantizeLinear, which is what it replaces (a residual connection between quantized ops).
+
+inline constexpr std::string_view kQConvOp = "QConv";
+inline constexpr std::string_view kQMatMulOp = "QMatMul";
+inline constexpr std::string_view kQAddOp = "QAdd";
+
 }  // namespace kiln

@@ -14,6 +14,8 @@
 namespace kiln::cpu {
 
 inline constexpr DataTypeMask kCpuF32 = TypeBit(DataType::kFloat32);
+// 8-bit quantized tensors (UINT8 and INT8).
+inline constexpr DataTypeMask kCpuQuant8 = TypeBit(DataType::kUint8) | TypeBit(DataType::kInt8);
 
 #define KILN_CPU_KERNEL(domain, op, since, end, types, type_input, factory, supports) \
   Result<std::unique_ptr<Kernel>> factory(const KernelInfo& info);
@@ -24,6 +26,14 @@ inline constexpr DataTypeMask kCpuF32 = TypeBit(DataType::kFloat32);
 inline constexpr bool (*AnyNode)(const KernelInfo&) = nullptr;
 bool SupportsConv(const KernelInfo& info);
 bool SupportsPool(const KernelInfo& info);
+// quantized.cc: weights, scales, zero points and bias are initializers oneDNN's int8 primitives
+// take (INT8 W with zero zero points; UINT8 X, or INT8 X with VNNI).
+bool SupportsQConv(const KernelInfo& info);
+bool SupportsQMatMul(const KernelInfo& info);
+bool SupportsQLinearConv(const KernelInfo& info);
+bool SupportsQLinearMatMul(const KernelInfo& info);
+bool SupportsConvInteger(const KernelInfo& info);
+bool SupportsMatMulInteger(const KernelInfo& info);
 
 // "node 'name' (op Type)" for error messages.
 std::string NodeLabel(const KernelInfo& info);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -360,6 +361,297 @@ class AttentionKernel final : public Kernel {
   std::optional<float> scale_;
 };
 
+// --- Quantized ops: QConv, QMatMul ----------------------------------------------------------
+//
+// NOTE on the approach: the integer core is the ONNX reference ConvInteger / MatMulInteger
+// kernel (X, W, x_zero_point, w_zero_point), giving the int32 accumulator; the INT32 bias, the
+// scales, the activation and the requantization are then applied elementwise here, exactly in
+// the order graph/kiln_ops.h states.
+
+// [N, d1, ..., dk] -> [N, dk, d1, ..., dk-1] (`to_first`) or back, for 1-byte elements: QConv's
+// channels-last X and Y.
+Result<OwnedTensor> MoveChannels(const Tensor& t, bool to_first) {
+  std::vector<int64_t> dims(t.shape().dims().begin(), t.shape().dims().end());
+  if (dims.size() < 3 || DataTypeSize(t.dtype()) != 1) {
+    return Status::InvalidArgument("channels-last tensors must have rank >= 3 and 1-byte elements");
+  }
+  const int64_t n = dims[0];
+  const int64_t c = to_first ? dims.back() : dims[1];
+  const int64_t spatial = t.num_elements() / std::max<int64_t>(1, n * c);
+  if (to_first) {
+    std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+  } else {
+    std::rotate(dims.begin() + 1, dims.begin() + 2, dims.end());
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(dims));
+  KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(t.dtype(), shape));
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t s = 0; s < spatial; ++s) {
+        const int64_t first = (b * c + ch) * spatial + s, last = (b * spatial + s) * c + ch;
+        if (to_first) {
+          dst[first] = src[last];
+        } else {
+          dst[last] = src[first];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class QuantizedKernel final : public Kernel {
+ public:
+  QuantizedKernel(std::string op, std::unique_ptr<Kernel> core, bool conv, Activation act,
+                  bool x_channels_last, bool y_channels_last)
+      : op_(std::move(op)),
+        core_(std::move(core)),
+        conv_(conv),
+        act_(std::move(act)),
+        x_channels_last_(x_channels_last),
+        y_channels_last_(y_channels_last) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    if (!y_channels_last_) return ComputeInto(ctx, ctx);
+    // Y computed channels-first into a scratch context, then moved.
+    OwnedTensor out[1];
+    KernelContext inner(std::span<const Tensor>(), out);
+    KILN_RETURN_IF_ERROR(ComputeInto(ctx, inner));
+    KILN_ASSIGN_OR_RETURN(OwnedTensor moved, MoveChannels(out[0].view(), /*to_first=*/false));
+    return CopyToOutput(ctx, moved.view(), moved.shape());
+  }
+
+ private:
+  // Reads the inputs from `ctx`, allocates Y (channels-first) in `out_ctx` and computes it.
+  Status ComputeInto(const KernelContext& ctx, KernelContext& out_ctx) const {
+    for (int i : {0, 1, 3, 4}) KILN_RETURN_IF_ERROR(CheckInput(ctx, i, op_));
+    std::vector<Tensor> core_inputs(4);
+    OwnedTensor x_first;
+    if (x_channels_last_) {
+      KILN_ASSIGN_OR_RETURN(x_first, MoveChannels(ctx.input(0), /*to_first=*/true));
+      core_inputs[0] = x_first.view();
+    } else {
+      core_inputs[0] = ctx.input(0);
+    }
+    core_inputs[1] = ctx.input(3);
+    if (ctx.has_input(2)) core_inputs[2] = ctx.input(2);
+    if (ctx.num_inputs() > 5 && ctx.has_input(5)) core_inputs[3] = ctx.input(5);
+    OwnedTensor acc_out[1];
+    KernelContext core_ctx(core_inputs, acc_out);
+    KILN_RETURN_IF_ERROR(core_->Compute(core_ctx));
+    const Tensor& acc = acc_out[0].view();
+    const int r = acc.rank();
+    // Output channel c of element e is (e / inner) % channels.
+    const int64_t channels = conv_ ? acc.dim(1) : acc.dim(r - 1);
+    const int64_t inner =
+        conv_ ? DimProduct(acc.shape().dims(), 2, static_cast<size_t>(r)) : int64_t{1};
+    KILN_ASSIGN_OR_RETURN(float x_scale, Scalar<float>(ctx, 1, "x_scale", DataType::kFloat32));
+    const Tensor& ws = ctx.input(4);
+    if (ws.dtype() != DataType::kFloat32 ||
+        !(ws.num_elements() == 1 || (ws.rank() == 1 && ws.dim(0) == channels))) {
+      return OpError(op_, "w_scale must be FP32, a scalar or [{}], got {} {}", channels,
+                     DataTypeName(ws.dtype()), ws.shape().ToString());
+    }
+    const bool has_y = ctx.num_inputs() > 6 && ctx.has_input(6);
+    const bool has_yzp = ctx.num_inputs() > 7 && ctx.has_input(7);
+    if (has_y != has_yzp) {
+      return OpError(op_, "y_scale and y_zero_point must be both present or both omitted");
+    }
+    float y_scale = 1.0f;
+    int32_t y_zp = 0;
+    DataType y_type = DataType::kFloat32;
+    if (has_y) {
+      KILN_ASSIGN_OR_RETURN(y_scale, Scalar<float>(ctx, 6, "y_scale", DataType::kFloat32));
+      y_type = ctx.input(7).dtype();
+      if (y_type == DataType::kUint8) {
+        KILN_ASSIGN_OR_RETURN(uint8_t z, Scalar<uint8_t>(ctx, 7, "y_zero_point", y_type));
+        y_zp = z;
+      } else if (y_type == DataType::kInt8) {
+        KILN_ASSIGN_OR_RETURN(int8_t z, Scalar<int8_t>(ctx, 7, "y_zero_point", y_type));
+        y_zp = z;
+      } else {
+        return OpError(op_, "y_zero_point must be UINT8 or INT8, got {}", DataTypeName(y_type));
+      }
+    }
+    const int32_t* bias_i = nullptr;
+    const float* bias_f = nullptr;
+    if (ctx.num_inputs() > 8 && ctx.has_input(8)) {
+      const Tensor& b = ctx.input(8);
+      if (b.rank() != 1 || b.dim(0) != channels ||
+          (b.dtype() != DataType::kInt32 && b.dtype() != DataType::kFloat32)) {
+        return OpError(op_, "B must be INT32 or FP32 [{}], got {} {}", channels,
+                       DataTypeName(b.dtype()), b.shape().ToString());
+      }
+      if (b.dtype() == DataType::kInt32) {
+        bias_i = b.data<const int32_t>();
+      } else {
+        bias_f = b.data<const float>();
+      }
+    }
+    const float* pws = ws.data<const float>();
+    const int64_t nws = ws.num_elements();
+    const int32_t* pacc = acc.data<const int32_t>();
+    const int64_t n = acc.num_elements();
+    float lo = -std::numeric_limits<float>::infinity();
+    float hi = std::numeric_limits<float>::infinity();
+    if (act_.kind == Act::kRelu) lo = 0.0f;
+    if (act_.kind == Act::kClip) {
+      lo = act_.params[0] / y_scale;
+      hi = act_.params[1] / y_scale;
+    }
+    auto value = [&](int64_t e) {
+      const int64_t c = (e / inner) % channels;
+      int32_t a = pacc[e];
+      if (bias_i != nullptr) {
+        a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(bias_i[c]));
+      }
+      const float mult = x_scale * pws[nws == 1 ? 0 : c] / y_scale;
+      float v = static_cast<float>(a) * mult;
+      if (bias_f != nullptr) v += bias_f[c] / y_scale;
+      return std::min(std::max(v, lo), hi);
+    };
+    KILN_ASSIGN_OR_RETURN(Tensor y, out_ctx.AllocateOutput(0, y_type, acc.shape()));
+    if (!has_y) {
+      float* py = y.data<float>();
+      for (int64_t e = 0; e < n; ++e) py[e] = value(e);
+      return Status::OK();
+    }
+    return DispatchType<uint8_t, int8_t>(y_type, op_, [&](auto tag) -> Status {
+      using Q = typename decltype(tag)::type;
+      constexpr float qlo = static_cast<float>(std::numeric_limits<Q>::min());
+      constexpr float qhi = static_cast<float>(std::numeric_limits<Q>::max());
+      Q* py = y.data<Q>();
+      for (int64_t e = 0; e < n; ++e) {
+        const float v = value(e);
+        py[e] = std::isnan(v) ? static_cast<Q>(y_zp)
+                              : static_cast<Q>(std::clamp(
+                                    std::nearbyint(v) + static_cast<float>(y_zp), qlo, qhi));
+      }
+      return Status::OK();
+    });
+  }
+
+  // A one-element input of `dtype`.
+  template <typename T>
+  Result<T> Scalar(const KernelContext& ctx, int i, std::string_view what, DataType dtype) const {
+    KILN_RETURN_IF_ERROR(CheckInput(ctx, i, op_));
+    const Tensor& t = ctx.input(i);
+    if (t.dtype() != dtype || t.num_elements() != 1) {
+      return OpError(op_, "{} must be a {} scalar, got {} {}", what, DataTypeName(dtype),
+                     DataTypeName(t.dtype()), t.shape().ToString());
+    }
+    return t.data<const T>()[0];
+  }
+
+  std::string op_;
+  std::unique_ptr<Kernel> core_;
+  bool conv_;
+  Activation act_;
+  bool x_channels_last_, y_channels_last_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool conv) {
+  const Node& node = info.node();
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 5));
+  if (info.num_inputs() > 9) {
+    return OpError(node.op_type, "takes at most 9 inputs, got {}", info.num_inputs());
+  }
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "quantized ops have one output"));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  if (act.kind != Act::kNone && act.kind != Act::kRelu && act.kind != Act::kClip) {
+    return OpError(node.op_type, "activation must be \"\", \"Relu\" or \"Clip\"");
+  }
+  if (!conv) {
+    for (const Attribute& a : node.attributes) {
+      if (a.name != "activation" && a.name != "activation_params") {
+        return OpError(node.op_type, "unknown attribute '{}'", a.name);
+      }
+    }
+  }
+  Node core;
+  core.name = node.name;
+  core.op_type = conv ? "ConvInteger" : "MatMulInteger";
+  auto in = [&](int i) {
+    return i < info.num_inputs() ? node.inputs[static_cast<size_t>(i)] : kNoValue;
+  };
+  core.inputs = {in(0), in(3), in(2), in(5)};
+  core.outputs = {node.outputs.empty() ? kNoValue : node.outputs[0]};
+  core.attributes = AttributesWithout(
+      node, {"activation", "activation_params", "x_channels_last", "y_channels_last"});
+  KernelInfo core_info(info.graph(), core, 10);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
+                        conv ? CreateConvInteger(core_info) : CreateMatMulInteger(core_info));
+  const bool x_channels_last = conv && node.GetInt("x_channels_last", 0) != 0;
+  const bool y_channels_last = conv && node.GetInt("y_channels_last", 0) != 0;
+  return std::unique_ptr<Kernel>(std::make_unique<QuantizedKernel>(
+      node.op_type, std::move(kernel), conv, std::move(act), x_channels_last, y_channels_last));
+}
+
+// QAdd: both operands dequantized, added, the activation, quantized, in FP32 exactly as the
+// unfused DequantizeLinear / Add / activation / QuantizeLinear reference kernels do.
+class QAddKernel final : public Kernel {
+ public:
+  explicit QAddKernel(Activation act) : act_(std::move(act)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    static constexpr std::string_view kOp = "QAdd";
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 8, kOp));
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(3);
+    if (a.shape() != b.shape()) {
+      return OpError(kOp, "A {} and B {} must have the same shape", a.shape().ToString(),
+                     b.shape().ToString());
+    }
+    float scale[3];
+    int32_t zp[3];
+    DataType types[3];
+    static constexpr int kScaleInput[3] = {1, 4, 6}, kZeroPointInput[3] = {2, 5, 7};
+    for (int k = 0; k < 3; ++k) {
+      const Tensor& s = ctx.input(kScaleInput[k]);
+      const Tensor& z = ctx.input(kZeroPointInput[k]);
+      types[k] = k < 2 ? ctx.input(3 * k).dtype() : z.dtype();
+      if (s.dtype() != DataType::kFloat32 || s.num_elements() != 1 || z.num_elements() != 1 ||
+          z.dtype() != types[k] || (types[k] != DataType::kUint8 && types[k] != DataType::kInt8)) {
+        return OpError(kOp,
+                       "operand {}: scale must be an FP32 scalar and the zero point a UINT8 "
+                       "or INT8 scalar of the tensor's dtype",
+                       k);
+      }
+      scale[k] = s.data<const float>()[0];
+      zp[k] = z.dtype() == DataType::kUint8 ? int32_t{z.data<const uint8_t>()[0]}
+                                            : int32_t{z.data<const int8_t>()[0]};
+    }
+    auto at = [](const Tensor& t, int64_t e) {
+      return t.dtype() == DataType::kUint8 ? int32_t{t.data<const uint8_t>()[e]}
+                                           : int32_t{t.data<const int8_t>()[e]};
+    };
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, types[2], a.shape()));
+    return DispatchType<uint8_t, int8_t>(types[2], kOp, [&](auto tag) -> Status {
+      using Q = typename decltype(tag)::type;
+      constexpr float qlo = static_cast<float>(std::numeric_limits<Q>::min());
+      constexpr float qhi = static_cast<float>(std::numeric_limits<Q>::max());
+      Q* py = y.data<Q>();
+      for (int64_t e = 0; e < a.num_elements(); ++e) {
+        const float va = static_cast<float>(at(a, e) - zp[0]) * scale[0];
+        const float vb = static_cast<float>(at(b, e) - zp[1]) * scale[1];
+        float v = va + vb;
+        if (act_.kind == Act::kRelu) v = std::max(v, 0.0f);
+        if (act_.kind == Act::kClip) v = std::min(std::max(v, act_.params[0]), act_.params[1]);
+        const float q = v / scale[2];
+        py[e] = std::isnan(q) ? static_cast<Q>(zp[2])
+                              : static_cast<Q>(std::clamp(
+                                    std::nearbyint(q) + static_cast<float>(zp[2]), qlo, qhi));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  Activation act_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
@@ -421,6 +713,24 @@ Result<std::unique_ptr<Kernel>> CreateKilnAttention(const KernelInfo& info) {
     scale = s;
   }
   return std::unique_ptr<Kernel>(std::make_unique<AttentionKernel>(scale));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnQConv(const KernelInfo& info) {
+  return CreateQuantized(info, /*conv=*/true);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnQMatMul(const KernelInfo& info) {
+  return CreateQuantized(info, /*conv=*/false);
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnQAdd(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 8));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "QAdd has one output"));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  if (act.kind != Act::kNone && act.kind != Act::kRelu && act.kind != Act::kClip) {
+    return OpError("QAdd", "activation must be \"\", \"Relu\" or \"Clip\"");
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<QAddKernel>(std::move(act)));
 }
 
 }  // namespace kiln::ref

@@ -266,5 +266,80 @@ TEST(KilnOpsTest, AttentionRejectsUnequalLeadingDims) {
   EXPECT_NE(out.status().message().find("equal leading dims"), std::string::npos);
 }
 
+// --- Quantized ops ------------------------------------------------------------------------------
+
+TEST(KilnOpsTest, QuantizedOpsHaveOneReferenceRowEach) {
+  for (std::string_view op : {kQConvOp, kQMatMulOp, kQAddOp}) {
+    int rows = 0;
+    for (const KernelDef& def : KernelRegistry::Global().defs()) {
+      if (def.provider != "ref" || def.domain != kKilnDomain || def.op_type != op) continue;
+      ++rows;
+      EXPECT_NE(def.types & TypeBit(DataType::kUint8), 0u) << op;
+      EXPECT_NE(def.types & TypeBit(DataType::kInt8), 0u) << op;
+    }
+    EXPECT_EQ(rows, 1) << op;
+  }
+}
+
+TEST(KilnOpsTest, QConvRequantizesWithBiasAndRelu) {
+  // 1x1 conv of X [1,1,1,4] (UINT8, scale 0.5, zp 10) with two output channels, W = [2, -3]
+  // (scales 0.25 and 1), INT32 bias [4, 0], y_scale 0.5, y_zp 3, Relu:
+  //   acc0 = 2 * (x - 10) + 4, acc1 = -3 * (x - 10)
+  //   y0 = sat(rne(acc0 * 0.5 * 0.25 / 0.5) + 3) = sat(rne(acc0 / 4) + 3)   (acc0 / 4 >= 0 kept)
+  //   y1 = sat(rne(max(acc1 * 0.5 * 1 / 0.5, 0)) + 3) = sat(max(acc1, 0) + 3)
+  OpTest t = Kiln("QConv");
+  t.Input(MakeTensor<uint8_t>({1, 1, 1, 4}, {10, 13, 5, 200}))
+      .ConstInput(MakeTensor<float>({}, {0.5f}))
+      .ConstInput(MakeTensor<uint8_t>({}, {10}))
+      .ConstInput(MakeTensor<int8_t>({2, 1, 1, 1}, {2, -3}))
+      .ConstInput(MakeTensor<float>({2}, {0.25f, 1.0f}))
+      .ConstInput(MakeTensor<int8_t>({2}, {0, 0}))
+      .ConstInput(MakeTensor<float>({}, {0.5f}))
+      .ConstInput(MakeTensor<uint8_t>({}, {3}))
+      .ConstInput(MakeTensor<int32_t>({2}, {4, 0}))
+      .Attr(Attribute::String("activation", "Relu"));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // acc0 = 4, 10, -6, 384 -> /4 = 1, 2.5, -1.5, 96 -> relu 1, 2.5, 0, 96 -> rne 1, 2, 0, 96
+  // acc1 = 0, -9, 15, -570 -> relu 0, 0, 15, 0
+  EXPECT_EQ(ToVector<uint8_t>(out->at(0)), (std::vector<uint8_t>{4, 5, 3, 99, 3, 3, 18, 3}));
+}
+
+TEST(KilnOpsTest, QMatMulWithoutOutputScaleIsFp32WithFp32Bias) {
+  // A [1,2] INT8 (scale 0.5, zp 0) x B [2,1] = [1, 2] (scale 2): y = (a0 + 2 a1) * 1 + bias 0.25.
+  OpTest t = Kiln("QMatMul");
+  t.Input(MakeTensor<int8_t>({1, 2}, {3, -4}))
+      .ConstInput(MakeTensor<float>({}, {0.5f}))
+      .ConstInput(MakeTensor<int8_t>({}, {0}))
+      .ConstInput(MakeTensor<int8_t>({2, 1}, {1, 2}))
+      .ConstInput(MakeTensor<float>({}, {2.0f}))
+      .OmittedInput()
+      .OmittedInput()
+      .OmittedInput()
+      .ConstInput(MakeTensor<float>({1}, {0.25f}));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear(out->at(0), Shape{1, 1}, {-4.75f});
+}
+
+TEST(KilnOpsTest, QAddDequantizesAddsAndRequantizes) {
+  // a: scale 0.5 zp 2; b: scale 0.25 zp 0; y: scale 1 zp 1, Relu.
+  // a = 2, 5, 0 -> 0, 1.5, -1; b = 2, 2, 1 -> 0.5, 0.5, 0.25; sum 0.5, 2, -0.75
+  // relu 0.5, 2, 0 -> rne 0, 2, 0 -> + 1 = 1, 3, 1
+  OpTest t = Kiln("QAdd");
+  t.Input(MakeTensor<uint8_t>({3}, {2, 5, 0}))
+      .ConstInput(MakeTensor<float>({}, {0.5f}))
+      .ConstInput(MakeTensor<uint8_t>({}, {2}))
+      .Input(MakeTensor<uint8_t>({3}, {2, 2, 1}))
+      .ConstInput(MakeTensor<float>({}, {0.25f}))
+      .ConstInput(MakeTensor<uint8_t>({}, {0}))
+      .ConstInput(MakeTensor<float>({}, {1.0f}))
+      .ConstInput(MakeTensor<uint8_t>({}, {1}))
+      .Attr(Attribute::String("activation", "Relu"));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(ToVector<uint8_t>(out->at(0)), (std::vector<uint8_t>{1, 3, 1}));
+}
+
 }  // namespace
 }  // namespace kiln::ref::testing

@@ -14,6 +14,8 @@
 // blocks only the entries that read it). A Gather of one symbolic dim is rewired to read that
 // symbol from the graph input that declares it, so CSE can merge the many copies of "the batch
 // size" PyTorch exports compute.
+// A DequantizeLinear of an INT8 weight or INT32 bias feeding an op qdq_fusion makes INT8
+// (passes/qdq.h) is not folded while that pass is enabled: the INT8 kernel reads the constant.
 
 #include <fmt/format.h>
 
@@ -23,6 +25,7 @@
 
 #include "kernels/registry.h"
 #include "opt/pass.h"
+#include "opt/passes/qdq.h"
 
 namespace kiln::opt {
 namespace {
@@ -208,9 +211,13 @@ class ConstantFoldingPass final : public Pass {
   Result<int> Run(GraphEditor& ed, const OptimizerOptions& options) const override {
     int changes = 0;
     const KernelRegistry& registry = KernelRegistry::Global();
+    const bool keep_quantized =
+        std::find(options.disabled_passes.begin(), options.disabled_passes.end(), "qdq_fusion") ==
+        options.disabled_passes.end();
     for (int n : ed.LiveNodes()) {
       const Node& node = ed.node(n);
       if (!node.domain.empty() && node.domain != "ai.kiln") continue;
+      if (keep_quantized && IsQuantizedOperandDequantize(ed, n)) continue;
       if (kNonDeterministic.count(node.op_type) > 0 || HasSubgraph(node)) continue;
       if (node.outputs.empty() || WritesGraphOutput(ed, node)) continue;
       bool all_constant = true;
