@@ -13,7 +13,7 @@ JOBS ?= $(shell nproc)
 HTTP_PORT ?= 8000
 KILN_ARGS ?=
 
-.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz bench bench-engine clean
+.PHONY: all build deps run test conformance conformance-baseline asan tsan fuzz bench bench-engine bench-int8 clean
 
 all: build
 
@@ -74,6 +74,16 @@ bench-engine: deps
 	@$(MAKE) --no-print-directory build
 	/usr/bin/python3 bench/compare/compare.py --kiln $(BUILD_DIR)/kiln \
 	  --models-dir $(BUILD_DIR)/bench-models --node-dir $(BUILD_DIR)/bench-node $(COMPARE_ARGS)
+
+# INT8 against FP32 (not a test): `kiln quantize` on ResNet-50 and MobileNetV2, then speed at
+# batch 8, top-1 agreement, cosine and file size, with ONNX Runtime running the same files
+# (bench/compare/quant.py). QUANT_ARGS passes flags through.
+QUANT_ARGS ?=
+bench-int8: deps
+	@scripts/install-deps bench
+	@$(MAKE) --no-print-directory build
+	/usr/bin/python3 bench/compare/quant.py --kiln $(BUILD_DIR)/kiln \
+	  --models-dir $(BUILD_DIR)/bench-models --node-dir $(BUILD_DIR)/bench-node $(QUANT_ARGS)
 
 # The serving benchmark suite (bench/serving/run.py; not part of `make test`): writes
 # bench/results/<date>-<commit>.{json,md}. BENCH_ARGS passes flags, e.g. BENCH_ARGS=--quick.
