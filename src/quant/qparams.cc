@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "quant/qmath.h"
+#include "tensor/quantize_math.h"
 
 namespace kiln::quant {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for the quantization parameters and scalar math (qparams.h, qmath.h): hand-derived
+// Tests for the quantization parameters and scalar math (qparams.h, tensor/quantize_math.h): hand-derived
 // scales and zero points (ranges widened to contain 0, half-to-even zero points, degenerate
 // ranges), QuantizeValue against a brute-force nearest-level search and against the reference
 // QuantizeLinear kernel run in a Session, per-channel and per-tensor weights, INT32 biases.
@@ -13,7 +13,7 @@
 #include <random>
 
 #include "opt/opt_test_util.h"
-#include "quant/qmath.h"
+#include "tensor/quantize_math.h"
 #include "runtime/session.h"
 
 namespace kiln::quant {

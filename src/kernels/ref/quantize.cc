@@ -22,21 +22,12 @@
 
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/common.h"
+#include "tensor/quantize_math.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/spatial.h"
 
 namespace kiln::ref {
 namespace {
-
-// round-half-to-even(v) saturated to Q's range; NaN gives 0.
-template <typename Q>
-Q SaturateRound(float v) {
-  if (std::isnan(v)) return Q{0};
-  const float r = std::nearbyint(v);
-  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
-  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  return static_cast<Q>(std::clamp(r, lo, hi));
-}
 
 // int64 -> int32 modulo 2^32.
 inline int32_t WrapToInt32(int64_t v) {
@@ -130,10 +121,7 @@ Status Requantize(KernelContext& ctx, std::string_view op, DataType dtype, const
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, dtype, shape));
     Q* py = y.data<Q>();
     for (int64_t e = 0; e < n; ++e) {
-      const float v = value(e);
-      py[e] = std::isnan(v) ? static_cast<Q>(std::clamp<int32_t>(zp, std::numeric_limits<Q>::min(),
-                                                                 std::numeric_limits<Q>::max()))
-                            : SaturateRound<Q>(std::nearbyint(v) + static_cast<float>(zp));
+      py[e] = QuantizeValue<Q>(value(e), 1.0f, zp);
     }
     return Status::OK();
   });
@@ -183,9 +171,7 @@ class QuantizeLinearKernel final : public Kernel {
         Q* py = y.data<Q>();
         for (int64_t e = 0; e < x.num_elements(); ++e) {
           const size_t c = nparam == 1 ? 0 : static_cast<size_t>((e / split.inner) % nparam);
-          const float v = static_cast<float>(px[e]) / scale[c];
-          py[e] = std::isnan(v) ? static_cast<Q>(zp[c])
-                                : SaturateRound<Q>(std::nearbyint(v) + static_cast<float>(zp[c]));
+          py[e] = QuantizeValue<Q>(static_cast<float>(px[e]), scale[c], zp[c]);
         }
         return Status::OK();
       });

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Scalar quantization math shared by the quantizer (src/quant) and its tests: the exact
-// arithmetic of ONNX QuantizeLinear / DequantizeLinear as kiln's reference kernels
-// (src/kernels/ref/quantize.cc) implement it:
+// Scalar quantization math: the exact arithmetic of ONNX QuantizeLinear / DequantizeLinear, used
+// by kiln's reference kernels (src/kernels/ref/quantize.cc) and by the quantizer (src/quant):
 //
 //   q = saturate(round_half_to_even(x / scale) + zero_point)     NaN -> zero_point
 //   x = (q - zero_point) * scale
 //
 // round_half_to_even is std::nearbyint under the default rounding mode (FE_TONEAREST). The
-// quantizer's tests check these helpers element for element against the reference kernel run in
-// a Session, so the model kiln writes and the kernels that run it agree on every value.
+// quantizer's tests also check these helpers element for element against the reference kernel
+// run in a Session.
 //
 // Thread safety: pure functions.
 
@@ -18,7 +17,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace kiln::quant {
+namespace kiln {
 
 // round-half-to-even(v) saturated to [lo, hi]; NaN gives 0.
 inline int64_t RoundSaturate(double v, int64_t lo, int64_t hi) {
@@ -27,6 +26,16 @@ inline int64_t RoundSaturate(double v, int64_t lo, int64_t hi) {
   if (r <= static_cast<double>(lo)) return lo;
   if (r >= static_cast<double>(hi)) return hi;
   return static_cast<int64_t>(r);
+}
+
+// round-half-to-even(v) saturated to Q's range; NaN gives 0.
+template <typename Q>
+Q SaturateRound(float v) {
+  if (std::isnan(v)) return Q{0};
+  const float r = std::nearbyint(v);
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  return static_cast<Q>(std::clamp(r, lo, hi));
 }
 
 // QuantizeLinear of one value into Q's full range (as the ONNX operator does, in float).
@@ -45,4 +54,4 @@ float DequantizeValue(Q q, float scale, int32_t zero_point) {
   return static_cast<float>(static_cast<int32_t>(q) - zero_point) * scale;
 }
 
-}  // namespace kiln::quant
+}  // namespace kiln
