@@ -226,6 +226,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   batcher_options.num_instances = count;
   batcher_options.clock = options.clock;
   batcher_options.stats = stats;
+  batcher_options.inline_max_ns = options.inline_max_ns;
   KILN_ASSIGN_OR_RETURN(loaded->batcher_,
                         Batcher::Create(std::move(batcher_options),
                                         std::make_shared<Executor>(version, std::move(runners))));

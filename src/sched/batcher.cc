@@ -43,6 +43,9 @@ struct Work {
   int64_t dispatch_ns = 0;
 };
 
+// The batcher whose batch this thread runs inside Enqueue, if any.
+thread_local const void* t_inline_state = nullptr;
+
 uint64_t Elapsed(int64_t from_ns, int64_t to_ns) {
   return to_ns > from_ns ? static_cast<uint64_t>(to_ns - from_ns) : 0;
 }
@@ -91,6 +94,9 @@ struct Batcher::State {
   bool scheduler_waiting = false;   // guarded by mu: the scheduling thread sleeps
   int64_t scheduler_wake_ns = kNever;  // guarded by mu: ... until then
   std::vector<QueueEntry> view;     // guarded by mu: scratch for the policy's view
+  int64_t exec_average_ns = -1;     // guarded by mu: moving average of Execute; -1: none yet
+  int inline_runs = 0;              // guarded by mu: batches running on Enqueue's caller
+  std::condition_variable inline_cv;  // Shutdown waits on it for inline_runs == 0
 
   // One policy decision, under mu.
   struct Step {
@@ -109,6 +115,11 @@ struct Batcher::State {
   bool SchedulerMustWakeLocked(int64_t wake_at_ns) const;
   // Answers requests that expired in the queue (no lock held).
   void AnswerExpired(std::vector<Entry> expired, int64_t now);
+  // Runs `work` on instance `index`, records it and delivers the responses (no lock held).
+  void RunWork(int index, Work work);
+  // `self` finished its batch (under mu): it is free, and takes the next batch when the policy
+  // has one; that batch runs on self's thread (woken unless `own_thread`, the caller being it).
+  void InstanceFreeLocked(Instance& self, std::unique_lock<std::mutex>& lock, bool own_thread);
   void SchedulerLoop();
   void InstanceLoop(int index);
   // Calls the callbacks of `items` (sorted by id), in id order across threads when
@@ -234,6 +245,71 @@ void Batcher::State::SchedulerLoop() {
   for (const auto& inst : instances) inst->cv.notify_all();
 }
 
+void Batcher::State::RunWork(int index, Work work) {
+  std::vector<const InferRequest*> requests;
+  requests.reserve(work.entries.size());
+  for (const Entry& e : work.entries) requests.push_back(e.request.get());
+  const int64_t started = clock->NowNs();
+  std::vector<RequestOutcome> outcomes = executor->Execute(index, requests, work.shape);
+  KILN_CHECK(outcomes.size() == work.entries.size(), "Execute returned ", outcomes.size(),
+             " outcomes for ", work.entries.size(), " requests");
+  const int64_t now = clock->NowNs();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const int64_t took = now - started;
+    exec_average_ns = exec_average_ns < 0 ? took : (exec_average_ns * 7 + took) / 8;
+  }
+  const uint64_t now_ms = WallClockMs();
+  std::vector<Delivery> items;
+  items.reserve(work.entries.size());
+  for (size_t i = 0; i < work.entries.size(); ++i) {
+    Entry& e = work.entries[i];
+    RequestOutcome& o = outcomes[i];
+    if (options.stats) {
+      if (o.response.ok()) {
+        options.stats->RecordSuccess(static_cast<uint64_t>(e.batch_size),
+                                     Elapsed(e.arrival_ns, work.dispatch_ns), o.compute_input_ns,
+                                     o.compute_infer_ns, o.compute_output_ns,
+                                     Elapsed(e.arrival_ns, now), now_ms);
+      } else {
+        options.stats->RecordFailure(FailureReason::kBackend, Elapsed(e.arrival_ns, now), now_ms);
+      }
+    }
+    e.request.reset();
+    items.push_back({e.id, std::move(e.done), std::move(o.response)});
+  }
+  std::sort(items.begin(), items.end(),
+            [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
+  Deliver(std::move(items));
+}
+
+void Batcher::State::InstanceFreeLocked(Instance& self, std::unique_lock<std::mutex>& lock,
+                                        bool own_thread) {
+  self.busy = false;
+  ++free_instances;
+  for (;;) {
+    const int64_t at = clock->NowNs();
+    Step step = ScheduleLocked(at, &self, /*take_expired=*/true);
+    // `self` got the next batch: its own thread runs it (already awake when own_thread).
+    const bool wake_self = step.dispatched == &self && !own_thread;
+    if (!step.expired.empty()) {
+      lock.unlock();
+      if (step.dispatched != nullptr && (step.dispatched != &self || wake_self)) {
+        step.dispatched->cv.notify_one();
+      }
+      AnswerExpired(std::move(step.expired), at);
+      lock.lock();
+      if (step.dispatched != nullptr) return;
+      continue;
+    }
+    if (wake_self) self.cv.notify_one();
+    if (step.dispatched == nullptr && SchedulerMustWakeLocked(step.wake_at_ns)) {
+      cv.notify_one();
+    }
+    return;
+  }
+}
+
 void Batcher::State::InstanceLoop(int index) {
   Instance& self = *instances[static_cast<size_t>(index)];
   for (;;) {
@@ -245,59 +321,11 @@ void Batcher::State::InstanceLoop(int index) {
       work = std::move(*self.work);
       self.work.reset();
     }
-    std::vector<const InferRequest*> requests;
-    requests.reserve(work.entries.size());
-    for (const Entry& e : work.entries) requests.push_back(e.request.get());
-    std::vector<RequestOutcome> outcomes = executor->Execute(index, requests, work.shape);
-    KILN_CHECK(outcomes.size() == work.entries.size(), "Execute returned ", outcomes.size(),
-               " outcomes for ", work.entries.size(), " requests");
-    const int64_t now = clock->NowNs();
-    const uint64_t now_ms = WallClockMs();
-    std::vector<Delivery> items;
-    items.reserve(work.entries.size());
-    for (size_t i = 0; i < work.entries.size(); ++i) {
-      Entry& e = work.entries[i];
-      RequestOutcome& o = outcomes[i];
-      if (options.stats) {
-        if (o.response.ok()) {
-          options.stats->RecordSuccess(static_cast<uint64_t>(e.batch_size),
-                                       Elapsed(e.arrival_ns, work.dispatch_ns), o.compute_input_ns,
-                                       o.compute_infer_ns, o.compute_output_ns,
-                                       Elapsed(e.arrival_ns, now), now_ms);
-        } else {
-          options.stats->RecordFailure(FailureReason::kBackend, Elapsed(e.arrival_ns, now), now_ms);
-        }
-      }
-      e.request.reset();
-      items.push_back({e.id, std::move(e.done), std::move(o.response)});
-    }
-    std::sort(items.begin(), items.end(),
-              [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
-    Deliver(std::move(items));
-
+    RunWork(index, std::move(work));
     // Free again: take the next batch here when the policy has one, without a round trip
     // through the scheduling thread; wake that thread only when its timer must change.
     std::unique_lock<std::mutex> lock(mu);
-    self.busy = false;
-    ++free_instances;
-    for (;;) {
-      const int64_t at = clock->NowNs();
-      Step step = ScheduleLocked(at, &self, /*take_expired=*/true);
-      if (!step.expired.empty()) {
-        lock.unlock();
-        if (step.dispatched != nullptr && step.dispatched != &self) {
-          step.dispatched->cv.notify_one();
-        }
-        AnswerExpired(std::move(step.expired), at);
-        lock.lock();
-        if (step.dispatched != nullptr) break;
-        continue;
-      }
-      if (step.dispatched == nullptr && SchedulerMustWakeLocked(step.wake_at_ns)) {
-        cv.notify_one();
-      }
-      break;
-    }
+    InstanceFreeLocked(self, lock, /*own_thread=*/true);
   }
 }
 
@@ -374,6 +402,7 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
   State& s = *keep;
   const int64_t now = s.clock->NowNs();
   State::Instance* dispatched = nullptr;
+  std::optional<Work> inline_work;
   bool wake_scheduler = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -405,12 +434,34 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
       wake_scheduler = s.scheduler_waiting &&
                        (step.expired_left || (step.dispatched == nullptr &&
                                               s.SchedulerMustWakeLocked(step.wake_at_ns)));
+      // A fast model runs the batch right here: no hand-off to the instance's thread.
+      if (dispatched != nullptr && s.options.inline_max_ns > 0 && s.exec_average_ns >= 0 &&
+          s.exec_average_ns <= s.options.inline_max_ns) {
+        inline_work = std::move(*dispatched->work);
+        dispatched->work.reset();
+        ++s.inline_runs;
+      }
     } else {
       wake_scheduler = s.SchedulerMustWakeLocked(deadline_ns);
     }
   }
-  if (dispatched != nullptr) dispatched->cv.notify_one();
   if (wake_scheduler) s.cv.notify_one();
+  if (dispatched == nullptr) return Status::OK();
+  if (!inline_work.has_value()) {
+    dispatched->cv.notify_one();
+    return Status::OK();
+  }
+  const int index = static_cast<int>(
+      std::find_if(s.instances.begin(), s.instances.end(),
+                   [&](const auto& inst) { return inst.get() == dispatched; }) -
+      s.instances.begin());
+  const void* outer = t_inline_state;
+  t_inline_state = &s;
+  s.RunWork(index, std::move(*inline_work));
+  t_inline_state = outer;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.InstanceFreeLocked(*dispatched, lock, /*own_thread=*/false);
+  if (--s.inline_runs == 0) s.inline_cv.notify_all();
   return Status::OK();
 }
 
@@ -434,6 +485,12 @@ void Batcher::Shutdown() {
     }
   }
   threads_.clear();
+  // Batches running on Enqueue's callers finish before Shutdown returns, unless this is one of
+  // them (a callback shutting its own batcher down).
+  if (!on_own_thread && t_inline_state != state_.get()) {
+    std::unique_lock<std::mutex> state_lock(state_->mu);
+    state_->inline_cv.wait(state_lock, [&] { return state_->inline_runs == 0; });
+  }
 }
 
 size_t Batcher::queued() const {

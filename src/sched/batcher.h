@@ -21,7 +21,10 @@
 // calls BatchExecutor::Execute, records the statistics, calls the callbacks (in arrival order
 // when preserve_ordering is set; expired requests are answered at once and do not wait for
 // their turn), and only then takes the next batch. A decision looks only at the part of the
-// queue it depends on (BatchCandidates) unless a queued request has a deadline.
+// queue it depends on (BatchCandidates) unless a queued request has a deadline. For a fast
+// model (BatcherOptions::inline_max_ns) Enqueue runs a batch that goes to a free instance
+// itself, as that instance, instead of waking the instance's thread; the batch after it goes
+// back to the instance's thread.
 //
 // Statistics: per request success / fail with queue time (arrival to dispatch), the compute
 // times the executor reports, and total time (arrival to response); failures include expired
@@ -79,6 +82,12 @@ struct BatcherOptions {
   int num_instances = 1;                  // >= 1
   const Clock* clock = nullptr;           // nullptr: SteadyClock()
   std::shared_ptr<StatsCollector> stats;  // nullptr: none recorded
+  // Inline execution: a request that finds an instance free and is to run at once runs on
+  // Enqueue's caller, inside Enqueue, when the model's recent batches took at most this long on
+  // average (a moving average of BatchExecutor::Execute); the hand-off to the instance's thread
+  // costs more than such a model's run. 0: never (every batch runs on its instance's thread).
+  // Callers must accept `done` being called before Enqueue returns.
+  int64_t inline_max_ns = 0;
 };
 
 class Batcher {
@@ -95,7 +104,7 @@ class Batcher {
   // Queues `request` (REQUIRES: non-null) with `done` (REQUIRES: non-empty), whose input shapes
   // are `shape` and whose batch size is `batch_size` (>= 1; 1 when the model has no batch dim).
   // On OK the batcher owns both (`request` is reset, `done` moved from) and calls `done` exactly
-  // once, on one of its threads. On error neither is touched (the caller answers): UNAVAILABLE
+  // once, on one of its threads (or, with inline_max_ns, maybe on this one before returning). On error neither is touched (the caller answers): UNAVAILABLE
   // after Shutdown began; RESOURCE_EXHAUSTED when the request's priority level is full.
   Status Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& done, BatchShape shape,
                  int64_t batch_size);

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <future>
 #include <set>
+#include <thread>
 
 namespace kiln {
 namespace {
@@ -397,6 +398,156 @@ TEST(BatcherTest, DestroyedFromItsOwnCallback) {
   };
   ASSERT_TRUE(raw->Enqueue(request, callback, BatchShape{}, 1).ok());
   EXPECT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
+}
+
+// Records the thread each batch runs on; with a clock, advances it by `cost_ns` per batch (the
+// batch's measured run time).
+class ThreadRecordingExecutor final : public BatchExecutor {
+ public:
+  explicit ThreadRecordingExecutor(FakeClock* clock = nullptr, int64_t cost_ns = 0)
+      : clock_(clock), cost_ns_(cost_ns) {}
+  std::vector<RequestOutcome> Execute(int, std::span<const InferRequest* const> requests,
+                                      const BatchShape&) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      threads_.push_back(std::this_thread::get_id());
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !hold_; });
+    }
+    if (clock_ != nullptr) clock_->Advance(cost_ns_);
+    std::vector<RequestOutcome> out(requests.size());
+    for (RequestOutcome& o : out) o.response = InferResponse{};
+    return out;
+  }
+  std::vector<std::thread::id> threads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return threads_;
+  }
+  void Hold(bool hold) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = hold;
+    cv_.notify_all();
+  }
+  bool WaitRuns(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return threads_.size() >= n; });
+  }
+
+ private:
+  FakeClock* clock_;
+  int64_t cost_ns_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread::id> threads_;
+  bool hold_ = false;
+};
+
+// Enqueues one request and waits for its answer; true when `done` ran on this thread, inside
+// Enqueue.
+bool RunOne(Batcher& batcher) {
+  auto request = std::make_unique<InferRequest>();
+  std::promise<void> answered;
+  std::atomic<bool> returned{false};
+  bool here = false;
+  const std::thread::id caller = std::this_thread::get_id();
+  InferCallback done = [&](Result<InferResponse> r) {
+    EXPECT_TRUE(r.ok());
+    here = std::this_thread::get_id() == caller && !returned.load();
+    answered.set_value();
+  };
+  EXPECT_TRUE(batcher.Enqueue(request, done, BatchShape{}, 1).ok());
+  returned = true;
+  EXPECT_EQ(answered.get_future().wait_for(kWait), std::future_status::ready);
+  return here;
+}
+
+TEST(BatcherTest, FastModelRunsOnTheCallerOnceMeasured) {
+  FakeClock clock;
+  auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, 20 * kUs);
+  BatcherOptions options;
+  options.name = "m";
+  options.clock = &clock;
+  options.inline_max_ns = 100 * kUs;
+  // Two instances: the second is surely free when the first answers (the first may still be
+  // on its way back to the queue).
+  options.num_instances = 2;
+  auto batcher = Batcher::Create(options, executor).value();
+  // No run time is known yet: the first batch runs on the instance's thread.
+  EXPECT_FALSE(RunOne(*batcher));
+  // 20 us on average: the next ones run inside Enqueue, on this thread.
+  EXPECT_TRUE(RunOne(*batcher));
+  EXPECT_TRUE(RunOne(*batcher));
+  std::vector<std::thread::id> threads = executor->threads();
+  ASSERT_EQ(threads.size(), 3u);
+  EXPECT_NE(threads[0], std::this_thread::get_id());
+  EXPECT_EQ(threads[1], std::this_thread::get_id());
+  EXPECT_EQ(threads[2], std::this_thread::get_id());
+}
+
+TEST(BatcherTest, SlowModelOrInlineOffRunsOnTheInstanceThread) {
+  for (int64_t cost_us : {0, 500}) {
+    SCOPED_TRACE(cost_us);
+    FakeClock clock;
+    auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, cost_us * kUs);
+    BatcherOptions options;
+    options.name = "m";
+    options.clock = &clock;
+    // A 500 us model is over the 100 us limit; a 0 us one runs with inline execution off.
+    options.inline_max_ns = cost_us == 0 ? 0 : 100 * kUs;
+    auto batcher = Batcher::Create(options, executor).value();
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(RunOne(*batcher));
+    for (std::thread::id t : executor->threads()) EXPECT_NE(t, std::this_thread::get_id());
+  }
+}
+
+TEST(BatcherTest, ShutdownWaitsForABatchRunningOnACaller) {
+  FakeClock clock;
+  auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, 1 * kUs);
+  BatcherOptions options;
+  options.name = "m";
+  options.clock = &clock;
+  options.inline_max_ns = 100 * kUs;
+  options.num_instances = 2;
+  auto batcher = Batcher::Create(options, executor).value();
+  EXPECT_FALSE(RunOne(*batcher));  // measured: the next one runs inline
+  executor->Hold(true);
+  std::thread caller([&] { EXPECT_TRUE(RunOne(*batcher)); });
+  ASSERT_TRUE(executor->WaitRuns(2));
+  std::atomic<bool> shut{false};
+  std::thread stopper([&] {
+    batcher->Shutdown();
+    shut = true;
+  });
+  // Shutdown cannot finish while the caller's batch runs (it would return with work in flight).
+  for (int i = 0; i < 50 && !shut; ++i) std::this_thread::yield();
+  EXPECT_FALSE(shut.load());
+  executor->Hold(false);
+  caller.join();
+  stopper.join();
+  EXPECT_TRUE(shut.load());
+}
+
+TEST(BatcherTest, DestroyedFromItsOwnInlineCallback) {
+  FakeClock clock;
+  auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, 1 * kUs);
+  BatcherOptions options;
+  options.name = "m";
+  options.clock = &clock;
+  options.inline_max_ns = 100 * kUs;
+  options.num_instances = 2;
+  auto batcher = std::shared_ptr<Batcher>(Batcher::Create(options, executor).value().release());
+  EXPECT_FALSE(RunOne(*batcher));
+  std::promise<void> done;
+  auto request = std::make_unique<InferRequest>();
+  Batcher* raw = batcher.get();
+  InferCallback callback = [&done, keep = std::move(batcher)](Result<InferResponse> r) mutable {
+    EXPECT_TRUE(r.ok());
+    keep.reset();  // the last owner: ~Batcher runs inside Enqueue's inline batch
+    done.set_value();
+  };
+  ASSERT_TRUE(raw->Enqueue(request, callback, BatchShape{}, 1).ok());
+  EXPECT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(executor->threads().back(), std::this_thread::get_id());
 }
 
 TEST(BatcherTest, InvalidOptions) {

@@ -19,6 +19,8 @@
 //
 // Thread safety: a plain value; InstanceCountWithinBudget is pure.
 
+#include <cstdint>
+
 #include "sched/clock.h"
 #include "tensor/buffer.h"
 
@@ -32,6 +34,9 @@ struct InstanceOptions {
   // HostAllocator(). Must outlive every model built with it. (Tests inject failing allocators.)
   Allocator* allocator = nullptr;
   const Clock* clock = nullptr;  // the schedulers' time source; nullptr: SteadyClock()
+  // BatcherOptions::inline_max_ns: a model whose runs average at most this long runs a request
+  // that finds an instance free on the caller's (protocol) thread; 0: never.
+  int64_t inline_max_ns = 0;
 };
 
 // What PlanInstances decided.

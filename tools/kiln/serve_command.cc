@@ -68,6 +68,7 @@ struct ServeOptions {
   int model_workers = 1;
   int model_thread_budget = 0;
   int intra_op_threads = 0;
+  int64_t inline_execution_us = 100;
   bool allow_thread_oversubscription = false;
 };
 
@@ -208,6 +209,7 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   mopt.workers_per_model = opt.model_workers;
   mopt.instance_options.cpu_threads = opt.model_thread_budget;
   mopt.instance_options.intra_op_threads = opt.intra_op_threads;
+  mopt.instance_options.inline_max_ns = opt.inline_execution_us * 1000;
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
   Result<std::unique_ptr<ModelManager>> manager = ModelManager::Create(mopt);
   if (!manager.ok()) {
@@ -419,6 +421,13 @@ CommandMain AddServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--allow-thread-oversubscription", opt->allow_thread_oversubscription,
                 "Start every configured instance even past --model-thread-budget");
+  cmd->add_option("--inline-execution-us", opt->inline_execution_us,
+                  "A model whose runs take at most this long on average runs a request that "
+                  "finds an instance free on the protocol thread that received it, saving the "
+                  "hand-off to the instance's thread (lower latency for small models); 0 = "
+                  "always hand off")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }
 
