@@ -154,7 +154,7 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  static bool FastPathApplies(const KernelContext& ctx) {
+  bool FastPathApplies(const KernelContext& ctx) const {
     for (int i = 0; i < std::min(ctx.num_inputs(), 3); ++i) {
       if (!ctx.has_input(i)) continue;
       const Tensor& t = ctx.input(i);
@@ -163,7 +163,8 @@ class ConvKernel final : public Kernel {
       }
     }
     const Tensor& x = ctx.input(0);
-    return x.rank() >= 3 && x.rank() <= 5 && ctx.input(1).rank() == x.rank() &&
+    const int x_rank = x_block_ > 0 ? x.rank() - 1 : x.rank();  // a blocked X has one more
+    return x_rank >= 3 && x_rank <= 5 && ctx.input(1).rank() == x_rank &&
            x.num_elements() > 0 && ctx.input(1).num_elements() > 0;
   }
 
