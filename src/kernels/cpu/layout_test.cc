@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
 #include "graph/kiln_ops.h"
@@ -193,6 +194,45 @@ TEST(CpuLayoutTest, BlockedFusedConvRejectsMismatchedBlockedInput) {
   Result<OwnedTensor> r = c.TryRun("cpu");
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
+  // The blocked kernel must not quietly take its reference fallback, and must execute the
+  // convolution alone: oneDNN's verbose log of the second call (the plan and the packed weights
+  // exist by then) shows one primitive, a convolution on nChw16c source and destination.
+  std::mt19937 rng(16);
+  for (auto [xb, c, dw] : {std::tuple<int64_t, int64_t, bool>{16, 24, false}, {16, 24, true},
+                           {8, 17, false}}) {
+    KernelCase k("FusedConv", 13);
+    k.Domain(std::string(kKilnDomain), 1)
+        .Input(Block(RandomTensor(Shape({1, c, 6, 6}), rng), xb))
+        .ConstInput(RandomTensor(Shape({c, dw ? 1 : c, 3, 3}), rng))
+        .Attr(IntsAttr("pads", {1, 1, 1, 1}))
+        .Attr(IntAttr("x_block", xb))
+        .Attr(IntAttr("y_block", xb));
+    if (dw) k.Attr(IntAttr("group", c));
+    Result<KernelCase::Prepared> p = k.Prepare("cpu");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_TRUE(k.Execute(*p).ok());
+    ::testing::internal::CaptureStdout();
+    dnnl::set_verbose(1);
+    Result<OwnedTensor> r = k.Execute(*p);
+    dnnl::set_verbose(0);
+    const std::string log = ::testing::internal::GetCapturedStdout();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    int execs = 0, convs = 0;
+    for (size_t at = log.find("exec,cpu,"); at != std::string::npos;
+         at = log.find("exec,cpu,", at + 1)) {
+      ++execs;
+      if (log.compare(at, 20, "exec,cpu,convolution") == 0) ++convs;
+    }
+    EXPECT_EQ(execs, 1) << log;
+    EXPECT_EQ(convs, 1) << log;
+    // "src_f32[:p]:blocked:aBcd16b:f0 wei_..." and "dst_f32[:p]:blocked:aBcd16b:f0,attr..."
+    EXPECT_NE(log.find(fmt::format("blocked:aBcd{}b:f0 wei", xb)), std::string::npos) << log;
+    EXPECT_NE(log.find(fmt::format("blocked:aBcd{}b:f0,attr", xb)), std::string::npos) << log;
+    EXPECT_EQ(log.find(",ref:"), std::string::npos) << log;
+  }
 }
 
 }  // namespace
