@@ -196,5 +196,31 @@ TEST(LayoutSelectionTest, TwoRegionsSplitByANonBlockedOp) {
   ExpectSameOnBothProviders(*g, *o.graph);
 }
 
+TEST(LayoutSelectionTest, ThinConvInsideAChainReadsPlain) {
+  // Weights in [-0.25, 0.25] keep the activations near 1 through four convs (FP32 sums of up to
+  // 144 products without large cancellations). 16 -> 8 -> 16 channels: with a block of 16 the middle conv's 8-channel X is read plain (it
+  // leaves the region through ReorderFromBlocked); with a block of 8 it stays blocked. Either
+  // way no blocked X has fewer channels than its block, and the numerics hold.
+  std::mt19937 rng(5);
+  TestGraph t;
+  const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
+  const int x = t.Input("x", {-1, 16, 6, 6});
+  const int a = t.Op("Conv", {x, t.Random("wa", {8, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 8, 6, 6}});
+  const int b = t.Op("Conv", {a, t.Random("wb", {16, 8, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}});
+  const int c = t.Op("Conv", {b, t.Random("wc", {16, 16, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 16, 6, 6}});
+  t.Output(t.Op("Conv", {c, t.Random("wd", {16, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_GE(CountBlockedConvs(*o.graph), 3) << FormatPassReport(o);
+  for (const Node& n : o.graph->nodes()) {
+    const int64_t xb = n.GetInt(kAttrXBlock, 0);
+    if (n.op_type != kFusedConvOp || xb == 0) continue;
+    const OwnedTensor* w = o.graph->value(n.inputs[1]).constant.get();
+    ASSERT_NE(w, nullptr);
+    EXPECT_GE(w->shape().dim(1) * n.GetInt("group", 1), xb) << n.name;
+  }
+  ExpectSameOnBothProviders(*g, *o.graph);
+}
+
 }  // namespace
 }  // namespace kiln::opt::testing

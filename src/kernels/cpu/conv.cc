@@ -49,6 +49,7 @@ struct ConvPlan {
   dnnl::reorder src_reorder, wei_reorder, z_reorder, dst_reorder;
   dnnl::memory packed_wei;  // W in wei_md (shared via PackedWeights), when W is constant
   Shape out_shape;
+  bool unimplemented = false;  // oneDNN has no implementation: the fallback kernel runs
 };
 
 class ConvKernel final : public Kernel {
@@ -142,6 +143,7 @@ class ConvKernel final : public Kernel {
       return plan_or.status();
     }
     const std::shared_ptr<const ConvPlan> plan = std::move(plan_or).value();
+    if (plan->unimplemented) return fallback_->Compute(ctx);
     if (has_z && ctx.input(3).shape() != plan->out_shape) {
       return OpError(op, "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
                      plan->out_shape.ToString());
@@ -257,7 +259,15 @@ class ConvKernel final : public Kernel {
                  : dnnl::convolution_forward::desc(
                        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                        src_any, wei_any, dst_any, strides, dilates, pad_l, pad_r);
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+    dnnl::convolution_forward::primitive_desc pd;
+    try {
+      pd = dnnl::convolution_forward::primitive_desc(desc, attr, eng);
+    } catch (const dnnl::error& e) {
+      // Remembered per shape, so a configuration oneDNN lacks is not retried on every call.
+      if (e.status != dnnl_unimplemented || fallback_ == nullptr) throw;
+      plan->unimplemented = true;
+      return plan;
+    }
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->wei_md = pd.weights_desc();

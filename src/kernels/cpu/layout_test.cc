@@ -133,6 +133,7 @@ TEST(CpuLayoutTest, BlockedFusedConvMatchesReference) {
       {{2, 16, 6, 6}, 33, {3, 3}, 1, {1, 1}, {0, 0, 0, 0}},
       {{1, 32, 5, 5}, 64, {3, 3}, 2, {1, 1}, {1, 1, 1, 1}},  // 2 groups of 16
       {{1, 1, 4, 4}, 1, {1, 1}},
+      {{4, 8, 16, 16}, 16, {3, 3}, 1, {2, 2}},  // fewer channels than the block, no bias
   };
   struct Act {
     std::string name;

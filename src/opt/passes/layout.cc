@@ -10,13 +10,15 @@
 //      the sum's (no broadcasting); Relu of a candidate output. Elementwise ops on equal shapes
 //      are layout-blind and keep the zero padding, so they stay ONNX ops on blocked tensors.
 //   2. Regions are the connected components of candidates (joined by the values flowing between
-//      them). A region with fewer than two convolutions is left alone: one conv gains nothing
-//      over the reorders the conv kernel does by itself.
+//      them as blocked tensors). A region is kept when it has two convolutions or more and at
+//      least one of them reads a blocked X; otherwise the conv kernels' own reorders cost no
+//      more than the region's edges would.
 //   3. Rewrite: every value a region node produces gets a blocked twin; region nodes read and
 //      write the twins (convs become FusedConv with x_block / y_block). A plain value entering a
 //      region goes through one shared ReorderToBlocked, except the X of a one-group conv with
 //      fewer channels than the block (a network's RGB stem), which the conv reads plain
-//      (x_block 0: oneDNN has direct plain-in / blocked-out kernels for it). A value that leaves
+//      (x_block 0: oneDNN has direct plain-in / blocked-out kernels for it, and none from a
+//      padded block; such an X produced inside a region leaves it). A value that leaves
 //      the region (read by a node outside it, or a graph output) is recomputed from its twin by
 //      ReorderFromBlocked under its original name and id, so readers outside and graph outputs
 //      are untouched.
@@ -56,6 +58,10 @@ bool IsConv(const Node& n) {
 // What the rewrite needs to know of a candidate conv.
 struct ConvFacts {
   int64_t in_channels = 0, out_channels = 0, group = 1;
+  // X is read plain even inside a region: one group and fewer input channels than the block.
+  // oneDNN 2.6 convolves such an input fast only from plain NCHW (its "first convolution"
+  // kernels); from a padded block its AVX-512 code has no implementation and the reference runs.
+  bool plain_x = false;
 };
 
 std::optional<ConvFacts> ConvCandidate(const GraphEditor& ed, const Node& n, int64_t block) {
@@ -81,6 +87,7 @@ std::optional<ConvFacts> ConvCandidate(const GraphEditor& ed, const Node& n, int
   const bool depthwise = per_group == 1 && f.out_channels == f.group;
   const bool blocked_groups = per_group % block == 0 && (f.out_channels / f.group) % block == 0;
   if (f.group != 1 && !depthwise && !blocked_groups) return std::nullopt;
+  f.plain_x = f.group == 1 && f.in_channels < block;
   return f;
 }
 
@@ -139,19 +146,31 @@ class LayoutSelectionPass final : public Pass {
       channels_of_value[n.outputs[0]] = channels_of_node[id];
     }
     // Regions: connected components; keep those with two convolutions or more.
+    // True when `node` reads `value` as its plain X.
+    auto reads_plain = [&](int node, int value) {
+      auto it = convs.find(node);
+      return it != convs.end() && it->second.plain_x && ed.node(node).inputs[0] == value;
+    };
     UnionFind uf(num_nodes);
     for (const auto& [id, c] : channels_of_node) {
-      for (int in : ed.node(id).inputs) {
+      const Node& n = ed.node(id);
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const int in = n.inputs[i];
         if (in == kNoValue || !candidate_output(in)) continue;
+        if (i == 0 && convs.count(id) > 0 && convs[id].plain_x) continue;  // read plain
         const int p = ed.Producer(in);
         if (p >= 0 && channels_of_node.count(p) > 0) uf.Join(id, p);
       }
     }
-    std::map<int, int> convs_in_region;
-    for (const auto& [id, f] : convs) ++convs_in_region[uf.Find(id)];
+    std::map<int, int> convs_in_region, blocked_x_convs_in_region;
+    for (const auto& [id, f] : convs) {
+      ++convs_in_region[uf.Find(id)];
+      if (!f.plain_x) ++blocked_x_convs_in_region[uf.Find(id)];
+    }
     std::map<int, int64_t> region;  // node -> output channels, nodes kept
     for (const auto& [id, c] : channels_of_node) {
-      if (convs_in_region[uf.Find(id)] >= 2) region[id] = c;
+      const int r = uf.Find(id);
+      if (convs_in_region[r] >= 2 && blocked_x_convs_in_region[r] >= 1) region[id] = c;
     }
     if (region.empty()) return 0;
     auto in_region = [&](int node) { return node >= 0 && region.count(node) > 0; };
@@ -163,7 +182,7 @@ class LayoutSelectionPass final : public Pass {
       const int v = ed.node(id).outputs[0];
       twin[v] = ed.AddValue(ed.value(v).name + "_blocked", BlockedType(ed.value(v).type, c, block));
       bool leaves = ed.IsGraphOutput(v);
-      for (int r : ed.Consumers(v)) leaves = leaves || !in_region(r);
+      for (int r : ed.Consumers(v)) leaves = leaves || !in_region(r) || reads_plain(r, v);
       if (leaves) exits.emplace_back(v, c);
     }
     std::map<int, int> entry;  // plain value from outside -> its ReorderToBlocked output
@@ -192,8 +211,8 @@ class LayoutSelectionPass final : public Pass {
       if (auto it = convs.find(id); it != convs.end()) {
         const ConvFacts& f = it->second;
         int64_t x_block = block;
-        if (twin.count(n.inputs[0]) == 0 && f.group == 1 && f.in_channels < block) {
-          x_block = 0;  // a thin plain input (the RGB stem): read as it is
+        if (f.plain_x) {
+          x_block = 0;  // a thin input (an RGB stem): read plain
         } else {
           n.inputs[0] = blocked_input(n.inputs[0], f.in_channels);
         }
