@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/layout.h"
+
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -103,6 +105,12 @@ class BlockReorderKernel final : public Kernel {
 };
 
 }  // namespace
+
+int64_t PreferredChannelBlock() {
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+  return (isa & avx512) == avx512 ? 16 : 8;
+}
 
 Result<std::unique_ptr<Kernel>> CreateReorderToBlocked(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateKilnReorderToBlocked(info));

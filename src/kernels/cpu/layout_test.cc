@@ -13,6 +13,7 @@
 
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
+#include "kernels/cpu/layout.h"
 
 namespace kiln::cpu {
 namespace {
@@ -200,10 +201,13 @@ TEST(CpuLayoutTest, BlockedFusedConvRejectsMismatchedBlockedInput) {
 TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   // The blocked kernel must not quietly take its reference fallback, and must execute the
   // convolution alone: oneDNN's verbose log of the second call (the plan and the packed weights
-  // exist by then) shows one primitive, a convolution on nChw16c source and destination.
+  // exist by then) shows one primitive, a convolution (not oneDNN's reference one) on blocked
+  // source and destination.
   std::mt19937 rng(16);
-  for (auto [xb, c, dw] : {std::tuple<int64_t, int64_t, bool>{16, 24, false}, {16, 24, true},
-                           {8, 17, false}}) {
+  // The block the layout pass would choose on this machine (16 with AVX-512, 8 with AVX2 only).
+  const int64_t b = PreferredChannelBlock();
+  for (auto [xb, c, dw] : {std::tuple<int64_t, int64_t, bool>{b, 24, false}, {b, 24, true},
+                           {b, 17, false}, {b, 40, true}}) {
     KernelCase k("FusedConv", 13);
     k.Domain(std::string(kKilnDomain), 1)
         .Input(Block(RandomTensor(Shape({1, c, 6, 6}), rng), xb))

@@ -22,8 +22,9 @@
 //      the region (read by a node outside it, or a graph output) is recomputed from its twin by
 //      ReorderFromBlocked under its original name and id, so readers outside and graph outputs
 //      are untouched.
-// The block is 16 where the CPU has AVX-512 (oneDNN's native block there; its 8-blocked kernels
-// are AVX2 ones) and 8 otherwise. Idempotent: blocked FusedConvs are never candidates again.
+// The block is the CPU kernels' (cpu::PreferredChannelBlock): 16 where oneDNN runs AVX-512 code
+// (its native block there; its 8-blocked kernels are AVX2 ones), 8 otherwise. Idempotent:
+// blocked FusedConvs are never candidates again.
 
 #include <fmt/format.h>
 
@@ -33,19 +34,12 @@
 #include <vector>
 
 #include "graph/kiln_ops.h"
+#include "kernels/cpu/layout.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 
 namespace kiln::opt {
 namespace {
-
-int64_t PreferredBlock() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx512f") ? 16 : 8;
-#else
-  return 8;
-#endif
-}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -118,7 +112,7 @@ struct UnionFind {
 class LayoutSelectionPass final : public Pass {
  public:
   Result<int> Run(GraphEditor& ed, const OptimizerOptions&) const override {
-    const int64_t block = PreferredBlock();
+    const int64_t block = cpu::PreferredChannelBlock();
     const std::vector<int> order = ed.LiveNodes();
     const size_t num_nodes = ed.graph().nodes().size();
     // Candidates: node -> channels of its output; conv facts per conv.
