@@ -30,6 +30,24 @@
 //   Q [..., S, D], K [..., T, D], V [..., T, Dv] (equal leading dims), Mask additive and
 //   broadcastable to [..., S, T]; scale FLOAT (default 1/sqrt(D)).
 //   Y = Softmax(scale * Q K^T + Mask, axis -1) V, shape [..., S, Dv].
+//
+// --- Blocked channel layout (opt/passes/layout.cc, layout_selection) ---------------------------
+// A blocked tensor stores an [N, C, spatial...] FP32 tensor as [N, ceil(C/b), spatial..., b]:
+// element (n, c, s...) lives at (n, c / b, s..., c % b), the b channels of one block adjacent in
+// memory (oneDNN's nChw8c / nChw16c). Channels C..ceil(C/b)*b-1 are padding and hold zeros; every
+// op below writes them as zeros and may rely on reading zeros there.
+// ReorderToBlocked(X) -> Y
+//   block INT (8 or 16, required). X [N, C, spatial...] (rank >= 3); Y [N, ceil(C/b), ..., b].
+// ReorderFromBlocked(Y) -> X
+//   block INT (required), channels INT (C >= 1, required; Y's dim 1 must be ceil(C/b)).
+//   Y [N, ceil(C/b), spatial..., b] -> X [N, C, spatial...]; the padding is dropped.
+// FusedConv's layout attributes (both default 0, so plain FusedConv is unchanged):
+//   x_block  INT  0: X is plain [N, C, H, W]; 8 or 16: X is blocked with that block.
+//   y_block  INT  0: Y (and Z) plain; 8 or 16: Y and Z are blocked with that block.
+//   C and the output channels come from W ([M, C/group, kH, kW]). Only 2-D convolutions take a
+//   blocked operand (X rank 4 plain or 5 blocked).
+//   Elementwise ops between blocked tensors of the same shape (Add, Relu, Clip with 0 in range)
+//   stay ONNX ops: on equal shapes they are layout-blind and keep the padding at zero.
 
 #include <string_view>
 
@@ -107,5 +125,12 @@ inline constexpr std::string_view kActivationLeakyRelu = "LeakyRelu";
 inline constexpr std::string_view kQConvOp = "QConv";
 inline constexpr std::string_view kQMatMulOp = "QMatMul";
 inline constexpr std::string_view kQAddOp = "QAdd";
+// --- Blocked channel layout --------------------------------------------------------------------
+inline constexpr std::string_view kReorderToBlockedOp = "ReorderToBlocked";
+inline constexpr std::string_view kReorderFromBlockedOp = "ReorderFromBlocked";
+inline constexpr std::string_view kAttrBlock = "block";
+inline constexpr std::string_view kAttrChannels = "channels";
+inline constexpr std::string_view kAttrXBlock = "x_block";  // on FusedConv
+inline constexpr std::string_view kAttrYBlock = "y_block";  // on FusedConv
 
 }  // namespace kiln

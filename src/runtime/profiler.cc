@@ -19,14 +19,20 @@ const Tensor* InputAt(std::span<const Tensor> inputs, size_t i) {
   return i < inputs.size() && inputs[i].valid() ? &inputs[i] : nullptr;
 }
 
-// 2 * out * (W elements per output channel): Conv and FusedConv (W [M, C/group, k...]).
+// 2 * out * (W elements per output channel): Conv and FusedConv (W [M, C/group, k...]); `out`
+// counts Y's real elements (a blocked Y's padding channels excluded).
 double ConvFlops(std::span<const Tensor> inputs, std::span<const OwnedTensor> outputs) {
   const Tensor* w = InputAt(inputs, 1);
   if (w == nullptr || outputs.empty() || !outputs[0].valid() || w->rank() < 1 || w->dim(0) == 0) {
     return 0;
   }
-  return 2.0 * static_cast<double>(outputs[0].num_elements()) *
-         static_cast<double>(w->num_elements() / w->dim(0));
+  double out = static_cast<double>(outputs[0].num_elements());
+  const Tensor& y = outputs[0].view();
+  if (y.rank() == w->rank() + 1 && y.dim(1) > 0 && y.dim(y.rank() - 1) > 0) {
+    // A channel-blocked Y (kiln_ops.h, [N, ceil(M/b), spatial..., b]): its padding is not work.
+    out = out * static_cast<double>(w->dim(0)) / static_cast<double>(y.dim(1) * y.dim(y.rank() - 1));
+  }
+  return 2.0 * out * static_cast<double>(w->num_elements() / w->dim(0));
 }
 
 // 2 * X elements * (W elements per input channel): ConvTranspose (W [C, M/group, k...]).

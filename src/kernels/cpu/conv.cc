@@ -11,6 +11,12 @@
 // reordered into the destination first) and the activation with eltwise post-ops. Padding is
 // resolved by the same code as the reference kernel (ref/spatial.h), so both agree on auto_pad
 // and output sizes.
+//
+// Blocked layout (graph/kiln_ops.h, FusedConv x_block / y_block): a blocked X, Y or Z is handed to
+// oneDNN as nChw8c / nChw16c memory of the logical [N, C, H, W] dims, which is exactly kiln's
+// [N, ceil(C/b), H, W, b] tensor, zero padding included. Those operands are fixed to that format
+// (never format_tag::any), so inside a blocked region a call runs the convolution alone: no
+// source, destination or weight reorder (weights are pre-packed as above).
 
 #include <fmt/format.h>
 
@@ -20,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "graph/kiln_ops.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -42,21 +49,25 @@ struct ConvPlan {
   dnnl::reorder src_reorder, wei_reorder, z_reorder, dst_reorder;
   dnnl::memory packed_wei;  // W in wei_md (shared via PackedWeights), when W is constant
   Shape out_shape;
+  bool unimplemented = false;  // oneDNN has no implementation: the fallback kernel runs
 };
 
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(std::string label, ref::WindowAttrs window, int64_t group, Activation act, bool fused,
-             std::shared_ptr<const OwnedTensor> w_const)
+             std::shared_ptr<const OwnedTensor> w_const, int64_t x_block = 0, int64_t y_block = 0)
       : label_(std::move(label)),
         window_(std::move(window)),
         group_(group),
         act_(act),
         fused_(fused),
-        w_const_(std::move(w_const)) {}
+        w_const_(std::move(w_const)),
+        x_block_(x_block),
+        y_block_(y_block) {}
 
-  // Plain Conv keeps the reference kernel for what oneDNN does not take (non-FLOAT, rank outside
-  // 3..5, empty tensors); its checks and messages then apply.
+  // Plain Conv and blocked FusedConv keep the reference kernel for what oneDNN does not take
+  // (non-FLOAT, rank outside 3..5, empty tensors, configurations oneDNN does not implement); its
+  // checks and messages then apply.
   void set_fallback(std::unique_ptr<Kernel> k) { fallback_ = std::move(k); }
 
   Status Compute(KernelContext& ctx) const override {
@@ -80,11 +91,25 @@ class ConvKernel final : public Kernel {
       return OpError(op, "X must have rank 3 to 5 ([N, C, spatial...]), got {}",
                      x.shape().ToString());
     }
-    if (w.rank() != x.rank()) {
+    // X's logical [N, C, spatial...] dims (a blocked X: [N, C/b, H, W, b], C from W).
+    std::vector<int64_t> x_dims(x.shape().dims().begin(), x.shape().dims().end());
+    if (x_block_ > 0) {
+      const int64_t c = w.rank() == 4 ? w.dim(1) * group_ : -1;
+      if (x.rank() != 5 || w.rank() != 4 || x.dim(4) != x_block_ ||
+          x.dim(1) != (c + x_block_ - 1) / x_block_) {
+        return OpError(op, "blocked X {} must be [N, ceil(C/{}), H, W, {}] with C from W {}",
+                       x.shape().ToString(), x_block_, x_block_, w.shape().ToString());
+      }
+      x_dims = {x.dim(0), c, x.dim(2), x.dim(3)};
+    }
+    if (w.rank() != static_cast<int>(x_dims.size())) {
       return OpError(op, "W {} must have the same rank as X {}", w.shape().ToString(),
                      x.shape().ToString());
     }
-    const int64_t channels = x.dim(1), out_channels = w.dim(0), group_channels = w.dim(1);
+    if (y_block_ > 0 && w.rank() != 4) {
+      return OpError(op, "a blocked Y needs a 2-D convolution, W is {}", w.shape().ToString());
+    }
+    const int64_t channels = x_dims[1], out_channels = w.dim(0), group_channels = w.dim(1);
     if (channels % group_ != 0 || channels / group_ != group_channels) {
       return OpError(op, "X {} has {} channels but W {} with group={} expects {} x {} channels",
                      x.shape().ToString(), channels, w.shape().ToString(), group_, group_,
@@ -109,7 +134,7 @@ class ConvKernel final : public Kernel {
       return OpError(op, "empty X {} or W {} is not supported", x.shape().ToString(),
                      w.shape().ToString());
     }
-    Result<std::shared_ptr<const ConvPlan>> plan_or = GetPlan(x, w, has_bias, has_z);
+    Result<std::shared_ptr<const ConvPlan>> plan_or = GetPlan(x_dims, w, has_bias, has_z);
     if (!plan_or.ok()) {
       // A configuration oneDNN does not implement: plain Conv still runs on the reference.
       if (fallback_ != nullptr && plan_or.status().code() == StatusCode::kInternal) {
@@ -118,6 +143,7 @@ class ConvKernel final : public Kernel {
       return plan_or.status();
     }
     const std::shared_ptr<const ConvPlan> plan = std::move(plan_or).value();
+    if (plan->unimplemented) return fallback_->Compute(ctx);
     if (has_z && ctx.input(3).shape() != plan->out_shape) {
       return OpError(op, "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
                      plan->out_shape.ToString());
@@ -130,7 +156,7 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  static bool FastPathApplies(const KernelContext& ctx) {
+  bool FastPathApplies(const KernelContext& ctx) const {
     for (int i = 0; i < std::min(ctx.num_inputs(), 3); ++i) {
       if (!ctx.has_input(i)) continue;
       const Tensor& t = ctx.input(i);
@@ -139,39 +165,46 @@ class ConvKernel final : public Kernel {
       }
     }
     const Tensor& x = ctx.input(0);
-    return x.rank() >= 3 && x.rank() <= 5 && ctx.input(1).rank() == x.rank() &&
+    const int x_rank = x_block_ > 0 ? x.rank() - 1 : x.rank();  // a blocked X has one more
+    return x_rank >= 3 && x_rank <= 5 && ctx.input(1).rank() == x_rank &&
            x.num_elements() > 0 && ctx.input(1).num_elements() > 0;
   }
 
-  Result<std::shared_ptr<const ConvPlan>> GetPlan(const Tensor& x, const Tensor& w, bool has_bias,
-                                                  bool has_z) const {
-    std::vector<int64_t> key(x.shape().dims().begin(), x.shape().dims().end());
+  Result<std::shared_ptr<const ConvPlan>> GetPlan(std::span<const int64_t> x_dims, const Tensor& w,
+                                                  bool has_bias, bool has_z) const {
+    std::vector<int64_t> key(x_dims.begin(), x_dims.end());
     key.insert(key.end(), w.shape().dims().begin(), w.shape().dims().end());
     key.push_back(has_bias);
     key.push_back(has_z);
     std::shared_ptr<const ConvPlan> plan;
     KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
       KILN_ASSIGN_OR_RETURN(plan,
-                            cache_.Get(key, [&] { return BuildPlan(x, w, has_bias, has_z); }));
+                            cache_.Get(key, [&] { return BuildPlan(x_dims, w, has_bias, has_z); }));
       return Status::OK();
     }));
     return plan;
   }
 
-  Result<std::shared_ptr<ConvPlan>> BuildPlan(const Tensor& x, const Tensor& w, bool has_bias,
-                                              bool has_z) const {
+  Result<std::shared_ptr<ConvPlan>> BuildPlan(std::span<const int64_t> x_dims, const Tensor& w,
+                                              bool has_bias, bool has_z) const {
     const char* op = fused_ ? "FusedConv" : "Conv";
     const std::span<const int64_t> kernel = w.shape().dims().subspan(2);
     KILN_ASSIGN_OR_RETURN(ref::WindowGeometry g,
-                          ref::ResolveWindow(op, window_, x.shape().dims().subspan(2), kernel));
-    const int rank = x.rank();
+                          ref::ResolveWindow(op, window_, x_dims.subspan(2), kernel));
+    const int rank = static_cast<int>(x_dims.size());
     const int64_t out_channels = w.dim(0);
-    std::vector<int64_t> out_dims = {x.dim(0), out_channels};
+    std::vector<int64_t> out_dims = {x_dims[0], out_channels};
     out_dims.insert(out_dims.end(), g.out.begin(), g.out.begin() + g.rank);
     auto plan = std::make_shared<ConvPlan>();
-    KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
+    if (y_block_ > 0) {
+      const std::vector<int64_t> blocked = {
+          out_dims[0], (out_channels + y_block_ - 1) / y_block_, out_dims[2], out_dims[3], y_block_};
+      KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(blocked));
+    } else {
+      KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
+    }
 
-    dnnl::memory::dims src_dims = ToDims(x.shape().dims());
+    dnnl::memory::dims src_dims = ToDims(x_dims);
     dnnl::memory::dims dst_dims = ToDims(out_dims);
     dnnl::memory::dims wei_dims;
     if (group_ > 1) {
@@ -188,8 +221,10 @@ class ConvKernel final : public Kernel {
       pad_l.push_back(g.pad_begin[du]);
       pad_r.push_back(g.pad_end[du]);
     }
-    plan->src_user = dnnl::memory::desc(src_dims, dt::f32, PlainTag(rank));
-    plan->dst_user = dnnl::memory::desc(dst_dims, dt::f32, PlainTag(rank));
+    plan->src_user = dnnl::memory::desc(
+        src_dims, dt::f32, x_block_ > 0 ? BlockedTag(rank, x_block_) : PlainTag(rank));
+    plan->dst_user = dnnl::memory::desc(
+        dst_dims, dt::f32, y_block_ > 0 ? BlockedTag(rank, y_block_) : PlainTag(rank));
     plan->wei_user =
         dnnl::memory::desc(wei_dims, dt::f32, PlainTag(static_cast<int>(wei_dims.size())));
     plan->bias_md = dnnl::memory::desc({out_channels}, dt::f32, tag::a);
@@ -197,16 +232,19 @@ class ConvKernel final : public Kernel {
     // oneDNN runs it in place faster than reordering X and Y to and from a blocked layout
     // (measured: ResNet-50's 256->64 1x1 at 56x56, about 1.9x). Everything else gets oneDNN's
     // preferred layout.
-    bool pointwise = group_ == 1;
+    bool pointwise = group_ == 1 && x_block_ == 0 && y_block_ == 0;
     for (int d = 0; d < g.rank; ++d) {
       const size_t du = static_cast<size_t>(d);
       pointwise = pointwise && g.kernel[du] == 1 && g.stride[du] == 1 && g.pad_begin[du] == 0 &&
                   g.pad_end[du] == 0;
     }
-    const dnnl::memory::desc src_any =
-        pointwise ? plan->src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
-    const dnnl::memory::desc dst_any =
-        pointwise ? plan->dst_user : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
+    // Blocked operands are fixed to their format (no reorder inside a blocked region).
+    const dnnl::memory::desc src_any = pointwise || x_block_ > 0
+                                           ? plan->src_user
+                                           : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+    const dnnl::memory::desc dst_any = pointwise || y_block_ > 0
+                                           ? plan->dst_user
+                                           : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
     const dnnl::memory::desc wei_any(wei_dims, dt::f32, tag::any);
 
     dnnl::post_ops ops;
@@ -221,7 +259,15 @@ class ConvKernel final : public Kernel {
                  : dnnl::convolution_forward::desc(
                        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                        src_any, wei_any, dst_any, strides, dilates, pad_l, pad_r);
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+    dnnl::convolution_forward::primitive_desc pd;
+    try {
+      pd = dnnl::convolution_forward::primitive_desc(desc, attr, eng);
+    } catch (const dnnl::error& e) {
+      // Remembered per shape, so a configuration oneDNN lacks is not retried on every call.
+      if (e.status != dnnl_unimplemented || fallback_ == nullptr) throw;
+      plan->unimplemented = true;
+      return plan;
+    }
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->wei_md = pd.weights_desc();
@@ -308,6 +354,7 @@ class ConvKernel final : public Kernel {
   Activation act_;
   bool fused_;
   std::shared_ptr<const OwnedTensor> w_const_;
+  int64_t x_block_, y_block_;  // 0: plain; else the block of X / of Y and Z
   std::unique_ptr<Kernel> fallback_;  // W when it is a FLOAT initializer, else null
   PlanCache<ConvPlan> cache_;
   PackedWeights packed_;
@@ -322,12 +369,24 @@ Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
   KILN_ASSIGN_OR_RETURN(ref::WindowAttrs window,
                         ref::ReadWindowAttrs(attrs, /*kernel_shape_required=*/false));
   Activation act;
+  int64_t x_block = 0, y_block = 0;
   if (fused) {
     KILN_ASSIGN_OR_RETURN(act, ReadActivation(info));
+    KILN_ASSIGN_OR_RETURN(x_block, attrs.Int(kAttrXBlock, 0));
+    KILN_ASSIGN_OR_RETURN(y_block, attrs.Int(kAttrYBlock, 0));
+    for (int64_t b : {x_block, y_block}) {
+      if (b != 0 && b != 8 && b != 16) {
+        return OpError(info.node().op_type, "blocks of {} channels are not supported (0, 8, 16)",
+                       b);
+      }
+    }
   }
   auto kernel = std::make_unique<ConvKernel>(NodeLabel(info), std::move(window), group, act, fused,
-                                             ConstantFloatInput(info, 1));
-  if (!fused) {
+                                             ConstantFloatInput(info, 1), x_block, y_block);
+  if (x_block > 0 || y_block > 0) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateKilnFusedConv(info));
+    kernel->set_fallback(std::move(fallback));
+  } else if (!fused) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateConv(info));
     kernel->set_fallback(std::move(fallback));
   }

@@ -71,6 +71,21 @@ dnnl::memory::format_tag PlainTag(int rank) {
   }
 }
 
+dnnl::memory::format_tag BlockedTag(int rank, int64_t block) {
+  using tag = dnnl::memory::format_tag;
+  const bool b16 = block == 16;
+  switch (rank) {
+    case 3:
+      return b16 ? tag::aBc16b : tag::aBc8b;
+    case 4:
+      return b16 ? tag::aBcd16b : tag::aBcd8b;
+    case 5:
+      return b16 ? tag::aBcde16b : tag::aBcde8b;
+    default:
+      return tag::undef;
+  }
+}
+
 bool AppendActivation(dnnl::post_ops& ops, const Activation& act) {
   using alg = dnnl::algorithm;
   switch (act.kind) {

@@ -40,6 +40,10 @@ void* ThreadScratch(ScratchSlot slot, size_t bytes);
 dnnl::memory::dims ToDims(std::span<const int64_t> dims);
 // Plain row-major format tag for rank 1..5 (a, ab, abc, abcd, abcde).
 dnnl::memory::format_tag PlainTag(int rank);
+// Channel-blocked format tag for rank 3..5 and block 8 or 16 (aBc8b ... aBcde16b: oneDNN's
+// nCw8c / nChw16c / nCdhw16c), the layout of kiln's blocked tensors (graph/kiln_ops.h).
+// REQUIRES: 3 <= rank <= 5, block 8 or 16.
+dnnl::memory::format_tag BlockedTag(int rank, int64_t block);
 
 // Appends `act` to `ops` as eltwise post-ops (HardSigmoid as linear then clip). Every kiln
 // activation has an oneDNN 2.6 equivalent; returns false for kErf / kExp (not fusable).

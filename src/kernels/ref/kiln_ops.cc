@@ -652,10 +652,182 @@ class QAddKernel final : public Kernel {
   Activation act_;
 };
 
+// --- Blocked channel layout (kiln_ops.h): ReorderToBlocked, ReorderFromBlocked and FusedConv's
+// x_block / y_block. Blocked tensors are unblocked into plain ones, the plain kernel runs, and
+// the result is blocked again; padding channels are written as zeros (outputs are zero-filled
+// when allocated and the loops below touch only the real channels).
+
+constexpr int64_t kMaxBlock = 64;
+
+Result<int64_t> ReadBlock(const KernelInfo& info, std::string_view name, bool required) {
+  AttrReader attrs(info);
+  if (required && !attrs.Has(name)) {
+    return OpError(info.node().op_type, "attribute '{}' is required", name);
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t b, attrs.Int(name, 0));
+  if (b < (required ? 1 : 0) || b > kMaxBlock) {
+    return OpError(info.node().op_type, "attribute '{}' is {}, expected {} to {}", name, b,
+                   required ? 1 : 0, kMaxBlock);
+  }
+  return b;
+}
+
+// Index of element (n, c, s) of a plain [N, C, S] tensor in its blocked [N, ceil(C/b), S, b] form.
+int64_t BlockedIndex(int64_t n, int64_t c, int64_t s, int64_t channels, int64_t spatial,
+                     int64_t b) {
+  const int64_t cb = (channels + b - 1) / b;
+  return ((n * cb + c / b) * spatial + s) * b + c % b;
+}
+
+// The blocked shape of plain `dims` ([N, C, S...]).
+Result<Shape> BlockedShape(std::span<const int64_t> dims, int64_t b) {
+  std::vector<int64_t> out = {dims[0], (dims[1] + b - 1) / b};
+  out.insert(out.end(), dims.begin() + 2, dims.end());
+  out.push_back(b);
+  return Shape::Create(out);
+}
+
+// A plain tensor with `channels` channels from blocked `t` (FLOAT or DOUBLE).
+Result<OwnedTensor> Unblock(std::string_view op, const char* what, const Tensor& t, int64_t b,
+                            int64_t channels) {
+  if (t.rank() < 4 || t.dim(t.rank() - 1) != b || t.dim(1) != (channels + b - 1) / b) {
+    return OpError(op,
+                   "{} {} is not a blocked tensor of {} channels with block {} "
+                   "([N, {}, spatial..., {}])",
+                   what, t.shape().ToString(), channels, b, (channels + b - 1) / b, b);
+  }
+  std::vector<int64_t> dims = {t.dim(0), channels};
+  for (int i = 2; i < t.rank() - 1; ++i) dims.push_back(t.dim(i));
+  KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(dims));
+  OwnedTensor out;
+  const Status st = DispatchType<float, double>(t.dtype(), op, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    KILN_ASSIGN_OR_RETURN(out, OwnedTensor::Allocate(t.dtype(), shape));
+    const int64_t spatial = DimProduct(shape.dims(), 2, shape.dims().size());
+    const T* src = t.data<const T>();
+    T* dst = out.data<T>();
+    for (int64_t n = 0; n < dims[0]; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t s = 0; s < spatial; ++s) {
+          dst[(n * channels + c) * spatial + s] = src[BlockedIndex(n, c, s, channels, spatial, b)];
+        }
+      }
+    }
+    return Status::OK();
+  });
+  KILN_RETURN_IF_ERROR(st);
+  return out;
+}
+
+// Writes plain `x` ([N, C, S...], FLOAT or DOUBLE) blocked into output 0.
+Status BlockToOutput(KernelContext& ctx, std::string_view op, const Tensor& x, int64_t b) {
+  if (x.rank() < 3) {
+    return OpError(op, "X {} must be [N, C, spatial...] (rank >= 3)", x.shape().ToString());
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, BlockedShape(x.shape().dims(), b));
+  return DispatchType<float, double>(x.dtype(), op, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), shape));
+    const int64_t spatial = DimProduct(x.shape().dims(), 2, static_cast<size_t>(x.rank()));
+    const T* src = x.data<const T>();
+    T* dst = y.data<T>();
+    const int64_t channels = x.dim(1);
+    for (int64_t n = 0; n < x.dim(0); ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t s = 0; s < spatial; ++s) {
+          dst[BlockedIndex(n, c, s, channels, spatial, b)] = src[(n * channels + c) * spatial + s];
+        }
+      }
+    }
+    return Status::OK();
+  });
+}
+
+class ReorderToBlockedKernel final : public Kernel {
+ public:
+  explicit ReorderToBlockedKernel(int64_t block) : block_(block) {}
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, kReorderToBlockedOp));
+    return BlockToOutput(ctx, kReorderToBlockedOp, ctx.input(0), block_);
+  }
+
+ private:
+  int64_t block_;
+};
+
+class ReorderFromBlockedKernel final : public Kernel {
+ public:
+  ReorderFromBlockedKernel(int64_t block, int64_t channels) : block_(block), channels_(channels) {}
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, kReorderFromBlockedOp));
+    KILN_ASSIGN_OR_RETURN(OwnedTensor x,
+                          Unblock(kReorderFromBlockedOp, "Y", ctx.input(0), block_, channels_));
+    return CopyToOutput(ctx, x.view(), x.shape());
+  }
+
+ private:
+  int64_t block_, channels_;
+};
+
+// FusedConv with a blocked X and/or a blocked Y and Z around the plain FusedConv kernel.
+class BlockedFusedConvKernel final : public Kernel {
+ public:
+  BlockedFusedConvKernel(std::unique_ptr<Kernel> plain, int64_t x_block, int64_t y_block,
+                         int64_t group)
+      : plain_(std::move(plain)), x_block_(x_block), y_block_(y_block), group_(group) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 2, kFusedConvOp));
+    const Tensor& w = ctx.input(1);
+    if (w.rank() < 3) {
+      return OpError(kFusedConvOp, "W {} must be [M, C/group, kernel...]", w.shape().ToString());
+    }
+    std::vector<Tensor> in(static_cast<size_t>(ctx.num_inputs()));
+    for (int i = 0; i < ctx.num_inputs(); ++i) in[static_cast<size_t>(i)] = ctx.input(i);
+    OwnedTensor x_plain, z_plain;
+    if (x_block_ > 0) {
+      KILN_ASSIGN_OR_RETURN(x_plain,
+                            Unblock(kFusedConvOp, "X", ctx.input(0), x_block_, w.dim(1) * group_));
+      in[0] = x_plain.view();
+    }
+    if (y_block_ > 0 && ctx.has_input(3)) {
+      KILN_ASSIGN_OR_RETURN(z_plain, Unblock(kFusedConvOp, "Z", ctx.input(3), y_block_, w.dim(0)));
+      in[3] = z_plain.view();
+    }
+    OwnedTensor out[1];
+    KernelContext plain_ctx(in, out);
+    KILN_RETURN_IF_ERROR(plain_->Compute(plain_ctx));
+    if (y_block_ > 0) return BlockToOutput(ctx, kFusedConvOp, out[0].view(), y_block_);
+    return CopyToOutput(ctx, out[0].view(), out[0].shape());
+  }
+
+ private:
+  std::unique_ptr<Kernel> plain_;
+  int64_t x_block_, y_block_, group_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateBlockedFusedConv(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(int64_t x_block, ReadBlock(info, kAttrXBlock, false));
+  KILN_ASSIGN_OR_RETURN(int64_t y_block, ReadBlock(info, kAttrYBlock, false));
+  KILN_ASSIGN_OR_RETURN(int64_t group, AttrReader(info).Int("group", 1));
+  if (group < 1) return OpError(kFusedConvOp, "attribute 'group' is {}, expected >= 1", group);
+  Node plain = info.node();
+  plain.attributes = AttributesWithout(info.node(), {kAttrXBlock, kAttrYBlock});
+  KernelInfo plain_info(info.graph(), plain, info.opset());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
+                        CreateFused(plain_info, "Conv", 13, 3, -1, 3, &CreateConv));
+  return std::unique_ptr<Kernel>(
+      std::make_unique<BlockedFusedConvKernel>(std::move(kernel), x_block, y_block, group));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
+  if (info.node().FindAttribute(kAttrXBlock) != nullptr ||
+      info.node().FindAttribute(kAttrYBlock) != nullptr) {
+    return CreateBlockedFusedConv(info);
+  }
   return CreateFused(info, "Conv", 13, 3, -1, 3, &CreateConv);
 }
 
@@ -731,6 +903,28 @@ Result<std::unique_ptr<Kernel>> CreateKilnQAdd(const KernelInfo& info) {
     return OpError("QAdd", "activation must be \"\", \"Relu\" or \"Clip\"");
   }
   return std::unique_ptr<Kernel>(std::make_unique<QAddKernel>(std::move(act)));
+// --- Blocked channel layout --------------------------------------------------------------------
+
+Result<std::unique_ptr<Kernel>> CreateKilnReorderToBlocked(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "ReorderToBlocked has one output"));
+  KILN_ASSIGN_OR_RETURN(int64_t block, ReadBlock(info, kAttrBlock, true));
+  return std::unique_ptr<Kernel>(std::make_unique<ReorderToBlockedKernel>(block));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnReorderFromBlocked(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "ReorderFromBlocked has one output"));
+  KILN_ASSIGN_OR_RETURN(int64_t block, ReadBlock(info, kAttrBlock, true));
+  AttrReader attrs(info);
+  if (!attrs.Has(kAttrChannels)) {
+    return OpError(kReorderFromBlockedOp, "attribute 'channels' is required");
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t channels, attrs.Int(kAttrChannels, 0));
+  if (channels < 1) {
+    return OpError(kReorderFromBlockedOp, "attribute 'channels' is {}, expected >= 1", channels);
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<ReorderFromBlockedKernel>(block, channels));
 }
 
 }  // namespace kiln::ref

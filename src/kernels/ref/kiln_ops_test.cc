@@ -270,12 +270,18 @@ TEST(KilnOpsTest, AttentionRejectsUnequalLeadingDims) {
 
 TEST(KilnOpsTest, QuantizedOpsHaveOneReferenceRowEach) {
   for (std::string_view op : {kQConvOp, kQMatMulOp, kQAddOp}) {
+// --- Blocked channel layout ----------------------------------------------------------------------
+
+TEST(KilnOpsTest, BlockedLayoutOpsHaveOneReferenceRowForVersion1) {
+  for (std::string_view op : {kReorderToBlockedOp, kReorderFromBlockedOp}) {
     int rows = 0;
     for (const KernelDef& def : KernelRegistry::Global().defs()) {
       if (def.provider != "ref" || def.domain != kKilnDomain || def.op_type != op) continue;
       ++rows;
       EXPECT_NE(def.types & TypeBit(DataType::kUint8), 0u) << op;
       EXPECT_NE(def.types & TypeBit(DataType::kInt8), 0u) << op;
+      EXPECT_EQ(def.since_version, 1) << op;
+      EXPECT_NE(def.types & TypeBit(DataType::kFloat32), 0u) << op;
     }
     EXPECT_EQ(rows, 1) << op;
   }
@@ -339,6 +345,67 @@ TEST(KilnOpsTest, QAddDequantizesAddsAndRequantizes) {
   Result<std::vector<OwnedTensor>> out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(ToVector<uint8_t>(out->at(0)), (std::vector<uint8_t>{1, 3, 1}));
+TEST(KilnOpsTest, ReorderToBlockedInterleavesChannelsAndZeroPads) {
+  // x[c, s] = 2c + s, C = 3, block 2: element (c, s) goes to ((c/2)*2 + s)*2 + c%2; the fourth
+  // channel is padding.
+  OpTest t = Kiln("ReorderToBlocked");
+  t.Input(MakeTensor<float>({1, 3, 1, 2}, {0, 1, 2, 3, 4, 5})).Attr(Attribute::Int("block", 2));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear(out->at(0), Shape{1, 2, 1, 2, 2}, {0, 2, 1, 3, 4, 0, 5, 0}, 0);
+}
+
+TEST(KilnOpsTest, ReorderFromBlockedDropsThePadding) {
+  OpTest t = Kiln("ReorderFromBlocked");
+  t.Input(MakeTensor<float>({1, 2, 1, 2, 2}, {0, 2, 1, 3, 4, 9, 5, 9}))
+      .Attr(Attribute::Int("block", 2))
+      .Attr(Attribute::Int("channels", 3));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear(out->at(0), Shape{1, 3, 1, 2}, {0, 1, 2, 3, 4, 5}, 0);
+}
+
+TEST(KilnOpsTest, ReorderFromBlockedChecksTheBlockCount) {
+  OpTest t = Kiln("ReorderFromBlocked");
+  t.Input(MakeTensor<float>({1, 1, 1, 1, 2}, {1, 2}))
+      .Attr(Attribute::Int("block", 2))
+      .Attr(Attribute::Int("channels", 3));  // needs 2 blocks
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(KilnOpsTest, ReorderToBlockedNeedsABlock) {
+  OpTest t = Kiln("ReorderToBlocked");
+  t.Input(MakeTensor<float>({1, 1, 1, 1}, {1}));
+  EXPECT_FALSE(t.Run().ok());
+  OpTest zero = Kiln("ReorderToBlocked");
+  zero.Input(MakeTensor<float>({1, 1, 1, 1}, {1})).Attr(Attribute::Int("block", 0));
+  EXPECT_FALSE(zero.Run().ok());
+}
+
+TEST(KilnOpsTest, FusedConvWithBlockedOutputAndInput) {
+  // The FusedConvAddsBiasResidualThenRelu case without Z: ch0 relu(x + 0.5), ch1 relu(-x), with Y
+  // blocked by 2 (the two channels of each pixel adjacent).
+  OpTest t = Kiln("FusedConv");
+  t.Input(MakeTensor<float>({1, 1, 2, 2}, {1, -2, 3, -4}))
+      .ConstInput(MakeTensor<float>({2, 1, 1, 1}, {1, -1}))
+      .ConstInput(MakeTensor<float>({2}, {0.5f, 0}))
+      .Attr(Attribute::String("activation", "Relu"))
+      .Attr(Attribute::Int("y_block", 2));
+  Result<std::vector<OwnedTensor>> out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear(out->at(0), Shape{1, 1, 2, 2, 2}, {1.5f, 0, 0, 2, 3.5f, 0, 0, 4});
+
+  // Blocked X (one channel padded to 2; the padding lane is ignored as W has one input channel)
+  // and plain Y: Y = 2x.
+  OpTest u = Kiln("FusedConv");
+  u.Input(MakeTensor<float>({1, 1, 1, 2, 2}, {1, 0, -3, 0}))
+      .ConstInput(MakeTensor<float>({1, 1, 1, 1}, {2}))
+      .Attr(Attribute::Int("x_block", 2));
+  Result<std::vector<OwnedTensor>> out2 = u.Run();
+  ASSERT_TRUE(out2.ok()) << out2.status().ToString();
+  ExpectNear(out2->at(0), Shape{1, 1, 1, 2}, {2, -6});
 }
 
 }  // namespace

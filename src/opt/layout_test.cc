@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: Apache-2.0
+// layout_selection: which convolutions it blocks and where it converts (node counts and
+// attributes), and that the rewritten graph computes the same outputs as the unoptimized one on
+// random inputs, with the reference kernels only and with the fast CPU kernels: region edges,
+// residual Adds, channel counts that are not a multiple of the block (3, 17, 24), batch 1 and 2,
+// a graph output inside a region, and a value read both inside and outside a region.
+
+#include <gtest/gtest.h>
+
+#include "opt/opt_test_util.h"
+
+namespace kiln::opt::testing {
+namespace {
+
+constexpr double kTol = 1e-4;
+// Conv weights are drawn from [-0.25, 0.25] so that activations stay near 1 through a chain of
+// convs (FP32 sums of up to 180 products without large cancellations against a 1e-4 tolerance).
+
+// Output `i` of `g` run on `inputs` with only `provider`'s kernels ("" : the best of each node).
+std::vector<OwnedTensor> RunWith(const Graph& g, const std::vector<OwnedTensor>& inputs,
+                                 const std::string& provider) {
+  SessionOptions options;
+  options.kernel_provider = provider;
+  Result<std::unique_ptr<Session>> s = Session::Create(std::make_shared<const Graph>(g), options);
+  KILN_CHECK(s.ok(), s.status().ToString());
+  std::vector<Tensor> views;
+  for (const OwnedTensor& t : inputs) views.push_back(t.view());
+  Result<std::vector<OwnedTensor>> out = (*s)->Run(views);
+  KILN_CHECK(out.ok(), out.status().ToString());
+  return std::move(out).value();
+}
+
+// The unoptimized graph on the reference kernels against `optimized` on the reference kernels
+// and on the CPU kernels, for batch (symbol N) 1 and 2.
+void ExpectSameOnBothProviders(const Graph& original, const Graph& optimized) {
+  for (int64_t batch : {1, 2}) {
+    std::mt19937 rng(static_cast<unsigned>(17 + batch));
+    std::vector<OwnedTensor> inputs = RandomInputs(original, rng, batch);
+    std::vector<OwnedTensor> want = RunWith(original, inputs, "ref");
+    for (const std::string provider : {"ref", ""}) {
+      std::vector<OwnedTensor> got = RunWith(optimized, inputs, provider);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].shape(), want[i].shape()) << "output " << i;
+        const float* pw = want[i].data<const float>();
+        const float* pg = got[i].data<const float>();
+        int reported = 0;
+        for (int64_t k = 0; k < want[i].num_elements(); ++k) {
+          const double tol = kTol * std::max(1.0, std::abs(double(pw[k])));
+          if (std::abs(double(pw[k]) - double(pg[k])) > tol && reported++ < 5) {
+            ADD_FAILURE() << "provider '" << provider << "' batch " << batch << " output " << i
+                          << " element " << k << ": " << pg[k] << ", expected " << pw[k];
+          }
+        }
+      }
+    }
+  }
+}
+
+int CountBlockedConvs(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes()) {
+    if (node.op_type == kFusedConvOp && node.GetInt(kAttrYBlock, 0) > 0) ++n;
+  }
+  return n;
+}
+
+// x [N,3,10,10] -> Conv 3x3 (17) + Relu -> Conv 1x1 (24) = c2 -> depthwise 3x3 + Clip = c3
+//   -> Conv 1x1 (24) + c2 = s -> Add(s, c3) -> Relu = out (a graph output);
+// c2 is also read outside the region (GlobalAveragePool, a second graph output).
+struct Chain {
+  std::shared_ptr<const Graph> graph;
+};
+
+Chain MakeChain(std::mt19937& rng) {
+  TestGraph t;
+  const std::vector<int64_t> d17 = {-1, 17, 10, 10}, d24 = {-1, 24, 10, 10};
+  const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
+  const int x = t.Input("x", {-1, 3, 10, 10});
+  const int c1 = t.Op("Relu",
+                      {t.Op("Conv", {x, t.Random("w1", {17, 3, 3, 3}, rng, -0.25, 0.25), t.Random("b1", {17}, rng)},
+                            {pads}, d17)},
+                      {}, d17);
+  const int c2 = t.Op("Conv", {c1, t.Random("w2", {24, 17, 1, 1}, rng, -0.25, 0.25)}, {}, d24);
+  const int dw = t.Op("Conv", {c2, t.Random("w3", {24, 1, 3, 3}, rng, -0.25, 0.25), t.Random("b3", {24}, rng)},
+                      {pads, Attribute::Int("group", 24)}, d24);
+  const int c3 = t.Op("Clip", {dw, t.Scalar("lo", 0), t.Scalar("hi", 6)}, {}, d24);
+  const int c4 = t.Op("Conv", {c3, t.Random("w4", {24, 24, 1, 1}, rng, -0.25, 0.25)}, {}, d24);
+  const int s = t.Op("Add", {c4, c2}, {}, d24);
+  t.Output(t.Op("Relu", {t.Op("Add", {s, c3}, {}, d24)}, {}, d24));
+  t.Output(t.Op("GlobalAveragePool", {c2}, {}, {{-1, 24, 1, 1}}));
+  return Chain{t.Build()};
+}
+
+TEST(LayoutSelectionTest, ChainRunsBlockedWithConversionsOnlyAtEdges) {
+  std::mt19937 rng(1);
+  Chain c = MakeChain(rng);
+  OptimizedGraph o = OptimizeAll(c.graph);
+  const Graph& g = *o.graph;
+  EXPECT_EQ(CountBlockedConvs(g), 4) << FormatPassReport(o);
+  // The stem reads its 3-channel input plain; nothing else enters the region.
+  EXPECT_EQ(CountOps(g, "ReorderToBlocked", "ai.kiln"), 0);
+  // Exits: the graph output (Relu) and c2 for the GlobalAveragePool.
+  EXPECT_EQ(CountOps(g, "ReorderFromBlocked", "ai.kiln"), 2);
+  int plain_input_convs = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op_type == kFusedConvOp && n.GetInt(kAttrXBlock, -1) == 0) ++plain_input_convs;
+    if (n.op_type == "Add" || n.op_type == "Relu") {
+      // Elementwise ops inside the region read blocked tensors.
+      EXPECT_EQ(g.value(n.inputs[0]).type.dims.size(), 5u) << n.op_type;
+    }
+  }
+  EXPECT_EQ(plain_input_convs, 1);
+  // Graph outputs keep their names and plain shapes.
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    EXPECT_EQ(g.value(g.outputs[i]).name, c.graph->value(c.graph->outputs[i]).name);
+    EXPECT_EQ(g.value(g.outputs[i]).type.dims.size(), 4u);
+  }
+  ExpectSameOnBothProviders(*c.graph, g);
+}
+
+TEST(LayoutSelectionTest, DisabledByName) {
+  std::mt19937 rng(1);
+  Chain c = MakeChain(rng);
+  OptimizerOptions options;
+  options.disabled_passes = {"layout_selection"};
+  Result<OptimizedGraph> o = OptimizeGraph(c.graph, options);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(CountBlockedConvs(*o->graph), 0);
+  EXPECT_EQ(CountOps(*o->graph, "ReorderFromBlocked", "ai.kiln"), 0);
+}
+
+TEST(LayoutSelectionTest, SecondRunChangesNothing) {
+  std::mt19937 rng(1);
+  Chain c = MakeChain(rng);
+  OptimizedGraph once = OptimizeAll(c.graph);
+  OptimizedGraph twice = OptimizeAll(once.graph);
+  for (const PassReport& p : twice.passes) {
+    if (p.name == "layout_selection") EXPECT_EQ(p.changes, 0);
+  }
+  EXPECT_EQ(twice.graph->num_nodes(), once.graph->num_nodes());
+  ExpectSameOnBothProviders(*c.graph, *twice.graph);
+}
+
+TEST(LayoutSelectionTest, WideInputEntersThroughOneSharedReorder) {
+  // x (24 channels) feeds two convs of one region: one ReorderToBlocked serves both.
+  std::mt19937 rng(2);
+  TestGraph t;
+  const std::vector<int64_t> d = {-1, 24, 6, 6};
+  const int x = t.Input("x", d);
+  const int a = t.Op("Conv", {x, t.Random("wa", {24, 24, 1, 1}, rng, -0.25, 0.25)}, {}, d);
+  const int b = t.Op("Conv", {x, t.Random("wb", {24, 24, 3, 3}, rng, -0.25, 0.25)},
+                     {Attribute::Ints("pads", {1, 1, 1, 1})}, d);
+  t.Output(t.Op("Add", {a, b}, {}, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderToBlocked", "ai.kiln"), 1) << FormatPassReport(o);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderFromBlocked", "ai.kiln"), 1);
+  EXPECT_EQ(CountBlockedConvs(*o.graph), 2);
+  ExpectSameOnBothProviders(*g, *o.graph);
+}
+
+TEST(LayoutSelectionTest, LeavesLoneConvAndBroadcastAddsAlone) {
+  std::mt19937 rng(3);
+  TestGraph t;
+  const std::vector<int64_t> d = {-1, 8, 5, 5};
+  const int x = t.Input("x", d);
+  // One conv: no region. Its output then goes through a broadcasting Add (not layout-blind).
+  const int a = t.Op("Conv", {x, t.Random("wa", {8, 8, 1, 1}, rng, -0.25, 0.25)}, {}, d);
+  const int y = t.Input("y", {1, 8, 1, 1});
+  t.Output(t.Op("Add", {a, y}, {}, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountBlockedConvs(*o.graph), 0);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderToBlocked", "ai.kiln"), 0);
+  ExpectSameOnBothProviders(*g, *o.graph);
+}
+
+TEST(LayoutSelectionTest, TwoRegionsSplitByANonBlockedOp) {
+  // conv, conv -> MaxPool -> conv, conv: two regions; MaxPool runs plain between them.
+  std::mt19937 rng(4);
+  TestGraph t;
+  const int x = t.Input("x", {-1, 16, 8, 8});
+  const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
+  const int a = t.Op("Conv", {x, t.Random("wa", {20, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 20, 8, 8}});
+  const int b = t.Op("Conv", {a, t.Random("wb", {20, 20, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 20, 8, 8}});
+  const int p = t.Op("MaxPool", {b},
+                     {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("strides", {2, 2})},
+                     {{-1, 20, 4, 4}});
+  const int c = t.Op("Conv", {p, t.Random("wc", {17, 20, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 17, 4, 4}});
+  t.Output(t.Op("Conv", {c, t.Random("wd", {5, 17, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 5, 4, 4}}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountBlockedConvs(*o.graph), 4);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderToBlocked", "ai.kiln"), 2);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderFromBlocked", "ai.kiln"), 2);
+  EXPECT_EQ(CountOps(*o.graph, "MaxPool"), 1);
+  ExpectSameOnBothProviders(*g, *o.graph);
+}
+
+TEST(LayoutSelectionTest, ThinConvInsideAChainReadsPlain) {
+  // 16 -> 8 -> 16 channels: with a block of 16 the middle conv's 8-channel X is read plain (it
+  // leaves the region through ReorderFromBlocked); with a block of 8 it stays blocked. Either
+  // way no blocked X has fewer channels than its block, and the numerics hold.
+  std::mt19937 rng(5);
+  TestGraph t;
+  const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
+  const int x = t.Input("x", {-1, 16, 6, 6});
+  const int a = t.Op("Conv", {x, t.Random("wa", {8, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 8, 6, 6}});
+  const int b = t.Op("Conv", {a, t.Random("wb", {16, 8, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}});
+  const int c = t.Op("Conv", {b, t.Random("wc", {16, 16, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 16, 6, 6}});
+  t.Output(t.Op("Conv", {c, t.Random("wd", {16, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_GE(CountBlockedConvs(*o.graph), 3) << FormatPassReport(o);
+  for (const Node& n : o.graph->nodes()) {
+    const int64_t xb = n.GetInt(kAttrXBlock, 0);
+    if (n.op_type != kFusedConvOp || xb == 0) continue;
+    const OwnedTensor* w = o.graph->value(n.inputs[1]).constant.get();
+    ASSERT_NE(w, nullptr);
+    EXPECT_GE(w->shape().dim(1) * n.GetInt("group", 1), xb) << n.name;
+  }
+  ExpectSameOnBothProviders(*g, *o.graph);
+}
+
+}  // namespace
+}  // namespace kiln::opt::testing
