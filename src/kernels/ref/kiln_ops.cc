@@ -903,6 +903,8 @@ Result<std::unique_ptr<Kernel>> CreateKilnQAdd(const KernelInfo& info) {
     return OpError("QAdd", "activation must be \"\", \"Relu\" or \"Clip\"");
   }
   return std::unique_ptr<Kernel>(std::make_unique<QAddKernel>(std::move(act)));
+}
+
 // --- Blocked channel layout --------------------------------------------------------------------
 
 Result<std::unique_ptr<Kernel>> CreateKilnReorderToBlocked(const KernelInfo& info) {
