@@ -25,16 +25,12 @@
 #include "graph/kiln_ops.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "single_node.h"
 
 namespace kiln {
 namespace {
 
-struct In {
-  DataType dtype = DataType::kFloat32;
-  std::vector<int64_t> dims;
-  bool constant = false;
-  double lo = -1, hi = 1;  // uniform range (integers: inclusive)
-};
+using bench_kernels::In;
 
 struct Case {
   std::string op;
@@ -48,100 +44,11 @@ struct Pair {
   std::optional<Case> int8_cl;  // QConv with X and Y channels-last (as between quantized convs)
 };
 
-OwnedTensor Random(const In& in, std::mt19937& rng) {
-  OwnedTensor t = OwnedTensor::Allocate(in.dtype, Shape(std::span<const int64_t>(in.dims))).value();
-  const int64_t n = t.num_elements();
-  if (in.dtype == DataType::kFloat32) {
-    std::uniform_real_distribution<float> d(float(in.lo), float(in.hi));
-    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = d(rng);
-    return t;
-  }
-  std::uniform_int_distribution<int> d(int(in.lo), int(in.hi));
-  for (int64_t i = 0; i < n; ++i) {
-    const int v = d(rng);
-    switch (in.dtype) {
-      case DataType::kUint8:
-        t.data<uint8_t>()[i] = uint8_t(v);
-        break;
-      case DataType::kInt8:
-        t.data<int8_t>()[i] = int8_t(v);
-        break;
-      default:
-        t.data<int32_t>()[i] = v;
-        break;
-    }
-  }
-  return t;
-}
-
-struct Prepared {
-  std::shared_ptr<Graph> graph;
-  std::unique_ptr<Kernel> kernel;
-  std::vector<OwnedTensor> feeds;
-  std::vector<Tensor> inputs;
-};
-
-std::unique_ptr<Prepared> Prepare(const Case& c) {
-  auto p = std::make_unique<Prepared>();
-  p->graph = std::make_shared<Graph>();
-  Graph& g = *p->graph;
-  g.opset_imports[""] = 17;
-  g.opset_imports[std::string(kKilnDomain)] = 1;
-  std::mt19937 rng(1);
-  Node node;
-  node.name = c.op;
-  node.op_type = c.op;
-  node.domain = c.op == "MatMul" ? "" : std::string(kKilnDomain);
-  node.attributes = c.attrs;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    Value v;
-    v.name = "in" + std::to_string(i);
-    v.type.dtype = c.inputs[i].dtype;
-    if (c.inputs[i].dims.empty() && c.inputs[i].lo > c.inputs[i].hi) {  // omitted
-      node.inputs.push_back(kNoValue);
-      p->inputs.emplace_back();
-      continue;
-    }
-    OwnedTensor t = Random(c.inputs[i], rng);
-    p->inputs.push_back(t.view());
-    if (c.inputs[i].constant) {
-      v.constant = std::make_shared<const OwnedTensor>(t);
-    } else {
-      g.inputs.push_back(g.num_values());
-    }
-    p->feeds.push_back(std::move(t));
-    node.inputs.push_back(g.AddValue(std::move(v)));
-  }
-  Value out;
-  out.name = "out";
-  node.outputs.push_back(g.AddValue(std::move(out)));
-  g.AddNode(std::move(node));
-  const Node& n = g.nodes()[0];
-  KernelInfo info(g, n, g.OpsetFor(n.domain));
-  Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
-  if (!def.ok() || (*def)->provider != "cpu") return nullptr;
-  Result<std::unique_ptr<Kernel>> k = (*def)->create(info);
-  if (!k.ok()) return nullptr;
-  p->kernel = std::move(k).value();
-  return p;
-}
-
 void Run(benchmark::State& state, const Case& c) {
-  std::unique_ptr<Prepared> p = Prepare(c);
-  if (p == nullptr) {
-    state.SkipWithError("no cpu kernel");
-    return;
-  }
-  for (auto _ : state) {
-    std::vector<OwnedTensor> outputs(1);
-    KernelContext ctx(p->inputs, outputs);
-    Status s = p->kernel->Compute(ctx);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(outputs[0].raw_data());
-  }
+  const std::string domain = c.op == "MatMul" ? "" : std::string(kKilnDomain);
+  std::unique_ptr<bench_kernels::Prepared> p =
+      bench_kernels::PrepareNode(c.op, domain, c.inputs, c.attrs, "cpu");
+  bench_kernels::RunKernel(state, p.get());
 }
 
 In F32(std::vector<int64_t> d, bool constant = false) {

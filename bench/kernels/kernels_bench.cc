@@ -22,6 +22,7 @@
 #include "graph/ir.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "single_node.h"
 
 namespace kiln {
 namespace {
@@ -39,81 +40,16 @@ struct Case {
   std::vector<Attribute> attrs;
 };
 
-OwnedTensor Random(const std::vector<int64_t>& dims, std::mt19937& rng) {
-  OwnedTensor t =
-      OwnedTensor::Allocate(DataType::kFloat32, Shape(std::span<const int64_t>(dims))).value();
-  std::uniform_real_distribution<float> d(-1, 1);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = d(rng);
-  return t;
-}
-
-// A built kernel with its graph and inputs.
-struct Prepared {
-  std::shared_ptr<Graph> graph;
-  std::unique_ptr<Kernel> kernel;
-  std::vector<OwnedTensor> feeds;
-  std::vector<Tensor> inputs;
-};
-
-std::unique_ptr<Prepared> Prepare(const Case& c, std::string_view provider) {
-  auto p = std::make_unique<Prepared>();
-  p->graph = std::make_shared<Graph>();
-  Graph& g = *p->graph;
-  g.opset_imports[""] = 17;
-  if (!c.domain.empty()) g.opset_imports[c.domain] = 1;
-  std::mt19937 rng(1);
-  Node node;
-  node.name = c.name;
-  node.op_type = c.op;
-  node.domain = c.domain;
-  node.attributes = c.attrs;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    Value v;
-    v.name = "in" + std::to_string(i);
-    v.type.dtype = DataType::kFloat32;
-    OwnedTensor t = Random(c.inputs[i].dims, rng);
-    p->inputs.push_back(t.view());
-    if (c.inputs[i].constant) {
-      v.constant = std::make_shared<const OwnedTensor>(t);
-    } else {
-      g.inputs.push_back(g.num_values());
-    }
-    p->feeds.push_back(std::move(t));
-    node.inputs.push_back(g.AddValue(std::move(v)));
-  }
-  Value out;
-  out.name = "out";
-  node.outputs.push_back(g.AddValue(std::move(out)));
-  g.AddNode(std::move(node));
-  const Node& n = g.nodes()[0];
-  KernelInfo info(g, n, g.OpsetFor(n.domain));
-  for (const KernelDef& def : KernelRegistry::Global().defs()) {
-    if (def.provider != provider || def.op_type != c.op || def.domain != c.domain) continue;
-    if (info.opset() < def.since_version || info.opset() > def.end_version) continue;
-    Result<std::unique_ptr<Kernel>> k = def.create(info);
-    if (k.ok()) p->kernel = std::move(k).value();
-  }
-  if (p->kernel == nullptr) return nullptr;
-  return p;
+// The case on the kernel of `provider` (single_node.h), FP32 inputs in [-1, 1].
+std::unique_ptr<bench_kernels::Prepared> Prepare(const Case& c, std::string_view provider) {
+  std::vector<bench_kernels::In> inputs;
+  for (const In& in : c.inputs) inputs.push_back({DataType::kFloat32, in.dims, in.constant});
+  return bench_kernels::PrepareNode(c.op, c.domain, inputs, c.attrs, provider);
 }
 
 void Run(benchmark::State& state, const Case& c, std::string provider) {
-  std::unique_ptr<Prepared> p = Prepare(c, provider);
-  if (p == nullptr) {
-    state.SkipWithError("no kernel");
-    return;
-  }
-  for (auto _ : state) {
-    std::vector<OwnedTensor> outputs(1);
-    KernelContext ctx(p->inputs, outputs);
-    Status s = p->kernel->Compute(ctx);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(outputs[0].raw_data());
-  }
+  std::unique_ptr<bench_kernels::Prepared> p = Prepare(c, provider);
+  bench_kernels::RunKernel(state, p.get());
 }
 
 std::vector<Case> Cases() {

@@ -273,24 +273,11 @@ class ConvKernel final : public Kernel {
     plan->wei_md = pd.weights_desc();
     plan->dst_md = pd.dst_desc();
     plan->scratch_md = pd.scratchpad_desc();
-    plan->reorder_src = plan->src_md != plan->src_user;
-    plan->reorder_wei = plan->wei_md != plan->wei_user;
-    plan->reorder_dst = plan->dst_md != plan->dst_user;
-    if (plan->reorder_src) {
-      plan->src_reorder =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_md));
-    }
-    if (plan->reorder_dst) {
-      plan->dst_reorder =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_md, eng, plan->dst_user));
-      if (has_z) {
-        plan->z_reorder =
-            dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_user, eng, plan->dst_md));
-      }
-    }
+    plan->reorder_src = PlanReorder(plan->src_user, plan->src_md, &plan->src_reorder);
+    plan->reorder_dst = PlanReorder(plan->dst_md, plan->dst_user, &plan->dst_reorder);
+    if (plan->reorder_dst && has_z) PlanReorder(plan->dst_user, plan->dst_md, &plan->z_reorder);
+    plan->reorder_wei = PlanReorder(plan->wei_user, plan->wei_md, &plan->wei_reorder);
     if (plan->reorder_wei) {
-      plan->wei_reorder =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->wei_user, eng, plan->wei_md));
       if (w_const_ != nullptr) {  // pre-pack once per format
         plan->packed_wei = packed_.Get(plan->wei_user, w_const_->raw_data(), plan->wei_md);
       }

@@ -129,6 +129,13 @@ bool AppendActivation(dnnl::post_ops& ops, const Activation& act) {
   return false;
 }
 
+bool PlanReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, dnnl::reorder* out) {
+  if (from == to) return false;
+  const dnnl::engine& eng = CpuEngine();
+  *out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
+  return true;
+}
+
 dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -49,6 +49,10 @@ dnnl::memory::format_tag BlockedTag(int rank, int64_t block);
 // activation has an oneDNN 2.6 equivalent; returns false for kErf / kExp (not fusable).
 bool AppendActivation(dnnl::post_ops& ops, const Activation& act);
 
+// Whether an operand in `from` must be converted to `to` on each call; when so, `*out` becomes
+// the reorder primitive that does it.
+bool PlanReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, dnnl::reorder* out);
+
 // Primitive attributes with user scratchpad and the given post-ops.
 dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops);
 

@@ -408,16 +408,8 @@ class QuantizedKernel final : public Kernel {
       plan->wei_md = pd.weights_desc();
       plan->scratch_md = pd.scratchpad_desc();
     }
-    plan->reorder_src = plan->src_md != plan->src_user;
-    plan->reorder_dst = plan->dst_md != plan->dst_user;
-    if (plan->reorder_src) {
-      plan->src_reorder =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_md));
-    }
-    if (plan->reorder_dst) {
-      plan->dst_reorder =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst_md, eng, plan->dst_user));
-    }
+    plan->reorder_src = PlanReorder(plan->src_user, plan->src_md, &plan->src_reorder);
+    plan->reorder_dst = PlanReorder(plan->dst_md, plan->dst_user, &plan->dst_reorder);
     // W packed once per format (with oneDNN's compensation terms where the format has them).
     plan->packed_wei = packed_.Get(wei_user, p_.w->raw_data(), plan->wei_md);
     return plan;

@@ -73,20 +73,10 @@ std::optional<Act> MatchActivation(const GraphEditor& ed, int cur, int opset) {
     act.name = kActivationHardSigmoid;
     act.params = {n.GetFloat("alpha", 0.2f), n.GetFloat("beta", 0.5f)};
   } else if (n.op_type == "Clip") {
-    float lo = -FLT_MAX, hi = FLT_MAX;
-    if (opset < 11) {
-      lo = n.GetFloat("min", lo);
-      hi = n.GetFloat("max", hi);
-    } else {
-      for (int i = 1; i <= 2; ++i) {
-        if (!n.has_input(i)) continue;
-        std::optional<double> c = ed.ScalarConstant(n.inputs[static_cast<size_t>(i)]);
-        if (!c) return std::nullopt;
-        (i == 1 ? lo : hi) = static_cast<float>(*c);
-      }
-    }
+    std::optional<std::pair<float, float>> bounds = ClipBounds(ed, n, opset);
+    if (!bounds) return std::nullopt;
     act.name = kActivationClip;
-    act.params = {lo, hi};
+    act.params = {bounds->first, bounds->second};
   } else {
     return std::nullopt;
   }

@@ -3,6 +3,7 @@
 // Small matching helpers shared by the fusion passes (internal to src/opt/passes).
 
 #include <cmath>
+#include <cfloat>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,25 @@ inline std::optional<std::pair<int, double>> SplitScalar(const GraphEditor& ed, 
     return std::make_pair(n.inputs[1], *c);
   }
   return std::nullopt;
+}
+
+// The constant bounds of a Clip node (attributes before opset 11, constant inputs since); an
+// absent bound is -FLT_MAX / FLT_MAX. nullopt when a bound input is not a scalar constant.
+inline std::optional<std::pair<float, float>> ClipBounds(const GraphEditor& ed, const Node& n,
+                                                         int64_t opset) {
+  float lo = -FLT_MAX, hi = FLT_MAX;
+  if (opset < 11) {
+    lo = n.GetFloat("min", lo);
+    hi = n.GetFloat("max", hi);
+    return std::pair<float, float>{lo, hi};
+  }
+  for (int i = 1; i <= 2; ++i) {
+    if (!n.has_input(i)) continue;
+    std::optional<double> c = ed.ScalarConstant(n.inputs[static_cast<size_t>(i)]);
+    if (!c) return std::nullopt;
+    (i == 1 ? lo : hi) = static_cast<float>(*c);
+  }
+  return std::pair<float, float>{lo, hi};
 }
 
 inline bool Near(double a, double b, double rel = 1e-3) {

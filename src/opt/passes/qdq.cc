@@ -228,19 +228,9 @@ std::optional<Activation> MatchActivation(const GraphEditor& ed, int cur, int op
   if (n.inputs.empty() || n.inputs[0] != cur || n.outputs.empty()) return std::nullopt;
   if (IsOnnxOp(n, "Relu")) return Activation{r, std::string(kActivationRelu), {}};
   if (!IsOnnxOp(n, "Clip")) return std::nullopt;
-  float lo = -FLT_MAX, hi = FLT_MAX;
-  if (opset < 11) {
-    lo = n.GetFloat("min", lo);
-    hi = n.GetFloat("max", hi);
-  } else {
-    for (int i = 1; i <= 2; ++i) {
-      if (!n.has_input(i)) continue;
-      std::optional<double> c = ed.ScalarConstant(n.inputs[static_cast<size_t>(i)]);
-      if (!c) return std::nullopt;
-      (i == 1 ? lo : hi) = static_cast<float>(*c);
-    }
-  }
-  return Activation{r, std::string(kActivationClip), {lo, hi}};
+  std::optional<std::pair<float, float>> bounds = ClipBounds(ed, n, opset);
+  if (!bounds) return std::nullopt;
+  return Activation{r, std::string(kActivationClip), {bounds->first, bounds->second}};
 }
 
 class QdqFusionPass final : public Pass {
