@@ -129,6 +129,18 @@ bool AppendActivation(dnnl::post_ops& ops, const Activation& act) {
   return false;
 }
 
+DnnlWindow ToDnnlWindow(const ref::WindowGeometry& g) {
+  DnnlWindow w;
+  for (int d = 0; d < g.rank; ++d) {
+    const size_t du = static_cast<size_t>(d);
+    w.strides.push_back(g.stride[du]);
+    w.dilates.push_back(g.dilation[du] - 1);
+    w.pad_l.push_back(g.pad_begin[du]);
+    w.pad_r.push_back(g.pad_end[du]);
+  }
+  return w;
+}
+
 bool PlanReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, dnnl::reorder* out) {
   if (from == to) return false;
   const dnnl::engine& eng = CpuEngine();

@@ -23,6 +23,7 @@
 
 #include "base/result.h"
 #include "kernels/cpu/activation.h"
+#include "kernels/ref/spatial.h"
 
 namespace kiln::cpu {
 
@@ -48,6 +49,12 @@ dnnl::memory::format_tag BlockedTag(int rank, int64_t block);
 // Appends `act` to `ops` as eltwise post-ops (HardSigmoid as linear then clip). Every kiln
 // activation has an oneDNN 2.6 equivalent; returns false for kErf / kExp (not fusable).
 bool AppendActivation(dnnl::post_ops& ops, const Activation& act);
+
+// A convolution window in oneDNN's terms (dilation counted from 0) for ConvWindow's arguments.
+struct DnnlWindow {
+  dnnl::memory::dims strides, dilates, pad_l, pad_r;
+};
+DnnlWindow ToDnnlWindow(const ref::WindowGeometry& g);
 
 // Whether an operand in `from` must be converted to `to` on each call; when so, `*out` becomes
 // the reorder primitive that does it.

@@ -341,14 +341,7 @@ class QuantizedKernel final : public Kernel {
       } else {
         wei_dims = ToDims(ws.dims());
       }
-      dnnl::memory::dims strides, dilates, pad_l, pad_r;
-      for (int d = 0; d < g.rank; ++d) {
-        const size_t du = static_cast<size_t>(d);
-        strides.push_back(g.stride[du]);
-        dilates.push_back(g.dilation[du] - 1);
-        pad_l.push_back(g.pad_begin[du]);
-        pad_r.push_back(g.pad_end[du]);
-      }
+      const DnnlWindow win = ToDnnlWindow(g);
       plan->src_user = dnnl::memory::desc(
           src_dims, src_type, x_channels_last_ ? ChannelsLastTag(rank) : PlainTag(rank));
       plan->dst_user = dnnl::memory::desc(
@@ -361,10 +354,10 @@ class QuantizedKernel final : public Kernel {
       const auto desc =
           has_bias ? dnnl::convolution_forward::desc(
                          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                         src_any, wei_any, plan->bias_md, dst_any, strides, dilates, pad_l, pad_r)
+                         src_any, wei_any, plan->bias_md, dst_any, win.strides, win.dilates, win.pad_l, win.pad_r)
                    : dnnl::convolution_forward::desc(
                          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                         src_any, wei_any, dst_any, strides, dilates, pad_l, pad_r);
+                         src_any, wei_any, dst_any, win.strides, win.dilates, win.pad_l, win.pad_r);
       const dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
       plan->prim = dnnl::convolution_forward(pd);
       plan->src_md = pd.src_desc();
