@@ -168,8 +168,11 @@ Result<Dataset> LoadDataset(const std::string& dir, const Graph& graph, int64_t 
   } else {
     // Per-sample files, for single-input models only.
     std::vector<fs::path> files;
-    for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
-      if (!e.is_regular_file()) continue;
+    // The error_code forms throughout: no filesystem exception leaves this function.
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::directory_entry& e = *it;
+      std::error_code type_ec;
+      if (!e.is_regular_file(type_ec)) continue;
       const fs::path& p = e.path();
       if (p.filename() == "labels.npy") continue;
       if (HasExtension(p, ".npy") || HasExtension(p, ".pb")) files.push_back(p);
