@@ -112,6 +112,9 @@ class KernelContext {
   // Allocates output i (zero-filled) and returns a writable view of it.
   // REQUIRES: 0 <= i < num_outputs(); each output allocated at most once.
   Result<Tensor> AllocateOutput(int i, DataType dtype, const Shape& shape);
+  // AllocateOutput without the zero-fill, for a kernel that writes every element of output i
+  // on every path that returns OK (a fast kernel's own loops, a oneDNN primitive's dst).
+  Result<Tensor> AllocateOutputForOverwrite(int i, DataType dtype, const Shape& shape);
   // A zero-filled tensor from the context's allocator that is not (yet) an output, such as an
   // element of a sequence being built.
   Result<OwnedTensor> AllocateTensor(DataType dtype, const Shape& shape) const;

@@ -34,6 +34,15 @@ Result<Tensor> KernelContext::AllocateOutput(int i, DataType dtype, const Shape&
   return slot.view();
 }
 
+Result<Tensor> KernelContext::AllocateOutputForOverwrite(int i, DataType dtype,
+                                                         const Shape& shape) {
+  KILN_CHECK(i >= 0 && i < num_outputs(), "output index ", i, " of ", num_outputs());
+  OwnedTensor& slot = outputs_[static_cast<size_t>(i)];
+  KILN_CHECK(!slot.valid(), "output ", i, " allocated twice");
+  KILN_ASSIGN_OR_RETURN(slot, OwnedTensor::AllocateForOverwrite(dtype, shape, allocator_));
+  return slot.view();
+}
+
 Result<OwnedTensor> KernelContext::AllocateTensor(DataType dtype, const Shape& shape) const {
   return OwnedTensor::Allocate(dtype, shape, allocator_);
 }

@@ -37,6 +37,16 @@ Result<Tensor> Tensor::Reshaped(const Shape& shape) const {
 
 Result<OwnedTensor> OwnedTensor::Allocate(DataType dtype, const Shape& shape,
                                           Allocator& allocator) {
+  return AllocateImpl(dtype, shape, allocator, /*zero=*/true);
+}
+
+Result<OwnedTensor> OwnedTensor::AllocateForOverwrite(DataType dtype, const Shape& shape,
+                                                      Allocator& allocator) {
+  return AllocateImpl(dtype, shape, allocator, /*zero=*/false);
+}
+
+Result<OwnedTensor> OwnedTensor::AllocateImpl(DataType dtype, const Shape& shape,
+                                              Allocator& allocator, bool zero) {
   if (dtype == DataType::kInvalid) return Status::InvalidArgument("cannot allocate INVALID dtype");
   const int64_t n = shape.NumElements();
   const size_t elem = DataTypeSize(dtype);
@@ -56,7 +66,7 @@ Result<OwnedTensor> OwnedTensor::Allocate(DataType dtype, const Shape& shape,
       delete b;
     });
   } else {
-    if (bytes > 0) std::memset(buffer->data(), 0, bytes);
+    if (zero && bytes > 0) std::memset(buffer->data(), 0, bytes);
     t.buffer_ = std::move(buffer);
   }
   t.view_ = Tensor(dtype, shape, t.buffer_->data(), allocator.device());

@@ -73,6 +73,10 @@ class OwnedTensor {
   // Allocates a contiguous tensor. Numeric contents are zero-filled; BYTES elements are empty.
   static Result<OwnedTensor> Allocate(DataType dtype, const Shape& shape,
                                       Allocator& allocator = HostAllocator());
+  // Allocate without the zero-fill, for a caller that writes every element before anyone reads
+  // it (kernels writing their whole output). BYTES elements are still constructed empty.
+  static Result<OwnedTensor> AllocateForOverwrite(DataType dtype, const Shape& shape,
+                                                  Allocator& allocator = HostAllocator());
   // Allocates and copies from `src` (host, contiguous). Strings are copied element by element.
   static Result<OwnedTensor> CopyOf(const Tensor& src, Allocator& allocator = HostAllocator());
   // Memory owned elsewhere, kept alive by `owner` for as long as this tensor (or a copy of it)
@@ -96,6 +100,8 @@ class OwnedTensor {
   Status Reshape(const Shape& shape);
 
  private:
+  static Result<OwnedTensor> AllocateImpl(DataType dtype, const Shape& shape, Allocator& allocator,
+                                          bool zero);
   std::shared_ptr<Buffer> buffer_;
   Tensor view_;
 };

@@ -86,7 +86,7 @@ class AttentionKernel final : public Kernel {
     std::vector<int64_t> out_dims(q.shape().dims().begin(), q.shape().dims().end() - 1);
     out_dims.push_back(dv);
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     if (out.NumElements() == 0) return Status::OK();
     if (t_len == 0 || d == 0) {
       return OpError(kOp, "empty K {} or head size {} is not supported", k.shape().ToString(), d);

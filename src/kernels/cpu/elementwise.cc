@@ -52,7 +52,7 @@ class BinaryKernel final : public Kernel {
     Result<Shape> out_or = ref::BroadcastShapes(OpName(), a.shape(), b.shape());
     if (!out_or.ok()) return reference_->Compute(ctx);
     const Shape out = *out_or;
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     const int64_t total = out.NumElements();
     if (total == 0) return Status::OK();
     const float* pa = a.data<const float>();
@@ -182,7 +182,7 @@ class UnaryKernel final : public Kernel {
       }
     }
     const Tensor& x = ctx.input(0);
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, x.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
     const float* px = x.data<const float>();
     float* py = y.data<float>();
     ParallelFor(x.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {

@@ -172,7 +172,7 @@ class MatMulKernel final : public Kernel {
       return Status::OK();
     });
     if (!built.ok()) return RunReference(ctx);  // a shape oneDNN does not implement
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     if (gemm_c) PrefillGemmC(ctx.input(2), y);
     if (has_z) {
       if (gemm_c) {
@@ -339,7 +339,7 @@ class MatMulKernel final : public Kernel {
     if (r.dtype() != DataType::kFloat32) {
       return OpError(OpName(), "only FLOAT is supported, got {}", DataTypeName(r.dtype()));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, r.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, r.shape()));
     std::memcpy(y.raw_data(), r.raw_data(), y.size_bytes());
     float* py = y.data<float>();
     const int64_t total = y.num_elements();

@@ -49,7 +49,7 @@ class TransposeKernel final : public Kernel {
     std::vector<int64_t> out_dims;
     for (int64_t p : perm) out_dims.push_back(x.dim(static_cast<int>(p)));
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     const int64_t total = x.num_elements();
     if (total == 0) return Status::OK();
     const float* px = x.data<const float>();
@@ -154,7 +154,7 @@ class GatherKernel final : public Kernel {
     std::vector<int64_t> out_dims(indices.shape().dims().begin(), indices.shape().dims().end());
     out_dims.insert(out_dims.end(), data.shape().dims().begin() + 1, data.shape().dims().end());
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     const int64_t slab = rows == 0 ? 0 : data.num_elements() / rows;
     if (slab == 0 || n == 0) return Status::OK();
     const float* pd = data.data<const float>();

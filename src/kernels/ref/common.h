@@ -340,7 +340,7 @@ inline void CopyElements(const Tensor& src, int64_t src_offset, const Tensor& ds
 // Allocates output 0 with src's dtype and `shape` and copies all of src into it.
 // REQUIRES: shape.NumElements() == src.num_elements().
 inline Status CopyToOutput(KernelContext& ctx, const Tensor& src, const Shape& shape) {
-  KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, src.dtype(), shape));
+  KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, src.dtype(), shape));
   CopyElements(src, 0, y, 0, src.num_elements());
   return Status::OK();
 }
