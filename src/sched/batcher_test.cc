@@ -461,17 +461,22 @@ bool RunOne(Batcher& batcher) {
   return here;
 }
 
+// Options for the inline-execution tests: one model "m" on `clock`; with two instances the
+// second is surely free when the first answers (the first may still be on its way back to the
+// queue).
+BatcherOptions InlineOptions(const FakeClock* clock, int64_t inline_max_ns, int instances = 2) {
+  BatcherOptions options;
+  options.name = "m";
+  options.clock = clock;
+  options.inline_max_ns = inline_max_ns;
+  options.num_instances = instances;
+  return options;
+}
+
 TEST(BatcherTest, FastModelRunsOnTheCallerOnceMeasured) {
   FakeClock clock;
   auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, 20 * kUs);
-  BatcherOptions options;
-  options.name = "m";
-  options.clock = &clock;
-  options.inline_max_ns = 100 * kUs;
-  // Two instances: the second is surely free when the first answers (the first may still be
-  // on its way back to the queue).
-  options.num_instances = 2;
-  auto batcher = Batcher::Create(options, executor).value();
+  auto batcher = Batcher::Create(InlineOptions(&clock, 100 * kUs), executor).value();
   // No run time is known yet: the first batch runs on the instance's thread.
   EXPECT_FALSE(RunOne(*batcher));
   // 20 us on average: the next ones run inside Enqueue, on this thread.
@@ -489,12 +494,9 @@ TEST(BatcherTest, SlowModelOrInlineOffRunsOnTheInstanceThread) {
     SCOPED_TRACE(cost_us);
     FakeClock clock;
     auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, cost_us * kUs);
-    BatcherOptions options;
-    options.name = "m";
-    options.clock = &clock;
     // A 500 us model is over the 100 us limit; a 0 us one runs with inline execution off.
-    options.inline_max_ns = cost_us == 0 ? 0 : 100 * kUs;
-    auto batcher = Batcher::Create(options, executor).value();
+    auto batcher =
+        Batcher::Create(InlineOptions(&clock, cost_us == 0 ? 0 : 100 * kUs, 1), executor).value();
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(RunOne(*batcher));
     for (std::thread::id t : executor->threads()) EXPECT_NE(t, std::this_thread::get_id());
   }
@@ -503,12 +505,7 @@ TEST(BatcherTest, SlowModelOrInlineOffRunsOnTheInstanceThread) {
 TEST(BatcherTest, ShutdownWaitsForABatchRunningOnACaller) {
   FakeClock clock;
   auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, 1 * kUs);
-  BatcherOptions options;
-  options.name = "m";
-  options.clock = &clock;
-  options.inline_max_ns = 100 * kUs;
-  options.num_instances = 2;
-  auto batcher = Batcher::Create(options, executor).value();
+  auto batcher = Batcher::Create(InlineOptions(&clock, 100 * kUs), executor).value();
   EXPECT_FALSE(RunOne(*batcher));  // measured: the next one runs inline
   executor->Hold(true);
   std::thread caller([&] { EXPECT_TRUE(RunOne(*batcher)); });
@@ -530,12 +527,8 @@ TEST(BatcherTest, ShutdownWaitsForABatchRunningOnACaller) {
 TEST(BatcherTest, DestroyedFromItsOwnInlineCallback) {
   FakeClock clock;
   auto executor = std::make_shared<ThreadRecordingExecutor>(&clock, 1 * kUs);
-  BatcherOptions options;
-  options.name = "m";
-  options.clock = &clock;
-  options.inline_max_ns = 100 * kUs;
-  options.num_instances = 2;
-  auto batcher = std::shared_ptr<Batcher>(Batcher::Create(options, executor).value().release());
+  auto batcher = std::shared_ptr<Batcher>(
+      Batcher::Create(InlineOptions(&clock, 100 * kUs), executor).value().release());
   EXPECT_FALSE(RunOne(*batcher));
   std::promise<void> done;
   auto request = std::make_unique<InferRequest>();
