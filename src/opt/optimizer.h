@@ -42,6 +42,12 @@ struct OptimizerOptions {
   int64_t fold_max_bytes = int64_t{1} << 20;
   // Check the graph after every pass (cheap: linear in the graph).
   bool verify_each_pass = true;
+  // How the constant weights of Conv / MatMul / Gemm (and their fused forms) are held after
+  // optimization: "" (auto: in FLOAT16 / BFLOAT16 when the model stores them so, as a Cast of a
+  // half-precision initializer, else FP32), "fp32", "fp16" or "bf16"; anything else is
+  // INVALID_ARGUMENT. Half weights halve the memory they take; the kernels expand them to FP32
+  // as they use them and compute in FP32 (docs/quantization.md).
+  std::string weight_precision;
 };
 
 struct PassInfo {
