@@ -30,6 +30,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/layout.h"
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/spatial.h"
@@ -148,9 +149,13 @@ class ConvKernel final : public Kernel {
       return OpError(op, "Z {} must have Y's shape {}", ctx.input(3).shape().ToString(),
                      plan->out_shape.ToString());
     }
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, plan->out_shape));
+    // Every element of Y is written below: the primitive (or the reorder from its format) writes
+    // the channels, ZeroChannelPadding the padding lanes of a blocked Y.
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
       Execute(*plan, ctx, y, has_bias, has_z);
+      if (y_block_ > 0) ZeroChannelPadding(y, ctx.input(1).dim(0), y_block_);
       return Status::OK();
     });
   }

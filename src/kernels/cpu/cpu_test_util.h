@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <string_view>
@@ -19,6 +20,25 @@
 #include "kernels/registry.h"
 
 namespace kiln::cpu::testing {
+
+// Host memory filled with 0xFF bytes (a NaN in every float) before it is handed out: a kernel that
+// takes its output with AllocateOutputForOverwrite but leaves elements unwritten then fails the
+// comparison with the reference instead of passing on memory that happened to be zero.
+class PoisonAllocator final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes, size_t alignment) override {
+    KILN_ASSIGN_OR_RETURN(void* p, HostAllocator().Allocate(bytes, alignment));
+    std::memset(p, 0xFF, bytes);
+    return p;
+  }
+  void Free(void* ptr, size_t bytes) override { HostAllocator().Free(ptr, bytes); }
+  Device device() const override { return HostAllocator().device(); }
+};
+
+inline Allocator& PoisonedHostAllocator() {
+  static PoisonAllocator allocator;
+  return allocator;
+}
 
 using ref::testing::FloatAttr;
 using ref::testing::FloatsAttr;
@@ -126,7 +146,7 @@ class KernelCase {
       }
     }
     std::vector<OwnedTensor> outputs(node.outputs.size());
-    KernelContext ctx(inputs, outputs);
+    KernelContext ctx(inputs, outputs, PoisonedHostAllocator());
     KILN_RETURN_IF_ERROR(p.kernel->Compute(ctx));
     return outputs[0];
   }

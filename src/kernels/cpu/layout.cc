@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -65,7 +66,7 @@ class BlockReorderKernel final : public Kernel {
       KILN_ASSIGN_OR_RETURN(plan, cache_.Get(dims, [&] { return BuildPlan(dims); }));
       return Status::OK();
     }));
-    KILN_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat32, plan->out_shape));
+    KILN_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
       const dnnl::engine& eng = CpuEngine();
       dnnl::stream& s = ThreadStream();
@@ -110,6 +111,20 @@ int64_t PreferredChannelBlock() {
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
   return (isa & avx512) == avx512 ? 16 : 8;
+}
+
+void ZeroChannelPadding(Tensor& y, int64_t channels, int64_t block) {
+  const int64_t used = channels % block;
+  if (used == 0) return;
+  const int64_t n = y.dim(0), blocks = y.dim(1);
+  const int64_t spatial = y.num_elements() / (n * blocks * block);
+  float* base = y.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    float* last = base + ((i * blocks) + blocks - 1) * spatial * block;  // the last block
+    for (int64_t s = 0; s < spatial; ++s) {
+      std::fill(last + s * block + used, last + (s + 1) * block, 0.0f);
+    }
+  }
 }
 
 Result<std::unique_ptr<Kernel>> CreateReorderToBlocked(const KernelInfo& info) {

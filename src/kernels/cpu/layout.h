@@ -6,10 +6,20 @@
 
 #include <cstdint>
 
+namespace kiln {
+class Tensor;
+}  // namespace kiln
+
 namespace kiln::cpu {
 
 // 16 when oneDNN runs AVX-512 code (its native nChw16c kernels), else 8 (its AVX2 kernels are
 // nChw8c ones). Thread-safe.
 int64_t PreferredChannelBlock();
+
+// Writes zeros into the padding lanes of a blocked FP32 tensor `y` ([N, ceil(C/b), spatial...,
+// b] holding `channels` = C real channels): lanes C % b .. b-1 of the last channel block, for a
+// kernel whose primitive leaves them untouched (oneDNN's 1x1 convolutions without post-ops do).
+// Nothing to do when b divides C. REQUIRES: y is contiguous, FP32, rank >= 3, last dim `block`.
+void ZeroChannelPadding(Tensor& y, int64_t channels, int64_t block);
 
 }  // namespace kiln::cpu

@@ -240,5 +240,23 @@ TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   }
 }
 
+TEST(CpuLayoutTest, ZeroChannelPaddingClearsOnlyThePaddingLanes) {
+  // [N=2, 2 blocks, 3x2 spatial, 16]: 20 channels, so lanes 4..15 of block 1 are padding.
+  OwnedTensor t = MakeTensor<float>(Shape({2, 2, 3, 2, 16}),
+                                    std::vector<float>(2 * 2 * 3 * 2 * 16, 7.0f));
+  Tensor view = t.view();
+  ZeroChannelPadding(view, 20, 16);
+  const float* p = t.data<const float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const int64_t lane = i % 16, block = (i / (16 * 6)) % 2;
+    const bool padding = block == 1 && lane >= 4;
+    EXPECT_EQ(p[i], padding ? 0.0f : 7.0f) << "element " << i;
+  }
+  // A block that divides the channels leaves everything as it was.
+  ZeroChannelPadding(view, 32, 16);
+  EXPECT_EQ(p[16 * 6 + 15], 0.0f);
+  EXPECT_EQ(p[15], 7.0f);
+}
+
 }  // namespace
 }  // namespace kiln::cpu

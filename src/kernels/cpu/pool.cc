@@ -67,7 +67,7 @@ class PoolKernel final : public Kernel {
       return Status::OK();
     });
     if (!built.ok() || declined || plan == nullptr) return reference_->Compute(ctx);
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, plan->out_shape));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
       const dnnl::engine& eng = CpuEngine();
       dnnl::stream& s = ThreadStream();
@@ -150,7 +150,7 @@ class GlobalPoolKernel final : public Kernel {
     out_dims[0] = x.dim(0);
     out_dims[1] = x.dim(1);
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     const int64_t rows = x.dim(0) * x.dim(1);
     const int64_t len = x.num_elements() / rows;
     const float* px = x.data<const float>();

@@ -72,7 +72,7 @@ class ReduceKernel final : public Kernel {
       }
     }
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     const float* px = x.data<const float>();
     float* py = y.data<float>();
     const float inv = 1.0f / static_cast<float>(len);
