@@ -268,6 +268,24 @@ TEST_F(HalfModelTest, ValidatesAgainstTheRecordedSourceOrItself) {
   ValidateOptions unknown = c;
   unknown.precision = "fp8";
   EXPECT_EQ(ValidateModel(unknown).status().code(), StatusCode::kInvalidArgument);
+
+  // Half initializers without metadata: detected, measured alone, or against --reference.
+  const std::string bare = (dir_ / "bare.onnx").string();
+  HalfWeights h = ConvertWeightsToHalf(*BuildModel(weights_), DataType::kFloat16).value();
+  ASSERT_TRUE(WriteOnnxModel(*h.graph, bare).ok());
+  ValidateOptions b;
+  b.model = bare;
+  b.data_dir = val;
+  Result<ValidateReport> alone = ValidateModel(b);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->precision, "fp16");
+  EXPECT_FALSE(alone->reference.has_value());
+  b.reference = model_;
+  Result<ValidateReport> against = ValidateModel(b);
+  ASSERT_TRUE(against.ok()) << against.status().ToString();
+  ASSERT_TRUE(against->reference.has_value());
+  EXPECT_GT(against->metrics.mean_cosine, 0.9999);
+  EXPECT_LT(against->metrics.mean_cosine, 1.0);
 }
 
 TEST_F(HalfModelTest, RefusesInt8Settings) {

@@ -566,6 +566,9 @@ std::string FormatHalfReport(const QuantizeReport& r) {
                      r.overflows, half);
   }
   s += fmt::format("compute      {}\n", r.compute_note);
+  s += fmt::format("cpu          F16C {}, AVX512-FP16 {}, AVX512-BF16 {}\n",
+                   r.cpu.f16c ? "yes" : "no", r.cpu.avx512fp16 ? "yes" : "no",
+                   r.cpu.avx512bf16 ? "yes" : "no");
   s += fmt::format("size         fp32 {} bytes, {} {} bytes ({:.1f}%)\n", r.fp32_bytes,
                    r.precision, r.out_bytes, 100.0 * SizeRatio(r));
   if (!r.evaluated) return s;
@@ -728,6 +731,7 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
   if (auto m = props.find(std::string(kMethodKey)); m != props.end()) {
     stored_half = HalfTypeFromPrecision(m->second);
   }
+  const bool written_half = stored_half.has_value();  // by `kiln quantize --precision`
   if (!stored_half) stored_half = HalfInitializerType(*graph);
   ValidateReport report;
   report.model = options.model;
@@ -769,7 +773,13 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
         "compared with itself converted to {}",
         options.model, DataTypeName(*half)));
   }
-  if (half) report.compute_note = HalfComputeNote(*half, DetectCpuHalfSupport());
+  // Only for the layout `kiln quantize` writes: another model's half tensors may be computed in.
+  if (half && (written_half || report.converted_at_load)) {
+    report.compute_note = HalfComputeNote(*half, DetectCpuHalfSupport());
+  }
+  // A half-precision model from elsewhere (no recorded source, no --reference) is measured alone.
+  const bool alone = half && !report.converted_at_load && options.reference.empty() &&
+                     props.count(std::string(kSourceKey)) == 0;
   KILN_ASSIGN_OR_RETURN(Dataset data, LoadDataset(options.data_dir, *graph, options.max_samples));
   if (!options.labels.empty()) {
     // A labels file given explicitly: load it through a dataset-shaped check.
@@ -802,6 +812,9 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
     Log(log, fmt::format("{} weight tensors converted to {} at load", h.tensors,
                          DataTypeName(*half)));
     evaluated = std::move(h.graph);
+  } else if (alone) {
+    Log(log, fmt::format("'{}' records no FP32 source and no --reference is given: measured "
+                         "alone", options.model));
   } else if (report.precision != "fp32") {
     std::string ref_path = options.reference;
     if (ref_path.empty()) {

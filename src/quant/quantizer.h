@@ -161,7 +161,8 @@ struct ValidateOptions {
   std::string labels;     // optional labels file overriding DIR/labels.npy
   std::string reference;  // FP32 model; default: the quantized model's recorded source
   // auto / fp32 / int8 / fp16 / bf16. auto: int8 for a QDQ model, fp16/bf16 for a model whose
-  // metadata method says so or that holds FLOAT16/BFLOAT16 initializers, else fp32.
+  // metadata method says so or that holds FLOAT16/BFLOAT16 initializers, else fp32. A half model
+  // that records no FP32 source is measured alone unless `reference` is given.
   std::string precision = "auto";
   int64_t batch_size = 32;
   int64_t max_samples = 0;
@@ -178,7 +179,9 @@ struct ValidateReport {
   std::optional<Metrics> reference; // int8, fp16, bf16: the FP32 model's metrics
   bool labels = false;
   bool converted_at_load = false;   // fp16/bf16 of a FP32 model, converted in memory
-  std::string compute_note;         // fp16/bf16: how the weights are stored and computed
+  // fp16/bf16 written by `kiln quantize` or converted at load: how the weights are stored and
+  // computed.
+  std::string compute_note;
 };
 
 Result<ValidateReport> ValidateModel(const ValidateOptions& options);
