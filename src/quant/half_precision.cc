@@ -50,11 +50,10 @@ std::string_view HalfPrecisionName(DataType dtype) {
   return dtype == DataType::kBFloat16 ? "bf16" : "fp16";
 }
 
-Result<HalfWeights> ConvertWeightsToHalf(const Graph& graph, DataType dtype,
-                                         int64_t min_elements) {
+Result<HalfWeights> ConvertWeightsToHalf(const Graph& graph, DataType dtype, int64_t min_elements) {
   if (dtype != DataType::kFloat16 && dtype != DataType::kBFloat16) {
-    return Status::InvalidArgument(fmt::format(
-        "half-precision weights are FLOAT16 or BFLOAT16, not {}", DataTypeName(dtype)));
+    return Status::InvalidArgument(
+        fmt::format("half-precision weights are FLOAT16 or BFLOAT16, not {}", DataTypeName(dtype)));
   }
   const std::string_view type_name = dtype == DataType::kFloat16 ? "FLOAT16" : "BFLOAT16";
   // Cast reads FLOAT16 from opset 6 on, BFLOAT16 from opset 13 on.
@@ -120,7 +119,8 @@ Result<HalfWeights> ConvertWeightsToHalf(const Graph& graph, DataType dtype,
   std::vector<bool> cast_emitted(convert.size(), false);
   auto emit_casts_for = [&](const std::vector<int>& ids) {
     for (int v : ids) {
-      if (v == kNoValue || !convert[static_cast<size_t>(v)] || cast_emitted[static_cast<size_t>(v)]) {
+      if (v == kNoValue || !convert[static_cast<size_t>(v)] ||
+          cast_emitted[static_cast<size_t>(v)]) {
         continue;
       }
       cast_emitted[static_cast<size_t>(v)] = true;
@@ -146,8 +146,8 @@ Result<HalfWeights> ConvertWeightsToHalf(const Graph& graph, DataType dtype,
 
 std::optional<DataType> HalfInitializerType(const Graph& graph) {
   for (const Value& v : graph.values()) {
-    if (v.is_constant() && (v.constant->dtype() == DataType::kFloat16 ||
-                            v.constant->dtype() == DataType::kBFloat16)) {
+    if (v.is_constant() &&
+        (v.constant->dtype() == DataType::kFloat16 || v.constant->dtype() == DataType::kBFloat16)) {
       return v.constant->dtype();
     }
   }

@@ -66,13 +66,13 @@ struct Weights {
 
   static Weights Random(std::mt19937& rng) {
     Weights w;
-    w.w1 = RandomTensor(Shape{16, 8, 3, 3}, rng, -0.5, 0.5);    // 1152 values
+    w.w1 = RandomTensor(Shape{16, 8, 3, 3}, rng, -0.5, 0.5);  // 1152 values
     w.b1 = RandomTensor(Shape{16}, rng, -0.1, 0.1);
     // 272000 values: 1.09 MB in FP32, too large for the optimizer to fold its Cast.
     w.w2 = RandomTensor(Shape{1600, 170}, rng, -0.05, 0.05);
-    w.w3 = RandomTensor(Shape{170, 10}, rng, -0.3, 0.3);        // 1700 values
+    w.w3 = RandomTensor(Shape{170, 10}, rng, -0.3, 0.3);  // 1700 values
     w.b3 = RandomTensor(Shape{10}, rng, -0.1, 0.1);
-    w.w4 = RandomTensor(Shape{10, 4}, rng, -1, 1);              // 40 values
+    w.w4 = RandomTensor(Shape{10, 4}, rng, -1, 1);  // 40 values
     return w;
   }
   Weights RoundedTo(DataType dtype) const {
@@ -149,10 +149,9 @@ TEST_F(HalfModelTest, WritesHalfWeightsBehindCasts) {
     int casts = 0;
     for (const Node& n : g->nodes()) casts += n.op_type == "Cast";
     EXPECT_EQ(casts, 3);
-    for (const auto& [name, fp32] :
-         {std::pair<std::string, const OwnedTensor*>{"w1", &weights_.w1},
-          {"w2", &weights_.w2},
-          {"w3", &weights_.w3}}) {
+    for (const auto& [name, fp32] : {std::pair<std::string, const OwnedTensor*>{"w1", &weights_.w1},
+                                     {"w2", &weights_.w2},
+                                     {"w3", &weights_.w3}}) {
       SCOPED_TRACE(name);
       const int v = g->FindValue(name);
       ASSERT_GE(v, 0);
@@ -169,8 +168,8 @@ TEST_F(HalfModelTest, WritesHalfWeightsBehindCasts) {
       // Bit-exact round to nearest even.
       for (int64_t i = 0; i < fp32->num_elements(); ++i) {
         const float x = fp32->data<float>()[i];
-        const uint16_t want = dtype == DataType::kFloat16 ? FloatToFloat16(x).bits
-                                                          : FloatToBFloat16(x).bits;
+        const uint16_t want =
+            dtype == DataType::kFloat16 ? FloatToFloat16(x).bits : FloatToBFloat16(x).bits;
         const uint16_t got = dtype == DataType::kFloat16 ? h.constant->data<Float16>()[i].bits
                                                          : h.constant->data<BFloat16>()[i].bits;
         if (want != got) {
@@ -339,8 +338,8 @@ TEST(ConvertWeightsToHalfTest, ChoosesWeightsAndPlacesOneCastBeforeTheFirstReade
   const int deconv_w = t.Random("deconv_w", {8, 16, 3, 3}, rng);
   const int y0 = t.Op("ConvTranspose", {x, deconv_w}, {}, {{-1, 16, 8, 8}});
   const int m1 = t.Op("MatMul", {a, shared}, {}, {{-1, 64}});
-  const int m2 = t.Op("MatMul", {m1, shared}, {}, {{-1, 64}});                 // read again
-  const int m3 = t.Op("MatMul", {shared, act_weight}, {}, {{64, 64}});          // as input 0
+  const int m2 = t.Op("MatMul", {m1, shared}, {}, {{-1, 64}});          // read again
+  const int m3 = t.Op("MatMul", {shared, act_weight}, {}, {{64, 64}});  // as input 0
   const int m4 = t.Op("MatMul", {m1, act_weight}, {}, {{-1, 64}});
   for (int o : {y0, m2, m3, m4}) t.Output(o);
   std::shared_ptr<const Graph> g = t.Build();
@@ -424,7 +423,8 @@ TEST(HalfDigitsTest, TopOneWithinBudgetOfFp32) {
   const double fp32_top1 = 100.0 * static_cast<double>(correct) / static_cast<double>(n);
   ASSERT_GT(fp32_top1, 90.0);
 
-  const fs::path dir = fs::temp_directory_path() / ("kiln_half_digits_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_half_digits_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   for (const auto& [p, budget] : {std::pair<std::string, double>{"fp16", 0.5}, {"bf16", 1.0}}) {
     SCOPED_TRACE(p);
