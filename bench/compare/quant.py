@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""INT8 against FP32: `kiln quantize` on the comparison's CNNs, then speed, agreement and size.
+"""INT8 and FP16 against FP32: `kiln quantize` on the comparison's CNNs, then speed, agreement, size.
 
 For each model (ResNet-50, MobileNetV2 with seeded random weights, from make_models.py):
   1. calibration and evaluation sets of inputs drawn like normalized images (uniform [0, 1]
      pixels, ImageNet mean/std), written as inputs.npy;
-  2. `kiln quantize --per-channel` on the calibration set (the QDQ model and its report);
-  3. `kiln validate` of the INT8 model on the evaluation set: top-1 agreement and mean cosine
-     against the FP32 model;
-  4. latency at --batch (default 8) of FP32 and INT8, interleaved over --rounds: kiln
-     (`kiln profile --json`) and ONNX Runtime (onnxruntime-node) running the very same two files;
-  5. a table of the INT8/FP32 speed-up, agreement, cosine, file size ratio and the ratio of
-     ONNX Runtime's INT8 latency to kiln's (above 1: kiln is faster), and a JSON file.
+  2. int8: `kiln quantize --per-channel` on the calibration set (the QDQ model and its report);
+     fp16 / bf16: `kiln quantize --precision fp16` (half-precision weights, no calibration);
+  3. `kiln validate` of each converted model on the evaluation set: top-1 agreement and mean
+     cosine against the FP32 model;
+  4. latency at --batch (default 8) of FP32 and each converted model, interleaved over --rounds:
+     kiln (`kiln profile --json`) and ONNX Runtime (onnxruntime-node) running the very same files;
+  5. a table, one row per model and precision, of the speed-up over FP32, agreement, cosine, file
+     size ratio and the ratio of ONNX Runtime's latency to kiln's on that file (above 1: kiln is
+     faster), and a JSON file.
 
   bench/compare/quant.py --kiln build/kiln [--models resnet50,mobilenet_v2] [--batch 8]
+      [--precisions int8,fp16]
 
 Not a test: nothing here gates CI. Needs what compare.py needs (`make bench-engine` installs it).
 """
@@ -60,6 +63,8 @@ def main():
     ap.add_argument("--calib-samples", type=int, default=32)
     ap.add_argument("--eval-samples", type=int, default=64)
     ap.add_argument("--method", default="percentile")
+    ap.add_argument("--precisions", default="int8,fp16",
+                    help="comma-separated subset of int8, fp16, bf16")
     ap.add_argument("--models-dir", default="build/bench-models")
     ap.add_argument("--node-dir", default="build/bench-node")
     ap.add_argument("--no-ort", action="store_true", help="kiln only")
@@ -72,6 +77,10 @@ def main():
         compare.ensure_node(args.node_dir)
     import numpy as np
     models = args.models.split(",")
+    precisions = args.precisions.split(",")
+    for prec in precisions:
+        if prec not in ("int8", "fp16", "bf16"):
+            ap.error(f"unknown precision '{prec}' in --precisions (int8, fp16, bf16)")
     subprocess.run([sys.executable, os.path.join(HERE, "make_models.py"), "--out",
                     args.models_dir, "--models", ",".join(models)], check=True)
     rows = []
@@ -83,28 +92,45 @@ def main():
             for d, n, seed in ((calib, args.calib_samples, 1), (val, args.eval_samples, 2)):
                 os.makedirs(d)
                 np.save(os.path.join(d, "inputs.npy"), image_like(n, seed))
-            int8 = os.path.join(work, model + ".int8.onnx")
-            print(f"quant: {model}: kiln quantize ({args.method}, per channel)", file=sys.stderr,
-                  flush=True)
-            report = run_json([args.kiln, "quantize", fp32, "--calib-dir", calib, "--out", int8,
-                               "--method", args.method, "--per-channel", "--batch-size", "8",
-                               "--json", "--quiet", "--threads", str(args.threads)])
-            print(f"quant: {model}: kiln validate", file=sys.stderr, flush=True)
-            val_doc = run_json([args.kiln, "validate", int8, "--data", val, "--reference", fp32,
-                                "--batch-size", str(args.batch), "--json", "--quiet",
-                                "--threads", str(args.threads)])
             row = {"model": model, "batch": args.batch, "threads": args.threads,
-                   "method": args.method, "fp32_bytes": os.path.getsize(fp32),
-                   "int8_bytes": os.path.getsize(int8), "validate": val_doc,
-                   "quantize_report": report}
-            row["size_ratio"] = row["int8_bytes"] / row["fp32_bytes"]
-            row["agreement_top1"] = val_doc.get("agreement_top1")
-            row["mean_cosine"] = val_doc.get("mean_cosine")
-            # Timing, interleaved: the same inputs for both files and both engines.
+                   "method": args.method, "fp32_bytes": os.path.getsize(fp32), "precisions": {}}
+            files = {}
+            for prec in precisions:
+                path = os.path.join(work, f"{model}.{prec}.onnx")
+                if prec == "int8":
+                    print(f"quant: {model}: kiln quantize ({args.method}, per channel)",
+                          file=sys.stderr, flush=True)
+                    report = run_json([args.kiln, "quantize", fp32, "--calib-dir", calib, "--out",
+                                       path, "--method", args.method, "--per-channel",
+                                       "--batch-size", "8", "--json", "--quiet", "--threads",
+                                       str(args.threads)])
+                else:
+                    print(f"quant: {model}: kiln quantize --precision {prec}", file=sys.stderr,
+                          flush=True)
+                    report = run_json([args.kiln, "quantize", fp32, "--out", path, "--precision",
+                                       prec, "--json", "--quiet"])
+                print(f"quant: {model}: kiln validate {prec}", file=sys.stderr, flush=True)
+                val_doc = run_json([args.kiln, "validate", path, "--data", val, "--reference",
+                                    fp32, "--precision", prec, "--batch-size", str(args.batch),
+                                    "--json", "--quiet", "--threads", str(args.threads)])
+                files[prec] = path
+                p = {"bytes": os.path.getsize(path), "validate": val_doc,
+                     "quantize_report": report,
+                     "agreement_top1": val_doc.get("agreement_top1"),
+                     "mean_cosine": val_doc.get("mean_cosine")}
+                p["size_ratio"] = p["bytes"] / row["fp32_bytes"]
+                row["precisions"][prec] = p
+                if prec == "int8":
+                    # The keys of the INT8-only results files, kept comparable.
+                    row.update({"int8_bytes": p["bytes"], "validate": val_doc,
+                                "quantize_report": report, "size_ratio": p["size_ratio"],
+                                "agreement_top1": p["agreement_top1"],
+                                "mean_cosine": p["mean_cosine"]})
+            # Timing, interleaved: the same inputs for every file and both engines.
             runner = compare.Runner(args, model, args.batch, work)
             per = {}
             for rnd in range(args.rounds):
-                for prec, path in (("fp32", fp32), ("int8", int8)):
+                for prec, path in [("fp32", fp32)] + list(files.items()):
                     runner.path = path
                     per.setdefault(f"kiln_{prec}", []).append(runner.kiln_time()[0])
                     if not args.no_ort:
@@ -114,33 +140,37 @@ def main():
                       flush=True)
             for k, v in per.items():
                 row[f"{k}_ms"] = statistics.median(v)
-            row["kiln_int8_speedup"] = row["kiln_fp32_ms"] / row["kiln_int8_ms"]
-            if not args.no_ort:
-                row["ort_int8_speedup"] = row["ort_fp32_ms"] / row["ort_int8_ms"]
-                row["ort_int8_over_kiln_int8"] = row["ort_int8_ms"] / row["kiln_int8_ms"]
+            for prec in files:
+                row[f"kiln_{prec}_speedup"] = row["kiln_fp32_ms"] / row[f"kiln_{prec}_ms"]
+                if not args.no_ort:
+                    row[f"ort_{prec}_speedup"] = row["ort_fp32_ms"] / row[f"ort_{prec}_ms"]
+                    row[f"ort_{prec}_over_kiln_{prec}"] = (row[f"ort_{prec}_ms"] /
+                                                           row[f"kiln_{prec}_ms"])
             rows.append(row)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    head = ["model", "batch", "kiln fp32 ms", "kiln int8 ms", "int8 speed-up", "agree top1",
-            "mean cosine", "int8 size"]
+    head = ["model", "precision", "batch", "kiln fp32 ms", "kiln ms", "speed-up", "agree top1",
+            "mean cosine", "size"]
     if not args.no_ort:
-        head += ["ort fp32 ms", "ort int8 ms", "ort int8/kiln int8"]
+        head += ["ort fp32 ms", "ort ms", "ort/kiln"]
     print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for r in rows:
-        cells = [r["model"], str(r["batch"]), f"{r['kiln_fp32_ms']:.1f}",
-                 f"{r['kiln_int8_ms']:.1f}", f"{r['kiln_int8_speedup']:.2f}x",
-                 f"{r['agreement_top1']:.1f}%", f"{r['mean_cosine']:.4f}",
-                 f"{100 * r['size_ratio']:.1f}%"]
-        if not args.no_ort:
-            cells += [f"{r['ort_fp32_ms']:.1f}", f"{r['ort_int8_ms']:.1f}",
-                      f"{r['ort_int8_over_kiln_int8']:.2f}x"]
-        print("| " + " | ".join(cells) + " |")
+        for prec, p in r["precisions"].items():
+            cells = [r["model"], prec, str(r["batch"]), f"{r['kiln_fp32_ms']:.1f}",
+                     f"{r[f'kiln_{prec}_ms']:.1f}", f"{r[f'kiln_{prec}_speedup']:.2f}x",
+                     f"{p['agreement_top1']:.1f}%", f"{p['mean_cosine']:.4f}",
+                     f"{100 * p['size_ratio']:.1f}%"]
+            if not args.no_ort:
+                cells += [f"{r['ort_fp32_ms']:.1f}", f"{r[f'ort_{prec}_ms']:.1f}",
+                          f"{r[f'ort_{prec}_over_kiln_{prec}']:.2f}x"]
+            print("| " + " | ".join(cells) + " |")
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "commit": compare.git_commit(), "cpu": compare.cpu_model(),
            "command": " ".join(sys.argv), "results": rows}
     out = args.out or os.path.join(HERE, "..", "results",
-                                   f"{datetime.date.today().isoformat()}-{doc['commit']}-int8.json")
+                                   f"{datetime.date.today().isoformat()}-{doc['commit']}-"
+                                   f"{'-'.join(precisions)}.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

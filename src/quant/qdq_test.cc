@@ -479,13 +479,13 @@ TEST_F(FragileLayerTest, RanksFirstAndKeepFp32KeepsIt) {
     EXPECT_TRUE(r.layers[i].quantized);
   }
   EXPECT_FALSE(fragile.quantized);
-  EXPECT_GT(r.int8.mean_cosine, 0.999);
+  EXPECT_GT(r.quantized.mean_cosine, 0.999);
   // The written model runs in kiln, and records its source.
   EXPECT_TRUE(ImportOnnxModel(o.out).ok());
 
   // All layers quantized: the fragile one ruins the output.
   QuantizeReport all = QuantizeModel(Options()).value();
-  EXPECT_LT(all.int8.mean_cosine, r.int8.mean_cosine);
+  EXPECT_LT(all.quantized.mean_cosine, r.quantized.mean_cosine);
   EXPECT_FALSE(all.layers[0].output_error.has_value());  // no sensitivity asked for
 
   // A budget (output error points, no labels) is met by keeping the fragile layer alone.
@@ -494,7 +494,7 @@ TEST_F(FragileLayerTest, RanksFirstAndKeepFp32KeepsIt) {
   QuantizeReport rb = QuantizeModel(b).value();
   EXPECT_FALSE(rb.layers[1].quantized);
   EXPECT_TRUE(rb.layers[0].quantized);
-  EXPECT_LE(100 * (1 - rb.int8.mean_cosine), 0.1);
+  EXPECT_LE(100 * (1 - rb.quantized.mean_cosine), 0.1);
   // An impossible budget says so and writes nothing.
   std::filesystem::remove(b.out);
   b.max_accuracy_drop = 0.0;

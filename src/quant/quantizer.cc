@@ -30,8 +30,13 @@ void Log(const LogFn& log, std::string_view line) {
 }
 
 // A session over `graph` as kiln serves it: the full optimizer, the best kernels.
-Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph, int threads) {
-  KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(std::move(graph)));
+// `weight_precision`: OptimizerOptions::weight_precision ("" auto, or "fp16" / "bf16" for the
+// half-precision runs, so the constant weights are held as the model stores them).
+Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph, int threads,
+                                             const std::string& weight_precision) {
+  OptimizerOptions opt_options;
+  opt_options.weight_precision = weight_precision;
+  KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(std::move(graph), opt_options));
   SessionOptions options;
   options.intra_op_threads = threads;
   return Session::Create(optimized.graph, options);
@@ -52,9 +57,11 @@ double Median(std::vector<double> v) {
 // Runs `graph` over `data`; with `log`, a progress line at every quarter of a long run.
 Result<Evaluation> Evaluate(std::shared_ptr<const Graph> graph, const Dataset& data,
                             const RunOptions& run_options, const Tensor* reference,
-                            const LogFn& log = nullptr) {
+                            const LogFn& log = nullptr,
+                            const std::string& weight_precision = "") {
   Evaluation e;
-  KILN_ASSIGN_OR_RETURN(e.session, MakeSession(std::move(graph), run_options.threads));
+  KILN_ASSIGN_OR_RETURN(e.session,
+                        MakeSession(std::move(graph), run_options.threads, weight_precision));
   const Session* session = e.session.get();
   int64_t last_quarter = 0;
   const bool long_run = data.num_samples > 8 * EffectiveBatchSize(session->graph(),
@@ -234,11 +241,138 @@ Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
 
 // --- quantize -----------------------------------------------------------------------------------
 
+namespace {
+
+// The metadata_props of a model written from the FP32 model at `model` (content `source_bytes`).
+std::vector<std::pair<std::string, std::string>> SourceMetadata(const std::string& model,
+                                                                std::string_view source_bytes,
+                                                                std::string_view method) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(model, ec);
+  return {{std::string(kSourceKey), ec ? model : abs.string()},
+          {std::string(kSourceHashKey), ContentHash(source_bytes)},
+          {std::string(kMethodKey), std::string(method)}};
+}
+
+// The INT8-only settings, refused for a half-precision conversion rather than ignored.
+Status CheckHalfOptions(const QuantizeOptions& o) {
+  auto refuse = [&](std::string_view flag, std::string_view why) {
+    return Status::InvalidArgument(
+        fmt::format("{} does not apply to --precision {}: {}", flag, o.precision, why));
+  };
+  constexpr std::string_view kNoCalibration =
+      "half-precision weights need no calibration (evaluation data goes in --data)";
+  constexpr std::string_view kAllLayers =
+      "every layer keeps computing in FP32 and only the storage of large weights changes, so "
+      "there is no per-layer choice to make";
+  if (!o.calib_dir.empty()) return refuse("--calib-dir", kNoCalibration);
+  if (o.calib_samples != 0) return refuse("--calib-samples", kNoCalibration);
+  if (o.method != CalibrationMethod::kMinMax) return refuse("--method", kNoCalibration);
+  if (o.per_channel) return refuse("--per-channel", "half-precision weights have no scales");
+  if (o.activation_type != ActivationType::kUint8) {
+    return refuse("--symmetric-activations", "activations stay FP32");
+  }
+  if (o.keep_fp32 != 0) return refuse("--keep-fp32", kAllLayers);
+  if (o.max_accuracy_drop) return refuse("--max-accuracy-drop", kAllLayers);
+  if (o.sensitivity) return refuse("--sensitivity", kAllLayers);
+  return Status::OK();
+}
+
+// QuantizeModel for fp16 / bf16: half-precision weights, no calibration.
+Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dtype,
+                                    std::chrono::steady_clock::time_point start) {
+  KILN_RETURN_IF_ERROR(CheckHalfOptions(options));
+  const LogFn& log = options.log;
+  QuantizeReport report;
+  report.precision = std::string(HalfPrecisionName(dtype));
+  report.model = options.model;
+  report.out = options.out;
+
+  KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
+                        ImportOnnxModelFromString(source_bytes, options.model));
+  if (HasQdq(*imported)) {
+    return Status::FailedPrecondition(fmt::format(
+        "'{}' holds QuantizeLinear/DequantizeLinear nodes; convert its FP32 source",
+        options.model));
+  }
+  if (std::optional<DataType> held = HalfInitializerType(*imported)) {
+    return Status::FailedPrecondition(fmt::format(
+        "'{}' already holds {} initializers; convert its FP32 source", options.model,
+        DataTypeName(*held)));
+  }
+  Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, PrepareGraph(imported));
+  KILN_ASSIGN_OR_RETURN(HalfWeights half, ConvertWeightsToHalf(*graph, dtype));
+  report.tensors_converted = half.tensors;
+  report.elements_converted = half.elements;
+  report.overflows = half.overflows;
+  Log(log, fmt::format("{} weight tensors ({} values) stored in {}", half.tensors, half.elements,
+                       DataTypeName(dtype)));
+  if (half.overflows > 0) {
+    Log(log, fmt::format("warning: {} weight values beyond the {} range became infinite",
+                         half.overflows, DataTypeName(dtype)));
+  }
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ExportOnnxModel(*half.graph));
+  AppendMetadata(bytes, SourceMetadata(options.model, source_bytes, report.precision));
+  KILN_RETURN_IF_ERROR(WriteFile(options.out, bytes, "converted model"));
+  report.fp32_bytes = static_cast<int64_t>(source_bytes.size());
+  report.out_bytes = FileSize(options.out);
+  report.cpu = DetectCpuHalfSupport();
+  report.compute_note = HalfComputeNote(dtype, report.cpu);
+  Log(log, fmt::format("wrote {}", options.out));
+
+  if (options.data_dir.empty()) {
+    report.evaluated = false;
+  } else {
+    RunOptions run_options;
+    run_options.batch_size = options.batch_size;
+    run_options.threads = options.threads;
+    KILN_ASSIGN_OR_RETURN(Dataset eval,
+                          LoadDataset(options.data_dir, *graph, options.eval_samples));
+    report.eval_dir = options.data_dir;
+    report.eval_labels = eval.labels.has_value();
+    Log(log, fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples,
+                         report.eval_dir));
+    KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
+    report.fp32 = fp32.metrics;
+    // The written file, as kiln loads it.
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
+    Log(log, fmt::format("{} on {} samples", DataTypeName(dtype), eval.num_samples));
+    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(written, eval, run_options,
+                                                 &fp32.run.output.view(), log, report.precision));
+    report.quantized = e.metrics;
+  }
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace
+
 Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   if (options.model.empty()) return Status::InvalidArgument("no model given");
   if (options.out.empty()) return Status::InvalidArgument("--out is required");
-  if (options.calib_dir.empty()) return Status::InvalidArgument("--calib-dir is required");
+  {
+    std::error_code ec;
+    if (fs::equivalent(options.model, options.out, ec)) {
+      return Status::InvalidArgument(
+          fmt::format("--out '{}' is the model itself; write the quantized model elsewhere",
+                      options.out));
+    }
+  }
+  if (options.precision != "int8") {
+    const std::optional<DataType> half = HalfTypeFromPrecision(options.precision);
+    if (!half) {
+      return Status::InvalidArgument(fmt::format(
+          "unknown --precision '{}' (expected int8, fp16 or bf16)", options.precision));
+    }
+    return QuantizeHalf(options, *half, start);
+  }
+  if (options.calib_dir.empty()) {
+    return Status::InvalidArgument("--calib-dir is required with --precision int8 (the default)");
+  }
   if (options.keep_fp32 > 0 && options.max_accuracy_drop) {
     return Status::InvalidArgument("--keep-fp32 and --max-accuracy-drop exclude each other");
   }
@@ -249,14 +383,6 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   if (options.method == CalibrationMethod::kPercentile &&
       !(options.percentile > 0 && options.percentile <= 100)) {
     return Status::InvalidArgument("--percentile must be in (0, 100]");
-  }
-  {
-    std::error_code ec;
-    if (fs::equivalent(options.model, options.out, ec)) {
-      return Status::InvalidArgument(
-          fmt::format("--out '{}' is the model itself; write the quantized model elsewhere",
-                      options.out));
-    }
   }
   const LogFn& log = options.log;
   QuantizeReport report;
@@ -387,27 +513,101 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
     report.layers[i].q = final_q.layers[i];
   }
   KILN_ASSIGN_OR_RETURN(std::string bytes, ExportOnnxModel(*final_q.graph));
-  std::error_code ec;
-  const fs::path abs = fs::absolute(options.model, ec);
-  AppendMetadata(bytes, {{std::string(kSourceKey), ec ? options.model : abs.string()},
-                         {std::string(kSourceHashKey), ContentHash(source_bytes)},
-                         {std::string(kMethodKey), std::string(CalibrationMethodName(options.method))}});
+  AppendMetadata(bytes, SourceMetadata(options.model, source_bytes,
+                                       CalibrationMethodName(options.method)));
   KILN_RETURN_IF_ERROR(WriteFile(options.out, bytes, "quantized model"));
   report.fp32_bytes = static_cast<int64_t>(source_bytes.size());
-  report.int8_bytes = FileSize(options.out);
+  report.out_bytes = FileSize(options.out);
   Log(log, fmt::format("wrote {}", options.out));
 
   // The written file, as kiln loads it.
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
   Log(log, fmt::format("INT8 on {} samples", eval.num_samples));
   KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, eval, run_options, &ref, log));
-  report.int8 = int8.metrics;
+  report.quantized = int8.metrics;
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
+namespace {
+
+double SizeRatio(const QuantizeReport& r) {
+  return r.fp32_bytes > 0 ? static_cast<double>(r.out_bytes) / static_cast<double>(r.fp32_bytes)
+                          : 0.0;
+}
+
+std::string MetricsHeader() {
+  return fmt::format("{:<10} {:>8} {:>8} {:>11} {:>12} {:>10}\n", "precision", "top1", "top5",
+                     "agree top1", "mean cosine", "items/s");
+}
+
+std::string MetricsRow(std::string_view name, const Metrics& m) {
+  return fmt::format("{:<10} {:>8} {:>8} {:>10.2f}% {:>12.6f} {:>10.1f}\n", name, Percent(m.top1),
+                     Percent(m.top5), m.agreement_top1, m.mean_cosine, m.items_per_s);
+}
+
+std::string CpuJson(const CpuHalfSupport& cpu) {
+  return fmt::format("{{\"f16c\": {}, \"avx512fp16\": {}, \"avx512bf16\": {}}}",
+                     cpu.f16c ? "true" : "false", cpu.avx512fp16 ? "true" : "false",
+                     cpu.avx512bf16 ? "true" : "false");
+}
+
+std::string FormatHalfReport(const QuantizeReport& r) {
+  const std::string half = r.precision == "bf16" ? "BFLOAT16" : "FLOAT16";
+  std::string s;
+  s += fmt::format("model        {}\n", r.model);
+  s += fmt::format("converted    {}\n", r.out);
+  s += fmt::format("weights      {} Conv/ConvTranspose/MatMul/Gemm weight tensors ({} values, "
+                   ">= {} each) stored as {}; other tensors FP32\n",
+                   r.tensors_converted, r.elements_converted, kHalfMinElements, half);
+  if (r.overflows > 0) {
+    s += fmt::format("warning      {} weight values beyond the {} range became infinite\n",
+                     r.overflows, half);
+  }
+  s += fmt::format("compute      {}\n", r.compute_note);
+  s += fmt::format("cpu          F16C {}, AVX512-FP16 {}, AVX512-BF16 {}\n",
+                   r.cpu.f16c ? "yes" : "no", r.cpu.avx512fp16 ? "yes" : "no",
+                   r.cpu.avx512bf16 ? "yes" : "no");
+  s += fmt::format("size         fp32 {} bytes, {} {} bytes ({:.1f}%)\n", r.fp32_bytes,
+                   r.precision, r.out_bytes, 100.0 * SizeRatio(r));
+  if (!r.evaluated) return s;
+  s += fmt::format("\nevaluation on {} samples from {}{}\n", r.quantized.samples, r.eval_dir,
+                   r.eval_labels ? "" : " (no labels: agreement with FP32 only)");
+  s += MetricsHeader();
+  s += MetricsRow("fp32", r.fp32);
+  s += MetricsRow(r.precision, r.quantized);
+  return s;
+}
+
+std::string HalfReportJson(const QuantizeReport& r) {
+  std::string s = fmt::format("{{\"precision\": \"{}\"", r.precision);
+  if (r.evaluated) {
+    s += fmt::format(", {}", MetricsJsonFields(r.quantized));
+    s += fmt::format(", \"fp32\": {{\"precision\": \"fp32\", {}}}", MetricsJsonFields(r.fp32));
+  }
+  s += fmt::format(", \"model\": {}, \"output\": {}", JsonString(r.model), JsonString(r.out));
+  if (r.evaluated) s += fmt::format(", \"eval_data\": {}", JsonString(r.eval_dir));
+  s += fmt::format(", \"method\": \"{}\"", r.precision);
+  s += fmt::format(", \"size_bytes\": {{\"fp32\": {}, \"{}\": {}, \"ratio\": {}}}", r.fp32_bytes,
+                   r.precision, r.out_bytes, JsonNumber(SizeRatio(r)));
+  s += fmt::format(", \"tensors_converted\": {}, \"elements_converted\": {}, \"overflows\": {}",
+                   r.tensors_converted, r.elements_converted, r.overflows);
+  s += fmt::format(", \"weights_dtype\": \"{}\", \"compute_dtype\": \"fp32\", \"cpu\": {}, "
+                   "\"compute\": {}",
+                   r.precision == "bf16" ? "BFLOAT16" : "FLOAT16", CpuJson(r.cpu),
+                   JsonString(r.compute_note));
+  if (r.evaluated && r.quantized.top1 && r.fp32.top1) {
+    s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.fp32.top1 - *r.quantized.top1));
+  }
+  s += fmt::format(", \"seconds\": {}}}", JsonNumber(r.seconds));
+  return s;
+}
+
+}  // namespace
+
 std::string FormatQuantizeReport(const QuantizeReport& r) {
+  if (r.precision != "int8") return FormatHalfReport(r);
   std::string s;
   s += fmt::format("model        {}\n", r.model);
   s += fmt::format("quantized    {}\n", r.out);
@@ -446,20 +646,12 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
   s += fmt::format("\n{} of {} layers int8, {} kept fp32; {} activation QDQ pairs\n",
                    r.layers.size() - static_cast<size_t>(kept), r.layers.size(), kept, r.qdq_pairs);
   s += fmt::format("size         fp32 {} bytes, int8 {} bytes ({:.1f}%)\n", r.fp32_bytes,
-                   r.int8_bytes,
-                   r.fp32_bytes > 0 ? 100.0 * static_cast<double>(r.int8_bytes) /
-                                          static_cast<double>(r.fp32_bytes)
-                                    : 0.0);
-  s += fmt::format("\nevaluation on {} samples from {}{}\n", r.int8.samples, r.eval_dir,
+                   r.out_bytes, 100.0 * SizeRatio(r));
+  s += fmt::format("\nevaluation on {} samples from {}{}\n", r.quantized.samples, r.eval_dir,
                    r.eval_labels ? "" : " (no labels: agreement with FP32 only)");
-  s += fmt::format("{:<10} {:>8} {:>8} {:>11} {:>12} {:>10}\n", "precision", "top1", "top5",
-                   "agree top1", "mean cosine", "items/s");
-  auto row = [&](std::string_view name, const Metrics& m) {
-    s += fmt::format("{:<10} {:>8} {:>8} {:>10.2f}% {:>12.6f} {:>10.1f}\n", name, Percent(m.top1),
-                     Percent(m.top5), m.agreement_top1, m.mean_cosine, m.items_per_s);
-  };
-  row("fp32", r.fp32);
-  row("int8", r.int8);
+  s += MetricsHeader();
+  s += MetricsRow("fp32", r.fp32);
+  s += MetricsRow("int8", r.quantized);
   if (r.budget) {
     s += fmt::format("budget       max drop {} {}: met\n", *r.budget, r.budget_unit);
   }
@@ -467,8 +659,9 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
 }
 
 std::string QuantizeReportJson(const QuantizeReport& r) {
+  if (r.precision != "int8") return HalfReportJson(r);
   std::string s = "{";
-  s += fmt::format("\"precision\": \"int8\", {}", MetricsJsonFields(r.int8));
+  s += fmt::format("\"precision\": \"int8\", {}", MetricsJsonFields(r.quantized));
   s += fmt::format(", \"fp32\": {{\"precision\": \"fp32\", {}}}", MetricsJsonFields(r.fp32));
   s += fmt::format(", \"model\": {}, \"output\": {}, \"eval_data\": {}", JsonString(r.model),
                    JsonString(r.out), JsonString(r.eval_dir));
@@ -481,12 +674,9 @@ std::string QuantizeReportJson(const QuantizeReport& r) {
       r.per_channel ? "true" : "false",
       r.activation_type == ActivationType::kUint8 ? "uint8" : "int8", r.calib_samples);
   s += fmt::format(", \"size_bytes\": {{\"fp32\": {}, \"int8\": {}, \"ratio\": {}}}", r.fp32_bytes,
-                   r.int8_bytes,
-                   JsonNumber(r.fp32_bytes > 0 ? static_cast<double>(r.int8_bytes) /
-                                                     static_cast<double>(r.fp32_bytes)
-                                               : 0.0));
-  if (r.int8.top1 && r.fp32.top1) {
-    s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.fp32.top1 - *r.int8.top1));
+                   r.out_bytes, JsonNumber(SizeRatio(r)));
+  if (r.quantized.top1 && r.fp32.top1) {
+    s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.fp32.top1 - *r.quantized.top1));
   }
   if (r.budget) {
     s += fmt::format(", \"max_accuracy_drop\": {}, \"budget_unit\": {}", JsonNumber(*r.budget),
@@ -524,28 +714,72 @@ std::string QuantizeReportJson(const QuantizeReport& r) {
 Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
   if (options.model.empty()) return Status::InvalidArgument("no model given");
   if (options.data_dir.empty()) return Status::InvalidArgument("--data is required");
-  if (options.precision != "auto" && options.precision != "fp32" && options.precision != "int8") {
+  const std::optional<DataType> requested_half = HalfTypeFromPrecision(options.precision);
+  if (options.precision != "auto" && options.precision != "fp32" && options.precision != "int8" &&
+      !requested_half) {
     return Status::InvalidArgument(fmt::format(
-        "unknown --precision '{}' (expected auto, fp32 or int8)", options.precision));
+        "unknown --precision '{}' (expected auto, fp32, int8, fp16 or bf16)", options.precision));
   }
   const LogFn& log = options.log;
   KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(options.model, "model file"));
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph,
                         ImportOnnxModelFromString(bytes, options.model));
+  KILN_ASSIGN_OR_RETURN(auto props, ReadMetadata(bytes));
   const bool quantized = HasQdq(*graph);
+  // A half-precision model: by the method `kiln quantize` recorded, else by its initializers.
+  std::optional<DataType> stored_half;
+  if (auto m = props.find(std::string(kMethodKey)); m != props.end()) {
+    stored_half = HalfTypeFromPrecision(m->second);
+  }
+  const bool written_half = stored_half.has_value();  // by `kiln quantize --precision`
+  if (!stored_half) stored_half = HalfInitializerType(*graph);
   ValidateReport report;
   report.model = options.model;
-  report.precision = options.precision == "auto" ? (quantized ? "int8" : "fp32") : options.precision;
+  if (options.precision != "auto") {
+    report.precision = options.precision;
+  } else if (quantized) {
+    report.precision = "int8";
+  } else if (stored_half) {
+    report.precision = std::string(HalfPrecisionName(*stored_half));
+  } else {
+    report.precision = "fp32";
+  }
   if (report.precision == "int8" && !quantized) {
     return Status::InvalidArgument(fmt::format(
         "'{}' has no QuantizeLinear/DequantizeLinear nodes: it is not an INT8 (QDQ) model; "
         "quantize it with `kiln quantize` or validate it with --precision fp32",
         options.model));
   }
-  if (report.precision == "fp32" && quantized) {
+  if ((report.precision == "fp32" || requested_half) && quantized) {
     return Status::InvalidArgument(fmt::format(
         "'{}' is a quantized (QDQ) model; validate it with --precision int8", options.model));
   }
+  if ((report.precision == "fp32" || report.precision == "int8") && stored_half) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' stores its weights in {}; validate it with --precision {}", options.model,
+        DataTypeName(*stored_half), HalfPrecisionName(*stored_half)));
+  }
+  const std::optional<DataType> half = HalfTypeFromPrecision(report.precision);
+  if (half && stored_half && *half != *stored_half) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' stores its weights in {}, not {}; validate it with --precision {}", options.model,
+        DataTypeName(*stored_half), DataTypeName(*half), HalfPrecisionName(*stored_half)));
+  }
+  // A FP32 model validated as fp16/bf16: converted in memory and compared with itself.
+  report.converted_at_load = half.has_value() && !stored_half;
+  if (report.converted_at_load && !options.reference.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "--reference applies to a converted (INT8, FP16 or BF16) model; '{}' is FP32 and is "
+        "compared with itself converted to {}",
+        options.model, DataTypeName(*half)));
+  }
+  // Only for the layout `kiln quantize` writes: another model's half tensors may be computed in.
+  if (half && (written_half || report.converted_at_load)) {
+    report.compute_note = HalfComputeNote(*half, DetectCpuHalfSupport());
+  }
+  // A half-precision model from elsewhere (no recorded source, no --reference) is measured alone.
+  const bool alone = half && !report.converted_at_load && options.reference.empty() &&
+                     props.count(std::string(kSourceKey)) == 0;
   KILN_ASSIGN_OR_RETURN(Dataset data, LoadDataset(options.data_dir, *graph, options.max_samples));
   if (!options.labels.empty()) {
     // A labels file given explicitly: load it through a dataset-shaped check.
@@ -565,10 +799,25 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
   run_options.max_samples = data.num_samples;
 
   std::optional<Evaluation> reference;
-  if (report.precision == "int8") {
+  std::shared_ptr<const Graph> evaluated = graph;
+  if (report.converted_at_load) {
+    report.reference_model = options.model;
+    Log(log, fmt::format("FP32 '{}' on {} samples", options.model, data.num_samples));
+    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(graph, data, run_options, nullptr, log));
+    reference = std::move(e);
+    report.reference = reference->metrics;
+    // The model as `kiln quantize --precision` would write it.
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> prepared, PrepareGraph(graph));
+    KILN_ASSIGN_OR_RETURN(HalfWeights h, ConvertWeightsToHalf(*prepared, *half));
+    Log(log, fmt::format("{} weight tensors converted to {} at load", h.tensors,
+                         DataTypeName(*half)));
+    evaluated = std::move(h.graph);
+  } else if (alone) {
+    Log(log, fmt::format("'{}' records no FP32 source and no --reference is given: measured "
+                         "alone", options.model));
+  } else if (report.precision != "fp32") {
     std::string ref_path = options.reference;
     if (ref_path.empty()) {
-      KILN_ASSIGN_OR_RETURN(auto props, ReadMetadata(bytes));
       auto it = props.find(std::string(kSourceKey));
       if (it == props.end()) {
         return Status::FailedPrecondition(fmt::format(
@@ -602,11 +851,13 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
   Log(log, fmt::format("{} '{}' on {} samples from '{}'", report.precision, options.model,
                        data.num_samples, options.data_dir));
   KILN_ASSIGN_OR_RETURN(Evaluation e,
-                        Evaluate(graph, data, run_options,
-                                 reference ? &reference->run.output.view() : nullptr, log));
+                        Evaluate(evaluated, data, run_options,
+                                 reference ? &reference->run.output.view() : nullptr, log,
+                                 half ? report.precision : std::string()));
   report.metrics = e.metrics;
   if (options.repeat > 1) {
-    // More timed passes, FP32 and INT8 alternating; the median time of each is reported.
+    // More timed passes, FP32 and the converted model alternating; the median time of each is
+    // reported.
     Log(log, fmt::format("timing {} passes", options.repeat));
     std::vector<double> seconds = {e.run.seconds};
     std::vector<double> ref_seconds;
@@ -631,7 +882,11 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
 
 std::string FormatValidateReport(const ValidateReport& r) {
   std::string s = fmt::format("model      {}\n", r.model);
-  if (!r.reference_model.empty()) s += fmt::format("reference  {}\n", r.reference_model);
+  if (!r.reference_model.empty()) {
+    s += fmt::format("reference  {}{}\n", r.reference_model,
+                     r.converted_at_load ? " (itself in FP32; converted at load)" : "");
+  }
+  if (!r.compute_note.empty()) s += fmt::format("compute    {}\n", r.compute_note);
   s += fmt::format("samples    {}{}\n\n", r.metrics.samples,
                    r.labels ? "" : " (no labels: agreement with FP32 only)");
   s += fmt::format("{:<10} {:>8} {:>8} {:>11} {:>12} {:>10}\n", "precision", "top1", "top5",
@@ -659,6 +914,10 @@ std::string FormatValidateReport(const ValidateReport& r) {
 std::string ValidateReportJson(const ValidateReport& r) {
   std::string s = fmt::format("{{\"precision\": \"{}\", {}, \"model\": {}", r.precision,
                               MetricsJsonFields(r.metrics), JsonString(r.model));
+  if (!r.compute_note.empty()) {
+    s += fmt::format(", \"converted_at_load\": {}, \"compute\": {}",
+                     r.converted_at_load ? "true" : "false", JsonString(r.compute_note));
+  }
   if (r.reference) {
     s += fmt::format(", \"reference\": {{\"precision\": \"fp32\", {}, \"model\": {}}}",
                      MetricsJsonFields(*r.reference), JsonString(r.reference_model));

@@ -22,9 +22,16 @@
 // set (`data_dir`, else the calibration set). The models run as kiln serves them: through the
 // full optimizer and the best kernels.
 //
-// ValidateModel: accuracy and speed of one model on a dataset; for a quantized model, side by
-// side with its FP32 reference (`reference`, else the one recorded in the metadata, which must
-// still exist and hash the same).
+// With `precision` "fp16" or "bf16" QuantizeModel calibrates nothing: it stores the large
+// Conv/ConvTranspose/MatMul/Gemm weights of the prepared graph in half precision behind Cast
+// nodes (half_precision.h), writes the model with the same metadata (method "fp16" / "bf16"),
+// and, only with `data_dir`, measures FP32 and the written model on it.
+//
+// ValidateModel: accuracy and speed of one model on a dataset; for a quantized (INT8 or
+// half-precision) model, side by side with its FP32 reference (`reference`, else the one
+// recorded in the metadata, which must still exist and hash the same). A FP32 model validated
+// as fp16/bf16 is converted in memory, as `kiln quantize` would write it, and compared with
+// itself in FP32.
 //
 // Progress goes to `log` (one line per step; the tools print it on stderr).
 //
@@ -40,6 +47,7 @@
 #include "base/result.h"
 #include "quant/calibration.h"
 #include "quant/dataset.h"
+#include "quant/half_precision.h"
 #include "quant/qdq.h"
 #include "quant/qparams.h"
 
@@ -54,7 +62,12 @@ inline constexpr std::string_view kMethodKey = "kiln.quantize.method";
 
 struct QuantizeOptions {
   std::string model;     // FP32 ONNX model
-  std::string calib_dir; // calibration data (dataset.h layouts)
+  // "int8" (QDQ, calibrated), "fp16" or "bf16" (half-precision weights). The calibration and
+  // mixed-precision settings below are INT8 only: with fp16/bf16, a calib_dir, per_channel,
+  // keep_fp32, max_accuracy_drop, sensitivity, a method other than minmax or int8 activations
+  // are INVALID_ARGUMENT.
+  std::string precision = "int8";
+  std::string calib_dir; // calibration data (dataset.h layouts); int8 only, required there
   std::string out;       // where the QDQ model goes
   std::string data_dir;  // optional evaluation data (labels give accuracy)
   CalibrationMethod method = CalibrationMethod::kMinMax;
@@ -81,6 +94,7 @@ struct LayerReport {
 };
 
 struct QuantizeReport {
+  std::string precision = "int8";  // "int8" / "fp16" / "bf16"
   std::string model;
   std::string out;
   CalibrationMethod method = CalibrationMethod::kMinMax;
@@ -89,13 +103,21 @@ struct QuantizeReport {
   ActivationType activation_type = ActivationType::kUint8;
   int64_t calib_samples = 0;
   int64_t fp32_bytes = 0;
-  int64_t int8_bytes = 0;
+  int64_t out_bytes = 0;  // the written file
   int qdq_pairs = 0;
+  // fp16/bf16: initializers stored in half precision, their elements, the finite values that
+  // overflowed the half range, and how the weights are stored and computed on this CPU.
+  int tensors_converted = 0;
+  int64_t elements_converted = 0;
+  int64_t overflows = 0;
+  std::string compute_note;
+  CpuHalfSupport cpu;
+  bool evaluated = true;  // false for fp16/bf16 without data_dir
   std::vector<LayerReport> layers;  // graph order
   std::string eval_dir;
   bool eval_labels = false;
   Metrics fp32;  // on the evaluation set, against the labels
-  Metrics int8;  // against the labels and the FP32 outputs
+  Metrics quantized;  // the written model: against the labels and the FP32 outputs
   std::optional<double> budget;  // max_accuracy_drop
   std::string budget_unit;       // "top-1 points" / "output error points"
   double seconds = 0;
@@ -138,7 +160,10 @@ struct ValidateOptions {
   std::string data_dir;
   std::string labels;     // optional labels file overriding DIR/labels.npy
   std::string reference;  // FP32 model; default: the quantized model's recorded source
-  std::string precision = "auto";  // auto / fp32 / int8
+  // auto / fp32 / int8 / fp16 / bf16. auto: int8 for a QDQ model, fp16/bf16 for a model whose
+  // metadata method says so or that holds FLOAT16/BFLOAT16 initializers, else fp32. A half model
+  // that records no FP32 source is measured alone unless `reference` is given.
+  std::string precision = "auto";
   int64_t batch_size = 32;
   int64_t max_samples = 0;
   int threads = 0;  // intra-op threads (0: the machine's)
@@ -148,11 +173,15 @@ struct ValidateOptions {
 
 struct ValidateReport {
   std::string model;
-  std::string precision;  // "fp32" / "int8"
+  std::string precision;  // "fp32" / "int8" / "fp16" / "bf16"
   Metrics metrics;
-  std::string reference_model;      // int8 only
-  std::optional<Metrics> reference; // int8 only: the FP32 model's metrics
+  std::string reference_model;      // int8, fp16, bf16
+  std::optional<Metrics> reference; // int8, fp16, bf16: the FP32 model's metrics
   bool labels = false;
+  bool converted_at_load = false;   // fp16/bf16 of a FP32 model, converted in memory
+  // fp16/bf16 written by `kiln quantize` or converted at load: how the weights are stored and
+  // computed.
+  std::string compute_note;
 };
 
 Result<ValidateReport> ValidateModel(const ValidateOptions& options);

@@ -14,6 +14,11 @@ quantizes it with the calibration set, validates FP32 and INT8 on the validation
     quantized model with kiln's INT8 top-1 within 1 point;
   - the per-sample data layout gives the same top-1 as the stacked one;
   - --keep-fp32 1 keeps one layer in FP32 and the report file agrees;
+  - --precision fp16 / bf16: a standard ONNX file (checker) with FLOAT16 / BFLOAT16 weights behind
+    Cast nodes, FP32 small tensors, <= 55% of the FP32 file; top-1 (recomputed through `kiln
+    run`) within 0.5 (fp16) / 1.0 (bf16) point of FP32; `kiln validate` detects the precision and
+    finds the reference; a FP32 model validated as fp16 is converted at load; ONNX Runtime runs
+    the fp16 file; INT8-only flags are refused;
   - clear errors: a missing data dir, a wrong input name, labels whose count differs, a moved
     or changed FP32 source, an FP32 model validated as int8.
 
@@ -189,6 +194,85 @@ def main():
             want = 100.0 * float((logits.argmax(1) == labels[:20]).mean())
             check(ps["samples"] == 20 and abs(ps["top1"] - want) < 1e-9,
                   f"per-sample top-1 {ps['top1']} == {want} recomputed")
+
+        # Half-precision weights.
+        for prec, onnx_type, np_type, budget in (("fp16", onnx.TensorProto.FLOAT16, np.float16, 0.5),
+                                                 ("bf16", onnx.TensorProto.BFLOAT16, None, 1.0)):
+            half = os.path.join(tmp, f"digits.{prec}.onnx")
+            p = run([kiln, "quantize", fp32, "--out", half, "--precision", prec, "--data", val,
+                     "--json"])
+            check(p.returncode == 0, f"kiln quantize --precision {prec} succeeds")
+            if p.returncode != 0:
+                continue
+            h = json.loads(p.stdout)
+            for key in ("precision", "samples", "top1", "agreement_top1", "mean_cosine",
+                        "items_per_s", "fp32", "size_bytes", "method", "tensors_converted",
+                        "compute", "cpu"):
+                check(key in h, f"quantize --precision {prec} --json has '{key}'")
+            check(h["precision"] == prec and h["method"] == prec and h["samples"] == 540,
+                  f"{prec}: precision and method named, 540 samples")
+            check("computed in FP32" in h["compute"], f"{prec}: the report says FP32 compute")
+            m = onnx.load(half)
+            onnx.checker.check_model(m, full_check=True)
+            inits = {i.name: i for i in m.graph.initializer}
+            big = [i for i in inits.values() if np.prod(i.dims) >= 1024]
+            check(big and all(i.data_type == onnx_type for i in big),
+                  f"{prec}: every initializer of >= 1024 values is {prec}")
+            check(all(i.data_type == onnx.TensorProto.FLOAT for i in inits.values()
+                      if np.prod(i.dims) < 1024 and i.data_type != onnx.TensorProto.INT64),
+                  f"{prec}: the small initializers stay FP32")
+            casts = [n for n in m.graph.node if n.op_type == "Cast"]
+            check(len(casts) == len(big) == h["tensors_converted"]
+                  and all(n.input[0] in inits for n in casts),
+                  f"{prec}: one Cast per converted weight")
+            meta = {e.key: e.value for e in m.metadata_props}
+            check(meta.get("kiln.quantize.method") == prec
+                  and meta.get("kiln.quantize.source") == os.path.abspath(fp32),
+                  f"{prec}: metadata records the method and the source")
+            ratio = os.path.getsize(half) / os.path.getsize(fp32)
+            check(ratio <= 0.55 and abs(h["size_bytes"]["ratio"] - ratio) < 1e-6
+                  and h["size_bytes"][prec] == os.path.getsize(half),
+                  f"{prec} file is {100 * ratio:.1f}% of FP32 (<= 55%), as reported")
+            if np_type is not None:
+                w = numpy_helper.to_array(big[0]).astype(np.float32)
+                check(w.dtype == np.float32 and np.isfinite(w).all(), f"{prec}: weights readable")
+            th = top1_via_kiln_run(kiln, half, os.path.join(val, "inputs.npy"), labels, tmp)
+            check(th is not None and abs(th - h["top1"]) < 1e-9,
+                  f"{prec} top-1 recomputed from kiln run: {th}")
+            check(th is not None and t32 is not None and abs(t32 - th) <= budget,
+                  f"{prec} top-1 within {budget} point of FP32 ({t32} -> {th})")
+            p = run([kiln, "validate", half, "--data", val, "--json", "--quiet"])
+            v = json.loads(p.stdout) if p.returncode == 0 else {}
+            check(v.get("precision") == prec and v.get("reference", {}).get("top1") == v32["top1"]
+                  and v.get("top1") == h["top1"] and v.get("converted_at_load") is False,
+                  f"validate detects {prec} and compares with the recorded FP32 source")
+            p = run([kiln, "validate", fp32, "--data", val, "--precision", prec, "--json",
+                     "--quiet"])
+            v = json.loads(p.stdout) if p.returncode == 0 else {}
+            check(v.get("converted_at_load") is True and v.get("top1") == h["top1"]
+                  and abs(v.get("mean_cosine", 0) - h["mean_cosine"]) < 1e-9,
+                  f"validate --precision {prec} of the FP32 model converts it at load")
+            if (prec == "fp16" and a.node_modules and shutil.which("node")
+                    and os.path.isdir(os.path.join(a.node_modules, "onnxruntime-node"))):
+                logits = ort_logits(a.node_modules, half, np.load(os.path.join(val, "inputs.npy")),
+                                    tmp)
+                check(logits is not None, "ONNX Runtime runs the fp16 model")
+                if logits is not None and th is not None:
+                    ort_top1 = 100.0 * float((logits.argmax(1) == labels).mean())
+                    check(abs(ort_top1 - th) <= 0.5,
+                          f"ONNX Runtime fp16 top-1 {ort_top1} within 0.5 point of kiln's {th}")
+        p = run([kiln, "quantize", fp32, "--out", os.path.join(tmp, "x.onnx"), "--precision",
+                 "fp16", "--calib-dir", calib], expect_ok=False)
+        check(p.returncode == 1 and "--calib-dir does not apply to --precision fp16" in p.stderr,
+              "error: --calib-dir with --precision fp16")
+        p = run([kiln, "quantize", fp32, "--out", os.path.join(tmp, "x.onnx"), "--precision",
+                 "bf16", "--per-channel"], expect_ok=False)
+        check(p.returncode == 1 and "--per-channel does not apply" in p.stderr,
+              "error: --per-channel with --precision bf16")
+        p = run([kiln, "validate", os.path.join(tmp, "digits.fp16.onnx"), "--data", val,
+                 "--precision", "fp32"], expect_ok=False)
+        check(p.returncode == 1 and "validate it with --precision fp16" in p.stderr,
+              "error: an fp16 model validated as fp32")
 
         # Mixed precision.
         keep = os.path.join(tmp, "keep.onnx")

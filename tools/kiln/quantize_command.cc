@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kiln quantize`: calibrate a FP32 model on representative data, write it as a QDQ (INT8) ONNX
 // model and report what was done and what it cost in accuracy (quant/quantizer.h,
-// docs/quantization.md).
+// docs/quantization.md); or, with --precision fp16|bf16, store its large weights in half
+// precision (no calibration).
 //
 //   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx
 //   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx --data val/
 //       --method entropy --per-channel --max-accuracy-drop 0.5 --report report.json
+//   kiln quantize model.onnx --out model.fp16.onnx --precision fp16 [--data val/]
 //
 // Progress goes to stderr; the report to stdout (text, or one JSON object with --json) and to
 // --report FILE.json. Exit status: 0 on success; 1 with a one-line reason on stderr on any error
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "quant/quantizer.h"
 #include "tools/kiln/commands.h"
@@ -32,9 +35,22 @@ struct QuantizeFlags {
   std::string report;
   bool json = false;
   bool quiet = false;
+  // The INT8-only flags, refused by name when given with --precision fp16/bf16.
+  std::vector<CLI::Option*> int8_only;
 };
 
 Status Quantize(QuantizeFlags& f) {
+  if (f.options.precision != "int8") {
+    for (const CLI::Option* o : f.int8_only) {
+      if (o->count() > 0) {
+        return Status::InvalidArgument(fmt::format(
+            "{} does not apply to --precision {}: it is an INT8 calibration or mixed-precision "
+            "setting (half-precision weights need no calibration; evaluation data goes in "
+            "--data)",
+            o->get_name(), f.options.precision));
+      }
+    }
+  }
   KILN_ASSIGN_OR_RETURN(f.options.method, quant::ParseCalibrationMethod(f.method));
   f.options.activation_type =
       f.symmetric ? quant::ActivationType::kInt8 : quant::ActivationType::kUint8;
@@ -62,51 +78,59 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "quantize",
       "Calibrate a FP32 ONNX model and write it quantized to INT8 (ONNX QuantizeLinear/"
-      "DequantizeLinear), with a report of the accuracy cost");
+      "DequantizeLinear), or store its weights in FP16/BF16, with a report of the accuracy cost");
   cmd->add_option("model", f->options.model, "FP32 ONNX model file")->required();
-  cmd->add_option("--calib-dir", f->options.calib_dir,
-                  "Calibration data: a directory with inputs.npy (or <input_name>.npy per input), "
-                  "samples stacked on axis 0, or one .npy/.pb file per sample; use samples like "
-                  "the ones the model will serve (a few hundred are enough)")
-      ->required();
+  cmd->add_option("--precision", f->options.precision,
+                  "int8 (calibrated QDQ model), or fp16 / bf16: the Conv/ConvTranspose/MatMul/Gemm "
+                  "weights with >= 1024 values stored in half precision behind Cast nodes (half "
+                  "the size; no calibration data; computed in FP32)")
+      ->check(CLI::IsMember({"int8", "fp16", "bf16"}))
+      ->capture_default_str();
+  CLI::Option* calib =
+      cmd->add_option("--calib-dir", f->options.calib_dir,
+                      "Calibration data (required with --precision int8): a directory with "
+                      "inputs.npy (or <input_name>.npy per input), samples stacked on axis 0, or "
+                      "one .npy/.pb file per sample; use samples like the ones the model will "
+                      "serve (a few hundred are enough)");
   cmd->add_option("--out", f->options.out, "Where to write the quantized ONNX model")->required();
   cmd->add_option("--data", f->options.data_dir,
                   "Evaluation data (same layout, labels.npy for accuracy): accuracy FP32 vs INT8 "
-                  "in the report, and the data for sensitivity; default: the calibration data "
-                  "(agreement with FP32 only, unless it has labels)");
-  cmd->add_option("--method", f->method,
+                  "(or FP16/BF16) in the report, and the data for sensitivity; default: the "
+                  "calibration data (agreement with FP32 only, unless it has labels); fp16/bf16 "
+                  "without --data: no evaluation");
+  CLI::Option* method = cmd->add_option("--method", f->method,
                   "Calibration method: minmax (observed range), percentile (clip the tails, see "
                   "--percentile) or entropy (KL divergence, TensorRT's method)")
       ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
       ->capture_default_str();
-  cmd->add_option("--percentile", f->options.percentile,
+  CLI::Option* percentile = cmd->add_option("--percentile", f->options.percentile,
                   "Percentile of values kept by --method percentile (each tail clipped at "
                   "100 - P percent)")
       ->check(CLI::Range(50.0, 100.0))
       ->capture_default_str();
-  cmd->add_flag("--per-channel", f->options.per_channel,
+  CLI::Option* per_channel = cmd->add_flag("--per-channel", f->options.per_channel,
                 "Quantize weights per output channel (one scale per channel; needs opset 13) "
                 "instead of one scale per tensor");
-  cmd->add_flag("--symmetric-activations", f->symmetric,
+  CLI::Option* symmetric = cmd->add_flag("--symmetric-activations", f->symmetric,
                 "Quantize activations to int8 with zero point 0 instead of asymmetric uint8");
   auto* keep = cmd->add_option("--keep-fp32", f->options.keep_fp32,
                                "Keep the N most sensitive layers in FP32 (measures every layer's "
                                "sensitivity first)")
                    ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-accuracy-drop", f->max_drop,
+  CLI::Option* max_drop = cmd->add_option("--max-accuracy-drop", f->max_drop,
                   "Keep as many of the most sensitive layers in FP32 as needed for the INT8 model "
                   "to lose at most X top-1 points on the evaluation data (with labels; without, X "
                   "bounds the output error, 100 * (1 - mean cosine) against FP32)")
       ->check(CLI::NonNegativeNumber)
       ->excludes(keep);
-  cmd->add_flag("--sensitivity", f->options.sensitivity,
+  CLI::Option* sensitivity = cmd->add_flag("--sensitivity", f->options.sensitivity,
                 "Measure every layer's sensitivity for the report even without --keep-fp32 or "
                 "--max-accuracy-drop");
   cmd->add_option("--batch-size", f->options.batch_size,
                   "Samples per run (a model with a fixed batch dim uses its own)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
-  cmd->add_option("--calib-samples", f->options.calib_samples,
+  CLI::Option* calib_samples = cmd->add_option("--calib-samples", f->options.calib_samples,
                   "Use only the first N calibration samples (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -121,6 +145,8 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the report as one JSON object instead of text");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
+  f->int8_only = {calib,     method,   percentile, per_channel, symmetric,
+                  keep,      max_drop, sensitivity, calib_samples};
   return [f] {
     Status s = Quantize(*f);
     if (!s.ok()) {

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kiln validate`: accuracy and speed of a model on a labeled (or unlabeled) dataset; for a
-// quantized model, side by side with its FP32 source (quant/quantizer.h, docs/quantization.md).
+// quantized (INT8) or half-precision (FP16/BF16) model, side by side with its FP32 source
+// (quant/quantizer.h, docs/quantization.md).
 //
 //   kiln validate model.onnx --data val/ --precision fp32
 //   kiln validate model.int8.onnx --data val/ --precision int8 [--reference model.onnx] --json
+//   kiln validate model.fp16.onnx --data val/            # auto: fp16, reference from metadata
+//   kiln validate model.onnx --data val/ --precision bf16  # FP32 model converted at load
 //
 // Progress goes to stderr, the result to stdout (a table, or one JSON object with --json).
 // Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
@@ -48,7 +51,9 @@ CommandMain AddValidateCommand(CLI::App& app) {
       "validate",
       "Measure a model's accuracy (top-1/top-5 with labels; agreement and cosine similarity "
       "with the FP32 model) and speed on a dataset");
-  cmd->add_option("model", f->options.model, "ONNX model file (FP32, or INT8 QDQ)")->required();
+  cmd->add_option("model", f->options.model,
+                  "ONNX model file (FP32, INT8 QDQ, or FP16/BF16 weights from `kiln quantize`)")
+      ->required();
   cmd->add_option("--data", f->options.data_dir,
                   "Data directory: inputs.npy (or <input_name>.npy per input), samples stacked on "
                   "axis 0, or one .npy/.pb file per sample; labels.npy (INT64 [N]) for accuracy")
@@ -56,13 +61,16 @@ CommandMain AddValidateCommand(CLI::App& app) {
   cmd->add_option("--labels", f->options.labels,
                   "Labels file (.npy/.pb, integers [N]) instead of DIR/labels.npy");
   cmd->add_option("--precision", f->options.precision,
-                  "fp32 or int8 (a QDQ model from `kiln quantize`, compared with its FP32 "
-                  "reference); auto: int8 when the model holds QuantizeLinear/DequantizeLinear")
-      ->check(CLI::IsMember({"auto", "fp32", "int8"}))
+                  "fp32; int8 (a QDQ model from `kiln quantize`, compared with its FP32 "
+                  "reference); fp16 or bf16 (a half-precision model, compared with its FP32 "
+                  "reference, or a FP32 model converted at load and compared with itself); auto: "
+                  "int8 when the model holds QuantizeLinear/DequantizeLinear, fp16/bf16 when its "
+                  "metadata or FLOAT16/BFLOAT16 initializers say so, else fp32")
+      ->check(CLI::IsMember({"auto", "fp32", "int8", "fp16", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--reference", f->options.reference,
-                  "FP32 model the INT8 outputs are compared with (default: the source that "
-                  "`kiln quantize` recorded in the model's metadata)");
+                  "FP32 model the INT8/FP16/BF16 outputs are compared with (default: the source "
+                  "that `kiln quantize` recorded in the model's metadata)");
   cmd->add_option("--batch-size", f->options.batch_size,
                   "Samples per run (a model with a fixed batch dim uses its own)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
@@ -76,7 +84,8 @@ CommandMain AddValidateCommand(CLI::App& app) {
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   cmd->add_option("--repeat", f->options.repeat,
-                  "Time N passes over the data (FP32 and INT8 alternating) and report the median "
+                  "Time N passes over the data (FP32 and the converted model alternating) and "
+                  "report the median "
                   "items/s of each")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
