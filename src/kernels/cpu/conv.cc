@@ -7,8 +7,9 @@
 // (format_tag::any, so it picks its blocked layouts), the reorders between those formats and
 // the plain NCHW tensors kiln passes around, and, when W is a constant initializer, W reordered
 // once into the primitive's format (pre-packing). Plans live in a small cache behind a mutex;
-// Compute only looks one up and executes it. FusedConv adds Z with a sum post-op (Z is copied or
-// reordered into the destination first) and the activation with eltwise post-ops. Padding is
+// Compute only looks one up and executes it. FusedConv adds Z with a binary-add post-op that reads it
+// in place when the destination's format is fixed, else with a sum post-op (Z copied or reordered
+// into the destination first), and the activation with eltwise post-ops. Padding is
 // resolved by the same code as the reference kernel (ref/spatial.h), so both agree on auto_pad
 // and output sizes.
 //
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +53,7 @@ struct ConvPlan {
   dnnl::memory packed_wei;  // W in wei_md (shared via PackedWeights), when W is constant
   Shape out_shape;
   bool unimplemented = false;  // oneDNN has no implementation: the fallback kernel runs
+  bool binary_z = false;       // Z is read by a binary-add post-op (else copied into Y, summed)
 };
 
 class ConvKernel final : public Kernel {
@@ -245,10 +248,21 @@ class ConvKernel final : public Kernel {
                                            : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
     const dnnl::memory::desc wei_any(wei_dims, dt::f32, tag::any);
 
-    dnnl::post_ops ops;
-    if (has_z) ops.append_sum(1.0f);
-    AppendActivation(ops, act_);
-    const dnnl::primitive_attr attr = MakeAttr(ops);
+    // The residual Z: added by a sum post-op, Y holding a copy of Z first; or, when Y's format is
+    // fixed (so Z is in it too), read in place by a binary-add post-op, which saves the copy (a
+    // full read and write of Y: measured 1.05x on MobileNetV2's 144->24 projection at 56x56,
+    // 1.4x on ResNet-50's 64->256 at batch 32). The binary form is kept only when oneDNN runs it
+    // with the same implementation as the sum form, never a slower reference one.
+    const auto make_attr = [&](bool binary_z) {
+      dnnl::post_ops ops;
+      if (has_z && binary_z) {
+        ops.append_binary(dnnl::algorithm::binary_add, plan->dst_user);
+      } else if (has_z) {
+        ops.append_sum(1.0f);
+      }
+      AppendActivation(ops, act_);
+      return MakeAttr(ops);
+    };
     const dnnl::engine& eng = CpuEngine();
     const auto desc =
         has_bias ? dnnl::convolution_forward::desc(
@@ -259,12 +273,23 @@ class ConvKernel final : public Kernel {
                        src_any, wei_any, dst_any, win.strides, win.dilates, win.pad_l, win.pad_r);
     dnnl::convolution_forward::primitive_desc pd;
     try {
-      pd = dnnl::convolution_forward::primitive_desc(desc, attr, eng);
+      pd = dnnl::convolution_forward::primitive_desc(desc, make_attr(false), eng);
     } catch (const dnnl::error& e) {
       // Remembered per shape, so a configuration oneDNN lacks is not retried on every call.
       if (e.status != dnnl_unimplemented || fallback_ == nullptr) throw;
       plan->unimplemented = true;
       return plan;
+    }
+    if (has_z && dst_any == plan->dst_user) {
+      try {
+        dnnl::convolution_forward::primitive_desc binary(desc, make_attr(true), eng);
+        if (std::string_view(binary.impl_info_str()) == pd.impl_info_str()) {
+          pd = binary;
+          plan->binary_z = true;
+        }
+      } catch (const dnnl::error&) {
+        // No binary post-op for this configuration: the sum form stays.
+      }
     }
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
@@ -311,7 +336,7 @@ class ConvKernel final : public Kernel {
       dst =
           dnnl::memory(plan.dst_md, eng, ThreadScratch(ScratchSlot::kDst, plan.dst_md.get_size()));
     }
-    if (has_z) {
+    if (has_z && !plan.binary_z) {
       if (plan.reorder_dst) {
         dnnl::memory z(plan.dst_user, eng, ctx.input(3).raw_data());
         plan.z_reorder.execute(s, z, dst);
@@ -327,6 +352,10 @@ class ConvKernel final : public Kernel {
                                                   {DNNL_ARG_SCRATCHPAD, scratch}};
     if (has_bias) {
       args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, eng, ctx.input(2).raw_data()));
+    }
+    if (plan.binary_z) {
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   dnnl::memory(plan.dst_user, eng, ctx.input(3).raw_data()));
     }
     plan.prim.execute(s, args);
     if (plan.reorder_dst) plan.dst_reorder.execute(s, dst, dst_user);

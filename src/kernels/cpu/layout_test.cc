@@ -240,6 +240,43 @@ TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   }
 }
 
+TEST(CpuLayoutTest, ResidualOfAFixedFormatConvIsReadInPlace) {
+  // A residual Z in Y's fixed format (blocked, or a plain pointwise conv) is added by a
+  // binary-add post-op reading Z itself: one primitive, no copy, no reorder, no reference code;
+  // and the result matches the reference kernel.
+  std::mt19937 rng(17);
+  const int64_t b = PreferredChannelBlock();
+  for (int64_t yb : {b, int64_t{0}}) {
+    const int64_t c = 20, m = 24;
+    OwnedTensor x = RandomTensor(Shape({2, c, 5, 5}), rng);
+    OwnedTensor z = RandomTensor(Shape({2, m, 5, 5}), rng);
+    KernelCase k("FusedConv", 13);
+    k.Domain(std::string(kKilnDomain), 1)
+        .Input(yb > 0 ? Block(x, yb) : x)
+        .ConstInput(RandomTensor(Shape({m, c, 1, 1}), rng))
+        .ConstInput(RandomTensor(Shape({m}), rng))
+        .Input(yb > 0 ? Block(z, yb) : z)
+        .Attr(StringAttr("activation", "Relu"))
+        .Attr(IntAttr("x_block", yb))
+        .Attr(IntAttr("y_block", yb));
+    Result<KernelCase::Prepared> p = k.Prepare("cpu");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_TRUE(k.Execute(*p).ok());
+    ::testing::internal::CaptureStdout();
+    dnnl::set_verbose(1);
+    Result<OwnedTensor> r = k.Execute(*p);
+    dnnl::set_verbose(0);
+    const std::string log = ::testing::internal::GetCapturedStdout();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(log.find("exec,cpu,", log.find("exec,cpu,") + 1), std::string::npos) << log;
+    EXPECT_NE(log.find("exec,cpu,convolution"), std::string::npos) << log;
+    EXPECT_NE(log.find("binary_add"), std::string::npos) << log;
+    EXPECT_EQ(log.find(",ref:"), std::string::npos) << log;
+    ExpectClose(*r, k.Run("ref"), 1e-4, fmt::format("y_block {}", yb));
+    if (yb > 0) ExpectZeroPadding(*r, m, "residual conv");
+  }
+}
+
 TEST(CpuLayoutTest, ZeroChannelPaddingClearsOnlyThePaddingLanes) {
   // [N=2, 2 blocks, 3x2 spatial, 16]: 20 channels, so lanes 4..15 of block 1 are padding.
   OwnedTensor t = MakeTensor<float>(Shape({2, 2, 3, 2, 16}),
