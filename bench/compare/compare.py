@@ -250,7 +250,15 @@ def main():
     args.kiln = os.path.abspath(args.kiln)
     args.models_dir = os.path.abspath(args.models_dir)
     args.node_dir = os.path.abspath(args.node_dir)
-    engines = ["kiln"] + [e for e in args.engines.split(",") if e in ENGINES and e != "kiln"]
+    sys.path.insert(0, HERE)
+    from make_models import MODELS  # noqa: E402 (the generator's list is the only one)
+    unknown = [m for m in args.models.split(",") if m not in MODELS]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(MODELS)})")
+    unknown = [e for e in args.engines.split(",") if e not in ENGINES]
+    if unknown:
+        ap.error(f"unknown engine(s) {', '.join(unknown)} (known: {', '.join(ENGINES)})")
+    engines = ["kiln"] + [e for e in args.engines.split(",") if e != "kiln"]
     if "ort" in engines:
         ensure_node(args.node_dir)
     import torch
