@@ -25,6 +25,7 @@
 //     }
 //   };
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -124,12 +125,26 @@ class KernelContext {
   // built with output value slots (the runtime does so for kernels that take non-tensor values).
   void SetOutputValue(int i, RuntimeValue value);
 
+  // The owners of the input tensors, one per input (null where the runtime does not lend one:
+  // graph inputs and outputs, constants), for ForwardInput. The runtime sets them per call.
+  void set_input_owners(std::span<const OwnedTensor* const> owners) { input_owners_ = owners; }
+  // For view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity): makes output `out` share input
+  // `in`'s memory under `shape` (same dtype and element count) instead of copying it. Returns
+  // false, doing nothing, when the runtime lent no owner for input `in`; the kernel then copies.
+  // Nothing writes into a tensor after its producer made it, so sharing is safe.
+  // REQUIRES: 0 <= out < num_outputs(); output `out` not set yet.
+  bool ForwardInput(int in, int out, const Shape& shape);
+  // Whether output `out` was made by ForwardInput (it is memory of an input, not a new block).
+  bool forwarded(int out) const { return out >= 0 && out < 64 && ((forwarded_ >> out) & 1) != 0; }
+
  private:
   std::span<const Tensor> inputs_;
   std::span<const RuntimeValue* const> input_values_;
   std::span<OwnedTensor> outputs_;
   std::span<RuntimeValue> output_values_;
   Allocator& allocator_;
+  std::span<const OwnedTensor* const> input_owners_;
+  uint64_t forwarded_ = 0;  // bit o: output o was forwarded
 };
 
 class Kernel {

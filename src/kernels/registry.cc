@@ -54,6 +54,25 @@ Result<RuntimeValue> KernelContext::InputValue(int i) const {
   return RuntimeValue(std::move(copy));
 }
 
+bool KernelContext::ForwardInput(int in, int out, const Shape& shape) {
+  KILN_CHECK(out >= 0 && out < num_outputs(), "output index ", out, " of ", num_outputs());
+  if (in < 0 || static_cast<size_t>(in) >= input_owners_.size() || out >= 64) return false;
+  const OwnedTensor* owner = input_owners_[static_cast<size_t>(in)];
+  // The owner must be what the kernel sees as input `in` (same memory), whole.
+  if (owner == nullptr || !owner->valid() || owner->raw_data() != input(in).raw_data() ||
+      owner->num_elements() != input(in).num_elements() ||
+      shape.NumElements() != owner->num_elements()) {
+    return false;
+  }
+  OwnedTensor shared = *owner;
+  if (!shared.Reshape(shape).ok()) return false;
+  OwnedTensor& slot = outputs_[static_cast<size_t>(out)];
+  KILN_CHECK(!slot.valid(), "output ", out, " set twice");
+  slot = std::move(shared);
+  forwarded_ |= uint64_t{1} << out;
+  return true;
+}
+
 void KernelContext::SetOutputValue(int i, RuntimeValue value) {
   KILN_CHECK(i >= 0 && i < num_outputs(), "output index ", i, " of ", num_outputs());
   KILN_CHECK(value.valid(), "output ", i, " set to an invalid value");

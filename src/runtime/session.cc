@@ -352,6 +352,7 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
   }
 
   std::vector<Tensor> node_inputs;
+  std::vector<const OwnedTensor*> node_owners;  // lent for ForwardInput (view ops)
   std::vector<const RuntimeValue*> node_values;
   std::vector<OwnedTensor> node_outputs;
   std::vector<RuntimeValue> node_value_outputs;
@@ -361,6 +362,7 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     const bool takes_values = kernel.TakesNonTensorValues();
     const size_t num_inputs = node.inputs.size() + node.implicit_inputs.size();
     node_inputs.assign(num_inputs, Tensor());
+    node_owners.assign(num_inputs, nullptr);
     if (takes_values) node_values.assign(num_inputs, nullptr);
     for (size_t i = 0; i < num_inputs; ++i) {
       const int id = i < node.inputs.size() ? node.inputs[i]
@@ -369,6 +371,12 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
       const Tensor& t = frame.views[static_cast<size_t>(id)];
       if (t.valid()) {
         node_inputs[i] = t;
+        // An intermediate of this run may be shared by a view op's output; a graph output is
+        // not (the caller gets tensors that share no memory).
+        const OwnedTensor& owner = frame.owned[static_cast<size_t>(id)];
+        if (owner.valid() && last_use_[static_cast<size_t>(id)] != g.num_nodes()) {
+          node_owners[i] = &owner;
+        }
         continue;
       }
       const RuntimeValue* v = frame.values[static_cast<size_t>(id)];
@@ -402,6 +410,7 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
         node_outputs,
         takes_values ? std::span<RuntimeValue>(node_value_outputs) : std::span<RuntimeValue>(),
         *node_allocator);
+    ctx.set_input_owners(node_owners);
     const int64_t start_ns = state.profile != nullptr ? ProfileNowNs() : 0;
     Status s = kernel.Compute(ctx);
     if (state.profile != nullptr) {
@@ -412,7 +421,7 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     if (!s.ok()) return s.WithContext(NodeLabel(node));
     if (state.recorder != nullptr && node_allocator == state.recorder) {
       for (size_t o = 0; o < node.outputs.size(); ++o) {
-        if (node_outputs[o].valid() && node.outputs[o] != kNoValue) {
+        if (node_outputs[o].valid() && node.outputs[o] != kNoValue && !ctx.forwarded(o)) {
           state.recorder->MarkValue(node_outputs[o].raw_data(), node.outputs[o]);
         }
       }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -280,6 +281,93 @@ TEST(SessionMemoryTest, PlanningOffAllocatesEveryIntermediate) {
     EXPECT_EQ(alloc.count.load(), 5);
   }
   EXPECT_EQ(s->memory_plan_stats().planned_runs, 0);
+}
+
+// x [batch, 64] -> Relu -> r -> Reshape [batch, 8, 8] -> v -> Sigmoid -> y (and, with
+// `reshape_is_output`, v is a graph output too; with `relu_is_output`, r is).
+std::shared_ptr<Graph> ViewGraph(bool reshape_is_output, bool relu_is_output = false) {
+  auto g = std::make_shared<Graph>();
+  g->opset_imports[""] = 13;
+  const int x = g->AddValue(
+      {"x", Type(DataType::kFloat32, {Dim{-1, "batch"}, Dim{kWidth, ""}}), -1, nullptr});
+  g->inputs.push_back(x);
+  Result<OwnedTensor> shape = OwnedTensor::Allocate(DataType::kInt64, Shape{3});
+  KILN_CHECK(shape.ok(), "allocation");
+  const int64_t dims[] = {-1, 8, 8};
+  std::memcpy(shape->raw_data(), dims, sizeof(dims));
+  const int sv = g->AddValue({"shape", Type(DataType::kInt64, {Dim{3, ""}}), -1,
+                              std::make_shared<const OwnedTensor>(*shape)});
+  const int r = AddOp(*g, "Relu", {x}, "r");
+  const int v = AddOp(*g, "Reshape", {r, sv}, "v");
+  const int y = AddOp(*g, "Sigmoid", {v}, "y");
+  g->outputs = {y};
+  if (reshape_is_output) g->outputs.push_back(v);
+  if (relu_is_output) g->outputs.push_back(r);
+  return g;
+}
+
+TEST(SessionMemoryTest, ViewOpsShareTheirInputsMemory) {
+  CountingAllocator alloc;
+  SessionOptions options;
+  options.allocator = &alloc;
+  std::unique_ptr<Session> s = MakeSession(ViewGraph(false), options);
+  const int batch = 3;
+  std::vector<float> x = RandomInput(batch, 7);
+  Tensor in[] = {Tensor(DataType::kFloat32, Shape{batch, kWidth}, x.data())};
+  for (int run = 0; run < 3; ++run) {
+    Result<std::vector<OwnedTensor>> out = s->Run(in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ((*out)[0].shape(), Shape({batch, 8, 8}));
+    for (int i = 0; i < batch * kWidth; ++i) {
+      const float want = 1.0f / (1.0f + std::exp(-std::max(x[static_cast<size_t>(i)], 0.0f)));
+      ASSERT_NEAR((*out)[0].data<float>()[i], want, 1e-6f) << "run " << run << " element " << i;
+    }
+  }
+  // One intermediate (r): the Reshape output v is r's memory, not a block of its own.
+  MemoryPlanStats stats = s->memory_plan_stats();
+  ASSERT_EQ(stats.plans.size(), 1u);
+  EXPECT_EQ(stats.plans[0].unplanned_bytes, static_cast<size_t>(batch * kWidth * sizeof(float)));
+  EXPECT_EQ(stats.plans[0].planned_allocations, 1);
+}
+
+TEST(SessionMemoryTest, AViewThatIsAGraphOutputOutlivesTheNextRun) {
+  // v (a Reshape of the intermediate r) is returned: its memory must not be an arena block the
+  // next run reuses, and it must not be shared with another output.
+  SessionOptions options;
+  std::unique_ptr<Session> s = MakeSession(ViewGraph(true), options);
+  const int batch = 2;
+  std::vector<float> x1 = RandomInput(batch, 8), x2 = RandomInput(batch, 9);
+  Tensor in1[] = {Tensor(DataType::kFloat32, Shape{batch, kWidth}, x1.data())};
+  Tensor in2[] = {Tensor(DataType::kFloat32, Shape{batch, kWidth}, x2.data())};
+  ASSERT_TRUE(s->Run(in1).ok());  // the recording run; later runs are planned
+  Result<std::vector<OwnedTensor>> first = s->Run(in1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<std::vector<OwnedTensor>> second = s->Run(in2);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_EQ(first->size(), 2u);
+  EXPECT_NE((*first)[0].raw_data(), (*first)[1].raw_data());
+  EXPECT_NE((*first)[1].raw_data(), (*second)[1].raw_data());
+  for (int i = 0; i < batch * kWidth; ++i) {
+    const size_t u = static_cast<size_t>(i);
+    EXPECT_EQ((*first)[1].data<float>()[i], std::max(x1[u], 0.0f)) << "element " << i;
+    EXPECT_EQ((*second)[1].data<float>()[i], std::max(x2[u], 0.0f)) << "element " << i;
+  }
+  EXPECT_EQ(s->memory_plan_stats().heap_fallbacks, 0);
+}
+
+TEST(SessionMemoryTest, AViewOfAGraphOutputIsACopy) {
+  // r and its Reshape v are both returned: the caller gets two tensors that share no memory.
+  std::unique_ptr<Session> s = MakeSession(ViewGraph(true, true), SessionOptions());
+  const int batch = 2;
+  std::vector<float> x = RandomInput(batch, 10);
+  Tensor in[] = {Tensor(DataType::kFloat32, Shape{batch, kWidth}, x.data())};
+  for (int run = 0; run < 2; ++run) {
+    Result<std::vector<OwnedTensor>> out = s->Run(in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->size(), 3u);
+    EXPECT_NE((*out)[1].raw_data(), (*out)[2].raw_data()) << "run " << run;
+    EXPECT_EQ(std::memcmp((*out)[1].raw_data(), (*out)[2].raw_data(), (*out)[1].size_bytes()), 0);
+  }
 }
 
 TEST(SessionThreadsTest, RunsSetTheCallingThreadsOpenMpThreadCount) {

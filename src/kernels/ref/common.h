@@ -345,4 +345,12 @@ inline Status CopyToOutput(KernelContext& ctx, const Tensor& src, const Shape& s
   return Status::OK();
 }
 
+// Output 0 is input 0 under `shape` (view ops): input 0's memory itself when the runtime lends
+// it (KernelContext::ForwardInput), else a copy.
+// REQUIRES: shape.NumElements() == ctx.input(0).num_elements().
+inline Status ForwardOrCopyInput(KernelContext& ctx, const Shape& shape) {
+  if (ctx.ForwardInput(0, 0, shape)) return Status::OK();
+  return CopyToOutput(ctx, ctx.input(0), shape);
+}
+
 }  // namespace kiln::ref

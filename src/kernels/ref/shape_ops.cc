@@ -106,7 +106,7 @@ class UnsqueezeKernel final : public Kernel {
     for (size_t i = 0; i < out_rank; ++i) {
       if (!inserted[i]) dims[i] = x.dim(src++);
     }
-    return CopyToOutput(ctx, x, Shape(dims));
+    return ForwardOrCopyInput(ctx, Shape(dims));
   }
 
  private:
@@ -140,7 +140,7 @@ class SqueezeKernel final : public Kernel {
     for (int i = 0; i < x.rank(); ++i) {
       if (!drop[static_cast<size_t>(i)]) dims.push_back(x.dim(i));
     }
-    return CopyToOutput(ctx, x, Shape(dims));
+    return ForwardOrCopyInput(ctx, Shape(dims));
   }
 
  private:

@@ -96,7 +96,7 @@ class ReshapeKernel final : public Kernel {
     const std::span<const int64_t> spec(s.data<const int64_t>(),
                                         static_cast<size_t>(s.num_elements()));
     KILN_ASSIGN_OR_RETURN(Shape out, ReshapeTarget(x.shape(), spec, allow_zero_));
-    return CopyToOutput(ctx, x, out);
+    return ForwardOrCopyInput(ctx, out);
   }
 
  private:
@@ -115,7 +115,7 @@ class FlattenKernel final : public Kernel {
     const std::span<const int64_t> dims = x.shape().dims();
     const Shape out{DimProduct(dims, 0, static_cast<size_t>(axis)),
                     DimProduct(dims, static_cast<size_t>(axis), dims.size())};
-    return CopyToOutput(ctx, x, out);
+    return ForwardOrCopyInput(ctx, out);
   }
 
  private:
@@ -224,7 +224,7 @@ class IdentityKernel final : public Kernel {
  public:
   Status Compute(KernelContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, "Identity"));
-    return CopyToOutput(ctx, ctx.input(0), ctx.input(0).shape());
+    return ForwardOrCopyInput(ctx, ctx.input(0).shape());
   }
 };
 
