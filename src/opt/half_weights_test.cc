@@ -242,6 +242,13 @@ TEST(HalfWeightsPassTest, AutoKeepsStoredHalfWeightsBitForBit) {
     EXPECT_EQ(std::memcmp(stored->raw_data(), w_half.raw_data(), w_half.size_bytes()), 0);
     ExpectSameOutputs(*g, *o->graph, 1e-4);
 
+    // The optimized graph (as `kiln optimize` writes it) is recognized as half too, and a
+    // second optimization leaves its weights as they are.
+    Result<OptimizedGraph> again = OptimizeGraph(o->graph, {});
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->weight_precision, o->weight_precision);
+    EXPECT_EQ(WeightDtypes(*again->graph), WeightDtypes(*o->graph));
+
     // Explicit fp32 widens them for good.
     OptimizerOptions fp32;
     fp32.weight_precision = "fp32";

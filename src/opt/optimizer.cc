@@ -30,15 +30,23 @@ constexpr PassFactory kFactories[] = {
 };
 
 // The half type a model stores its weights in: FLOAT16 / BFLOAT16 when some Cast(to=FLOAT)
-// reads an initializer of that type (FLOAT16 when both occur), else FLOAT.
+// reads an initializer of that type, or (a file `kiln optimize` wrote with half weights) an
+// ai.kiln FusedConv / FusedMatMul / FusedGemm reads one as its weight; FLOAT16 when both types
+// occur, else FLOAT.
 DataType StoredWeightType(const Graph& graph) {
   bool fp16 = false, bf16 = false;
   for (const Node& node : graph.nodes()) {
-    if (!node.domain.empty() || node.op_type != "Cast" || node.GetInt("to", 0) != 1 ||
-        !node.has_input(0)) {
-      continue;
+    int weight = -1;
+    if (node.domain.empty() && node.op_type == "Cast" && node.GetInt("to", 0) == 1 &&
+        node.has_input(0)) {
+      weight = node.inputs[0];
+    } else if (node.domain == kKilnDomain && node.has_input(1) &&
+               (node.op_type == kFusedConvOp || node.op_type == kFusedMatMulOp ||
+                node.op_type == kFusedGemmOp)) {
+      weight = node.inputs[1];
     }
-    const Value& v = graph.value(node.inputs[0]);
+    if (weight < 0) continue;
+    const Value& v = graph.value(weight);
     if (v.constant == nullptr) continue;
     fp16 = fp16 || v.constant->dtype() == DataType::kFloat16;
     bf16 = bf16 || v.constant->dtype() == DataType::kBFloat16;
