@@ -24,6 +24,14 @@ namespace {
 // Elements per parallel chunk: below this a conversion is cheaper than waking the team.
 constexpr int64_t kGrain = int64_t{1} << 15;
 
+bool HasF16C() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") != 0;
+  }();
+  return has;
+}
+
 }  // namespace
 
 bool HasAvx512F() {
@@ -39,10 +47,16 @@ void HalfToFloat(DataType dtype, const uint16_t* x, float* y, int64_t n) {
   if (ActiveIsa() == Isa::kAvx2) {
     if (HasAvx512F()) {
       fp16 ? avx512::Fp16ToFloat(x, y, n) : avx512::Bf16ToFloat(x, y, n);
-    } else {
-      fp16 ? avx2::Fp16ToFloat(x, y, n) : avx2::Bf16ToFloat(x, y, n);
+      return;
     }
-    return;
+    if (!fp16) {
+      avx2::Bf16ToFloat(x, y, n);
+      return;
+    }
+    if (HasF16C()) {  // every AVX2 CPU so far has it, but it is a separate CPUID bit
+      avx2::Fp16ToFloat(x, y, n);
+      return;
+    }
   }
   fp16 ? scalar::Fp16ToFloat(x, y, n) : scalar::Bf16ToFloat(x, y, n);
 }

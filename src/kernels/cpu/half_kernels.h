@@ -5,8 +5,8 @@
 // FP32 on every call, so the widening is vectorized and split over the session's OpenMP team.
 //
 // Dispatch (isa.h): with ActiveIsa() == kAvx2 the AVX-512 code runs where the CPU has AVX-512F
-// (half_kernels_avx512.cc, `_mm512_cvtph_ps`), else the AVX2 + F16C code (half_kernels_avx2.cc,
-// `_mm256_cvtph_ps`); scalar:: otherwise. All produce exactly Float16ToFloat / BFloat16ToFloat
+// (half_kernels_avx512.cc, `_mm512_cvtph_ps`), else the AVX2 code (half_kernels_avx2.cc,
+// `_mm256_cvtph_ps`, FLOAT16 only where the CPU reports F16C); scalar:: otherwise. All produce exactly Float16ToFloat / BFloat16ToFloat
 // (tensor/dtype.h) for every input, denormals included (NaNs stay NaNs; a signalling NaN may come
 // back quiet). Narrowing (FP32 -> 16 bits, round to nearest even) happens once, when weights are
 // packed, and uses the scalar dtype.h functions.

@@ -69,7 +69,7 @@ TEST(HalfKernelsTest, EveryPathMatchesDtypeFunctions) {
   const bool avx2 = DetectedIsa() == Isa::kAvx2;
   const std::vector<Path> paths = {
       {"scalar", &scalar::Fp16ToFloat, &scalar::Bf16ToFloat, true},
-      {"avx2", &avx2::Fp16ToFloat, &avx2::Bf16ToFloat, avx2},
+      {"avx2", &avx2::Fp16ToFloat, &avx2::Bf16ToFloat, avx2 && __builtin_cpu_supports("f16c")},
       {"avx512", &avx512::Fp16ToFloat, &avx512::Bf16ToFloat, avx2 && HasAvx512F()},
   };
   for (const Path& p : paths) {
