@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "graph/kiln_ops.h"
@@ -298,6 +299,31 @@ TEST(HalfWeightsKernelTest, PackedWeightsTakeHalfTheBytes) {
   for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
     // Either both repack (half the bytes) or neither does (the plain constant is used: 0 bytes).
     EXPECT_EQ(PackedBytesAfterOneRun(mm(ToHalf(mb, dt))) * 2, mm32) << DataTypeName(dt);
+  }
+}
+
+TEST(HalfWeightsKernelTest, ConcurrentComputeOnOneKernel) {
+  // The first calls race to pack the 16-bit copy; every call widens into its own thread's scratch.
+  std::mt19937 rng(25);
+  const ConvShape s = {{2, 32, 14, 14}, 64, {3, 3}, 1, {}, {1, 1, 1, 1}};
+  const OwnedTensor x = RandomTensor(Shape(std::span<const int64_t>(s.x)), rng);
+  const OwnedTensor w = RandomTensor(Shape({64, 32, 3, 3}), rng);
+  const OwnedTensor b = RandomTensor(Shape({64}), rng);
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+    const KernelCase c = FusedConvCase(s, x, ToHalf(w, dt), b);
+    const OwnedTensor expected = FusedConvCase(s, x, RoundedThroughHalf(w, dt), b).Run("ref");
+    Result<KernelCase::Prepared> p = c.Prepare("cpu");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    std::vector<std::thread> threads;
+    std::vector<OwnedTensor> results(4);
+    for (size_t t = 0; t < results.size(); ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 3; ++i) results[t] = c.Execute(*p).value();
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (const OwnedTensor& r : results) ExpectClose(r, expected, 1e-4, "concurrent");
+    EXPECT_EQ(p->kernel->PackedWeightBytes(), 64 * 32 * 9 * 2) << DataTypeName(dt);
   }
 }
 
