@@ -20,6 +20,10 @@
 // FusedMatMul(A, B, Bias?, Z?) -> Y
 //   Y = act(MatMul(A, B) + Bias + Z): MatMul's broadcasting; Bias 1-D of length N (Y's last
 //   dim); Z has Y's shape exactly.
+// Half-precision weights: FusedConv's W, FusedGemm's B and FusedMatMul's B may be a FLOAT16 or
+// BFLOAT16 constant initializer (opt pass half_weights) while every other operand is FLOAT; the
+// op computes in FP32 on the expanded values (exactly the FP32 op on W's values widened), and Y
+// is FLOAT. A non-constant half weight is not accepted by the CPU kernels.
 // LayerNormalization(X, Scale, B?) -> Y
 //   ONNX opset-17 LayerNormalization (axis default -1, epsilon default 1e-5), first output only,
 //   usable in a graph of any opset.

@@ -156,6 +156,9 @@ class Kernel {
   // True for kernels that read sequences or nones (KernelContext::value_input) or write them
   // (SetOutputValue). The runtime gives other kernels tensors only.
   virtual bool TakesNonTensorValues() const { return false; }
+  // Bytes of constant weights the kernel holds in its own (repacked) copies, on top of the
+  // graph's initializers; 0 for kernels that keep none. For memory accounting and tests.
+  virtual int64_t PackedWeightBytes() const { return 0; }
 };
 
 // Builds a kernel for the node in `info`; may reject attributes with INVALID_ARGUMENT.

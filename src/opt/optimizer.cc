@@ -29,6 +29,48 @@ constexpr PassFactory kFactories[] = {
 #undef KILN_OPT_PASS
 };
 
+// The half type a model stores its weights in: FLOAT16 / BFLOAT16 when some Cast(to=FLOAT)
+// reads an initializer of that type, or (a file `kiln optimize` wrote with half weights) an
+// ai.kiln FusedConv / FusedMatMul / FusedGemm reads one as its weight; FLOAT16 when both types
+// occur, else FLOAT.
+DataType StoredWeightType(const Graph& graph) {
+  bool fp16 = false, bf16 = false;
+  for (const Node& node : graph.nodes()) {
+    int weight = -1;
+    if (node.domain.empty() && node.op_type == "Cast" && node.GetInt("to", 0) == 1 &&
+        node.has_input(0)) {
+      weight = node.inputs[0];
+    } else if (node.domain == kKilnDomain && node.has_input(1) &&
+               (node.op_type == kFusedConvOp || node.op_type == kFusedMatMulOp ||
+                node.op_type == kFusedGemmOp)) {
+      weight = node.inputs[1];
+    }
+    if (weight < 0) continue;
+    const Value& v = graph.value(weight);
+    if (v.constant == nullptr) continue;
+    fp16 = fp16 || v.constant->dtype() == DataType::kFloat16;
+    bf16 = bf16 || v.constant->dtype() == DataType::kBFloat16;
+  }
+  return fp16 ? DataType::kFloat16 : bf16 ? DataType::kBFloat16 : DataType::kFloat32;
+}
+
+// OptimizerOptions::weight_precision resolved to "fp32", "fp16" or "bf16".
+Result<std::string> ResolveWeightPrecision(const Graph& graph, const std::string& requested) {
+  if (requested == "fp32" || requested == "fp16" || requested == "bf16") return requested;
+  if (!requested.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "weight precision '{}' is not one of \"\" (auto), fp32, fp16, bf16", requested));
+  }
+  switch (StoredWeightType(graph)) {
+    case DataType::kFloat16:
+      return std::string("fp16");
+    case DataType::kBFloat16:
+      return std::string("bf16");
+    default:
+      return std::string("fp32");
+  }
+}
+
 }  // namespace
 
 namespace opt {
@@ -53,7 +95,12 @@ Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
     }
   }
   KILN_RETURN_IF_ERROR(opt::VerifyGraph(*graph).WithContext("optimizer input"));
+  // Passes see the resolved precision (auto looks at the input graph, before folding).
+  OptimizerOptions resolved = options;
+  KILN_ASSIGN_OR_RETURN(resolved.weight_precision,
+                        ResolveWeightPrecision(*graph, options.weight_precision));
   OptimizedGraph result;
+  result.weight_precision = resolved.weight_precision;
   result.nodes_before = graph->num_nodes();
   const size_t num_passes = std::size(kPasses);
   std::vector<std::unique_ptr<opt::Pass>> passes;
@@ -74,7 +121,7 @@ Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
       if (!report.enabled) continue;
       const auto start = std::chrono::steady_clock::now();
       opt::GraphEditor ed(std::move(current));
-      Result<int> changes = passes[i]->Run(ed, options);
+      Result<int> changes = passes[i]->Run(ed, resolved);
       if (!changes.ok()) {
         return changes.status().WithContext(fmt::format("optimizer pass '{}'", report.name));
       }
@@ -110,8 +157,9 @@ std::string FormatPassReport(const OptimizedGraph& result) {
     }
     out += fmt::format("{:<34} {:>8} {:>10.3f}\n", p.name, p.changes, p.time_ms);
   }
-  out += fmt::format("nodes: {} -> {} in {} round(s)\n", result.nodes_before, result.nodes_after,
-                     result.rounds);
+  out += fmt::format("nodes: {} -> {} in {} round(s); weight precision {}\n",
+                     result.nodes_before, result.nodes_after, result.rounds,
+                     result.weight_precision.empty() ? "fp32" : result.weight_precision);
   return out;
 }
 

@@ -70,13 +70,15 @@ struct OptimizedGraph {
   int rounds = 0;
   int nodes_before = 0;
   int nodes_after = 0;
+  // OptimizerOptions::weight_precision as resolved: "fp32", "fp16" or "bf16".
+  std::string weight_precision;
 };
 
 // Every pass in pipeline order.
 std::span<const PassInfo> ListPasses();
 
 // Optimizes `graph` (a top-level graph that passes VerifyGraph). Errors: INVALID_ARGUMENT for
-// an unknown pass name or a null graph; INTERNAL when a pass breaks the graph (a bug; the
+// an unknown pass name, an unknown weight precision or a null graph; INTERNAL when a pass breaks the graph (a bug; the
 // message names the pass).
 Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
                                      const OptimizerOptions& options = {});

@@ -168,6 +168,12 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   if (optimization.enabled) {
     OptimizerOptions optimizer_options;
     optimizer_options.disabled_passes = optimization.disabled_passes;
+    // optimization { precision } fp32 / fp16 / bf16 is how the weights are held; "" keeps the
+    // model's own (auto); int8 quantized the graph before this point and keeps auto too.
+    const std::string& precision = config.optimization().precision();
+    if (precision == "fp32" || precision == "fp16" || precision == "bf16") {
+      optimizer_options.weight_precision = precision;
+    }
     Result<OptimizedGraph> optimized = OptimizeGraph(graph, optimizer_options);
     if (optimized.ok()) {
       graph = optimized->graph;

@@ -435,9 +435,10 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     KILN_RETURN_IF_ERROR(ValidateTensorConfig(config, out, "output", &seen_outputs));
   }
   const inference::ModelOptimizationPolicy& opt = config.optimization();
-  if (!opt.precision().empty() && opt.precision() != "fp32" && opt.precision() != "int8") {
+  if (!opt.precision().empty() && opt.precision() != "fp32" && opt.precision() != "int8" &&
+      opt.precision() != "fp16" && opt.precision() != "bf16") {
     return Status::InvalidArgument(fmt::format(
-        "model '{}': optimization precision '{}' is not one of fp32, int8", model,
+        "model '{}': optimization precision '{}' is not one of fp32, fp16, bf16, int8", model,
         opt.precision()));
   }
   if (opt.precision() == "int8" && opt.calibration_dir().empty()) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Quantization at load (`optimization { precision: "int8" calibration_dir: ... }`), end to end
+// Quantization at load (`optimization { precision: "int8" calibration_dir: ... }`, and "fp16" /
+// "bf16" half-precision weights), end to end
 // through the ModelManager on the demo digits model (KILN_DEMO_MODELS_DIR): the served model
 // holds INT8 weights, classifies the demo sample as the FP32 model does with probabilities
 // close to FP32's, and a missing calibration directory or a bad precision fails the load with a
@@ -105,6 +106,43 @@ TEST(QuantizeAtLoadTest, ServesTheInt8ModelCloseToFp32) {
   EXPECT_TRUE(differs);  // it is not the FP32 model
   EXPECT_LT(max_diff, 0.05);
   EXPECT_GE(agree, 39);
+}
+
+// optimization { precision: "fp16" / "bf16" }: the large weights are held in half precision
+// (no calibration), and the model classifies as the FP32 model does, within the half rounding.
+TEST(QuantizeAtLoadTest, ServesHalfPrecisionWeights) {
+  TempDir repo;
+  AddDigits(repo.path(), "fp32", "max_batch_size: 8\n");
+  AddDigits(repo.path(), "fp16", "max_batch_size: 8\noptimization { precision: \"fp16\" }\n");
+  AddDigits(repo.path(), "bf16", "max_batch_size: 8\noptimization { precision: \"bf16\" }\n");
+  auto manager = Load(repo.path());
+  Status s = manager->LoadInitialModels();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::shared_ptr<LoadedModel> fp32 = manager->GetModel("fp32", -1).value();
+  const OwnedTensor test = Pixels("val");
+  for (const std::string name : {"fp16", "bf16"}) {
+    std::shared_ptr<LoadedModel> half = manager->GetModel(name, -1).value();
+    int agree = 0;
+    double max_diff = 0;
+    bool differs = false;
+    for (int64_t i = 0; i < 40; ++i) {
+      const std::vector<float> a = Probabilities(*fp32, test, i);
+      const std::vector<float> b = Probabilities(*half, test, i);
+      ASSERT_EQ(a.size(), 10u);
+      ASSERT_EQ(b.size(), 10u);
+      for (size_t k = 0; k < 10; ++k) {
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[k] - b[k])));
+        differs = differs || a[k] != b[k];
+      }
+      agree += (std::max_element(a.begin(), a.end()) - a.begin()) ==
+                       (std::max_element(b.begin(), b.end()) - b.begin())
+                   ? 1
+                   : 0;
+    }
+    EXPECT_TRUE(differs) << name;  // the weights were rounded
+    EXPECT_LT(max_diff, name == "fp16" ? 0.002 : 0.02) << name;
+    EXPECT_GE(agree, 39) << name;
+  }
 }
 
 TEST(QuantizeAtLoadTest, BadSettingsFailTheLoadOnly) {

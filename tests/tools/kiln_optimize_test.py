@@ -8,7 +8,9 @@ block (LayerNorm decomposition, MatMul+bias+GELU (erf form), multi-head attentio
 and a Relu6 / SiLU / HardSwish MLP. For each: `kiln optimize` writes the optimized model, which
 must pass ONNX's checker, hold the expected ai.kiln operators, and compute the same outputs as
 the original under `kiln run --no-optimize` (rtol 1e-4); `kiln run` with its default
-optimization must agree too. Also checks --list-passes, --disable-pass, and the errors.
+optimization must agree too. Also checks --list-passes, --disable-pass, --weight-precision
+(half-precision weights: FLOAT16 / BFLOAT16 initializers, outputs equal to the FP32 model with
+its weights rounded by numpy), and the errors.
 
 Usage: kiln_optimize_test.py --kiln build/kiln
 """
@@ -140,6 +142,90 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+def bf16_round(a):
+    """FP32 values rounded to BFLOAT16 (nearest even) and back, computed from the bits."""
+    u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+def wide_cnn(weights):
+    """Conv (W 32x16x3x3) + Relu + Flatten + Gemm (B 2048x10): weights large enough to narrow."""
+    b = Builder()
+    c = b.op("Relu", [b.op("Conv", ["x", b.const(weights["w"]), b.const(weights["b"])],
+                           pads=[1, 1, 1, 1])])
+    y = b.op("Gemm", [b.op("Flatten", [c]), b.const(weights["g"]), b.const(weights["c"])])
+    b.nodes[-1].output[0] = "y"
+    return b.model([f32("x", ["N", 16, 8, 8])], [f32("y", ["N", 10])])
+
+
+def check_half_weights(kiln, tmp):
+    """`kiln optimize --weight-precision fp16|bf16` writes half initializers read by ai.kiln ops;
+    the file runs and matches the FP32 model with its weights rounded here (numpy), and `kiln
+    profile` reports the halved weight bytes."""
+    weights = {"w": rng.uniform(-0.3, 0.3, size=(32, 16, 3, 3)).astype(np.float32),
+               "b": rng.uniform(-1, 1, size=(32,)).astype(np.float32),
+               "g": rng.uniform(-0.1, 0.1, size=(2048, 10)).astype(np.float32),
+               "c": rng.uniform(-1, 1, size=(10,)).astype(np.float32)}
+    path = os.path.join(tmp, "wide.onnx")
+    onnx.save(wide_cnn(weights), path)
+    x = os.path.join(tmp, "wide_x.npy")
+    np.save(x, rng.uniform(-1, 1, size=(2, 16, 8, 8)).astype(np.float32))
+    rounders = {"fp16": lambda a: a.astype(np.float16).astype(np.float32), "bf16": bf16_round}
+    for precision, proto_type in [("fp16", TensorProto.FLOAT16), ("bf16", TensorProto.BFLOAT16)]:
+        out = os.path.join(tmp, f"wide.{precision}.onnx")
+        r = run([kiln, "optimize", path, "--out", out, "--weight-precision", precision])
+        check(r.returncode == 0 and f"weight precision {precision}" in r.stdout,
+              f"{precision}: kiln optimize --weight-precision exits 0 ({r.stderr.strip()})")
+        if r.returncode != 0:
+            continue
+        opt = onnx.load(out)
+        inits = {i.name: i for i in opt.graph.initializer}
+        half = [n.op_type for n in opt.graph.node
+                if n.domain == "ai.kiln" and len(n.input) > 1 and n.input[1] in inits and
+                inits[n.input[1]].data_type == proto_type]
+        check(sorted(half) == ["FusedConv", "FusedGemm"],
+              f"{precision}: the conv and gemm weights are {precision} initializers ({half})")
+        rounded = dict(weights, w=rounders[precision](weights["w"]),
+                       g=rounders[precision](weights["g"]))
+        rpath = os.path.join(tmp, f"wide_rounded_{precision}.onnx")
+        onnx.save(wide_cnn(rounded), rpath)
+        outs = {}
+        for label, m, flags in [("half file", out, ["--no-optimize"]),
+                                ("auto on the half file", out, []),
+                                ("flag on the original", path, ["--weight-precision", precision]),
+                                ("rounded FP32", rpath, ["--no-optimize"])]:
+            od = os.path.join(tmp, f"wide_{precision}_{label.replace(' ', '_')}")
+            r = run([kiln, "run", m, "--inputs", x, "--output-dir", od, "--output-format", "npy"]
+                    + flags)
+            check(r.returncode == 0, f"{precision}: kiln run {label} ({r.stderr.strip()})")
+            if r.returncode == 0:
+                outs[label] = np.load(os.path.join(od, "output_0.npy"))
+        want = outs.get("rounded FP32")
+        for label, got in outs.items():
+            if label == "rounded FP32" or want is None:
+                continue
+            ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5)
+            check(ok, f"{precision}: {label} matches the FP32 model with rounded weights")
+    sizes = {}
+    for precision in ["fp32", "fp16"]:
+        r = run([kiln, "profile", path, "--iterations", "2", "--warmup", "1", "--json",
+                 "--weight-precision", precision])
+        check(r.returncode == 0, f"kiln profile --weight-precision {precision} ({r.stderr.strip()})")
+        if r.returncode == 0:
+            j = __import__("json").loads(r.stdout)
+            check(j.get("weight_precision") == precision,
+                  f"profile reports weight_precision {precision}")
+            sizes[precision] = j.get("weight_bytes", 0)
+    if len(sizes) == 2:
+        # The narrowed weights halve; the biases (42 floats) stay FP32.
+        check(sizes["fp16"] * 2 - 42 * 4 == sizes["fp32"],
+              f"weight bytes halve ({sizes['fp32']} -> {sizes['fp16']})")
+    r = run([kiln, "optimize", path, "--out", os.path.join(tmp, "x.onnx"),
+             "--weight-precision", "fp8"])
+    check(r.returncode != 0 and "fp8" in r.stderr, "an unknown --weight-precision is an error")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -210,6 +296,8 @@ def main():
                 ok = got.shape == base.shape and np.allclose(got, base, rtol=1e-4, atol=1e-5)
                 err = float(np.max(np.abs(got - base))) if got.shape == base.shape else -1
                 check(ok, f"{name}: {label} matches the original (max abs err {err:.2e})")
+
+        check_half_weights(kiln, tmp)
 
         r = run([kiln, "optimize", os.path.join(tmp, "cnn.onnx"), "--out",
                  os.path.join(tmp, "x.onnx"), "--disable-pass", "no_such_pass"])

@@ -5,6 +5,7 @@
 //
 //   kiln optimize model.onnx --out model.opt.onnx
 //   kiln optimize model.onnx --out model.opt.onnx --disable-pass attention_fusion
+//   kiln optimize model.onnx --out model.fp16.onnx --weight-precision fp16
 //   kiln optimize --list-passes
 //
 // The written file imports and runs with `kiln run` / `kiln serve` like any model (they
@@ -33,6 +34,7 @@ struct OptimizeOptions {
   std::vector<std::string> disabled;
   bool list = false;
   int max_iterations = OptimizerOptions().max_iterations;
+  std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
 };
 
 Status Optimize(const OptimizeOptions& opt) {
@@ -42,6 +44,7 @@ Status Optimize(const OptimizeOptions& opt) {
   OptimizerOptions options;
   options.disabled_passes = opt.disabled;
   options.max_iterations = opt.max_iterations;
+  options.weight_precision = opt.weight_precision == "auto" ? "" : opt.weight_precision;
   KILN_ASSIGN_OR_RETURN(OptimizedGraph result, OptimizeGraph(graph, options));
   KILN_RETURN_IF_ERROR(WriteOnnxModel(*result.graph, opt.out));
   std::fputs(FormatPassReport(result).c_str(), stdout);
@@ -61,6 +64,11 @@ CommandMain AddOptimizeCommand(CLI::App& app) {
                   "Do not run the optimizer pass NAME (repeatable; see --list-passes)");
   cmd->add_option("--max-iterations", opt->max_iterations, "Rounds of the pass pipeline at most")
       ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--weight-precision", opt->weight_precision,
+                  "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the model stores "
+                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--list-passes", opt->list, "List the optimizer passes in pipeline order and exit");
   return [opt] {

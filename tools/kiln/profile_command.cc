@@ -4,6 +4,7 @@
 //   kiln profile model.onnx --batch 8 --iterations 100 --warmup 10 --threads 2
 //   kiln profile bert.onnx --shape input_ids:1,128 --shape attention_mask:1,128 --json
 //   kiln profile model.onnx --trace trace.json     # open in https://ui.perfetto.dev
+//   kiln profile model.onnx --weight-precision fp16 # weights held in FLOAT16
 //
 // Inputs are random data of each input's declared dtype (floats uniform in [-1, 1), integers in
 // [0, 10), booleans 0/1) and shape: a symbolic first dim becomes --batch, any other symbolic dim
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -51,7 +53,20 @@ struct ProfileOptions {
   bool no_memory_plan = false;
   bool no_optimize = false;
   std::vector<std::string> disabled_passes;
+  std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
 };
+
+// A "VmRSS" / "VmHWM" line of /proc/self/status in bytes; 0 where unavailable.
+uint64_t ProcStatusBytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      return std::strtoull(line.c_str() + key.size() + 1, nullptr, 10) * 1024;
+    }
+  }
+  return 0;
+}
 
 // Parses "NAME:d1,d2,..." (an empty dim list is a scalar).
 Result<std::pair<std::string, std::vector<int64_t>>> ParseShapeSpec(const std::string& spec) {
@@ -242,11 +257,19 @@ Status Profile(const ProfileOptions& opt) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, ImportOnnxModel(opt.model));
   // Profile what the server runs: the optimized graph (inputs and outputs keep their names).
   const int imported_nodes = graph->num_nodes();
+  std::string weight_precision = "as imported";  // resolved by the optimizer
   if (!opt.no_optimize) {
     OptimizerOptions optimizer;
     optimizer.disabled_passes = opt.disabled_passes;
+    optimizer.weight_precision = opt.weight_precision == "auto" ? "" : opt.weight_precision;
     KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(graph, optimizer));
     graph = optimized.graph;
+    weight_precision = optimized.weight_precision;
+  }
+  // Bytes of the initializers the session runs with (half weights count 2 bytes an element).
+  uint64_t weight_bytes = 0;
+  for (int v = 0; v < graph->num_values(); ++v) {
+    if (graph->value(v).constant != nullptr) weight_bytes += graph->value(v).constant->size_bytes();
   }
   for (const auto& [name, dims] : given) {
     bool found = false;
@@ -348,6 +371,10 @@ Status Profile(const ProfileOptions& opt) {
   std::stable_sort(per_op.begin(), per_op.end(),
                    [](const OpStats& a, const OpStats& b) { return a.total_ns > b.total_ns; });
 
+  // The process after the runs (weights, packed copies, plans) and its high-water mark (the
+  // import usually sets it).
+  const uint64_t rss = ProcStatusBytes("VmRSS");
+  const uint64_t peak_rss = ProcStatusBytes("VmHWM");
   if (opt.json) {
     std::string j = "{";
     j += fmt::format("\"model\":{},\"batch\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},",
@@ -355,6 +382,9 @@ Status Profile(const ProfileOptions& opt) {
                      opt.warmup);
     j += fmt::format("\"optimized\":{},\"imported_nodes\":{},\"nodes_run\":{},",
                      opt.no_optimize ? "false" : "true", imported_nodes, graph->num_nodes());
+    j += fmt::format("\"weight_precision\":{},\"weight_bytes\":{},\"rss_bytes\":{},"
+                     "\"peak_rss_bytes\":{},",
+                     JsonString(weight_precision), weight_bytes, rss, peak_rss);
     j += fmt::format(
         "\"median_ms\":{:.6f},\"p99_ms\":{:.6f},\"mean_ms\":{:.6f},\"min_ms\":{:.6f},"
         "\"max_ms\":{:.6f},\"runs_per_s\":{:.3f},\"items_per_s\":{:.3f},\"gflop_per_run\":{:.6f},",
@@ -415,6 +445,10 @@ Status Profile(const ProfileOptions& opt) {
     t += fmt::format("inputs      {}\n", fmt::join(shapes, ", "));
     t += fmt::format("batch       {}   threads {}   iterations {} (after {} warm-up)\n", batch,
                      session->intra_op_threads(), opt.iterations, opt.warmup);
+    t += fmt::format("weights     {}   initializers {:.1f} MiB   process rss {:.1f} MiB (peak "
+                     "{:.1f} MiB)\n",
+                     weight_precision, static_cast<double>(weight_bytes) / (1 << 20),
+                     static_cast<double>(rss) / (1 << 20), static_cast<double>(peak_rss) / (1 << 20));
     t += fmt::format(
         "latency     median {:.3f} ms   p99 {:.3f} ms   mean {:.3f} ms   min {:.3f} ms\n",
         median_ms, p99_ms, mean_ms, latency_ms.front());
@@ -499,6 +533,11 @@ CommandMain AddProfileCommand(CLI::App& app) {
                 "Profile the graph as imported, without the graph optimizer");
   cmd->add_option("--disable-pass", opt->disabled_passes,
                   "Do not run the optimizer pass NAME (repeatable; `kiln optimize --list-passes`)");
+  cmd->add_option("--weight-precision", opt->weight_precision,
+                  "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the model stores "
+                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--no-memory-plan", opt->no_memory_plan,
                 "Run without static memory plans (every intermediate allocated as it comes), to "
                 "compare");

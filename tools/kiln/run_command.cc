@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kiln run`: import a model, optimize its graph (opt/optimizer.h; --no-optimize skips it,
-// --disable-pass NAME switches one pass off), read its inputs from tensor files (.pb TensorProto
+// --disable-pass NAME switches one pass off, --weight-precision fp16 holds weights in half), read its inputs from tensor files (.pb TensorProto
 // or .npy), run it once, write every output to a file. Used by people checking a model
 // and by the ONNX conformance runner. Inputs and outputs declared as sequences or optionals are
 // .pb SequenceProto / OptionalProto files (the model's declared type says which), as in the ONNX
@@ -42,6 +42,7 @@ struct RunOptions {
   int threads = 0;  // intra-op threads; 0: the machine's hardware threads
   bool no_optimize = false;
   std::vector<std::string> disabled_passes;
+  std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
 };
 
 // Files input_0.<ext>, input_1.<ext>, ... in `dir`, in index order (.pb or .npy).
@@ -66,6 +67,7 @@ Status RunModel(const RunOptions& opt) {
   if (!opt.no_optimize) {
     OptimizerOptions options;
     options.disabled_passes = opt.disabled_passes;
+    options.weight_precision = opt.weight_precision == "auto" ? "" : opt.weight_precision;
     KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(graph, options));
     graph = optimized.graph;
   }
@@ -168,6 +170,11 @@ CommandMain AddRunCommand(CLI::App& app) {
   cmd->add_option("--disable-pass", opt->disabled_passes,
                   "Do not run the optimizer pass NAME (repeatable; `kiln optimize --list-passes` "
                   "lists them)");
+  cmd->add_option("--weight-precision", opt->weight_precision,
+                  "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the model stores "
+                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   return [opt] {
     Status s = RunModel(*opt);
     if (!s.ok()) {

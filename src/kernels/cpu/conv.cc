@@ -18,6 +18,10 @@
 // [N, ceil(C/b), H, W, b] tensor, zero padding included. Those operands are fixed to that format
 // (never format_tag::any), so inside a blocked region a call runs the convolution alone: no
 // source, destination or weight reorder (weights are pre-packed as above).
+//
+// Half-precision weights (FusedConv with a FLOAT16 / BFLOAT16 constant W, opt pass half_weights):
+// W is pre-packed in 16 bits (PackedWeights' half storage) and widened to FP32 into a per-thread
+// scratch buffer on each call; the convolution itself runs in FP32.
 
 #include <fmt/format.h>
 
@@ -51,6 +55,7 @@ struct ConvPlan {
   bool reorder_src = false, reorder_wei = false, reorder_dst = false;
   dnnl::reorder src_reorder, wei_reorder, z_reorder, dst_reorder;
   dnnl::memory packed_wei;  // W in wei_md (shared via PackedWeights), when W is constant
+  const uint16_t* packed_half = nullptr;  // the same for a half-precision W (16-bit copy)
   Shape out_shape;
   bool unimplemented = false;  // oneDNN has no implementation: the fallback kernel runs
   bool binary_z = false;       // Z is read by a binary-add post-op (else copied into Y, summed)
@@ -58,16 +63,23 @@ struct ConvPlan {
 
 class ConvKernel final : public Kernel {
  public:
+  // `w` is W when it is a constant; a FLOAT16 / BFLOAT16 W (FusedConv only) is kept in 16 bits.
   ConvKernel(std::string label, ref::WindowAttrs window, int64_t group, Activation act, bool fused,
-             std::shared_ptr<const OwnedTensor> w_const, int64_t x_block = 0, int64_t y_block = 0)
+             ConstantWeight w, int64_t x_block = 0, int64_t y_block = 0)
       : label_(std::move(label)),
         window_(std::move(window)),
         group_(group),
         act_(act),
         fused_(fused),
-        w_const_(std::move(w_const)),
+        w_const_(std::move(w.tensor)),
+        w_half_(w.half()),
         x_block_(x_block),
-        y_block_(y_block) {}
+        y_block_(y_block),
+        packed_(w.half() ? w.dtype : DataType::kFloat32) {}
+
+  int64_t PackedWeightBytes() const override {
+    return static_cast<int64_t>(packed_.resident_bytes());
+  }
 
   // Plain Conv and blocked FusedConv keep the reference kernel for what oneDNN does not take
   // (non-FLOAT, rank outside 3..5, empty tensors, configurations oneDNN does not implement); its
@@ -86,6 +98,7 @@ class ConvKernel final : public Kernel {
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
     for (int i = 0; i < 4; ++i) {
+      if (i == 1 && w_half_ && w.dtype() == packed_.storage()) continue;
       if (ctx.has_input(i) && ctx.input(i).dtype() != DataType::kFloat32) {
         return OpError(op, "input {} has dtype {}, this kernel takes FLOAT", i,
                        DataTypeName(ctx.input(i).dtype()));
@@ -168,7 +181,9 @@ class ConvKernel final : public Kernel {
     for (int i = 0; i < std::min(ctx.num_inputs(), 3); ++i) {
       if (!ctx.has_input(i)) continue;
       const Tensor& t = ctx.input(i);
-      if (t.dtype() != DataType::kFloat32 || !t.device().is_cpu() || !t.is_contiguous()) {
+      const bool half_w = i == 1 && w_half_ && t.dtype() == packed_.storage();
+      if ((t.dtype() != DataType::kFloat32 && !half_w) || !t.device().is_cpu() ||
+          !t.is_contiguous()) {
         return false;
       }
     }
@@ -301,7 +316,9 @@ class ConvKernel final : public Kernel {
     if (plan->reorder_dst && has_z) PlanReorder(plan->dst_user, plan->dst_md, &plan->z_reorder);
     plan->reorder_wei = PlanReorder(plan->wei_user, plan->wei_md, &plan->wei_reorder);
     if (plan->reorder_wei) {
-      if (w_const_ != nullptr) {  // pre-pack once per format
+      if (w_const_ != nullptr && w_half_) {  // pre-pack once per format
+        plan->packed_half = packed_.GetHalf(plan->wei_user, w_const_->raw_data(), plan->wei_md);
+      } else if (w_const_ != nullptr) {
         plan->packed_wei = packed_.Get(plan->wei_user, w_const_->raw_data(), plan->wei_md);
       }
     }
@@ -320,7 +337,11 @@ class ConvKernel final : public Kernel {
       plan.src_reorder.execute(s, src_user, src);
     }
     dnnl::memory wei;
-    if (!plan.reorder_wei) {
+    if (w_half_) {  // widened on each call, from the constant itself or its packed 16-bit copy
+      wei = plan.reorder_wei
+                ? ExpandHalfWeights(packed_.storage(), plan.packed_half, plan.wei_md)
+                : ExpandHalfWeights(packed_.storage(), ctx.input(1).raw_data(), plan.wei_user);
+    } else if (!plan.reorder_wei) {
       wei = dnnl::memory(plan.wei_user, eng, ctx.input(1).raw_data());
     } else if (plan.packed_wei) {
       wei = plan.packed_wei;
@@ -367,9 +388,10 @@ class ConvKernel final : public Kernel {
   int64_t group_;
   Activation act_;
   bool fused_;
-  std::shared_ptr<const OwnedTensor> w_const_;
+  std::shared_ptr<const OwnedTensor> w_const_;  // W when it is a constant initializer, else null
+  bool w_half_;  // W is a FLOAT16 / BFLOAT16 constant (packed_.storage() says which)
   int64_t x_block_, y_block_;  // 0: plain; else the block of X / of Y and Z
-  std::unique_ptr<Kernel> fallback_;  // W when it is a FLOAT initializer, else null
+  std::unique_ptr<Kernel> fallback_;
   PlanCache<ConvPlan> cache_;
   PackedWeights packed_;
 };
@@ -395,8 +417,12 @@ Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
       }
     }
   }
+  // Half-precision weights are FusedConv's only (graph/kiln_ops.h); a plain Conv with a FLOAT16
+  // W is not FLOAT throughout and goes to the reference kernel's checks.
+  ConstantWeight w = ConstantWeightInput(info, 1);
+  if (!fused && w.half()) w = {};
   auto kernel = std::make_unique<ConvKernel>(NodeLabel(info), std::move(window), group, act, fused,
-                                             ConstantFloatInput(info, 1), x_block, y_block);
+                                             std::move(w), x_block, y_block);
   if (x_block > 0 || y_block > 0) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateKilnFusedConv(info));
     kernel->set_fallback(std::move(fallback));

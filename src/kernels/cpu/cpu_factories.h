@@ -41,4 +41,14 @@ std::string NodeLabel(const KernelInfo& info);
 // Input i as a shared constant when it is a FLOAT initializer, else null.
 std::shared_ptr<const OwnedTensor> ConstantFloatInput(const KernelInfo& info, int i);
 
+// Input i as a shared constant when it is a FLOAT, FLOAT16 or BFLOAT16 initializer (a weight the
+// Fused ops may hold in half precision, graph/kiln_ops.h), with its dtype; else a null tensor
+// (dtype kInvalid).
+struct ConstantWeight {
+  std::shared_ptr<const OwnedTensor> tensor;
+  DataType dtype = DataType::kInvalid;
+  bool half() const { return dtype == DataType::kFloat16 || dtype == DataType::kBFloat16; }
+};
+ConstantWeight ConstantWeightInput(const KernelInfo& info, int i);
+
 }  // namespace kiln::cpu

@@ -34,6 +34,15 @@ std::shared_ptr<const OwnedTensor> ConstantFloatInput(const KernelInfo& info, in
   return v.constant;
 }
 
+ConstantWeight ConstantWeightInput(const KernelInfo& info, int i) {
+  if (!info.has_input(i)) return {};
+  const Value& v = info.graph().value(info.node().inputs[static_cast<size_t>(i)]);
+  if (v.constant == nullptr) return {};
+  const DataType dt = v.constant->dtype();
+  if (dt != DataType::kFloat32 && dt != DataType::kFloat16 && dt != DataType::kBFloat16) return {};
+  return {v.constant, dt};
+}
+
 bool SupportsConv(const KernelInfo& info) {
   // oneDNN convolutions are 1-D to 3-D; a declared rank outside that goes to the reference.
   const ValueType& x = info.input_type(0);

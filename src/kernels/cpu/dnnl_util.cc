@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/check.h"
+#include "kernels/cpu/half_kernels.h"
 
 namespace kiln::cpu {
 
@@ -158,6 +159,42 @@ dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops) {
 Status DnnlError(std::string_view what, const dnnl::error& e) {
   return Status::Internal(
       fmt::format("{}: oneDNN error {}: {}", what, static_cast<int>(e.status), e.what()));
+}
+
+const uint16_t* PackedWeights::GetHalf(const dnnl::memory::desc& user, const void* data,
+                                       const dnnl::memory::desc& format) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const HalfBuffer& b : packed_half_) {
+    if (b.format == format) return b.data.get();
+  }
+  // Widen, reorder in FP32, narrow; the FP32 temporaries are freed on return.
+  const int64_t user_n = static_cast<int64_t>(user.get_size() / sizeof(float));
+  const int64_t packed_n = static_cast<int64_t>(format.get_size() / sizeof(float));
+  std::vector<float> wide(static_cast<size_t>(user_n));
+  HalfToFloatParallel(storage_, static_cast<const uint16_t*>(data), wide.data(), user_n);
+  const dnnl::engine& eng = CpuEngine();
+  dnnl::memory src(user, eng, wide.data());
+  dnnl::memory packed(format, eng);
+  dnnl::stream& s = ThreadStream();
+  dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, format)).execute(s, src, packed);
+  s.wait();
+  HalfBuffer b;
+  b.format = format;
+  b.data = std::make_unique<uint16_t[]>(static_cast<size_t>(packed_n));
+  FloatToHalfParallel(storage_, static_cast<const float*>(packed.get_data_handle()), b.data.get(),
+                      packed_n);
+  const uint16_t* out = b.data.get();
+  packed_half_.push_back(std::move(b));
+  resident_bytes_ += static_cast<size_t>(packed_n) * sizeof(uint16_t);
+  return out;
+}
+
+dnnl::memory ExpandHalfWeights(DataType storage, const void* half, const dnnl::memory::desc& md) {
+  const size_t bytes = md.get_size();
+  float* wide = static_cast<float*>(ThreadScratch(ScratchSlot::kWeights, bytes));
+  HalfToFloatParallel(storage, static_cast<const uint16_t*>(half), wide,
+                      static_cast<int64_t>(bytes / sizeof(float)));
+  return dnnl::memory(md, CpuEngine(), wide);
 }
 
 }  // namespace kiln::cpu

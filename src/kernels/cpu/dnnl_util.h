@@ -24,6 +24,7 @@
 #include "base/result.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/ref/spatial.h"
+#include "tensor/dtype.h"
 
 namespace kiln::cpu {
 
@@ -114,11 +115,23 @@ class PlanCache {
 // A constant weight tensor reordered into the formats primitives asked for, shared by every plan
 // of one kernel: plans for different batch sizes usually want the same packed format, so the
 // weights are packed (and held in memory) once per format, not once per plan. Thread-safe.
+//
+// Storage type. FP32 storage (the default) keeps the packed FP32 memory. FLOAT16 / BFLOAT16
+// storage (half-precision weights, opt pass half_weights) keeps only 16 bits per element: at pack
+// time the half constant is widened to a temporary FP32 tensor, reordered into the format, and
+// the packed result narrowed back (exactly: every value came from the half type) element by
+// element, so the half copy has the packed layout (padding included). Each call then widens it
+// into the calling thread's kWeights scratch (ExpandHalfWeights). No FP32 copy stays resident.
 class PackedWeights {
  public:
-  // `user` describes the constant's plain layout at `data` (which outlives this object).
-  // Returns `data` in `format`, reordering it the first time that format is asked for.
-  // May throw dnnl::error (call inside CatchDnnl).
+  explicit PackedWeights(DataType storage = DataType::kFloat32) : storage_(storage) {}
+
+  DataType storage() const { return storage_; }
+  bool half() const { return storage_ != DataType::kFloat32; }
+
+  // FP32 storage. `user` describes the constant's plain FP32 layout at `data` (which outlives
+  // this object). Returns `data` in `format`, reordering it the first time that format is asked
+  // for. May throw dnnl::error (call inside CatchDnnl).
   dnnl::memory Get(const dnnl::memory::desc& user, const void* data,
                    const dnnl::memory::desc& format) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -132,12 +145,38 @@ class PackedWeights {
     dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, format)).execute(s, src, packed);
     s.wait();
     packed_.emplace_back(format, packed);
+    resident_bytes_ += format.get_size();
     return packed;
   }
 
+  // Half storage. `user` describes the constant's plain layout as FP32 (f32 data type, the
+  // primitive's view), `data` the constant's 16-bit elements in that layout (outliving this
+  // object). Returns the 16-bit packed copy in `format` (format.get_size() / 4 elements), built
+  // the first time that format is asked for. May throw dnnl::error or std::bad_alloc.
+  const uint16_t* GetHalf(const dnnl::memory::desc& user, const void* data,
+                          const dnnl::memory::desc& format) const;
+
+  // Bytes of packed copies held (FP32 or 16-bit), for memory accounting and tests.
+  size_t resident_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resident_bytes_;
+  }
+
  private:
+  struct HalfBuffer {
+    dnnl::memory::desc format;
+    std::unique_ptr<uint16_t[]> data;
+  };
+  DataType storage_;
   mutable std::mutex mu_;
   mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+  mutable std::vector<HalfBuffer> packed_half_;
+  mutable size_t resident_bytes_ = 0;
 };
+
+// Widens the 16-bit weights `half` (of `storage`, FLOAT16 or BFLOAT16) into the calling thread's
+// kWeights scratch, split over its OpenMP team, and returns them as FP32 memory of `md`
+// (md.get_size() / 4 elements are read). Valid until the thread next asks for that slot.
+dnnl::memory ExpandHalfWeights(DataType storage, const void* half, const dnnl::memory::desc& md);
 
 }  // namespace kiln::cpu

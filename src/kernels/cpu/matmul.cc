@@ -13,6 +13,9 @@
 // Whatever oneDNN declines (or inputs the fast path does not take: other dtypes, 1-D operands,
 // non-contiguous tensors) runs on the reference kernel, for the fused ops followed by Z and the
 // activation applied here.
+// Half-precision weights (FusedMatMul / FusedGemm with a FLOAT16 / BFLOAT16 constant B, opt pass
+// half_weights): B is pre-packed in 16 bits (PackedWeights' half storage) and widened to FP32
+// into a per-thread scratch buffer on each call; the product itself runs in FP32.
 
 #include <fmt/format.h>
 
@@ -25,6 +28,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/half_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/common.h"
@@ -51,6 +55,7 @@ struct MatMulPlan {
   bool reorder_b = false;
   dnnl::reorder b_reorder;
   dnnl::memory packed_b;  // B in b_md (shared via PackedWeights) when B is constant
+  const uint16_t* packed_half = nullptr;  // the same for a half-precision B (16-bit copy)
 };
 
 dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
@@ -90,18 +95,25 @@ Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTenso
   if (plan->reorder_b) {
     plan->b_reorder =
         dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->b_user, eng, plan->b_md));
-    if (b_const != nullptr) {
+    if (b_const != nullptr && packed.half()) {
+      plan->packed_half = packed.GetHalf(plan->b_user, b_const->raw_data(), plan->b_md);
+    } else if (b_const != nullptr) {
       plan->packed_b = packed.Get(plan->b_user, b_const->raw_data(), plan->b_md);
     }
   }
   return plan;
 }
 
-void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const void* bias, void* y) {
+// `b_half`: B (and the plan's packed copy) is held in that 16-bit type; kFloat32 otherwise.
+void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const void* bias, void* y,
+                 DataType b_half) {
   const dnnl::engine& eng = CpuEngine();
   dnnl::stream& s = ThreadStream();
   dnnl::memory b_mem;
-  if (!plan.reorder_b) {
+  if (b_half != DataType::kFloat32) {  // widened on each call
+    b_mem = plan.reorder_b ? ExpandHalfWeights(b_half, plan.packed_half, plan.b_md)
+                           : ExpandHalfWeights(b_half, b, plan.b_user);
+  } else if (!plan.reorder_b) {
     b_mem = dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
   } else if (plan.packed_b) {
     b_mem = plan.packed_b;
@@ -130,7 +142,7 @@ enum class OpKind { kMatMul, kGemm };
 class MatMulKernel final : public Kernel {
  public:
   MatMulKernel(std::string label, OpKind kind, bool fused, Activation act, bool trans_a,
-               bool trans_b, float alpha, float beta, std::shared_ptr<const OwnedTensor> b_const,
+               bool trans_b, float alpha, float beta, ConstantWeight b_const,
                std::unique_ptr<Kernel> reference)
       : label_(std::move(label)),
         kind_(kind),
@@ -140,8 +152,13 @@ class MatMulKernel final : public Kernel {
         trans_b_(trans_b),
         alpha_(alpha),
         beta_(beta),
-        b_const_(std::move(b_const)),
-        reference_(std::move(reference)) {}
+        b_const_(std::move(b_const.tensor)),
+        reference_(std::move(reference)),
+        packed_(b_const.half() ? b_const.dtype : DataType::kFloat32) {}
+
+  int64_t PackedWeightBytes() const override {
+    return static_cast<int64_t>(packed_.resident_bytes());
+  }
 
   Status Compute(KernelContext& ctx) const override {
     if (!FastPathApplies(ctx)) return RunReference(ctx);
@@ -183,7 +200,8 @@ class MatMulKernel final : public Kernel {
     }
     const void* bias = !p.bias_dims.empty() ? ctx.input(2).raw_data() : nullptr;
     return CatchDnnl(label_, [&]() -> Status {
-      ExecutePlan(*plan, ctx.input(0).raw_data(), ctx.input(1).raw_data(), bias, y.raw_data());
+      ExecutePlan(*plan, ctx.input(0).raw_data(), ctx.input(1).raw_data(), bias, y.raw_data(),
+                  packed_.storage());
       return Status::OK();
     });
   }
@@ -194,11 +212,13 @@ class MatMulKernel final : public Kernel {
     return fused_ ? "FusedGemm" : "Gemm";
   }
 
-  static bool FastPathApplies(const KernelContext& ctx) {
+  bool FastPathApplies(const KernelContext& ctx) const {
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       if (!ctx.has_input(i)) continue;
       const Tensor& t = ctx.input(i);
-      if (t.dtype() != DataType::kFloat32 || !t.device().is_cpu() || !t.is_contiguous()) {
+      const bool half_b = i == 1 && packed_.half() && t.dtype() == packed_.storage();
+      if ((t.dtype() != DataType::kFloat32 && !half_b) || !t.device().is_cpu() ||
+          !t.is_contiguous()) {
         return false;
       }
     }
@@ -332,6 +352,14 @@ class MatMulKernel final : public Kernel {
     for (int i = 0; i < n_ref_inputs; ++i) {
       inputs.push_back(i < ctx.num_inputs() ? ctx.input(i) : Tensor());
     }
+    OwnedTensor wide_b;  // a half-precision B, widened for the FP32 reference
+    if (packed_.half() && inputs[1].valid() && inputs[1].dtype() == packed_.storage() &&
+        inputs[1].is_contiguous()) {
+      KILN_ASSIGN_OR_RETURN(wide_b, OwnedTensor::Allocate(DataType::kFloat32, inputs[1].shape()));
+      HalfToFloat(packed_.storage(), static_cast<const uint16_t*>(inputs[1].raw_data()),
+                  wide_b.data<float>(), wide_b.num_elements());
+      inputs[1] = wide_b.view();
+    }
     std::vector<OwnedTensor> outputs(1);
     KernelContext sub(inputs, outputs);
     KILN_RETURN_IF_ERROR(reference_->Compute(sub));
@@ -370,10 +398,10 @@ class MatMulKernel final : public Kernel {
   Activation act_;
   bool trans_a_, trans_b_;
   float alpha_, beta_;
-  std::shared_ptr<const OwnedTensor> b_const_;
+  std::shared_ptr<const OwnedTensor> b_const_;  // B when it is a constant initializer
   std::unique_ptr<Kernel> reference_;  // ref MatMul / Gemm
   PlanCache<MatMulPlan> cache_;
-  PackedWeights packed_;
+  PackedWeights packed_;  // storage: FLOAT16 / BFLOAT16 for a half-precision B
 };
 
 Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, OpKind kind, bool fused) {
@@ -401,8 +429,12 @@ Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, OpKind kind, bool f
   } else {
     KILN_ASSIGN_OR_RETURN(reference, ref::CreateMatMul(info));
   }
+  // Half-precision weights are the fused ops' only (graph/kiln_ops.h); a plain MatMul / Gemm
+  // with a FLOAT16 B goes to the reference kernel's checks.
+  ConstantWeight b = ConstantWeightInput(info, 1);
+  if (!fused && b.half()) b = {};
   return std::make_unique<MatMulKernel>(NodeLabel(info), kind, fused, act, trans_a, trans_b, alpha,
-                                        beta, ConstantFloatInput(info, 1), std::move(reference));
+                                        beta, std::move(b), std::move(reference));
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 // core op (Conv, Gemm, MatMul; LayerNormalization) runs through the ONNX reference kernel of
 // that op, built from a copy of the node with the fused-only inputs and attributes removed;
 // then Bias (FusedMatMul), the residual Z and the activation are applied elementwise in a second
-// loop, in the order Y = act(core + Bias + Z). Gelu and Attention are direct loops; Attention
-// accumulates in double and subtracts the row maximum before exp, as the reference Softmax does.
+// loop, in the order Y = act(core + Bias + Z). A FLOAT16 / BFLOAT16 weight (input 1, opt pass
+// half_weights) is widened to an FP32 tensor first, so the core op sees FP32 throughout. Gelu and
+// Attention are direct loops; Attention accumulates in double and subtracts the row maximum
+// before exp, as the reference Softmax does.
 
 #include "graph/kiln_ops.h"
 
@@ -127,6 +129,24 @@ std::vector<Attribute> AttributesWithout(const Node& node,
   return out;
 }
 
+// The FP32 tensor of a FLOAT16 / BFLOAT16 tensor's values.
+Result<OwnedTensor> WidenHalf(std::string_view op, const Tensor& t) {
+  if (!t.device().is_cpu() || !t.is_contiguous()) {
+    return OpError(op, "a {} weight must be a contiguous CPU tensor", DataTypeName(t.dtype()));
+  }
+  KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(DataType::kFloat32, t.shape()));
+  float* po = out.data<float>();
+  const int64_t n = t.num_elements();
+  if (t.dtype() == DataType::kFloat16) {
+    const Float16* p = t.data<const Float16>();
+    for (int64_t i = 0; i < n; ++i) po[i] = Float16ToFloat(p[i]);
+  } else {
+    const BFloat16* p = t.data<const BFloat16>();
+    for (int64_t i = 0; i < n; ++i) po[i] = BFloat16ToFloat(p[i]);
+  }
+  return out;
+}
+
 // A fused op: the ONNX core kernel on inputs [0, num_core_inputs), then Bias / Z / activation.
 class FusedKernel final : public Kernel {
  public:
@@ -143,6 +163,14 @@ class FusedKernel final : public Kernel {
     std::vector<Tensor> core_inputs(static_cast<size_t>(num_core_inputs_));
     for (int i = 0; i < num_core_inputs_ && i < ctx.num_inputs(); ++i) {
       core_inputs[static_cast<size_t>(i)] = ctx.input(i);
+    }
+    // A half-precision weight (W / B, input 1) is computed as the FP32 of its values.
+    OwnedTensor wide_weight;
+    if (core_inputs.size() > 1 && core_inputs[1].valid() &&
+        (core_inputs[1].dtype() == DataType::kFloat16 ||
+         core_inputs[1].dtype() == DataType::kBFloat16)) {
+      KILN_ASSIGN_OR_RETURN(wide_weight, WidenHalf(op_, core_inputs[1]));
+      core_inputs[1] = wide_weight.view();
     }
     OwnedTensor core_out[1];
     KernelContext core_ctx(core_inputs, core_out);

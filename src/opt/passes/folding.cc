@@ -14,6 +14,8 @@
 // blocks only the entries that read it). A Gather of one symbolic dim is rewired to read that
 // symbol from the graph input that declares it, so CSE can merge the many copies of "the batch
 // size" PyTorch exports compute.
+// Cast(to=FLOAT) of a FLOAT16 / BFLOAT16 constant is folded at any size (twice the input's
+// bytes): it is how models store half-precision weights (see half_weights in passes.inc).
 // A DequantizeLinear of an INT8 weight or INT32 bias feeding an op qdq_fusion makes INT8
 // (passes/qdq.h) is not folded while that pass is enabled: the INT8 kernel reads the constant.
 
@@ -237,7 +239,15 @@ class ConstantFoldingPass final : public Pass {
         inputs.push_back(c->view());
       }
       if (!all_constant) continue;
-      const int64_t limit = std::max(options.fold_max_bytes, input_bytes);
+      int64_t limit = std::max(options.fold_max_bytes, input_bytes);
+      // A Cast of a half-precision weight to FLOAT (how ONNX models store FP16 / BF16 weights)
+      // is folded whatever its size: the FP32 weight is what the rest of the pipeline works on,
+      // and half_weights narrows it again when the weight precision is half.
+      if (node.domain.empty() && node.op_type == "Cast" && node.GetInt("to", 0) == 1 &&
+          inputs.size() == 1 &&
+          (inputs[0].dtype() == DataType::kFloat16 || inputs[0].dtype() == DataType::kBFloat16)) {
+        limit = std::max(limit, 2 * input_bytes);
+      }
       bool too_big = false;
       for (int o : node.outputs) {
         if (o == kNoValue) continue;
