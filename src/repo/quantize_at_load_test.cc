@@ -71,6 +71,33 @@ std::vector<float> Probabilities(LoadedModel& m, const OwnedTensor& pixels, int6
   return r.ok() ? FloatValues(r->outputs[0].tensor) : std::vector<float>();
 }
 
+// How `other` classifies the first `rows` samples against `fp32`.
+struct Comparison {
+  int agree = 0;          // same top-1 class
+  double max_diff = 0;    // largest probability difference
+  bool differs = false;   // some output not bit-identical
+};
+Comparison CompareModels(LoadedModel& fp32, LoadedModel& other, const OwnedTensor& pixels,
+                         int64_t rows) {
+  Comparison c;
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::vector<float> a = Probabilities(fp32, pixels, i);
+    const std::vector<float> b = Probabilities(other, pixels, i);
+    EXPECT_EQ(a.size(), 10u);
+    EXPECT_EQ(b.size(), 10u);
+    if (a.size() != 10 || b.size() != 10) return c;
+    for (size_t k = 0; k < 10; ++k) {
+      c.max_diff = std::max(c.max_diff, static_cast<double>(std::fabs(a[k] - b[k])));
+      c.differs = c.differs || a[k] != b[k];
+    }
+    c.agree += (std::max_element(a.begin(), a.end()) - a.begin()) ==
+                       (std::max_element(b.begin(), b.end()) - b.begin())
+                   ? 1
+                   : 0;
+  }
+  return c;
+}
+
 TEST(QuantizeAtLoadTest, ServesTheInt8ModelCloseToFp32) {
   TempDir repo;
   AddDigits(repo.path(), "fp32", "max_batch_size: 8\n");
@@ -85,27 +112,10 @@ TEST(QuantizeAtLoadTest, ServesTheInt8ModelCloseToFp32) {
   // INT8 weights: about a quarter of the FP32 bytes.
   EXPECT_LT(int8->WeightBytes() * 10, fp32->WeightBytes() * 3)
       << int8->WeightBytes() << " vs " << fp32->WeightBytes();
-  const OwnedTensor test = Pixels("val");
-  int agree = 0;
-  double max_diff = 0;
-  bool differs = false;
-  for (int64_t i = 0; i < 40; ++i) {
-    const std::vector<float> a = Probabilities(*fp32, test, i);
-    const std::vector<float> b = Probabilities(*int8, test, i);
-    ASSERT_EQ(a.size(), 10u);
-    ASSERT_EQ(b.size(), 10u);
-    for (size_t k = 0; k < 10; ++k) {
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[k] - b[k])));
-      differs = differs || a[k] != b[k];
-    }
-    agree += (std::max_element(a.begin(), a.end()) - a.begin()) ==
-                     (std::max_element(b.begin(), b.end()) - b.begin())
-                 ? 1
-                 : 0;
-  }
-  EXPECT_TRUE(differs);  // it is not the FP32 model
-  EXPECT_LT(max_diff, 0.05);
-  EXPECT_GE(agree, 39);
+  const Comparison c = CompareModels(*fp32, *int8, Pixels("val"), 40);
+  EXPECT_TRUE(c.differs);  // it is not the FP32 model
+  EXPECT_LT(c.max_diff, 0.05);
+  EXPECT_GE(c.agree, 39);
 }
 
 // optimization { precision: "fp16" / "bf16" }: the large weights are held in half precision
@@ -122,26 +132,10 @@ TEST(QuantizeAtLoadTest, ServesHalfPrecisionWeights) {
   const OwnedTensor test = Pixels("val");
   for (const std::string name : {"fp16", "bf16"}) {
     std::shared_ptr<LoadedModel> half = manager->GetModel(name, -1).value();
-    int agree = 0;
-    double max_diff = 0;
-    bool differs = false;
-    for (int64_t i = 0; i < 40; ++i) {
-      const std::vector<float> a = Probabilities(*fp32, test, i);
-      const std::vector<float> b = Probabilities(*half, test, i);
-      ASSERT_EQ(a.size(), 10u);
-      ASSERT_EQ(b.size(), 10u);
-      for (size_t k = 0; k < 10; ++k) {
-        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[k] - b[k])));
-        differs = differs || a[k] != b[k];
-      }
-      agree += (std::max_element(a.begin(), a.end()) - a.begin()) ==
-                       (std::max_element(b.begin(), b.end()) - b.begin())
-                   ? 1
-                   : 0;
-    }
-    EXPECT_TRUE(differs) << name;  // the weights were rounded
-    EXPECT_LT(max_diff, name == "fp16" ? 0.002 : 0.02) << name;
-    EXPECT_GE(agree, 39) << name;
+    const Comparison c = CompareModels(*fp32, *half, test, 40);
+    EXPECT_TRUE(c.differs) << name;  // the weights were rounded
+    EXPECT_LT(c.max_diff, name == "fp16" ? 0.002 : 0.02) << name;
+    EXPECT_GE(c.agree, 39) << name;
   }
 }
 

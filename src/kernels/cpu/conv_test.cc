@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <random>
-#include <thread>
 
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/activation.h"
@@ -181,15 +180,7 @@ TEST(CpuConvTest, ConcurrentComputeOnOneKernel) {
     OwnedTensor expected = c.Run("ref");
     Result<KernelCase::Prepared> p = c.Prepare("cpu");
     ASSERT_TRUE(p.ok());
-    std::vector<std::thread> threads;
-    std::vector<OwnedTensor> results(4);
-    for (size_t t = 0; t < results.size(); ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < 3; ++i) results[t] = c.Execute(*p).value();
-      });
-    }
-    for (auto& th : threads) th.join();
-    for (const OwnedTensor& r : results) ExpectClose(r, expected, 1e-4, "concurrent");
+    ExpectConcurrentRunsMatch(c, *p, expected);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kernels/ref/ref_test_util.h"
@@ -165,6 +166,16 @@ class KernelCase {
   std::vector<Kind> kinds_;
 };
 
+// A convolution problem for kernel tests: X [N, C, spatial...], M output channels, the kernel
+// window, groups, strides and pads (empty: the defaults).
+struct ConvShape {
+  std::vector<int64_t> x;
+  int64_t m;
+  std::vector<int64_t> k;
+  int64_t group = 1;
+  std::vector<int64_t> strides{}, pads{};
+};
+
 // Same shape, and |a - e| <= tol * (1 + |e|) elementwise (NaN matches NaN, inf matches inf).
 inline void ExpectClose(const OwnedTensor& actual, const OwnedTensor& expected, double tol,
                         const std::string& what = "") {
@@ -190,6 +201,24 @@ inline void ExpectClose(const OwnedTensor& actual, const OwnedTensor& expected, 
       ADD_FAILURE() << what << ": element " << i << " is " << av << ", expected " << ev;
     }
   }
+}
+
+// Four threads run the prepared kernel of `c` three times each at once (Compute is const and
+// must be thread-safe); every result must match `expected`.
+inline void ExpectConcurrentRunsMatch(const KernelCase& c, const KernelCase::Prepared& p,
+                                      const OwnedTensor& expected) {
+  std::vector<std::thread> threads;
+  std::vector<OwnedTensor> results(4);
+  for (size_t t = 0; t < results.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        Result<OwnedTensor> r = c.Execute(p);
+        if (r.ok()) results[t] = std::move(r).value();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const OwnedTensor& r : results) ExpectClose(r, expected, 1e-4, "concurrent");
 }
 
 }  // namespace kiln::cpu::testing

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "graph/kiln_ops.h"
@@ -149,14 +148,6 @@ OwnedTensor RoundedThroughHalf(const OwnedTensor& t, DataType dt) {
   }
   return out;
 }
-
-struct ConvShape {
-  std::vector<int64_t> x;  // [N, C, spatial...]
-  int64_t m;
-  std::vector<int64_t> k;
-  int64_t group = 1;
-  std::vector<int64_t> strides{}, pads{};
-};
 
 const std::vector<ConvShape>& ConvShapes() {
   static const std::vector<ConvShape> shapes = {
@@ -314,15 +305,7 @@ TEST(HalfWeightsKernelTest, ConcurrentComputeOnOneKernel) {
     const OwnedTensor expected = FusedConvCase(s, x, RoundedThroughHalf(w, dt), b).Run("ref");
     Result<KernelCase::Prepared> p = c.Prepare("cpu");
     ASSERT_TRUE(p.ok()) << p.status().ToString();
-    std::vector<std::thread> threads;
-    std::vector<OwnedTensor> results(4);
-    for (size_t t = 0; t < results.size(); ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < 3; ++i) results[t] = c.Execute(*p).value();
-      });
-    }
-    for (auto& th : threads) th.join();
-    for (const OwnedTensor& r : results) ExpectClose(r, expected, 1e-4, "concurrent");
+    ExpectConcurrentRunsMatch(c, *p, expected);
     EXPECT_EQ(p->kernel->PackedWeightBytes(), 64 * 32 * 9 * 2) << DataTypeName(dt);
   }
 }

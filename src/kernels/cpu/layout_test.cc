@@ -198,6 +198,19 @@ TEST(CpuLayoutTest, BlockedFusedConvRejectsMismatchedBlockedInput) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Runs the cpu kernel of `k` twice (the first call builds the plan and packs the weights) and
+// returns the second call's output, with oneDNN's verbose log of that call in `*log`.
+Result<OwnedTensor> SecondRunVerbose(const KernelCase& k, std::string* log) {
+  KILN_ASSIGN_OR_RETURN(KernelCase::Prepared p, k.Prepare("cpu"));
+  KILN_RETURN_IF_ERROR(k.Execute(p).status());
+  ::testing::internal::CaptureStdout();
+  dnnl::set_verbose(1);
+  Result<OwnedTensor> r = k.Execute(p);
+  dnnl::set_verbose(0);
+  *log = ::testing::internal::GetCapturedStdout();
+  return r;
+}
+
 TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   // The blocked kernel must not quietly take its reference fallback, and must execute the
   // convolution alone: oneDNN's verbose log of the second call (the plan and the packed weights
@@ -216,14 +229,8 @@ TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
         .Attr(IntAttr("x_block", xb))
         .Attr(IntAttr("y_block", xb));
     if (dw) k.Attr(IntAttr("group", c));
-    Result<KernelCase::Prepared> p = k.Prepare("cpu");
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    ASSERT_TRUE(k.Execute(*p).ok());
-    ::testing::internal::CaptureStdout();
-    dnnl::set_verbose(1);
-    Result<OwnedTensor> r = k.Execute(*p);
-    dnnl::set_verbose(0);
-    const std::string log = ::testing::internal::GetCapturedStdout();
+    std::string log;
+    Result<OwnedTensor> r = SecondRunVerbose(k, &log);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     int execs = 0, convs = 0;
     for (size_t at = log.find("exec,cpu,"); at != std::string::npos;
@@ -259,14 +266,8 @@ TEST(CpuLayoutTest, ResidualOfAFixedFormatConvIsReadInPlace) {
         .Attr(StringAttr("activation", "Relu"))
         .Attr(IntAttr("x_block", yb))
         .Attr(IntAttr("y_block", yb));
-    Result<KernelCase::Prepared> p = k.Prepare("cpu");
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    ASSERT_TRUE(k.Execute(*p).ok());
-    ::testing::internal::CaptureStdout();
-    dnnl::set_verbose(1);
-    Result<OwnedTensor> r = k.Execute(*p);
-    dnnl::set_verbose(0);
-    const std::string log = ::testing::internal::GetCapturedStdout();
+    std::string log;
+    Result<OwnedTensor> r = SecondRunVerbose(k, &log);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(log.find("exec,cpu,", log.find("exec,cpu,") + 1), std::string::npos) << log;
     EXPECT_NE(log.find("exec,cpu,convolution"), std::string::npos) << log;

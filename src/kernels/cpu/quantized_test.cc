@@ -77,13 +77,7 @@ int64_t ExpectWithinLsb(const OwnedTensor& a, const OwnedTensor& e, int lsb,
   return differ;
 }
 
-struct QConvCase {
-  std::vector<int64_t> x;  // [N, C, H, W]
-  int64_t m;
-  std::vector<int64_t> k;
-  int64_t group = 1;
-  std::vector<int64_t> strides{}, pads{};
-};
+using QConvCase = ConvShape;  // X is [N, C, H, W]
 
 const std::vector<QConvCase>& ConvCases() {
   static const std::vector<QConvCase> cases = {
