@@ -9,6 +9,7 @@
 //   ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-4);
 
 #include <gtest/gtest.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
 #include <random>
@@ -219,6 +220,19 @@ inline void ExpectConcurrentRunsMatch(const KernelCase& c, const KernelCase::Pre
   }
   for (auto& th : threads) th.join();
   for (const OwnedTensor& r : results) ExpectClose(r, expected, 1e-4, "concurrent");
+}
+
+// Runs the cpu kernel of `k` twice (the first call builds the plan and packs the weights) and
+// returns the second call's output, with oneDNN's verbose log of that call in `*log`.
+inline Result<OwnedTensor> SecondRunVerbose(const KernelCase& k, std::string* log) {
+  KILN_ASSIGN_OR_RETURN(KernelCase::Prepared p, k.Prepare("cpu"));
+  KILN_RETURN_IF_ERROR(k.Execute(p).status());
+  ::testing::internal::CaptureStdout();
+  dnnl::set_verbose(1);
+  Result<OwnedTensor> r = k.Execute(p);
+  dnnl::set_verbose(0);
+  *log = ::testing::internal::GetCapturedStdout();
+  return r;
 }
 
 }  // namespace kiln::cpu::testing

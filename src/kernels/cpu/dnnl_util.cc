@@ -48,6 +48,12 @@ void* ThreadScratch(ScratchSlot slot, size_t bytes) {
   return b.data.get();
 }
 
+bool CpuComputesBf16() {
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
 dnnl::memory::dims ToDims(std::span<const int64_t> dims) {
   return dnnl::memory::dims(dims.begin(), dims.end());
 }

@@ -38,6 +38,10 @@ dnnl::stream& ThreadStream();
 enum class ScratchSlot { kOnednnScratchpad, kSrc, kDst, kWeights, kOther, kCount };
 void* ThreadScratch(ScratchSlot slot, size_t bytes);
 
+// Whether oneDNN runs BF16 convolutions natively here (AVX512-BF16's VDPBF16PS; the ISA oneDNN
+// dispatches to, so ONEDNN_MAX_CPU_ISA caps it). Thread-safe.
+bool CpuComputesBf16();
+
 // dnnl dims from kiln dims.
 dnnl::memory::dims ToDims(std::span<const int64_t> dims);
 // Plain row-major format tag for rank 1..5 (a, ab, abc, abcd, abcde).
@@ -129,8 +133,9 @@ class PackedWeights {
   DataType storage() const { return storage_; }
   bool half() const { return storage_ != DataType::kFloat32; }
 
-  // FP32 storage. `user` describes the constant's plain FP32 layout at `data` (which outlives
-  // this object). Returns `data` in `format`, reordering it the first time that format is asked
+  // FP32 storage, or a BFLOAT16 constant packed for a primitive that computes in BF16 (the
+  // reorder keeps the type). `user` describes the constant's plain layout at `data` (which
+  // outlives this object). Returns `data` in `format`, reordering it the first time that format is asked
   // for. May throw dnnl::error (call inside CatchDnnl).
   dnnl::memory Get(const dnnl::memory::desc& user, const void* data,
                    const dnnl::memory::desc& format) const {

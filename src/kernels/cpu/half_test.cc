@@ -17,6 +17,7 @@
 
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
+#include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/half_kernels.h"
 #include "kernels/cpu/isa.h"
 
@@ -190,9 +191,18 @@ TEST(HalfWeightsKernelTest, FusedConvMatchesReferenceAndRoundedFp32) {
                                            s.m);
       EXPECT_EQ(half.PickedProvider(), "cpu") << what;
       const OwnedTensor expected = rounded.Run("ref");
+      ExpectClose(half.Run("ref"), expected, 1e-5, what + " ref vs rounded FP32");
+      if (dt == DataType::kBFloat16 && CpuComputesBf16()) {
+        // BF16 compute: X is rounded to BF16 too; the products of BF16 values are exact in FP32,
+        // so the result is the FP32 reference on rounded X and W up to summation order.
+        const OwnedTensor x_bf16 = RoundedThroughHalf(x, dt);
+        const OwnedTensor native = FusedConvCase(s, x_bf16, RoundedThroughHalf(w, dt), b).Run("ref");
+        ExpectClose(half.Run("cpu"), native, 1e-4, what + " cpu vs BF16 X and W");
+        ExpectClose(half.Run("cpu"), expected, 3e-2, what + " cpu vs FP32 X (BF16 rounding)");
+        continue;
+      }
       ExpectClose(half.Run("cpu"), half.Run("ref"), 1e-4, what + " cpu vs ref");
       ExpectClose(half.Run("cpu"), expected, 1e-4, what + " cpu vs rounded FP32");
-      ExpectClose(half.Run("ref"), expected, 1e-5, what + " ref vs rounded FP32");
       {
         ScopedMaxIsa scalar_only(Isa::kScalar);
         ExpectClose(half.Run("cpu"), expected, 1e-4, what + " scalar widening");
@@ -302,11 +312,42 @@ TEST(HalfWeightsKernelTest, ConcurrentComputeOnOneKernel) {
   const OwnedTensor b = RandomTensor(Shape({64}), rng);
   for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
     const KernelCase c = FusedConvCase(s, x, ToHalf(w, dt), b);
-    const OwnedTensor expected = FusedConvCase(s, x, RoundedThroughHalf(w, dt), b).Run("ref");
+    // What the CPU kernel computes: X rounded to BF16 too where it computes in BF16.
+    const bool native = dt == DataType::kBFloat16 && CpuComputesBf16();
+    const OwnedTensor expected =
+        FusedConvCase(s, native ? RoundedThroughHalf(x, dt) : x, RoundedThroughHalf(w, dt), b)
+            .Run("ref");
     Result<KernelCase::Prepared> p = c.Prepare("cpu");
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     ExpectConcurrentRunsMatch(c, *p, expected);
     EXPECT_EQ(p->kernel->PackedWeightBytes(), 64 * 32 * 9 * 2) << DataTypeName(dt);
+  }
+}
+
+TEST(HalfWeightsKernelTest, Bf16WeightsComputeInBf16WhereTheCpuCan) {
+  // On a CPU with BF16 dot products a BFLOAT16 W runs oneDNN's BF16 convolution (X converted to
+  // BF16, no widening of W); an FLOAT16 W is widened and runs the FP32 one.
+  if (!CpuComputesBf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(26);
+  const ConvShape s = {{1, 32, 14, 14}, 64, {3, 3}, 1, {}, {1, 1, 1, 1}};
+  const OwnedTensor x = RandomTensor(Shape(std::span<const int64_t>(s.x)), rng);
+  const OwnedTensor w = RandomTensor(Shape({64, 32, 3, 3}), rng);
+  const OwnedTensor b = RandomTensor(Shape({64}), rng);
+  for (DataType dt : {DataType::kBFloat16, DataType::kFloat16}) {
+    std::string log;
+    Result<OwnedTensor> r = SecondRunVerbose(FusedConvCase(s, x, ToHalf(w, dt), b), &log);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const size_t conv = log.find("exec,cpu,convolution");
+    ASSERT_NE(conv, std::string::npos) << log;
+    const std::string line = log.substr(conv, log.find('\n', conv) - conv);
+    if (dt == DataType::kBFloat16) {
+      EXPECT_NE(line.find("src_bf16"), std::string::npos) << line;
+      EXPECT_NE(line.find("wei_bf16"), std::string::npos) << line;
+    } else {
+      EXPECT_NE(line.find("src_f32"), std::string::npos) << line;
+      EXPECT_NE(line.find("wei_f32"), std::string::npos) << line;
+    }
+    EXPECT_NE(line.find("dst_f32"), std::string::npos) << line;
   }
 }
 

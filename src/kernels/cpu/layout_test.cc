@@ -198,19 +198,6 @@ TEST(CpuLayoutTest, BlockedFusedConvRejectsMismatchedBlockedInput) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
-// Runs the cpu kernel of `k` twice (the first call builds the plan and packs the weights) and
-// returns the second call's output, with oneDNN's verbose log of that call in `*log`.
-Result<OwnedTensor> SecondRunVerbose(const KernelCase& k, std::string* log) {
-  KILN_ASSIGN_OR_RETURN(KernelCase::Prepared p, k.Prepare("cpu"));
-  KILN_RETURN_IF_ERROR(k.Execute(p).status());
-  ::testing::internal::CaptureStdout();
-  dnnl::set_verbose(1);
-  Result<OwnedTensor> r = k.Execute(p);
-  dnnl::set_verbose(0);
-  *log = ::testing::internal::GetCapturedStdout();
-  return r;
-}
-
 TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   // The blocked kernel must not quietly take its reference fallback, and must execute the
   // convolution alone: oneDNN's verbose log of the second call (the plan and the packed weights
