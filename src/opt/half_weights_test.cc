@@ -191,6 +191,25 @@ TEST(HalfWeightsPassTest, Fp32PrecisionAndAutoOnFp32ModelChangeNothing) {
   }
 }
 
+TEST(HalfWeightsPassTest, AutoOnAModelWithSomeFp32WeightsKeepsFp32) {
+  // One weight stored in FLOAT16 (behind a Cast), another large one in FP32: auto does not
+  // narrow the FP32 one (nor hold the stored one in half); the model runs as stored.
+  std::mt19937 rng(10);
+  TestGraph t;
+  const int x = t.Input("x", {2, 64});
+  const OwnedTensor w1 = RandomTensor(Shape{64, 64}, rng);
+  const int cast = t.Op("Cast", {t.Const("w1_fp16", HalfTensor(w1, DataType::kFloat16))},
+                        {Attribute::Int("to", 1)}, {{64, 64}});
+  const int m1 = t.Op("MatMul", {x, cast}, {}, {{2, 64}});
+  t.Output(t.Op("MatMul", {m1, t.Random("w2", {64, 64}, rng)}, {}, {{2, 64}}));
+  const std::shared_ptr<const Graph> g = t.Build();
+  Result<OptimizedGraph> o = OptimizeGraph(g, {});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->weight_precision, "fp32");
+  for (const auto& [op, wdt] : WeightDtypes(*o->graph)) EXPECT_EQ(wdt, DataType::kFloat32) << op;
+  ExpectSameOutputs(*g, *o->graph, 1e-5);
+}
+
 TEST(HalfWeightsPassTest, UnknownPrecisionIsInvalidArgument) {
   std::mt19937 rng(6);
   OptimizerOptions options;

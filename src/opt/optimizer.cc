@@ -32,10 +32,26 @@ constexpr PassFactory kFactories[] = {
 // The half type a model stores its weights in: FLOAT16 / BFLOAT16 when some Cast(to=FLOAT)
 // reads an initializer of that type, or (a file `kiln optimize` wrote with half weights) an
 // ai.kiln FusedConv / FusedMatMul / FusedGemm reads one as its weight; FLOAT16 when both types
-// occur, else FLOAT.
+// occur. FLOAT otherwise, and also when a Conv / MatMul / Gemm (or Fused form) reads a large FP32
+// initializer as its weight: a model that stores only some weights in half keeps the others as
+// they are, so auto never narrows a weight the model holds in FP32.
 DataType StoredWeightType(const Graph& graph) {
   bool fp16 = false, bf16 = false;
   for (const Node& node : graph.nodes()) {
+    const bool weight_op =
+        node.has_input(1) &&
+        ((node.domain.empty() &&
+          (node.op_type == "Conv" || node.op_type == "MatMul" || node.op_type == "Gemm")) ||
+         (node.domain == kKilnDomain &&
+          (node.op_type == kFusedConvOp || node.op_type == kFusedMatMulOp ||
+           node.op_type == kFusedGemmOp)));
+    if (weight_op) {
+      const Value& w = graph.value(node.inputs[1]);
+      if (w.constant != nullptr && w.constant->dtype() == DataType::kFloat32 &&
+          w.constant->num_elements() >= kHalfWeightMinElements) {
+        return DataType::kFloat32;
+      }
+    }
     int weight = -1;
     if (node.domain.empty() && node.op_type == "Cast" && node.GetInt("to", 0) == 1 &&
         node.has_input(0)) {

@@ -32,6 +32,10 @@
 
 namespace kiln {
 
+// Weights with fewer elements stay FP32 under a half weight precision: they save little, and
+// biases, scales and small projections are where half precision costs accuracy first.
+inline constexpr int64_t kHalfWeightMinElements = 1024;
+
 struct OptimizerOptions {
   // Pass names (ListPasses) not to run; an unknown name is INVALID_ARGUMENT.
   std::vector<std::string> disabled_passes;
@@ -44,7 +48,8 @@ struct OptimizerOptions {
   bool verify_each_pass = true;
   // How the constant weights of Conv / MatMul / Gemm (and their fused forms) are held after
   // optimization: "" (auto: in FLOAT16 / BFLOAT16 when the model stores them so, as a Cast of a
-  // half-precision initializer, else FP32), "fp32", "fp16" or "bf16"; anything else is
+  // half-precision initializer, and holds none of at least kHalfWeightMinElements elements in
+  // FP32; else FP32), "fp32", "fp16" or "bf16"; anything else is
   // INVALID_ARGUMENT. Half weights halve the memory they take; the kernels expand them to FP32
   // as they use them and compute in FP32 (docs/quantization.md).
   std::string weight_precision;

@@ -22,12 +22,13 @@
 
 #include "base/result.h"
 #include "graph/ir.h"
+#include "opt/optimizer.h"
 
 namespace kiln::quant {
 
-// Weights with fewer elements stay FP32: they save little and biases, scales and small
-// projections are where half precision costs accuracy first.
-inline constexpr int64_t kHalfMinElements = 1024;
+// Weights with fewer elements stay FP32: the engine's own threshold (opt/optimizer.h), so a
+// file written here is exactly what the engine would hold in half.
+inline constexpr int64_t kHalfMinElements = kHalfWeightMinElements;
 
 struct HalfWeights {
   std::shared_ptr<Graph> graph;

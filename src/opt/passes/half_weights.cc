@@ -18,12 +18,13 @@
 #include <map>
 
 #include "graph/kiln_ops.h"
+#include "opt/optimizer.h"
 #include "opt/pass.h"
 
 namespace kiln::opt {
 namespace {
 
-constexpr int64_t kMinElements = 1024;
+constexpr int64_t kMinElements = kHalfWeightMinElements;
 
 // Whether `node` has a weight input 1 this pass may narrow, and which ai.kiln op it becomes.
 bool IsWeightOp(const Node& node, std::string_view* fused_op) {
