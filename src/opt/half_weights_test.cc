@@ -152,8 +152,9 @@ TEST_P(HalfWeightsTest, NarrowsLargeWeightsAndMatchesRoundedFp32) {
   const std::vector<OwnedTensor> unrounded = RunOn(g, inputs, "ref");
   ASSERT_EQ(expected.size(), 1u);
   for (const std::string provider : {"", "ref"}) {
-    // The CPU kernels compute BF16 convolutions in BF16 where the CPU has BF16 dot products: the
-    // convolution's input is rounded to BF16 too (2^-8 relative), so the bound is that rounding's.
+    // The CPU kernels compute BF16 convolutions and products in BF16 where the CPU has BF16 dot
+    // products: their inputs are rounded to BF16 too (2^-8 relative), so the bound is that
+    // rounding's.
     const double tol = provider.empty() && BF16Compute(dt) ? 2e-2 : 1e-4;
     auto rel = [tol](double e) { return tol * std::max(1.0, std::abs(e)); };
     const std::vector<OwnedTensor> got = RunOn(o->graph, inputs, provider);

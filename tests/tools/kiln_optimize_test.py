@@ -149,12 +149,17 @@ def bf16_round(a):
     return u.astype(np.uint32).view(np.float32)
 
 
-def wide_cnn(weights):
-    """Conv (W 32x16x3x3) + Relu + Flatten + Gemm (B 2048x10): weights large enough to narrow."""
+def wide_cnn(weights, bf16_gemm_input=False):
+    """Conv (W 32x16x3x3) + Relu + Flatten + Gemm (B 2048x10): weights large enough to narrow.
+    With `bf16_gemm_input`, the Gemm's input is rounded to BFLOAT16 first (two Casts), as kiln's
+    BF16 matmul rounds it on a CPU with BF16 dot products."""
     b = Builder()
     c = b.op("Relu", [b.op("Conv", ["x", b.const(weights["w"]), b.const(weights["b"])],
                            pads=[1, 1, 1, 1])])
-    y = b.op("Gemm", [b.op("Flatten", [c]), b.const(weights["g"]), b.const(weights["c"])])
+    f = b.op("Flatten", [c])
+    if bf16_gemm_input:
+        f = b.op("Cast", [b.op("Cast", [f], to=TensorProto.BFLOAT16)], to=TensorProto.FLOAT)
+    y = b.op("Gemm", [f, b.const(weights["g"]), b.const(weights["c"])])
     b.nodes[-1].output[0] = "y"
     return b.model([f32("x", ["N", 16, 8, 8])], [f32("y", ["N", 10])])
 
@@ -173,8 +178,9 @@ def check_half_weights(kiln, tmp):
     x_values = rng.uniform(-1, 1, size=(2, 16, 8, 8)).astype(np.float32)
     np.save(x, x_values)
     rounders = {"fp16": lambda a: a.astype(np.float16).astype(np.float32), "bf16": bf16_round}
-    # On a CPU with BF16 dot products kiln's convolution with BF16 weights computes in BF16: its
-    # input (here the graph input x) is rounded to BF16 too, so the reference rounds x as well.
+    # On a CPU with BF16 dot products kiln's convolution and Gemm with BF16 weights compute in
+    # BF16: their inputs (the graph input x, the Gemm's input) are rounded to BF16 too, so the
+    # reference rounds x and the Gemm's input as well.
     with open("/proc/cpuinfo") as f:
         bf16_dots = "avx512_bf16" in f.read()
     x_bf16 = os.path.join(tmp, "wide_x_bf16.npy")
@@ -196,7 +202,7 @@ def check_half_weights(kiln, tmp):
         rounded = dict(weights, w=rounders[precision](weights["w"]),
                        g=rounders[precision](weights["g"]))
         rpath = os.path.join(tmp, f"wide_rounded_{precision}.onnx")
-        onnx.save(wide_cnn(rounded), rpath)
+        onnx.save(wide_cnn(rounded, bf16_gemm_input=precision == "bf16" and bf16_dots), rpath)
         outs = {}
         ref_x = x_bf16 if precision == "bf16" and bf16_dots else x
         for label, m, flags, inputs in [

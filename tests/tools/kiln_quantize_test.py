@@ -213,8 +213,8 @@ def main():
                   f"{prec}: precision and method named, 540 samples")
             check("computed in FP32" in h["compute"], f"{prec}: the report says FP32 compute")
             bf16_dots = bool(h["cpu"].get("avx512bf16"))
-            check(("convolutions computed in BF16" in h["compute"]) == (prec == "bf16" and bf16_dots),
-                  f"{prec}: BF16 convolutions stated exactly where the CPU has BF16 dot products "
+            check(("convolutions and matrix products computed in BF16" in h["compute"]) == (prec == "bf16" and bf16_dots),
+                  f"{prec}: BF16 compute stated exactly where the CPU has BF16 dot products "
                   f"({h['compute']})")
             m = onnx.load(half)
             onnx.checker.check_model(m, full_check=True)

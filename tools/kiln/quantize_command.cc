@@ -83,7 +83,7 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("--precision", f->options.precision,
                   "int8 (calibrated QDQ model), or fp16 / bf16: the Conv/ConvTranspose/MatMul/Gemm "
                   "weights with >= 1024 values stored in half precision behind Cast nodes (half "
-                  "the size; no calibration data; computed in FP32, except BF16 convolutions on "
+                  "the size; no calibration data; computed in FP32, except BF16 convolutions and matrix products on "
                   "CPUs with AVX512-BF16)")
       ->check(CLI::IsMember({"int8", "fp16", "bf16"}))
       ->capture_default_str();

@@ -172,7 +172,7 @@ CommandMain AddRunCommand(CLI::App& app) {
                   "lists them)");
   cmd->add_option("--weight-precision", opt->weight_precision,
                   "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the model stores "
-                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32, except BF16 convolutions "
+                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32, except BF16 convolutions and matrix products "
                   "on CPUs with AVX512-BF16)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();

@@ -38,8 +38,8 @@ dnnl::stream& ThreadStream();
 enum class ScratchSlot { kOnednnScratchpad, kSrc, kDst, kWeights, kOther, kCount };
 void* ThreadScratch(ScratchSlot slot, size_t bytes);
 
-// Whether oneDNN runs BF16 convolutions natively here (AVX512-BF16's VDPBF16PS; the ISA oneDNN
-// dispatches to, so ONEDNN_MAX_CPU_ISA caps it). Thread-safe.
+// Whether oneDNN runs BF16 convolutions and matmuls natively here (AVX512-BF16's VDPBF16PS; the
+// ISA oneDNN dispatches to, so ONEDNN_MAX_CPU_ISA caps it). Thread-safe.
 bool CpuComputesBf16();
 
 // dnnl dims from kiln dims.

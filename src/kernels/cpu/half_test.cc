@@ -211,6 +211,23 @@ TEST(HalfWeightsKernelTest, FusedConvMatchesReferenceAndRoundedFp32) {
   }
 }
 
+// The CPU kernel of `half` (a product with a half constant weight) against the reference:
+// `rounded` is the same node with the weight pre-rounded to FP32, `rounded_a` with the activation
+// input rounded to the half type too. Where the CPU computes BF16 in BF16, the kernel must match
+// `rounded_a` (products of BF16 values are exact in FP32; only the summation order differs) and
+// stay within BF16's rounding of A from `rounded`; else it must match `rounded` exactly as FP32.
+void ExpectHalfProduct(const KernelCase& half, const KernelCase& rounded,
+                       const KernelCase& rounded_a, DataType dt, const std::string& what) {
+  const OwnedTensor got = half.Run("cpu");
+  if (dt == DataType::kBFloat16 && CpuComputesBf16()) {
+    ExpectClose(got, rounded_a.Run("ref"), 1e-4, what + " cpu vs BF16 A and B");
+    ExpectClose(got, rounded.Run("ref"), 3e-2, what + " cpu vs FP32 A (BF16 rounding)");
+    return;
+  }
+  ExpectClose(got, half.Run("ref"), 1e-4, what + " cpu vs ref");
+  ExpectClose(got, rounded.Run("ref"), 1e-4, what + " cpu vs rounded FP32");
+}
+
 TEST(HalfWeightsKernelTest, FusedMatMulAndGemmMatchReference) {
   std::mt19937 rng(22);
   struct MM {
@@ -224,20 +241,19 @@ TEST(HalfWeightsKernelTest, FusedMatMulAndGemmMatchReference) {
       const OwnedTensor a = RandomTensor(Shape(std::span<const int64_t>(mm.a)), rng);
       const OwnedTensor b = RandomTensor(Shape(std::span<const int64_t>(mm.b)), rng);
       const OwnedTensor bias = RandomTensor(Shape({mm.b.back()}), rng);
-      auto make = [&](const OwnedTensor& weight) {
+      auto make = [&](const OwnedTensor& a_in, const OwnedTensor& weight) {
         KernelCase c("FusedMatMul", 1);
         c.Domain(std::string(kKilnDomain), 1);
-        c.Input(a).ConstInput(weight).ConstInput(bias);
+        c.Input(a_in).ConstInput(weight).ConstInput(bias);
         c.Attr(StringAttr("activation", "Relu"));
         return c;
       };
-      const KernelCase half = make(ToHalf(b, dt));
-      const OwnedTensor expected = make(RoundedThroughHalf(b, dt)).Run("ref");
+      const KernelCase half = make(a, ToHalf(b, dt));
       const std::string what = fmt::format("FusedMatMul {} a [{}] b [{}]", DataTypeName(dt),
                                            fmt::join(mm.a, ","), fmt::join(mm.b, ","));
       EXPECT_EQ(half.PickedProvider(), "cpu") << what;
-      ExpectClose(half.Run("cpu"), half.Run("ref"), 1e-4, what + " cpu vs ref");
-      ExpectClose(half.Run("cpu"), expected, 1e-4, what + " cpu vs rounded FP32");
+      ExpectHalfProduct(half, make(a, RoundedThroughHalf(b, dt)),
+                        make(RoundedThroughHalf(a, dt), RoundedThroughHalf(b, dt)), dt, what);
     }
     struct G {
       int64_t m, k, n;
@@ -247,19 +263,17 @@ TEST(HalfWeightsKernelTest, FusedMatMulAndGemmMatchReference) {
         const OwnedTensor a = RandomTensor(Shape({g.m, g.k}), rng);
         const OwnedTensor b = RandomTensor(tb ? Shape{g.n, g.k} : Shape{g.k, g.n}, rng);
         const OwnedTensor c = RandomTensor(Shape({g.n}), rng);
-        auto make = [&](const OwnedTensor& weight) {
+        auto make = [&](const OwnedTensor& a_in, const OwnedTensor& weight) {
           KernelCase k("FusedGemm", 1);
           k.Domain(std::string(kKilnDomain), 1);
-          k.Input(a).ConstInput(weight).ConstInput(c);
+          k.Input(a_in).ConstInput(weight).ConstInput(c);
           k.Attr(IntAttr("transB", tb));
           return k;
         };
-        const KernelCase half = make(ToHalf(b, dt));
-        const OwnedTensor expected = make(RoundedThroughHalf(b, dt)).Run("ref");
         const std::string what =
             fmt::format("FusedGemm {} m {} k {} n {} tb {}", DataTypeName(dt), g.m, g.k, g.n, tb);
-        ExpectClose(half.Run("cpu"), half.Run("ref"), 1e-4, what + " cpu vs ref");
-        ExpectClose(half.Run("cpu"), expected, 1e-4, what + " cpu vs rounded FP32");
+        ExpectHalfProduct(make(a, ToHalf(b, dt)), make(a, RoundedThroughHalf(b, dt)),
+                          make(RoundedThroughHalf(a, dt), RoundedThroughHalf(b, dt)), dt, what);
       }
     }
   }
@@ -325,8 +339,8 @@ TEST(HalfWeightsKernelTest, ConcurrentComputeOnOneKernel) {
 }
 
 TEST(HalfWeightsKernelTest, Bf16WeightsComputeInBf16WhereTheCpuCan) {
-  // On a CPU with BF16 dot products a BFLOAT16 W runs oneDNN's BF16 convolution (X converted to
-  // BF16, no widening of W); an FLOAT16 W is widened and runs the FP32 one.
+  // On a CPU with BF16 dot products a BFLOAT16 W runs oneDNN's BF16 convolution or matmul (the
+  // input converted to BF16, no widening of W); a FLOAT16 W is widened and runs the FP32 one.
   if (!CpuComputesBf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   std::mt19937 rng(26);
   const ConvShape s = {{1, 32, 14, 14}, 64, {3, 3}, 1, {}, {1, 1, 1, 1}};
@@ -347,6 +361,23 @@ TEST(HalfWeightsKernelTest, Bf16WeightsComputeInBf16WhereTheCpuCan) {
       EXPECT_NE(line.find("src_f32"), std::string::npos) << line;
       EXPECT_NE(line.find("wei_f32"), std::string::npos) << line;
     }
+    EXPECT_NE(line.find("dst_f32"), std::string::npos) << line;
+  }
+  // The same for a FusedMatMul's B.
+  const OwnedTensor a = RandomTensor(Shape({16, 256}), rng);
+  const OwnedTensor mb = RandomTensor(Shape({256, 128}), rng);
+  for (DataType dt : {DataType::kBFloat16, DataType::kFloat16}) {
+    KernelCase c("FusedMatMul", 1);
+    c.Domain(std::string(kKilnDomain), 1).Input(a).ConstInput(ToHalf(mb, dt));
+    std::string log;
+    Result<OwnedTensor> r = SecondRunVerbose(c, &log);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const size_t mm = log.find("exec,cpu,matmul");
+    ASSERT_NE(mm, std::string::npos) << log;
+    const std::string line = log.substr(mm, log.find('\n', mm) - mm);
+    const std::string type = dt == DataType::kBFloat16 ? "bf16" : "f32";
+    EXPECT_NE(line.find("src_" + type), std::string::npos) << line;
+    EXPECT_NE(line.find("wei_" + type), std::string::npos) << line;
     EXPECT_NE(line.find("dst_f32"), std::string::npos) << line;
   }
 }

@@ -15,13 +15,16 @@
 // activation applied here.
 // Half-precision weights (FusedMatMul / FusedGemm with a FLOAT16 / BFLOAT16 constant B, opt pass
 // half_weights): B is pre-packed in 16 bits (PackedWeights' half storage) and widened to FP32
-// into a per-thread scratch buffer on each call; the product itself runs in FP32.
+// into a per-thread scratch buffer on each call; the product itself runs in FP32. Except a
+// BFLOAT16 B on a CPU with BF16 dot products (AVX512-BF16): oneDNN's BF16 matmul runs on B as
+// stored and A converted to BF16 per call, accumulating in FP32 (CpuComputesBf16).
 
 #include <fmt/format.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -56,6 +59,11 @@ struct MatMulPlan {
   dnnl::reorder b_reorder;
   dnnl::memory packed_b;  // B in b_md (shared via PackedWeights) when B is constant
   const uint16_t* packed_half = nullptr;  // the same for a half-precision B (16-bit copy)
+  // BF16 compute (a BFLOAT16 B on a CPU with BF16 dot products): A is converted into a_bf16
+  // on each call by a_reorder; b_user / b_md / packed_b are BF16.
+  bool bf16 = false;
+  dnnl::memory::desc a_bf16;
+  dnnl::reorder a_reorder;
 };
 
 dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
@@ -66,8 +74,53 @@ dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
   return s;
 }
 
+// The plan of a BFLOAT16 constant B on a CPU with BF16 dot products: oneDNN's BF16 matmul (A
+// converted per call, B packed in BF16 as stored, FP32 accumulation and Y); null when oneDNN has
+// no BF16 kernel for the problem (or only its reference one). May throw dnnl::error.
+std::shared_ptr<MatMulPlan> BuildBf16Plan(const Problem& p, const OwnedTensor& b_const,
+                                          const PackedWeights& packed,
+                                          const dnnl::primitive_attr& attr) {
+  auto plan = std::make_shared<MatMulPlan>();
+  const dnnl::engine& eng = CpuEngine();
+  plan->bf16 = true;
+  plan->a_md = dnnl::memory::desc(p.a_dims, dt::f32, p.a_strides);
+  plan->a_bf16 = dnnl::memory::desc(p.a_dims, dt::bf16, PlainStrides(p.a_dims));
+  plan->b_user = dnnl::memory::desc(p.b_dims, dt::bf16, p.b_strides);
+  plan->y_md = dnnl::memory::desc(p.y_dims, dt::f32, PlainStrides(p.y_dims));
+  const dnnl::memory::desc b_any(p.b_dims, dt::bf16, dnnl::memory::format_tag::any);
+  std::unique_ptr<dnnl::matmul::desc> desc;
+  if (!p.bias_dims.empty()) {
+    plan->bias_md = dnnl::memory::desc(p.bias_dims, dt::f32, PlainStrides(p.bias_dims));
+    desc = std::make_unique<dnnl::matmul::desc>(plan->a_bf16, b_any, plan->bias_md, plan->y_md);
+  } else {
+    desc = std::make_unique<dnnl::matmul::desc>(plan->a_bf16, b_any, plan->y_md);
+  }
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(*desc, attr, eng);
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  if (std::string_view(pd.impl_info_str()).find("ref") != std::string_view::npos) return nullptr;
+  plan->prim = dnnl::matmul(pd);
+  plan->b_md = pd.weights_desc();
+  plan->scratch_md = pd.scratchpad_desc();
+  plan->a_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->a_md, eng, plan->a_bf16));
+  plan->reorder_b = plan->b_md != plan->b_user;
+  if (plan->reorder_b) plan->packed_b = packed.Get(plan->b_user, b_const.raw_data(), plan->b_md);
+  return plan;
+}
+
 Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTensor* b_const,
                                               const PackedWeights& packed) {
+  if (b_const != nullptr && packed.storage() == DataType::kBFloat16 && CpuComputesBf16()) {
+    dnnl::post_ops ops;
+    if (p.sum) ops.append_sum(1.0f);
+    AppendActivation(ops, p.act);
+    dnnl::primitive_attr attr = MakeAttr(ops);
+    if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
+    if (std::shared_ptr<MatMulPlan> plan = BuildBf16Plan(p, *b_const, packed, attr)) return plan;
+  }
   auto plan = std::make_shared<MatMulPlan>();
   const dnnl::engine& eng = CpuEngine();
   plan->a_md = dnnl::memory::desc(p.a_dims, dt::f32, p.a_strides);
@@ -110,7 +163,15 @@ void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const voi
   const dnnl::engine& eng = CpuEngine();
   dnnl::stream& s = ThreadStream();
   dnnl::memory b_mem;
-  if (b_half != DataType::kFloat32) {  // widened on each call
+  dnnl::memory a_mem(plan.a_md, eng, const_cast<void*>(a));
+  if (plan.bf16) {  // A converted to BF16; B used as stored (packed, or the constant itself)
+    dnnl::memory a_bf16(plan.a_bf16, eng,
+                        ThreadScratch(ScratchSlot::kSrc, plan.a_bf16.get_size()));
+    plan.a_reorder.execute(s, a_mem, a_bf16);
+    a_mem = a_bf16;
+    b_mem = plan.reorder_b ? plan.packed_b
+                           : dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
+  } else if (b_half != DataType::kFloat32) {  // widened on each call
     b_mem = plan.reorder_b ? ExpandHalfWeights(b_half, plan.packed_half, plan.b_md)
                            : ExpandHalfWeights(b_half, b, plan.b_user);
   } else if (!plan.reorder_b) {
@@ -124,7 +185,7 @@ void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const voi
     plan.b_reorder.execute(s, user, b_mem);
   }
   std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, dnnl::memory(plan.a_md, eng, const_cast<void*>(a))},
+      {DNNL_ARG_SRC, a_mem},
       {DNNL_ARG_WEIGHTS, b_mem},
       {DNNL_ARG_DST, dnnl::memory(plan.y_md, eng, y)},
       {DNNL_ARG_SCRATCHPAD,
