@@ -4,6 +4,7 @@
 // callback runs it and returns the process exit code. main.cc wires them together.
 
 #include <functional>
+#include <string>
 
 namespace CLI {
 class App;
@@ -12,6 +13,10 @@ class App;
 namespace kiln::tools {
 
 using CommandMain = std::function<int()>;
+
+// `--weight-precision auto|fp32|fp16|bf16` into `value` (OptimizerOptions::weight_precision, with
+// "auto" for ""), shared by run, profile and optimize (defined in optimize_command.cc).
+void AddWeightPrecisionOption(CLI::App& cmd, std::string& value);
 
 // `kiln run MODEL.onnx ...`: one inference from tensor files.
 CommandMain AddRunCommand(CLI::App& app);

@@ -54,6 +54,15 @@ Status Optimize(const OptimizeOptions& opt) {
 
 }  // namespace
 
+void AddWeightPrecisionOption(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--weight-precision", value,
+                 "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the "
+                 "model stores them so, else FP32), fp32, fp16 or bf16 (half the memory; computed "
+                 "in FP32, except BF16 convolutions and matrix products on CPUs with AVX512-BF16)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+}
+
 CommandMain AddOptimizeCommand(CLI::App& app) {
   auto opt = std::make_shared<OptimizeOptions>();
   CLI::App* cmd = app.add_subcommand(
@@ -65,12 +74,7 @@ CommandMain AddOptimizeCommand(CLI::App& app) {
   cmd->add_option("--max-iterations", opt->max_iterations, "Rounds of the pass pipeline at most")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  cmd->add_option("--weight-precision", opt->weight_precision,
-                  "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the model stores "
-                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32, except BF16 convolutions and matrix products "
-                  "on CPUs with AVX512-BF16)")
-      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
-      ->capture_default_str();
+  AddWeightPrecisionOption(*cmd, opt->weight_precision);
   cmd->add_flag("--list-passes", opt->list, "List the optimizer passes in pipeline order and exit");
   return [opt] {
     if (opt->list) {

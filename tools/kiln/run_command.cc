@@ -170,12 +170,7 @@ CommandMain AddRunCommand(CLI::App& app) {
   cmd->add_option("--disable-pass", opt->disabled_passes,
                   "Do not run the optimizer pass NAME (repeatable; `kiln optimize --list-passes` "
                   "lists them)");
-  cmd->add_option("--weight-precision", opt->weight_precision,
-                  "How Conv / MatMul / Gemm weights are held: auto (FLOAT16 / BFLOAT16 when the model stores "
-                  "them so, else FP32), fp32, fp16 or bf16 (half the memory; computed in FP32, except BF16 convolutions and matrix products "
-                  "on CPUs with AVX512-BF16)")
-      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
-      ->capture_default_str();
+  AddWeightPrecisionOption(*cmd, opt->weight_precision);
   return [opt] {
     Status s = RunModel(*opt);
     if (!s.ok()) {
