@@ -136,7 +136,9 @@ TEST(LayoutSelectionTest, SecondRunChangesNothing) {
   OptimizedGraph once = OptimizeAll(c.graph);
   OptimizedGraph twice = OptimizeAll(once.graph);
   for (const PassReport& p : twice.passes) {
-    if (p.name == "layout_selection") EXPECT_EQ(p.changes, 0);
+    if (p.name == "layout_selection") {
+      EXPECT_EQ(p.changes, 0);
+    }
   }
   EXPECT_EQ(twice.graph->num_nodes(), once.graph->num_nodes());
   ExpectSameOnBothProviders(*c.graph, *twice.graph);

@@ -30,7 +30,9 @@ TEST(FuzzRegression, OnnxModelInputsReturnAStatus) {
       continue;
     }
     Result<std::unique_ptr<Session>> session = Session::Create(*graph);
-    if (!session.ok()) EXPECT_FALSE(session.status().message().empty());
+    if (!session.ok()) {
+      EXPECT_FALSE(session.status().message().empty());
+    }
   }
   EXPECT_GT(files, 0) << "no regression inputs in " << dir;
 }
