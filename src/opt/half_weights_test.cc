@@ -211,6 +211,40 @@ TEST(HalfWeightsPassTest, AutoOnAModelWithSomeFp32WeightsKeepsFp32) {
   ExpectSameOutputs(*g, *o->graph, 1e-5);
 }
 
+TEST(HalfWeightsPassTest, RunsOnceAfterTheOtherPassesAndChangesNoFusion) {
+  // half_weights is final: the other passes reach their fixpoint on FP32 weights (a 16-bit weight
+  // in an early round once stopped type propagation and, with it, BERT's LayerNorm and attention
+  // fusions), then it runs once; the graph has the same ops as the FP32 pipeline's.
+  std::mt19937 rng(11);
+  const std::shared_ptr<const Graph> g = ModelGraph(RandomWeights(rng));
+  OptimizerOptions fp32;
+  fp32.weight_precision = "fp32";
+  Result<OptimizedGraph> base = OptimizeGraph(g, fp32);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  for (const std::string precision : {"fp16", "bf16"}) {
+    OptimizerOptions options;
+    options.weight_precision = precision;
+    Result<OptimizedGraph> o = OptimizeGraph(g, options);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(o->rounds, base->rounds) << precision;
+    ASSERT_GE(o->rounds, 2) << FormatPassReport(*o);  // so that "once" means something
+    for (const PassReport& p : o->passes) {
+      EXPECT_EQ(p.runs, p.name == "half_weights" ? 1 : o->rounds) << precision << " " << p.name;
+    }
+    // The same ops, except that a plain Gemm / MatMul with a narrowed weight became its ai.kiln
+    // Fused form (with no activation): compared without the "Fused" prefix.
+    const auto unfused = [](const Graph& graph) {
+      std::vector<std::string> ops;
+      for (const Node& n : graph.nodes()) {
+        const std::string_view op = n.op_type;
+        ops.emplace_back(op.substr(0, 5) == "Fused" ? op.substr(5) : op);
+      }
+      return ops;
+    };
+    EXPECT_EQ(unfused(*o->graph), unfused(*base->graph)) << precision;
+  }
+}
+
 TEST(HalfWeightsPassTest, UnknownPrecisionIsInvalidArgument) {
   std::mt19937 rng(6);
   OptimizerOptions options;

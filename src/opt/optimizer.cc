@@ -129,35 +129,43 @@ Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
     passes.push_back(kFactories[i]());
   }
   Graph current = *graph;
+  // Runs pass i once on `current`; returns its rewrites.
+  const auto run_pass = [&](size_t i) -> Result<int> {
+    PassReport& report = result.passes[i];
+    const auto start = std::chrono::steady_clock::now();
+    opt::GraphEditor ed(std::move(current));
+    Result<int> changes = passes[i]->Run(ed, resolved);
+    if (!changes.ok()) {
+      return changes.status().WithContext(fmt::format("optimizer pass '{}'", report.name));
+    }
+    Result<Graph> next = ed.Finish();
+    const auto stop = std::chrono::steady_clock::now();
+    if (!next.ok()) {
+      return next.status().WithContext(fmt::format("after optimizer pass '{}'", report.name));
+    }
+    current = std::move(next).value();
+    if (options.verify_each_pass) {
+      KILN_RETURN_IF_ERROR(opt::VerifyGraph(current).WithContext(
+          fmt::format("after optimizer pass '{}'", report.name)));
+    }
+    report.runs += 1;
+    report.changes += *changes;
+    report.time_ms += std::chrono::duration<double, std::milli>(stop - start).count();
+    return *changes;
+  };
   const int rounds = std::max(1, options.max_iterations);
   for (int round = 0; round < rounds; ++round) {
     int round_changes = 0;
     for (size_t i = 0; i < num_passes; ++i) {
-      PassReport& report = result.passes[i];
-      if (!report.enabled) continue;
-      const auto start = std::chrono::steady_clock::now();
-      opt::GraphEditor ed(std::move(current));
-      Result<int> changes = passes[i]->Run(ed, resolved);
-      if (!changes.ok()) {
-        return changes.status().WithContext(fmt::format("optimizer pass '{}'", report.name));
-      }
-      Result<Graph> next = ed.Finish();
-      const auto stop = std::chrono::steady_clock::now();
-      if (!next.ok()) {
-        return next.status().WithContext(fmt::format("after optimizer pass '{}'", report.name));
-      }
-      current = std::move(next).value();
-      if (options.verify_each_pass) {
-        KILN_RETURN_IF_ERROR(opt::VerifyGraph(current).WithContext(
-            fmt::format("after optimizer pass '{}'", report.name)));
-      }
-      report.runs += 1;
-      report.changes += *changes;
-      report.time_ms += std::chrono::duration<double, std::milli>(stop - start).count();
-      round_changes += *changes;
+      if (!result.passes[i].enabled || passes[i]->Final()) continue;
+      KILN_ASSIGN_OR_RETURN(const int changes, run_pass(i));
+      round_changes += changes;
     }
     result.rounds = round + 1;
     if (round_changes == 0) break;
+  }
+  for (size_t i = 0; i < num_passes; ++i) {
+    if (result.passes[i].enabled && passes[i]->Final()) KILN_RETURN_IF_ERROR(run_pass(i).status());
   }
   result.nodes_after = current.num_nodes();
   result.graph = std::make_shared<const Graph>(std::move(current));

@@ -26,6 +26,9 @@ class Pass {
   // REQUIRES: the editor's graph passes VerifyGraph. Returns the number of rewrites; an error
   // only for optimizer bugs or resource exhaustion, never for a pattern that does not apply.
   virtual Result<int> Run(GraphEditor& ed, const OptimizerOptions& options) const = 0;
+  // A final pass runs once, after the others have reached their fixpoint (or the round bound),
+  // so that none of them ever sees what it wrote (half_weights' 16-bit weights).
+  virtual bool Final() const { return false; }
 };
 
 #define KILN_OPT_PASS(name, factory, description) std::unique_ptr<Pass> factory();

@@ -10,7 +10,8 @@
 // reads as such a weight input only (a constant also read as data must stay FP32). Values are
 // rounded to nearest even (tensor/dtype.h). Plain Conv / MatMul / Gemm readers become the
 // equivalent ai.kiln op with no activation, so only kiln's ops carry half weights; biases stay
-// FP32. The pass runs last, after layout_selection, so every earlier pass sees FP32 weights.
+// FP32. The pass is final (Pass::Final): it runs once, after the other passes' rounds, so none of
+// them ever sees a 16-bit weight.
 
 #include <fmt/format.h>
 
@@ -70,6 +71,10 @@ Result<OwnedTensor> Narrow(const OwnedTensor& w, DataType dt) {
 
 class HalfWeightsPass final : public Pass {
  public:
+  // Once, after the fixpoint: no other pass sees a 16-bit weight (fusions and type propagation
+  // work on the FP32 graph in every round).
+  bool Final() const override { return true; }
+
   Result<int> Run(GraphEditor& ed, const OptimizerOptions& options) const override {
     DataType dt;
     if (options.weight_precision == "fp16") {
