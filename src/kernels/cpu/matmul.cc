@@ -74,12 +74,30 @@ dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
   return s;
 }
 
+// The primitive's attributes: the sum post-op (Y prefilled), the activation, alpha.
+dnnl::primitive_attr MatMulAttr(const Problem& p) {
+  dnnl::post_ops ops;
+  if (p.sum) ops.append_sum(1.0f);
+  AppendActivation(ops, p.act);
+  dnnl::primitive_attr attr = MakeAttr(ops);
+  if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
+  return attr;
+}
+
+// The matmul of `a` x `b` into the plan's y_md, with the problem's bias (set in plan->bias_md)
+// when it has one.
+dnnl::matmul::desc MatMulDesc(const Problem& p, const dnnl::memory::desc& a,
+                              const dnnl::memory::desc& b, MatMulPlan& plan) {
+  if (p.bias_dims.empty()) return dnnl::matmul::desc(a, b, plan.y_md);
+  plan.bias_md = dnnl::memory::desc(p.bias_dims, dt::f32, PlainStrides(p.bias_dims));
+  return dnnl::matmul::desc(a, b, plan.bias_md, plan.y_md);
+}
+
 // The plan of a BFLOAT16 constant B on a CPU with BF16 dot products: oneDNN's BF16 matmul (A
 // converted per call, B packed in BF16 as stored, FP32 accumulation and Y); null when oneDNN has
 // no BF16 kernel for the problem (or only its reference one). May throw dnnl::error.
 std::shared_ptr<MatMulPlan> BuildBf16Plan(const Problem& p, const OwnedTensor& b_const,
-                                          const PackedWeights& packed,
-                                          const dnnl::primitive_attr& attr) {
+                                          const PackedWeights& packed) {
   auto plan = std::make_shared<MatMulPlan>();
   const dnnl::engine& eng = CpuEngine();
   plan->bf16 = true;
@@ -88,16 +106,10 @@ std::shared_ptr<MatMulPlan> BuildBf16Plan(const Problem& p, const OwnedTensor& b
   plan->b_user = dnnl::memory::desc(p.b_dims, dt::bf16, p.b_strides);
   plan->y_md = dnnl::memory::desc(p.y_dims, dt::f32, PlainStrides(p.y_dims));
   const dnnl::memory::desc b_any(p.b_dims, dt::bf16, dnnl::memory::format_tag::any);
-  std::unique_ptr<dnnl::matmul::desc> desc;
-  if (!p.bias_dims.empty()) {
-    plan->bias_md = dnnl::memory::desc(p.bias_dims, dt::f32, PlainStrides(p.bias_dims));
-    desc = std::make_unique<dnnl::matmul::desc>(plan->a_bf16, b_any, plan->bias_md, plan->y_md);
-  } else {
-    desc = std::make_unique<dnnl::matmul::desc>(plan->a_bf16, b_any, plan->y_md);
-  }
+  const dnnl::matmul::desc desc = MatMulDesc(p, plan->a_bf16, b_any, *plan);
   dnnl::matmul::primitive_desc pd;
   try {
-    pd = dnnl::matmul::primitive_desc(*desc, attr, eng);
+    pd = dnnl::matmul::primitive_desc(desc, MatMulAttr(p), eng);
   } catch (const dnnl::error&) {
     return nullptr;
   }
@@ -114,12 +126,7 @@ std::shared_ptr<MatMulPlan> BuildBf16Plan(const Problem& p, const OwnedTensor& b
 Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTensor* b_const,
                                               const PackedWeights& packed) {
   if (b_const != nullptr && packed.storage() == DataType::kBFloat16 && CpuComputesBf16()) {
-    dnnl::post_ops ops;
-    if (p.sum) ops.append_sum(1.0f);
-    AppendActivation(ops, p.act);
-    dnnl::primitive_attr attr = MakeAttr(ops);
-    if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
-    if (std::shared_ptr<MatMulPlan> plan = BuildBf16Plan(p, *b_const, packed, attr)) return plan;
+    if (std::shared_ptr<MatMulPlan> plan = BuildBf16Plan(p, *b_const, packed)) return plan;
   }
   auto plan = std::make_shared<MatMulPlan>();
   const dnnl::engine& eng = CpuEngine();
@@ -127,20 +134,9 @@ Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTenso
   plan->b_user = dnnl::memory::desc(p.b_dims, dt::f32, p.b_strides);
   plan->y_md = dnnl::memory::desc(p.y_dims, dt::f32, PlainStrides(p.y_dims));
   const dnnl::memory::desc b_any(p.b_dims, dt::f32, dnnl::memory::format_tag::any);
-  dnnl::post_ops ops;
-  if (p.sum) ops.append_sum(1.0f);
-  AppendActivation(ops, p.act);
-  dnnl::primitive_attr attr = MakeAttr(ops);
-  if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
   const dnnl::memory::desc& b_desc = b_const != nullptr ? b_any : plan->b_user;
-  std::unique_ptr<dnnl::matmul::desc> desc;
-  if (!p.bias_dims.empty()) {
-    plan->bias_md = dnnl::memory::desc(p.bias_dims, dt::f32, PlainStrides(p.bias_dims));
-    desc = std::make_unique<dnnl::matmul::desc>(plan->a_md, b_desc, plan->bias_md, plan->y_md);
-  } else {
-    desc = std::make_unique<dnnl::matmul::desc>(plan->a_md, b_desc, plan->y_md);
-  }
-  const dnnl::matmul::primitive_desc pd(*desc, attr, eng);
+  const dnnl::matmul::primitive_desc pd(MatMulDesc(p, plan->a_md, b_desc, *plan), MatMulAttr(p),
+                                        eng);
   plan->prim = dnnl::matmul(pd);
   plan->b_md = pd.weights_desc();
   plan->scratch_md = pd.scratchpad_desc();
