@@ -142,6 +142,20 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+def run_outputs(kiln, tmp, what, cases):
+    """`kiln run` of each (label, model, flags, inputs) case; output 0 of those that ran, by label
+    (a failed run is a check failure naming `what` and the label)."""
+    outs = {}
+    for label, m, flags, inputs in cases:
+        od = os.path.join(tmp, f"{what}_{label.replace(' ', '_')}")
+        r = run([kiln, "run", m, "--inputs", inputs, "--output-dir", od, "--output-format", "npy"]
+                + flags)
+        check(r.returncode == 0, f"{what}: kiln run {label} ({r.stderr.strip()})")
+        if r.returncode == 0:
+            outs[label] = np.load(os.path.join(od, "output_0.npy"))
+    return outs
+
+
 def bf16_round(a):
     """FP32 values rounded to BFLOAT16 (nearest even) and back, computed from the bits."""
     u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -203,19 +217,12 @@ def check_half_weights(kiln, tmp):
                        g=rounders[precision](weights["g"]))
         rpath = os.path.join(tmp, f"wide_rounded_{precision}.onnx")
         onnx.save(wide_cnn(rounded, bf16_gemm_input=precision == "bf16" and bf16_dots), rpath)
-        outs = {}
         ref_x = x_bf16 if precision == "bf16" and bf16_dots else x
-        for label, m, flags, inputs in [
-                ("half file", out, ["--no-optimize"], x),
-                ("auto on the half file", out, [], x),
-                ("flag on the original", path, ["--weight-precision", precision], x),
-                ("rounded FP32", rpath, ["--no-optimize"], ref_x)]:
-            od = os.path.join(tmp, f"wide_{precision}_{label.replace(' ', '_')}")
-            r = run([kiln, "run", m, "--inputs", inputs, "--output-dir", od, "--output-format",
-                     "npy"] + flags)
-            check(r.returncode == 0, f"{precision}: kiln run {label} ({r.stderr.strip()})")
-            if r.returncode == 0:
-                outs[label] = np.load(os.path.join(od, "output_0.npy"))
+        outs = run_outputs(kiln, tmp, f"wide_{precision}", [
+            ("half file", out, ["--no-optimize"], x),
+            ("auto on the half file", out, [], x),
+            ("flag on the original", path, ["--weight-precision", precision], x),
+            ("rounded FP32", rpath, ["--no-optimize"], ref_x)])
         want = outs.get("rounded FP32")
         for label, got in outs.items():
             if label == "rounded FP32" or want is None:
@@ -294,18 +301,12 @@ def main():
                 p = os.path.join(tmp, f"{name}_in{i}.npy")
                 np.save(p, arr)
                 inputs.append(p)
-            outs = {}
-            for label, m, flags in [("original", path, ["--no-optimize"]),
-                                    ("optimized file", opt_path, ["--no-optimize"]),
-                                    ("default run", path, []),
-                                    ("one pass off", path, ["--disable-pass",
-                                                            "bias_activation_fusion"])]:
-                od = os.path.join(tmp, f"{name}_{label.replace(' ', '_')}")
-                r = run([kiln, "run", m, "--inputs", ",".join(inputs), "--output-dir", od,
-                         "--output-format", "npy"] + flags)
-                check(r.returncode == 0, f"{name}: kiln run {label} ({r.stderr.strip()})")
-                if r.returncode == 0:
-                    outs[label] = np.load(os.path.join(od, "output_0.npy"))
+            feeds = ",".join(inputs)
+            outs = run_outputs(kiln, tmp, name, [
+                ("original", path, ["--no-optimize"], feeds),
+                ("optimized file", opt_path, ["--no-optimize"], feeds),
+                ("default run", path, [], feeds),
+                ("one pass off", path, ["--disable-pass", "bias_activation_fusion"], feeds)])
             base = outs.get("original")
             for label, got in outs.items():
                 if label == "original" or base is None:
