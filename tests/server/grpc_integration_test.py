@@ -217,7 +217,7 @@ def add_sub_ok(api, rng, raw=True, batch=1):
 # ---------------------------------------------------------------------------------------------
 # Checks.
 
-def check_health_and_metadata(t, api):
+def check_health_and_metadata(t, api, http_port):
     pb = api.pb
     t.check("ServerLive live", api.call("ServerLive", pb.ServerLiveRequest()).live)
     t.check("ServerReady ready", api.call("ServerReady", pb.ServerReadyRequest()).ready)
@@ -234,6 +234,12 @@ def check_health_and_metadata(t, api):
     t.check("ServerMetadata name/version/extensions",
             md.name == "kiln" and md.version != "" and "model_repository" in md.extensions
             and "statistics" in md.extensions and "logging" in md.extensions, str(md))
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2", timeout=10) as resp:
+        http_md = json.loads(resp.read())
+    t.check("ServerMetadata extensions equal HTTP GET /v2's",
+            list(md.extensions) == http_md["extensions"] and md.name == http_md["name"],
+            f"gRPC {list(md.extensions)} vs HTTP {http_md['extensions']}")
     mm = api.call("ModelMetadata", pb.ModelMetadataRequest(name="add_sub"))
     ins = [(i.name, i.datatype, list(i.shape)) for i in mm.inputs]
     outs = [(o.name, o.datatype, list(o.shape)) for o in mm.outputs]
@@ -395,6 +401,20 @@ def check_errors(t, api, rng):
     for rpc in ("SystemSharedMemoryStatus", "CudaSharedMemoryStatus", "TraceSetting"):
         code, _ = api.error(rpc, getattr(pb, rpc + "Request")())
         t.check(f"{rpc} -> UNIMPLEMENTED", code == "UNIMPLEMENTED", code)
+    r = pb.ModelInferRequest(); r.CopyFrom(good); r.parameters["sequence_id"].double_param = 3.0
+    expect("sequence_id as a double", r, "UNIMPLEMENTED", "sequence_id")
+    # Methods and services nobody serves: UNIMPLEMENTED with a message naming them.
+    for path, words in ((SERVICE + "NoSuchMethod", ("NoSuchMethod", "GRPCInferenceService")),
+                        ("/no.such.Service/Call", ("no.such.Service", "unknown service"))):
+        fn = api.channel.unary_unary(path, request_serializer=lambda b: b,
+                                     response_deserializer=lambda b: b)
+        try:
+            fn(b"", timeout=10)
+            code, details = "OK", ""
+        except api.grpc.RpcError as e:
+            code, details = e.code().name, e.details() or ""
+        t.check(f"{path} -> UNIMPLEMENTED naming it",
+                code == "UNIMPLEMENTED" and all(w in details for w in words), f"{code} {details!r}")
 
 
 def check_classification(t, api):
@@ -659,7 +679,7 @@ def main():
         if not t.check("server ready over gRPC", ready):
             return 1
         rng = np.random.default_rng(1234)
-        t.run("health and metadata", lambda: check_health_and_metadata(t, api))
+        t.run("health and metadata", lambda: check_health_and_metadata(t, api, http_port))
         t.run("add_sub", lambda: check_add_sub(t, api, rng))
         t.run("datatypes", lambda: check_datatypes(t, api, rng, models))
         t.run("errors", lambda: check_errors(t, api, rng))

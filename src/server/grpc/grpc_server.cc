@@ -7,6 +7,7 @@
 #include "server/grpc/grpc_server.h"
 
 #include <fmt/format.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -29,6 +30,7 @@
 #include "server/classification.h"
 #include "server/grpc/infer_grpc.h"
 #include "server/log_settings.h"
+#include "server/server_metadata.h"
 #include "server/status_map.h"
 
 namespace kiln {
@@ -74,10 +76,6 @@ Status SerializeResponse(const Msg& msg, grpc::ByteBuffer* out) {
   return Status::Internal("cannot serialize the response: " + s.error_message());
 }
 
-// Names of the KServe extensions kiln implements (as the HTTP server reports them).
-constexpr std::string_view kExtensions[] = {"classification", "model_repository", "statistics",
-                                            "logging"};
-
 grpc::Status ToGrpc(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(GrpcStatusFor(status.code())),
@@ -115,6 +113,7 @@ class GrpcServer::Impl {
   bool draining() const { return draining_.load(); }
   ModelManager* manager() const { return manager_; }
   Service* service() { return &service_; }
+  grpc::AsyncGenericService* unknown_methods() { return &unknown_methods_; }
   bool accepting() const { return accepting_.load(); }
   const GrpcServerOptions& options() const { return options_; }
 
@@ -166,6 +165,9 @@ class GrpcServer::Impl {
   GrpcServerOptions options_;
   ModelManager* manager_;
   Service service_;
+  // Receives every call of a method no registered service has (answered UNIMPLEMENTED, naming
+  // the method).
+  grpc::AsyncGenericService unknown_methods_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
   std::vector<std::thread> threads_;
@@ -390,9 +392,9 @@ using ServerMetaCall =
     UnaryCall<inference::ServerMetadataRequest, inference::ServerMetadataResponse>;
 void HandleServerMetadata(Impl* server, ServerMetaCall* call) {
   auto* r = call->response();
-  r->set_name("kiln");
+  r->set_name(std::string(kServerName));
   r->set_version(server->options().server_version);
-  for (std::string_view e : kExtensions) r->add_extensions(std::string(e));
+  for (std::string_view e : kServerExtensions) r->add_extensions(std::string(e));
   call->Finish(grpc::Status::OK);
 }
 
@@ -662,6 +664,58 @@ void HandleUnimplemented(Impl*, UnaryCall<Req, Resp>* call) {
       "this RPC is not supported by kiln (no shared memory, trace or log settings)"));
 }
 
+// A call of a method that no registered service serves: UNIMPLEMENTED with a message naming the
+// method (gRPC's own answer has an empty message).
+class UnknownMethodCall final : public Tag {
+ public:
+  static void Listen(Impl* server, grpc::ServerCompletionQueue* cq) {
+    auto* call = new UnknownMethodCall(server, cq);
+    server->unknown_methods()->RequestCall(&call->ctx_, &call->stream_, cq, cq, call);
+  }
+
+  ~UnknownMethodCall() override {
+    if (started_) server_->CallEnded();
+  }
+
+  void Proceed(bool ok) override {
+    if (finishing_ || !ok) {
+      delete this;
+      return;
+    }
+    started_ = true;
+    server_->CallStarted();
+    if (server_->accepting()) Listen(server_, cq_);
+    finishing_ = true;
+    stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, Message(ctx_.method())), this);
+  }
+
+  // "/package.Service/Method" -> which of the two kiln does not know.
+  static std::string Message(const std::string& path) {
+    constexpr std::string_view kInference = "inference.GRPCInferenceService";
+    const size_t slash = path.find('/', 1);
+    const std::string service =
+        path.size() > 1 && slash != std::string::npos ? path.substr(1, slash - 1) : "";
+    const std::string method = slash != std::string::npos ? path.substr(slash + 1) : path;
+    if (service == kInference || service == "grpc.health.v1.Health") {
+      return fmt::format("method '{}' is not part of {} (called as '{}')", method, service, path);
+    }
+    return fmt::format(
+        "unknown service '{}' (called as '{}'): kiln serves {} and grpc.health.v1.Health",
+        service, path, kInference);
+  }
+
+ private:
+  UnknownMethodCall(Impl* server, grpc::ServerCompletionQueue* cq)
+      : server_(server), cq_(cq), stream_(&ctx_) {}
+
+  Impl* server_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::GenericServerContext ctx_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  bool started_ = false;
+  bool finishing_ = false;
+};
+
 // ---- ModelStreamInfer ----
 
 class StreamCall {
@@ -839,6 +893,7 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
   UnaryCall<TraceSettingRequest, TraceSettingResponse>::Listen(
       this, cq, &S::RequestTraceSetting, &HandleUnimplemented);
   LogCall::Listen(this, cq, &S::RequestLogSettings, &HandleLogSettings);
+  UnknownMethodCall::Listen(this, cq);
 }
 
 void GrpcServer::Impl::PollLoop(grpc::ServerCompletionQueue* cq) {
@@ -884,6 +939,7 @@ Status GrpcServer::Impl::Start() {
       options_.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(&service_);
+  builder.RegisterAsyncGenericService(&unknown_methods_);
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   int threads = options_.threads;

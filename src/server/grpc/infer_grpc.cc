@@ -308,16 +308,19 @@ Status DecodeParameters(const ModelInferRequest& msg, InferRequest* request) {
       KILN_ASSIGN_OR_RETURN(request->timeout_us,
                             UnsignedParameter(key, p, "queue timeout in microseconds"));
     } else if (key == "sequence_id") {
-      const bool in_sequence =
-          (p.parameter_choice_case() == InferParameter::kInt64Param && p.int64_param() != 0) ||
-          (p.parameter_choice_case() == InferParameter::kUint64Param && p.uint64_param() != 0) ||
-          (p.parameter_choice_case() == InferParameter::kStringParam && !p.string_param().empty());
-      if (in_sequence) {
+      // Only 0 and "" mean "not part of a sequence"; any other value, or a value of another
+      // type (double, bool), asks for sequence batching.
+      const bool none =
+          (p.parameter_choice_case() == InferParameter::kInt64Param && p.int64_param() == 0) ||
+          (p.parameter_choice_case() == InferParameter::kUint64Param && p.uint64_param() == 0) ||
+          (p.parameter_choice_case() == InferParameter::kStringParam && p.string_param().empty());
+      if (!none) {
         return Status::Unimplemented(
             "request parameter 'sequence_id': sequence batching is not supported by this server");
       }
     } else if (key == "sequence_start" || key == "sequence_end") {
-      if (p.parameter_choice_case() == InferParameter::kBoolParam && p.bool_param()) {
+      // Only bool false is "no sequence"; true, or a value of another type, is refused.
+      if (p.parameter_choice_case() != InferParameter::kBoolParam || p.bool_param()) {
         return Status::Unimplemented(fmt::format(
             "request parameter '{}': sequence batching is not supported by this server", key));
       }

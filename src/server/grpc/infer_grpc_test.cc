@@ -148,6 +148,15 @@ TEST(DecodeModelInferRequest, RejectsBadInput) {
       {"sequence",
        [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_string_param("s"); },
        StatusCode::kUnimplemented, "sequence"},
+      {"sequence id as a double",
+       [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_double_param(7.0); },
+       StatusCode::kUnimplemented, "sequence_id"},
+      {"sequence id as a bool",
+       [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_bool_param(true); },
+       StatusCode::kUnimplemented, "sequence_id"},
+      {"sequence start as an int",
+       [](auto* r) { (*r->mutable_parameters())["sequence_start"].set_int64_param(1); },
+       StatusCode::kUnimplemented, "sequence_start"},
       {"negative classification",
        [](auto* r) {
          auto* o = r->add_outputs();

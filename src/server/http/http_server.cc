@@ -73,6 +73,7 @@
 #include "server/http/router.h"
 #include "server/http/stats_json.h"
 #include "server/listener.h"
+#include "server/server_metadata.h"
 #include "server/json_writer.h"
 #include "server/status_map.h"
 
@@ -98,11 +99,6 @@ constexpr unsigned kHttpOk = 200;
 constexpr unsigned kHttpBadRequest = 400;
 constexpr unsigned kHttpMethodNotAllowed = 405;
 constexpr unsigned kHttpPayloadTooLarge = 413;
-
-// Names of the KServe extensions kiln implements, in the reference server's order. Others
-// (binary data, shared memory, ...) are added here when their endpoints exist.
-constexpr std::array<std::string_view, 5> kImplementedExtensions{
-    "classification", "model_repository", "binary_tensor_data", "statistics", "logging"};
 
 std::string_view ToStd(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -460,8 +456,8 @@ void Session::Handle() {
       return;
     case RouteKind::kServerMetadata:
       SendJson(kHttpOk,
-               ServerMetadataJson("kiln", server_->options().server_version,
-                                  std::span<const std::string_view>(kImplementedExtensions)));
+               ServerMetadataJson(kServerName, server_->options().server_version,
+                                  std::span<const std::string_view>(kServerExtensions)));
       return;
     case RouteKind::kModelMetadata:
       HandleModelMetadata(route);

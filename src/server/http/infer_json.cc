@@ -101,6 +101,21 @@ std::string Describe(dom::element e) {
   }
 }
 
+// The protocol's parameter values are booleans, numbers and strings: an object, an array or null
+// in a `parameters` object (of the request, an input or an output) is INVALID_ARGUMENT naming
+// the key. `owner` prefixes the message ("input 'x': ", or empty for the request).
+Status CheckParameterValues(dom::object params, std::string_view owner) {
+  for (dom::key_value_pair kv : params) {
+    const ElementType t = kv.value.type();
+    if (t == ElementType::OBJECT || t == ElementType::ARRAY || t == ElementType::NULL_VALUE) {
+      return Status::InvalidArgument(fmt::format(
+          "{}parameter '{}' must be a boolean, a number or a string, got {}", owner, kv.key,
+          JsonTypeName(t)));
+    }
+  }
+  return Status::OK();
+}
+
 // Where an element sits, for messages: input name, its datatype and the flat index.
 struct ElementSite {
   std::string_view input;
@@ -372,6 +387,7 @@ Result<InferInput> ParseInput(dom::element el, size_t position,
       return Status::InvalidArgument(
           fmt::format("input '{}': 'parameters' must be an object", name));
     }
+    KILN_RETURN_IF_ERROR(CheckParameterValues(params, fmt::format("input '{}': ", name)));
     binary = params.at_key("binary_data_size").get(binary_size_el) == simdjson::SUCCESS;
     shared_memory = HasKey(params, "shared_memory_region");
   }
@@ -449,6 +465,7 @@ Result<OutputEncoding> ParseOutput(dom::element el, size_t position) {
       return Status::InvalidArgument(
           fmt::format("output '{}': 'parameters' must be an object", name));
     }
+    KILN_RETURN_IF_ERROR(CheckParameterValues(params, fmt::format("output '{}': ", name)));
     if (HasKey(params, "shared_memory_region")) {
       return Status::Unimplemented(
           fmt::format("output '{}': shared memory outputs are not supported", name));
@@ -505,6 +522,7 @@ Status ParseRequestParameters(dom::element el, InferRequest* request, ResponseEn
   if (el.get_object().get(params) != simdjson::SUCCESS) {
     return Status::InvalidArgument("request 'parameters' must be an object");
   }
+  KILN_RETURN_IF_ERROR(CheckParameterValues(params, "request "));
   for (dom::key_value_pair kv : params) {
     if (kv.key.starts_with("triton_")) {
       return Status::InvalidArgument(

@@ -644,6 +644,20 @@ TEST(InferRequestParametersTest, SequenceParametersAreRefused) {
   EXPECT_TRUE(Parse(R"({"inputs":[],"parameters":{"sequence_id":"","sequence_end":false}})").ok());
 }
 
+TEST(InferRequestParametersTest, ValuesMustBeBooleansNumbersOrStrings) {
+  ExpectInvalid(R"({"inputs":[],"parameters":{"custom":{"nested":1}}})",
+                {"request parameter 'custom'", "an object"});
+  ExpectInvalid(R"({"inputs":[],"parameters":{"tags":[1,2]}})",
+                {"request parameter 'tags'", "an array"});
+  ExpectInvalid(R"({"inputs":[],"parameters":{"none":null}})", {"request parameter 'none'", "null"});
+  ExpectInvalid(
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],"parameters":{"p":{}}}]})",
+      {"input 'x': parameter 'p'", "an object"});
+  ExpectInvalid(R"({"inputs":[],"outputs":[{"name":"y","parameters":{"q":[]}}]})",
+                {"output 'y': parameter 'q'", "an array"});
+  EXPECT_TRUE(Parse(R"({"inputs":[],"parameters":{"a":true,"b":-3,"c":2.5,"d":"s"}})").ok());
+}
+
 TEST(InferBinaryWriteTest, BinaryOutputsFollowTheJson) {
   InferResponse resp;
   resp.model_name = "m";
