@@ -7,10 +7,18 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/layout.h"
 #include "opt/opt_test_util.h"
 
 namespace kiln::opt::testing {
 namespace {
+
+// The pass blocks where oneDNN has blocked kernels (AVX2 and up); below that it must leave the
+// graph as it is, which LayoutSelectionTest.BelowAvx2ChangesNothing checks.
+#define KILN_REQUIRE_BLOCKED_LAYOUT()                                                    \
+  if (cpu::PreferredChannelBlock() == 0) {                                               \
+    GTEST_SKIP() << "no blocked layout below AVX2 (BelowAvx2ChangesNothing covers this)"; \
+  }
 
 constexpr double kTol = 1e-4;
 // Conv weights are drawn from [-0.25, 0.25] so that activations stay near 1 through a chain of
@@ -93,6 +101,7 @@ Chain MakeChain(std::mt19937& rng) {
 }
 
 TEST(LayoutSelectionTest, ChainRunsBlockedWithConversionsOnlyAtEdges) {
+  KILN_REQUIRE_BLOCKED_LAYOUT();
   std::mt19937 rng(1);
   Chain c = MakeChain(rng);
   OptimizedGraph o = OptimizeAll(c.graph);
@@ -117,6 +126,15 @@ TEST(LayoutSelectionTest, ChainRunsBlockedWithConversionsOnlyAtEdges) {
     EXPECT_EQ(g.value(g.outputs[i]).type.dims.size(), 4u);
   }
   ExpectSameOnBothProviders(*c.graph, g);
+}
+
+TEST(LayoutSelectionTest, BelowAvx2ChangesNothing) {
+  if (cpu::PreferredChannelBlock() != 0) GTEST_SKIP() << "this CPU has blocked kernels";
+  std::mt19937 rng(1);
+  Chain c = MakeChain(rng);
+  OptimizedGraph o = OptimizeAll(c.graph);
+  EXPECT_EQ(CountBlockedConvs(*o.graph), 0) << FormatPassReport(o);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderToBlocked", "ai.kiln"), 0);
 }
 
 TEST(LayoutSelectionTest, DisabledByName) {
@@ -145,6 +163,7 @@ TEST(LayoutSelectionTest, SecondRunChangesNothing) {
 }
 
 TEST(LayoutSelectionTest, WideInputEntersThroughOneSharedReorder) {
+  KILN_REQUIRE_BLOCKED_LAYOUT();
   // x (24 channels) feeds two convs of one region: one ReorderToBlocked serves both.
   std::mt19937 rng(2);
   TestGraph t;
@@ -179,6 +198,7 @@ TEST(LayoutSelectionTest, LeavesLoneConvAndBroadcastAddsAlone) {
 }
 
 TEST(LayoutSelectionTest, TwoRegionsSplitByANonBlockedOp) {
+  KILN_REQUIRE_BLOCKED_LAYOUT();
   // conv, conv -> MaxPool -> conv, conv: two regions; MaxPool runs plain between them.
   std::mt19937 rng(4);
   TestGraph t;
@@ -201,6 +221,7 @@ TEST(LayoutSelectionTest, TwoRegionsSplitByANonBlockedOp) {
 }
 
 TEST(LayoutSelectionTest, ThinConvInsideAChainReadsPlain) {
+  KILN_REQUIRE_BLOCKED_LAYOUT();
   // 16 -> 8 -> 16 channels: with a block of 16 the middle conv's 8-channel X is read plain (it
   // leaves the region through ReorderFromBlocked); with a block of 8 it stays blocked. Either
   // way no blocked X has fewer channels than its block, and the numerics hold.

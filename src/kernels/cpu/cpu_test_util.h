@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/ref/ref_test_util.h"
 #include "kernels/registry.h"
 
@@ -53,6 +54,17 @@ inline OwnedTensor RandomTensor(const Shape& shape, std::mt19937& rng, double lo
                                 double hi = 1.0) {
   return MakeTensor<float>(shape,
                            ref::testing::RandomValues<float>(shape.NumElements(), rng, lo, hi));
+}
+
+// Every dispatch level of kiln's own kernels this machine runs, lowest first (scalar, then AVX2
+// and AVX-512 where DetectedIsa() reaches them): tests that compare a fast path with the
+// reference loop over them under ScopedMaxIsa.
+inline std::vector<Isa> IsaLevels() {
+  std::vector<Isa> levels;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (static_cast<int>(i) <= static_cast<int>(DetectedIsa())) levels.push_back(i);
+  }
+  return levels;
 }
 
 // One node; inputs are fed directly to the kernel (no Session), constants are initializers.

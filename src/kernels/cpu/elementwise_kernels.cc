@@ -92,7 +92,7 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
 }  // namespace scalar
 
 namespace {
-inline bool UseAvx2() { return ActiveIsa() == Isa::kAvx2; }
+inline bool UseAvx2() { return ActiveIsa() >= Isa::kAvx2; }
 }  // namespace
 
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // AVX2+FMA microkernels of elementwise_kernels.h. Built with -mavx2 -mfma: call only when
-// ActiveIsa() == Isa::kAvx2.
+// ActiveIsa() >= Isa::kAvx2.
 //
 // NOTE on the math. exp: range reduction x = n ln2 + r (ln2 split in two), a degree-6 polynomial
 // for e^r, 2^n through the exponent bits; |rel err| < 2e-7 on [-87, 88], +inf above 88.72, 0

@@ -34,18 +34,10 @@ bool HasF16C() {
 
 }  // namespace
 
-bool HasAvx512F() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-}
-
 void HalfToFloat(DataType dtype, const uint16_t* x, float* y, int64_t n) {
   const bool fp16 = dtype == DataType::kFloat16;
-  if (ActiveIsa() == Isa::kAvx2) {
-    if (HasAvx512F()) {
+  if (ActiveIsa() >= Isa::kAvx2) {
+    if (ActiveIsa() >= Isa::kAvx512) {
       fp16 ? avx512::Fp16ToFloat(x, y, n) : avx512::Bf16ToFloat(x, y, n);
       return;
     }

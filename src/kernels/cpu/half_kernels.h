@@ -4,9 +4,9 @@
 // (dnnl_util.h PackedWeights): the CPU kernels keep such weights in 16 bits and widen them to
 // FP32 on every call, so the widening is vectorized and split over the session's OpenMP team.
 //
-// Dispatch (isa.h): with ActiveIsa() == kAvx2 the AVX-512 code runs where the CPU has AVX-512F
-// (half_kernels_avx512.cc, `_mm512_cvtph_ps`), else the AVX2 code (half_kernels_avx2.cc,
-// `_mm256_cvtph_ps`, FLOAT16 only where the CPU reports F16C); scalar:: otherwise. All produce exactly Float16ToFloat / BFloat16ToFloat
+// Dispatch (isa.h): with ActiveIsa() kAvx512 the AVX-512 code runs (half_kernels_avx512.cc,
+// `_mm512_cvtph_ps`), with kAvx2 the AVX2 code (half_kernels_avx2.cc, `_mm256_cvtph_ps`, FLOAT16
+// only where the CPU reports F16C); scalar:: otherwise. All produce exactly Float16ToFloat / BFloat16ToFloat
 // (tensor/dtype.h) for every input, denormals included (NaNs stay NaNs; a signalling NaN may come
 // back quiet). Narrowing (FP32 -> 16 bits, round to nearest even) happens once, when weights are
 // packed, and uses the scalar dtype.h functions.
@@ -25,9 +25,6 @@ void HalfToFloatParallel(DataType dtype, const uint16_t* x, float* y, int64_t n)
 // y[i] = narrow(x[i]) (round to nearest even), split over the OpenMP team.
 // REQUIRES: dtype is kFloat16 or kBFloat16.
 void FloatToHalfParallel(DataType dtype, const float* x, uint16_t* y, int64_t n);
-
-// Whether the AVX-512 widening runs on this CPU (detected once; also needs ActiveIsa() kAvx2).
-bool HasAvx512F();
 
 namespace scalar {
 void Fp16ToFloat(const uint16_t* x, float* y, int64_t n);

@@ -67,11 +67,11 @@ TEST(HalfKernelsTest, EveryPathMatchesDtypeFunctions) {
     Convert fp16, bf16;
     bool available;
   };
-  const bool avx2 = DetectedIsa() == Isa::kAvx2;
+  const bool avx2 = DetectedIsa() >= Isa::kAvx2;
   const std::vector<Path> paths = {
       {"scalar", &scalar::Fp16ToFloat, &scalar::Bf16ToFloat, true},
       {"avx2", &avx2::Fp16ToFloat, &avx2::Bf16ToFloat, avx2 && __builtin_cpu_supports("f16c")},
-      {"avx512", &avx512::Fp16ToFloat, &avx512::Bf16ToFloat, avx2 && HasAvx512F()},
+      {"avx512", &avx512::Fp16ToFloat, &avx512::Bf16ToFloat, DetectedIsa() >= Isa::kAvx512},
   };
   for (const Path& p : paths) {
     if (!p.available) continue;
@@ -90,8 +90,8 @@ TEST(HalfKernelsTest, EveryPathMatchesDtypeFunctions) {
   }
 }
 
-TEST(HalfKernelsTest, DispatchAndParallelMatchOnBothIsaCaps) {
-  for (Isa cap : {Isa::kScalar, Isa::kAvx2}) {
+TEST(HalfKernelsTest, DispatchAndParallelMatchOnEveryIsaCap) {
+  for (Isa cap : IsaLevels()) {
     ScopedMaxIsa scoped(cap);
     for (int64_t n : {1, 7, 17, 1000, 65536 + 5, 300001}) {
       const std::vector<uint16_t> x = AllPatterns(n);

@@ -3,14 +3,19 @@
 // Runtime instruction-set dispatch for kiln's own CPU kernels (src/kernels/cpu).
 //
 // The AVX2+FMA kernels live in translation units compiled with -mavx2 -mfma (the *_avx2.cc
-// files); everything else is built for baseline x86-64. Kernels ask ActiveIsa() on every Compute
-// and take the AVX2 path only when it returns Isa::kAvx2, so the binary runs on any x86-64 CPU.
+// files), the AVX-512 ones in *_avx512.cc files; everything else is built for baseline x86-64.
+// Kernels ask ActiveIsa() on every Compute and take a path only when it is at least that level,
+// so the binary runs on any x86-64 CPU:
 //
-//   if (cpu::ActiveIsa() == cpu::Isa::kAvx2) avx2::AddF32(...); else scalar::AddF32(...);
+//   if (cpu::ActiveIsa() >= cpu::Isa::kAvx2) avx2::AddF32(...); else scalar::AddF32(...);
 //
-// ActiveIsa() is the detected ISA capped by SetMaxIsa() (tests force the scalar path with
-// SetMaxIsa(Isa::kScalar)) and, read once at first use, by the environment variable
-// KILN_CPU_ISA=scalar|avx2 (for comparing paths in a deployed binary).
+// The levels are ordered: kScalar (baseline x86-64) < kAvx2 (AVX2 and FMA) < kAvx512 (AVX-512
+// F, BW, DQ and VL, the Skylake-SP set). DetectedIsa() is the CPU's level lowered, read once at
+// first use, by the environment variable KILN_CPU_ISA=scalar|avx2|avx512 (to run a lower
+// level's code on a machine that has a higher one: `make test` runs the kernel tests at every
+// level this way, together with ONEDNN_MAX_CPU_ISA for oneDNN; see docs/kernels.md; an unknown
+// value is ignored). ActiveIsa() is DetectedIsa() capped further by SetMaxIsa() (tests force a
+// path with ScopedMaxIsa; no cap lifts the environment's).
 //
 // Thread safety: all functions are thread-safe (an atomic cap); changing the cap while kernels
 // run is allowed and takes effect at their next Compute.
@@ -19,15 +24,19 @@
 
 namespace kiln::cpu {
 
-enum class Isa { kScalar = 0, kAvx2 = 1 };
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
-// What the CPU supports (AVX2 and FMA both present, and the OS saves YMM state => kAvx2).
+// The highest level the CPU supports (CPUID through __builtin_cpu_supports), at most
+// KILN_CPU_ISA's.
 Isa DetectedIsa();
 // min(DetectedIsa(), cap).
 Isa ActiveIsa();
-// Caps the ISA the kernels may use; SetMaxIsa(Isa::kAvx2) restores the default.
+// Caps the ISA the kernels may use; SetMaxIsa(Isa::kAvx512) lifts the cap.
 void SetMaxIsa(Isa cap);
+// "scalar", "avx2", "avx512".
 std::string_view IsaName(Isa isa);
+// The level named by `name` (one of IsaName's answers); false when the name is unknown.
+bool ParseIsa(std::string_view name, Isa* isa);
 
 // RAII cap for tests: forces `cap` for its lifetime, then restores the previous cap.
 class ScopedMaxIsa {

@@ -110,7 +110,9 @@ class BlockReorderKernel final : public Kernel {
 int64_t PreferredChannelBlock() {
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
-  return (isa & avx512) == avx512 ? 16 : 8;
+  const auto avx2 = static_cast<unsigned>(dnnl_cpu_isa_avx2);
+  if ((isa & avx512) == avx512) return 16;
+  return (isa & avx2) == avx2 ? 8 : 0;
 }
 
 void ZeroChannelPadding(Tensor& y, int64_t channels, int64_t block) {

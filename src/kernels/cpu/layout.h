@@ -12,8 +12,9 @@ class Tensor;
 
 namespace kiln::cpu {
 
-// 16 when oneDNN runs AVX-512 code (its native nChw16c kernels), else 8 (its AVX2 kernels are
-// nChw8c ones). Thread-safe.
+// 16 when oneDNN runs AVX-512 code (its native nChw16c kernels), 8 when it runs AVX2 code (its
+// nChw8c kernels), 0 below AVX2 (oneDNN's SSE4.1 code runs many blocked convolutions on its
+// reference kernel: no blocked layout there). Thread-safe.
 int64_t PreferredChannelBlock();
 
 // Writes zeros into the padding lanes of a blocked FP32 tensor `y` ([N, ceil(C/b), spatial...,

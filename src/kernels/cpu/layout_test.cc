@@ -206,6 +206,9 @@ TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   std::mt19937 rng(16);
   // The block the layout pass would choose on this machine (16 with AVX-512, 8 with AVX2 only).
   const int64_t b = PreferredChannelBlock();
+  if (b == 0) GTEST_SKIP() << "below AVX2 oneDNN runs blocked convolutions on its reference code, "
+                              "so layout_selection blocks nothing (CpuLayoutTest checks the "
+                              "numerics of blocked convs at every level)";
   for (auto [xb, c, dw] : {std::tuple<int64_t, int64_t, bool>{b, 24, false}, {b, 24, true},
                            {b, 17, false}, {b, 40, true}}) {
     KernelCase k("FusedConv", 13);

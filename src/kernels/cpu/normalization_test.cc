@@ -20,11 +20,7 @@ using namespace testing;  // NOLINT
 
 Shape S(const std::vector<int64_t>& d) { return Shape(std::span<const int64_t>(d)); }
 
-std::vector<Isa> Isas() {
-  std::vector<Isa> isas = {Isa::kScalar};
-  if (DetectedIsa() == Isa::kAvx2) isas.push_back(Isa::kAvx2);
-  return isas;
-}
+std::vector<Isa> Isas() { return IsaLevels(); }
 
 TEST(CpuSoftmaxTest, MatchesReference) {
   std::mt19937 rng(1);

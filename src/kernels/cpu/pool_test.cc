@@ -90,7 +90,7 @@ TEST(CpuPoolTest, IndicesOutputStaysOnReference) {
 
 TEST(CpuPoolTest, GlobalPoolsMatchReference) {
   std::mt19937 rng(4);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+  for (Isa isa : IsaLevels()) {
     ScopedMaxIsa cap(isa);
     for (const std::vector<int64_t>& x : std::vector<std::vector<int64_t>>{
              {1, 1, 1, 1}, {2, 3, 7, 7}, {1, 17, 17}, {2, 2048, 7, 7}, {1, 5, 3, 4, 5}}) {

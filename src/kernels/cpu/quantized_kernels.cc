@@ -83,7 +83,7 @@ void TransposeBytes(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_
 }  // namespace scalar
 
 namespace {
-bool UseAvx2() { return ActiveIsa() == Isa::kAvx2; }
+bool UseAvx2() { return ActiveIsa() >= Isa::kAvx2; }
 }  // namespace
 
 void QuantizeF32ToU8(const float* x, float scale, int32_t zp, uint8_t* y, int64_t n) {

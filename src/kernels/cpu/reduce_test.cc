@@ -27,9 +27,7 @@ TEST(CpuReduceTest, MatchesReference) {
       {{2, 3, 4, 5}, {1}}, {{2, 3, 4}, {0, 2}},
       {{2, 3, 4}, {}},     {{4, 7, 7}, {-2, -1}},
   };
-  std::vector<Isa> isas = {Isa::kScalar};
-  if (DetectedIsa() == Isa::kAvx2) isas.push_back(Isa::kAvx2);
-  for (Isa isa : isas) {
+  for (Isa isa : IsaLevels()) {
     ScopedMaxIsa cap(isa);
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax"}) {
       for (const auto& [shape, axes] : cases) {

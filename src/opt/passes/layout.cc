@@ -23,7 +23,8 @@
 //      ReorderFromBlocked under its original name and id, so readers outside and graph outputs
 //      are untouched.
 // The block is the CPU kernels' (cpu::PreferredChannelBlock): 16 where oneDNN runs AVX-512 code
-// (its native block there; its 8-blocked kernels are AVX2 ones), 8 otherwise. Idempotent:
+// (its native block there; its 8-blocked kernels are AVX2 ones), 8 with AVX2; below AVX2 the
+// pass changes nothing. Idempotent:
 // blocked FusedConvs are never candidates again.
 
 #include <fmt/format.h>
@@ -113,6 +114,7 @@ class LayoutSelectionPass final : public Pass {
  public:
   Result<int> Run(GraphEditor& ed, const OptimizerOptions&) const override {
     const int64_t block = cpu::PreferredChannelBlock();
+    if (block == 0) return 0;
     const std::vector<int> order = ed.LiveNodes();
     const size_t num_nodes = ed.graph().nodes().size();
     // Candidates: node -> channels of its output; conv facts per conv.
