@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -159,6 +160,10 @@ class Kernel {
   // Bytes of constant weights the kernel holds in its own (repacked) copies, on top of the
   // graph's initializers; 0 for kernels that keep none. For memory accounting and tests.
   virtual int64_t PackedWeightBytes() const { return 0; }
+  // A remark on how this kernel runs that its user should know, in one sentence (an INT8 layer
+  // whose weights this CPU takes at half speed, say); empty for almost every kernel. Sessions
+  // gather them (Session::KernelNotes) for kiln profile and the server's load log.
+  virtual std::string_view Note() const { return {}; }
 };
 
 // Builds a kernel for the node in `info`; may reject attributes with INVALID_ARGUMENT.

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "opt/opt_test_util.h"
 
 namespace kiln::opt::testing {
@@ -114,7 +115,7 @@ class HalfWeightsTest : public ::testing::TestWithParam<DataType> {};
 // Whether the CPU kernels compute convolutions with `dt` weights in BF16 here (BFLOAT16 weights
 // on a CPU with BF16 dot products; docs/quantization.md).
 bool BF16Compute(DataType dt) {
-  return dt == DataType::kBFloat16 && __builtin_cpu_supports("avx512bf16");
+  return dt == DataType::kBFloat16 && CpuKernelsComputeBf16();
 }
 
 TEST_P(HalfWeightsTest, NarrowsLargeWeightsAndMatchesRoundedFp32) {

@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/cpu_kernels.h"
+
 namespace kiln::quant {
 namespace {
 
@@ -162,8 +164,9 @@ CpuHalfSupport DetectCpuHalfSupport() {
   __builtin_cpu_init();
   s.f16c = __builtin_cpu_supports("f16c") != 0;
   s.avx512fp16 = __builtin_cpu_supports("avx512fp16") != 0;
-  s.avx512bf16 = __builtin_cpu_supports("avx512bf16") != 0;
 #endif
+  // As the kernels see it (oneDNN's dispatch, which ONEDNN_MAX_CPU_ISA lowers).
+  s.avx512bf16 = CpuKernelsComputeBf16();
   return s;
 }
 

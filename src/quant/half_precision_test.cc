@@ -19,6 +19,7 @@
 
 #include "graph/onnx/exporter.h"
 #include "graph/onnx/importer.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "opt/opt_test_util.h"
 #include "quant/model_metadata.h"
 #include "quant/quantizer.h"
@@ -216,7 +217,7 @@ TEST_F(HalfModelTest, ComputesTheFp32ModelWithRoundedWeights) {
     // Served, BF16 convolutions and matrix products compute in BF16 where the CPU has BF16 dot products (their inputs
     // rounded too, 2^-8 relative): that rounding's bound, else FP32's.
     const bool bf16_compute =
-        dtype == DataType::kBFloat16 && __builtin_cpu_supports("avx512bf16");
+        dtype == DataType::kBFloat16 && CpuKernelsComputeBf16();
     ExpectSameOutputs(*OptimizeAll(rounded).graph, *OptimizeAll(half).graph,
                       bf16_compute ? 2e-2 : 1e-5);
 

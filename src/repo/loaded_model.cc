@@ -215,6 +215,12 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     session_options.intra_op_threads = instances.intra_op_threads;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                           Session::Create(graph, session_options));
+    if (i == 0) {
+      for (const auto& [note, nodes] : session->KernelNotes()) {
+        KILN_LOG_WARN("model '{}' version {}: {} node{}: {}", model, version, nodes,
+                      nodes == 1 ? "" : "s", note);
+      }
+    }
     ModelRunnerOptions runner_options;
     runner_options.allocator = options.allocator;
     runner_options.stats = stats;

@@ -235,6 +235,23 @@ std::string_view Session::provider(int node) const {
   return kernels_[static_cast<size_t>(node)].def->provider;
 }
 
+std::vector<std::pair<std::string, int>> Session::KernelNotes() const {
+  std::vector<std::pair<std::string, int>> notes;
+  for (const NodeKernel& k : kernels_) {
+    if (k.kernel == nullptr) continue;
+    const std::string_view note = k.kernel->Note();
+    if (note.empty()) continue;
+    auto it = std::find_if(notes.begin(), notes.end(),
+                           [&](const auto& n) { return n.first == note; });
+    if (it == notes.end()) {
+      notes.emplace_back(std::string(note), 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return notes;
+}
+
 namespace {
 
 std::string NodeLabel(const Node& node) {

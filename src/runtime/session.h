@@ -34,6 +34,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -133,6 +134,10 @@ class Session {
 
   // Name of the kernel provider chosen for node i ("ref", ...), for profiles and tests.
   std::string_view provider(int node) const;
+
+  // The distinct non-empty Kernel::Note()s of the graph's kernels, each with the number of nodes
+  // whose kernel gave it, in node order of first appearance.
+  std::vector<std::pair<std::string, int>> KernelNotes() const;
 
  private:
   struct NodeKernel;

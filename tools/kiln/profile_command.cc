@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "graph/onnx/importer.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "runtime/profiler.h"
 #include "opt/optimizer.h"
 #include "runtime/session.h"
@@ -375,6 +376,8 @@ Status Profile(const ProfileOptions& opt) {
   // import usually sets it).
   const uint64_t rss = ProcStatusBytes("VmRSS");
   const uint64_t peak_rss = ProcStatusBytes("VmHWM");
+  const CpuKernelInfo cpu = DescribeCpuKernels();
+  const std::vector<std::pair<std::string, int>> notes = session->KernelNotes();
   if (opt.json) {
     std::string j = "{";
     j += fmt::format("\"model\":{},\"batch\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},",
@@ -385,6 +388,16 @@ Status Profile(const ProfileOptions& opt) {
     j += fmt::format("\"weight_precision\":{},\"weight_bytes\":{},\"rss_bytes\":{},"
                      "\"peak_rss_bytes\":{},",
                      JsonString(weight_precision), weight_bytes, rss, peak_rss);
+    j += fmt::format("\"cpu\":{{\"kiln_isa\":{},\"onednn_isa\":{},\"int8_dot_products\":{},"
+                     "\"bf16_dot_products\":{}}},\"notes\":[",
+                     JsonString(cpu.kiln_isa), JsonString(cpu.onednn_isa),
+                     cpu.int8_dot_products ? "true" : "false",
+                     cpu.bf16_dot_products ? "true" : "false");
+    for (size_t i = 0; i < notes.size(); ++i) {
+      j += fmt::format("{}{{\"note\":{},\"nodes\":{}}}", i ? "," : "", JsonString(notes[i].first),
+                       notes[i].second);
+    }
+    j += "],";
     j += fmt::format(
         "\"median_ms\":{:.6f},\"p99_ms\":{:.6f},\"mean_ms\":{:.6f},\"min_ms\":{:.6f},"
         "\"max_ms\":{:.6f},\"runs_per_s\":{:.3f},\"items_per_s\":{:.3f},\"gflop_per_run\":{:.6f},",
@@ -445,6 +458,12 @@ Status Profile(const ProfileOptions& opt) {
     t += fmt::format("inputs      {}\n", fmt::join(shapes, ", "));
     t += fmt::format("batch       {}   threads {}   iterations {} (after {} warm-up)\n", batch,
                      session->intra_op_threads(), opt.iterations, opt.warmup);
+    t += fmt::format("cpu         kiln kernels {}, oneDNN {} (INT8 VNNI {}, BF16 dot products {})\n",
+                     cpu.kiln_isa, cpu.onednn_isa, cpu.int8_dot_products ? "yes" : "no",
+                     cpu.bf16_dot_products ? "yes" : "no");
+    for (const auto& [note, nodes] : notes) {
+      t += fmt::format("note        {} node{}: {}\n", nodes, nodes == 1 ? "" : "s", note);
+    }
     t += fmt::format("weights     {}   initializers {:.1f} MiB   process rss {:.1f} MiB (peak "
                      "{:.1f} MiB)\n",
                      weight_precision, static_cast<double>(weight_bytes) / (1 << 20),

@@ -54,6 +54,13 @@ bool CpuComputesBf16() {
   return (isa & bf16) == bf16;
 }
 
+bool CpuHasInt8DotProducts() {
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const auto avx512_vnni = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni);
+  const auto avx2_vnni = static_cast<unsigned>(dnnl_cpu_isa_avx2_vnni);
+  return (isa & avx512_vnni) == avx512_vnni || (isa & avx2_vnni) == avx2_vnni;
+}
+
 dnnl::memory::dims ToDims(std::span<const int64_t> dims) {
   return dnnl::memory::dims(dims.begin(), dims.end());
 }

@@ -35,12 +35,29 @@ dnnl::stream& ThreadStream();
 // Per-thread growable, 64-byte aligned buffers, indexed by slot (distinct uses in one Compute
 // take distinct slots). Pointers stay valid until the same thread asks for the same slot again.
 // They never shrink: the steady state allocates nothing.
-enum class ScratchSlot { kOnednnScratchpad, kSrc, kDst, kWeights, kOther, kCount };
+// kGemmA and kGemmAcc belong to gemm.cc's tasks (which may run on the calling thread inside a
+// kernel that holds the others).
+enum class ScratchSlot {
+  kOnednnScratchpad,
+  kSrc,
+  kDst,
+  kWeights,
+  kOther,
+  kGemmA,
+  kGemmAcc,
+  kCount
+};
 void* ThreadScratch(ScratchSlot slot, size_t bytes);
 
 // Whether oneDNN runs BF16 convolutions and matmuls natively here (AVX512-BF16's VDPBF16PS; the
 // ISA oneDNN dispatches to, so ONEDNN_MAX_CPU_ISA caps it). Thread-safe.
 bool CpuComputesBf16();
+
+// Whether oneDNN's INT8 kernels multiply with VNNI dot products here (AVX512-VNNI or AVX-VNNI's
+// VPDPBUSD, which accumulates u8 x s8 products in 32 bits; the ISA oneDNN dispatches to, so
+// ONEDNN_MAX_CPU_ISA caps it). Without them oneDNN multiplies u8 x s8 pairs with VPMADDUBSW,
+// whose 16-bit pair sums saturate unless |w| <= 64 (quantized.cc). Thread-safe.
+bool CpuHasInt8DotProducts();
 
 // dnnl dims from kiln dims.
 dnnl::memory::dims ToDims(std::span<const int64_t> dims);

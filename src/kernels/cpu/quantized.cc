@@ -6,8 +6,7 @@
 //
 // NOTE on the approach. Everything but X is known when the kernel is built: the supports
 // predicates accept a node only when W is an INT8 initializer with zero zero points, the scales,
-// the output zero point and the bias are initializers, and X is UINT8 (or INT8 on CPUs with
-// VNNI, where oneDNN needs no scale adjustment for signed sources). The factory folds them into
+// the output zero point and the bias are initializers, and X is UINT8 or INT8. The factory folds them into
 // oneDNN terms once: output scales x_scale * w_scale[c] / y_scale (mask over output channels);
 // an FP32 bias divided by x_scale * w_scale[c] into accumulator units; Relu / Clip as eltwise
 // post-ops with their bounds divided by y_scale; x and y zero points as runtime zero points of
@@ -17,16 +16,36 @@
 // plain layouts (NCHW; row-major) and the layouts oneDNN prefers, and W packed once (shared by
 // all plans of a kernel). MatMul flattens A's leading dims into M ([P*M, K] x [K, N]).
 // Whatever oneDNN declines at plan time runs on the reference kernel.
+//
+// NOTE on CPUs without VNNI (CpuHasInt8DotProducts false: AVX2, or AVX-512 without VNNI). There
+// oneDNN multiplies u8 x s8 pairs with VPMADDUBSW, whose 16-bit sum of two products saturates
+// once 255 * (|w_a| + |w_b|) > 32767: with 8-bit weights the results are wrong, not rounded. Two
+// rules keep every result exact:
+//   - Weights: with max |w| <= 64 (kiln quantize's 7-bit weights for such CPUs, ONNX Runtime's
+//     reduce_range) no pair can saturate and oneDNN runs as it is. Wider weights are split,
+//     w = w_hi + w_lo with w_hi = floor(w / 2) and w_lo = ceil(w / 2), both in [-64, 64], and the
+//     reduction is doubled: MatMul runs [A | A] x [B_hi ; B_lo], Conv runs X with each group's
+//     channels twice against W with [W_hi | W_lo] along its input channels. The sums are the same
+//     integers, at twice the multiply work plus a copy of X. Depthwise convolutions (one input
+//     and one output channel per group) run on oneDNN's depthwise kernels, which widen to 32
+//     bits before they add; they are not split. (A channel multiplier, two or more outputs per
+//     group, runs on the general kernels and is split.)
+//   - Signed sources: oneDNN's s8 x s8 convolutions there need a weight scale adjustment (a
+//     rounding); instead X is flipped to UINT8 (x ^ 0x80 = x + 128) with zero point zp + 128,
+//     which leaves every x - zp unchanged, in the same copy.
+// quantized_test.cc checks both at the extremes (x = 255 or -128, w = +-127) on every ISA level.
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "graph/kiln_ops.h"
@@ -68,10 +87,62 @@ const OwnedTensor* ConstAt(const KernelInfo& info, int i) {
   return i >= 0 && info.has_input(i) ? info.constant_input(i) : nullptr;
 }
 
-bool SourceTypeSupported(DataType t) {
-  if (t == DataType::kUint8) return true;
-  // A signed source needs oneDNN's s8s8 compensation, which is exact only with VNNI.
-  return t == DataType::kInt8 && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_vnni;
+bool SourceTypeSupported(DataType t) { return t == DataType::kUint8 || t == DataType::kInt8; }
+
+// The largest |w| oneDNN's INT8 kernels take without VNNI and stay exact (NOTE above).
+constexpr int kMaxUnsaturatedWeight = 64;
+
+int MaxAbsWeight(const OwnedTensor& w) {
+  const auto* p = w.data<const int8_t>();
+  int m = 0;
+  for (int64_t i = 0; i < w.num_elements(); ++i) m = std::max(m, std::abs(int{p[i]}));
+  return m;
+}
+
+// W split for CPUs without VNNI: [W_hi | W_lo] along the reduction axis (Conv: each output
+// channel's C/group input channels, then the same of W_lo; MatMul [K, N]: the K rows of W_hi,
+// then those of W_lo), w_hi = floor(w / 2), w_lo = w - w_hi.
+Result<OwnedTensor> SplitWeights(const OwnedTensor& w, bool conv) {
+  std::vector<int64_t> dims(w.shape().dims().begin(), w.shape().dims().end());
+  dims[conv ? 1 : 0] *= 2;
+  KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(dims));
+  KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(DataType::kInt8, shape));
+  const auto* src = w.data<const int8_t>();
+  auto* dst = out.data<int8_t>();
+  // Rows of `run` elements: per output channel for Conv (C/group * window), the whole [K, N]
+  // matrix for MatMul.
+  const int64_t run = conv ? w.num_elements() / w.shape().dim(0) : w.num_elements();
+  for (int64_t r = 0; r < w.num_elements() / run; ++r) {
+    for (int64_t i = 0; i < run; ++i) {
+      const int v = src[r * run + i];
+      const int hi = v >= 0 ? v / 2 : -((-v + 1) / 2);  // floor(v / 2)
+      dst[2 * r * run + i] = static_cast<int8_t>(hi);
+      dst[2 * r * run + run + i] = static_cast<int8_t>(v - hi);
+    }
+  }
+  return out;
+}
+
+// The source as the primitive reads it on a CPU without VNNI: X viewed as [outer, groups, run]
+// bytes is written as [outer, groups, copies, run] (copies 2 when the weights are split), each
+// byte XORed with 0x80 when `flip` (INT8 -> UINT8 with zero point + 128).
+void PrepareSource(const uint8_t* x, uint8_t* out, int64_t outer, int64_t groups, int64_t run,
+                   int copies, bool flip) {
+  const int64_t blocks = outer * groups;
+  ParallelFor(blocks, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, run)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t b = begin; b < end; ++b) {
+                  const uint8_t* s = x + b * run;
+                  for (int c = 0; c < copies; ++c) {
+                    uint8_t* d = out + (b * copies + c) * run;
+                    if (flip) {
+                      for (int64_t i = 0; i < run; ++i) d[i] = s[i] ^ 0x80;
+                    } else {
+                      std::memcpy(d, s, static_cast<size_t>(run));
+                    }
+                  }
+                }
+              });
 }
 
 bool AllZero(const OwnedTensor& t) {
@@ -139,6 +210,11 @@ bool SupportsQuantized(const KernelInfo& info, QOp op) {
 struct QParams {
   QOp op;
   std::shared_ptr<const OwnedTensor> w;  // INT8
+  // CPUs without VNNI: the split [W_hi | W_lo] when W is wider than 7 bits (NOTE above); null
+  // when W is used as it is.
+  std::shared_ptr<const OwnedTensor> w_split;
+  bool int8_dot = true;  // CpuHasInt8DotProducts() when the kernel was built
+  std::vector<int32_t> w_colsum;  // MatMulInteger: sum_k W[k][n]
   int64_t channels = 0;                  // output channels (Conv: W dim 0; MatMul: N)
   dnnl::memory::data_type y_type = dt::s32;
   DataType y_dtype = DataType::kInt32;
@@ -240,6 +316,10 @@ dnnl::memory::format_tag ChannelsLastTag(int rank) {
 
 struct QPlan {
   dnnl::primitive prim;
+  // CPUs without VNNI: X is copied first (PrepareSource), flipped to UINT8 and / or with its
+  // reduction doubled for split weights.
+  bool flip = false;
+  int copies = 1;
   dnnl::memory::desc src_user, dst_user, src_md, dst_md, wei_md, bias_md, scratch_md;
   bool reorder_src = false, reorder_dst = false;
   // Reorders that are plain channels-first <-> channels-last byte transposes (TransposeImages):
@@ -278,12 +358,20 @@ class QuantizedKernel final : public Kernel {
       x_zp = z.dtype() == DataType::kUint8 ? int32_t{z.data<const uint8_t>()[0]}
                                            : int32_t{z.data<const int8_t>()[0]};
     }
+    // Without VNNI a signed X runs as UINT8 with its zero point moved by 128 (NOTE above).
+    const bool flip = !p_.int8_dot && x.dtype() == DataType::kInt8;
+    if (flip) x_zp += 128;
+    // MatMulInteger subtracts its zero point here, in INT32: oneDNN's brgemm matmul applies a
+    // source zero point through FP32, which is off by one beyond 2^24.
+    int32_t subtract_zp = 0;
+    if (p_.op == QOp::kMatMulInteger) std::swap(subtract_zp, x_zp);
     std::vector<int64_t> key(x.shape().dims().begin(), x.shape().dims().end());
     key.push_back(static_cast<int64_t>(x.dtype()));
     key.push_back(x_zp != 0);
     std::shared_ptr<const QPlan> plan;
     Status built = CatchDnnl(label_, [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&] { return BuildPlan(x, x_zp != 0); }));
+      KILN_ASSIGN_OR_RETURN(plan,
+                            cache_.Get(key, [&] { return BuildPlan(x, x_zp != 0, flip); }));
       return Status::OK();
     });
     if (!built.ok()) {
@@ -291,15 +379,41 @@ class QuantizedKernel final : public Kernel {
       return built;
     }
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, p_.y_dtype, plan->out_shape));
-    return CatchDnnl(label_, [&]() -> Status {
+    KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
       Execute(*plan, x, x_zp, y);
       return Status::OK();
-    });
+    }));
+    if (subtract_zp != 0) SubtractZeroPoint(subtract_zp, y);
+    return Status::OK();
+  }
+
+  std::string_view Note() const override {
+    if (p_.w_split == nullptr) return {};
+    return "INT8 layer with 8-bit weights on a CPU without VNNI dot products: exact, at about "
+           "half the INT8 speed (weights split in two 7-bit halves; kiln quantize --target-cpu "
+           "avx2 writes 7-bit weights that run at full speed)";
   }
 
  private:
-  Result<std::shared_ptr<QPlan>> BuildPlan(const Tensor& x, bool x_zp) const {
+  // y[i][n] -= zp * sum_k w[k][n] for MatMulInteger's INT32 Y [..., N], wrapping as INT32 does.
+  void SubtractZeroPoint(int32_t zp, Tensor& y) const {
+    const int64_t n = p_.channels, rows = y.num_elements() / n;
+    auto* py = y.data<int32_t>();
+    ParallelFor(rows, std::max<int64_t>(1, 4096 / n), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        for (int64_t j = 0; j < n; ++j) {
+          const uint32_t sub = static_cast<uint32_t>(zp) * static_cast<uint32_t>(p_.w_colsum[j]);
+          py[r * n + j] = static_cast<int32_t>(static_cast<uint32_t>(py[r * n + j]) - sub);
+        }
+      }
+    });
+  }
+
+  Result<std::shared_ptr<QPlan>> BuildPlan(const Tensor& x, bool x_zp, bool flip) const {
     auto plan = std::make_shared<QPlan>();
+    plan->flip = flip;
+    plan->copies = p_.w_split != nullptr ? 2 : 1;
+    const int64_t copies = plan->copies;
     const dnnl::engine& eng = CpuEngine();
     dnnl::primitive_attr attr = MakeAttr(p_.post_ops);
     if (!p_.out_scales.empty()) {
@@ -309,7 +423,7 @@ class QuantizedKernel final : public Kernel {
     if (p_.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
     const bool has_bias = !p_.bias_s32.empty() || !p_.bias_f32.empty();
     const dt bias_type = !p_.bias_s32.empty() ? dt::s32 : dt::f32;
-    const dt src_type = DnnlType(x.dtype());
+    const dt src_type = flip ? dt::u8 : DnnlType(x.dtype());
     dnnl::memory::desc wei_user;
     if (IsConv(p_.op)) {
       const Shape& ws = p_.w->shape();
@@ -333,13 +447,15 @@ class QuantizedKernel final : public Kernel {
       KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(y_dims));
       const int rank = x.rank();
       dnnl::memory::dims src_dims = ToDims(xl);
+      src_dims[1] *= copies;  // split weights: each group's channels twice
       dnnl::memory::dims dst_dims = ToDims(out_dims);
       dnnl::memory::dims wei_dims;
       if (group_ > 1) {
-        wei_dims = {group_, p_.channels / group_, ws.dim(1)};
+        wei_dims = {group_, p_.channels / group_, ws.dim(1) * copies};
         for (int64_t k : kernel) wei_dims.push_back(k);
       } else {
         wei_dims = ToDims(ws.dims());
+        wei_dims[1] *= copies;
       }
       const DnnlWindow win = ToDnnlWindow(g);
       plan->src_user = dnnl::memory::desc(
@@ -365,7 +481,7 @@ class QuantizedKernel final : public Kernel {
       plan->wei_md = pd.weights_desc();
       plan->scratch_md = pd.scratchpad_desc();
       plan->batch = x.dim(0);
-      plan->src_channels = channels;
+      plan->src_channels = channels * copies;
       plan->dst_channels = p_.channels;
       plan->src_spatial = x.num_elements() / (x.dim(0) * channels);
       plan->dst_spatial = plan->out_shape.NumElements() / (x.dim(0) * p_.channels);
@@ -386,11 +502,11 @@ class QuantizedKernel final : public Kernel {
       std::vector<int64_t> out_dims(x.shape().dims().begin(), x.shape().dims().end());
       out_dims.back() = n;
       KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
-      plan->src_user = dnnl::memory::desc({m, k}, src_type, tag::ab);
+      plan->src_user = dnnl::memory::desc({m, k * copies}, src_type, tag::ab);
       plan->dst_user = dnnl::memory::desc({m, n}, p_.y_type, tag::ab);
-      wei_user = dnnl::memory::desc({k, n}, dt::s8, tag::ab);
+      wei_user = dnnl::memory::desc({k * copies, n}, dt::s8, tag::ab);
       plan->bias_md = dnnl::memory::desc({1, n}, bias_type, tag::ab);
-      const dnnl::memory::desc wei_any({k, n}, dt::s8, tag::any);
+      const dnnl::memory::desc wei_any({k * copies, n}, dt::s8, tag::any);
       const auto desc =
           has_bias ? dnnl::matmul::desc(plan->src_user, wei_any, plan->bias_md, plan->dst_user)
                    : dnnl::matmul::desc(plan->src_user, wei_any, plan->dst_user);
@@ -404,20 +520,35 @@ class QuantizedKernel final : public Kernel {
     plan->reorder_src = PlanReorder(plan->src_user, plan->src_md, &plan->src_reorder);
     plan->reorder_dst = PlanReorder(plan->dst_md, plan->dst_user, &plan->dst_reorder);
     // W packed once per format (with oneDNN's compensation terms where the format has them).
-    plan->packed_wei = packed_.Get(wei_user, p_.w->raw_data(), plan->wei_md);
+    const OwnedTensor& w = p_.w_split != nullptr ? *p_.w_split : *p_.w;
+    plan->packed_wei = packed_.Get(wei_user, w.raw_data(), plan->wei_md);
     return plan;
   }
 
   void Execute(const QPlan& plan, const Tensor& x, int32_t x_zp, Tensor& y) const {
     const dnnl::engine& eng = CpuEngine();
     dnnl::stream& s = ThreadStream();
-    dnnl::memory src_user(plan.src_user, eng, const_cast<void*>(x.raw_data()));
+    const void* src_data = x.raw_data();
+    if (plan.flip || plan.copies > 1) {
+      // [outer, groups, run] views of X: NCHW runs over a group's channels and pixels,
+      // channels-last and MatMul rows over a group's channels.
+      const int64_t groups = IsConv(p_.op) ? group_ : 1;
+      const int64_t outer = IsConv(p_.op) && !x_channels_last_
+                                ? x.dim(0)
+                                : x.num_elements() / x.dim(x.rank() - 1);
+      const int64_t run = x.num_elements() / (outer * groups);
+      void* buf = ThreadScratch(ScratchSlot::kOther, x.size_bytes() * plan.copies);
+      PrepareSource(static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(buf), outer,
+                    groups, run, plan.copies, plan.flip);
+      src_data = buf;
+    }
+    dnnl::memory src_user(plan.src_user, eng, const_cast<void*>(src_data));
     dnnl::memory src = src_user;
     if (plan.reorder_src) {
       void* buf = ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size());
       src = dnnl::memory(plan.src_md, eng, buf);
       if (plan.transpose_src) {
-        TransposeImages(static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(buf),
+        TransposeImages(static_cast<const uint8_t*>(src_data), static_cast<uint8_t*>(buf),
                         plan.batch, plan.src_channels, plan.src_spatial);
       } else {
         plan.src_reorder.execute(s, src_user, src);
@@ -487,6 +618,23 @@ Result<std::unique_ptr<Kernel>> MakeQuantized(const KernelInfo& info, QOp op, Ke
     }
     if (group < 1) return OpError(info.node().op_type, "attribute 'group' is {}", group);
     KILN_ASSIGN_OR_RETURN(window, ref::ReadWindowAttrs(attrs, /*kernel_shape_required=*/false));
+  }
+  // Without VNNI, weights wider than 7 bits are split (NOTE above), except for depthwise
+  // convolutions (oneDNN's depthwise kernels widen to 32 bits before they add).
+  params.int8_dot = CpuHasInt8DotProducts();
+  if (op == QOp::kMatMulInteger) {
+    const int64_t k = params.w->shape().dim(0), n = params.channels;
+    params.w_colsum.assign(static_cast<size_t>(n), 0);
+    const auto* w = params.w->data<const int8_t>();
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) params.w_colsum[static_cast<size_t>(j)] += w[i * n + j];
+    }
+  }
+  const bool depthwise = IsConv(op) && params.w->shape().dim(1) == 1 && params.channels == group;
+  if (!params.int8_dot && !depthwise &&
+      MaxAbsWeight(*params.w) > kMaxUnsaturatedWeight) {
+    KILN_ASSIGN_OR_RETURN(OwnedTensor split, SplitWeights(*params.w, IsConv(op)));
+    params.w_split = std::make_shared<const OwnedTensor>(std::move(split));
   }
   return std::unique_ptr<Kernel>(std::make_unique<QuantizedKernel>(
       NodeLabel(info), std::move(params), std::move(window), group, x_channels_last,

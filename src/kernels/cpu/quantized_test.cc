@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "graph/kiln_ops.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/quantized_kernels.h"
@@ -345,6 +346,129 @@ TEST(CpuQuantizedTest, ConvIntegerAndMatMulIntegerAreExact) {
     c.Input(Scalar<uint8_t>(131));
     ASSERT_EQ(c.PickedProvider(), "cpu");
     EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0, "MatMulInteger"), 0);
+  }
+}
+
+// The values where the INT8 kernels of CPUs without VNNI would saturate: X at the top of its range
+// and W at +-127 (or +-64 for 7-bit weights) with long runs of one sign, so that every pair of
+// products sums beyond 16 bits. The integer ops must stay exact and the quantized ones within an
+// LSB, on every ISA level (quantized.cc's NOTE on CPUs without VNNI).
+template <typename X>
+OwnedTensor ExtremeX(const Shape& shape, std::mt19937& rng) {
+  std::vector<X> v(static_cast<size_t>(shape.NumElements()));
+  std::uniform_int_distribution<int> d(0, 9);
+  const int hi = std::numeric_limits<X>::max(), lo = std::numeric_limits<X>::min();
+  for (X& x : v) x = static_cast<X>(d(rng) == 0 ? lo : hi - d(rng) % 3);
+  return MakeTensor<X>(shape, v);
+}
+
+OwnedTensor ExtremeW(const Shape& shape, int wmax, std::mt19937& rng) {
+  std::vector<int8_t> v(static_cast<size_t>(shape.NumElements()));
+  std::uniform_int_distribution<int> d(0, 15);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int sign = (i / 8) % 2 == 0 ? 1 : -1;  // runs of 8 of one sign
+    v[i] = static_cast<int8_t>(sign * (wmax - d(rng) % 2));
+  }
+  return MakeTensor<int8_t>(shape, v);
+}
+
+TEST(CpuQuantizedTest, ExtremeValuesStayExact) {
+  std::mt19937 rng(19);
+  const std::vector<QConvCase> convs = {
+      {{1, 64, 6, 6}, 32, {1, 1}},                           // pointwise
+      {{2, 32, 7, 7}, 16, {3, 3}, 1, {}, {1, 1, 1, 1}},      // 3x3
+      {{1, 3, 9, 9}, 8, {3, 3}, 1, {2, 2}, {1, 1, 1, 1}},    // RGB stem
+      {{1, 16, 6, 6}, 16, {3, 3}, 16, {}, {1, 1, 1, 1}},     // depthwise
+      {{1, 8, 6, 6}, 16, {3, 3}, 8, {}, {1, 1, 1, 1}},       // depthwise, multiplier 2
+      {{1, 32, 5, 5}, 32, {3, 3}, 4, {}, {1, 1, 1, 1}},      // groups of 8
+      {{1, 256, 5, 5}, 16, {3, 3}, 1, {}, {1, 1, 1, 1}},     // sums beyond 2^24
+  };
+  for (int wmax : {127, 64}) {
+    for (const QConvCase& cc : convs) {
+      std::vector<int64_t> wd = {cc.m, cc.x[1] / cc.group};
+      wd.insert(wd.end(), cc.k.begin(), cc.k.end());
+      const Shape ws{std::span<const int64_t>(wd)};
+      const Shape xs{std::span<const int64_t>(cc.x)};
+      const std::string what = fmt::format("x {} m {} group {} |w| <= {}", xs.ToString(), cc.m,
+                                           cc.group, wmax);
+      // ConvInteger: exact, with and without a zero point.
+      for (int zp : {0, 200}) {
+        KernelCase c("ConvInteger", 13);
+        c.Input(ExtremeX<uint8_t>(xs, rng)).ConstInput(ExtremeW(ws, wmax, rng));
+        c.Input(Scalar<uint8_t>(static_cast<uint8_t>(zp)));
+        if (cc.group != 1) c.Attr(IntAttr("group", cc.group));
+        if (!cc.strides.empty()) c.Attr(IntsAttr("strides", cc.strides));
+        if (!cc.pads.empty()) c.Attr(IntsAttr("pads", cc.pads));
+        ASSERT_EQ(c.PickedProvider(), "cpu");
+        EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0,
+                                  fmt::format("ConvInteger {} zp {}", what, zp)),
+                  0);
+      }
+      // QLinearConv on UINT8 and INT8 sources: within an LSB.
+      for (DataType xt : {DataType::kUint8, DataType::kInt8}) {
+        KernelCase c("QLinearConv", 13);
+        c.Input(xt == DataType::kUint8 ? ExtremeX<uint8_t>(xs, rng) : ExtremeX<int8_t>(xs, rng));
+        c.ConstInput(Scalar<float>(0.02f));
+        if (xt == DataType::kUint8) {
+          c.ConstInput(Scalar<uint8_t>(10));
+        } else {
+          c.ConstInput(Scalar<int8_t>(-3));
+        }
+        c.ConstInput(ExtremeW(ws, wmax, rng)).ConstInput(Scalar<float>(0.004f));
+        c.ConstInput(Scalar<int8_t>(0));
+        int64_t reduction = cc.x[1] / cc.group;
+        for (int64_t k : cc.k) reduction *= k;
+        // Large enough that the extreme sums stay mostly inside the output range.
+        c.ConstInput(Scalar<float>(0.02f * 0.004f * 255.0f * float(wmax) * float(reduction) / 100.0f));
+        c.ConstInput(Scalar<uint8_t>(128));
+        if (cc.group != 1) c.Attr(IntAttr("group", cc.group));
+        if (!cc.strides.empty()) c.Attr(IntsAttr("strides", cc.strides));
+        if (!cc.pads.empty()) c.Attr(IntsAttr("pads", cc.pads));
+        ASSERT_EQ(c.PickedProvider(), "cpu");
+        ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 1,
+                        fmt::format("QLinearConv {} x {}", what, DataTypeName(xt)));
+      }
+    }
+    for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 64, 32}, {7, 256, 40}, {16, 768, 96}}) {
+      const std::string what = fmt::format("[{}, {}] x [{}, {}] |w| <= {}", m, k, k, n, wmax);
+      for (int zp : {0, 7}) {
+        KernelCase c("MatMulInteger", 13);
+        c.Input(ExtremeX<uint8_t>(Shape{m, k}, rng)).ConstInput(ExtremeW(Shape{k, n}, wmax, rng));
+        c.Input(Scalar<uint8_t>(static_cast<uint8_t>(zp)));
+        ASSERT_EQ(c.PickedProvider(), "cpu");
+        EXPECT_EQ(ExpectWithinLsb(c.Run("cpu"), c.Run("ref"), 0,
+                                  fmt::format("MatMulInteger {} zp {}", what, zp)),
+                  0);
+      }
+      KernelCase s("MatMulInteger", 13);
+      s.Input(ExtremeX<int8_t>(Shape{m, k}, rng)).ConstInput(ExtremeW(Shape{k, n}, wmax, rng));
+      s.Input(Scalar<int8_t>(-9));
+      ASSERT_EQ(s.PickedProvider(), "cpu");
+      EXPECT_EQ(ExpectWithinLsb(s.Run("cpu"), s.Run("ref"), 0, "MatMulInteger INT8 A " + what), 0);
+    }
+  }
+}
+
+// Which path an INT8 layer takes: on a CPU without VNNI, 8-bit weights are split (the kernel says
+// so in its note, and oneDNN sees twice the input channels) while 7-bit weights run as they are;
+// with VNNI neither is split.
+TEST(CpuQuantizedTest, WideWeightsAreSplitOnlyWithoutVnni) {
+  std::mt19937 rng(20);
+  const bool vnni = CpuKernelsHaveInt8DotProducts();
+  for (int wmax : {127, 64}) {
+    KernelCase c("ConvInteger", 13);
+    c.Input(ExtremeX<uint8_t>(Shape{1, 32, 5, 5}, rng))
+        .ConstInput(ExtremeW(Shape{16, 32, 1, 1}, wmax, rng));
+    Result<KernelCase::Prepared> p = c.Prepare("cpu");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    const bool split = !vnni && wmax > 64;
+    EXPECT_EQ(!p->kernel->Note().empty(), split) << "wmax " << wmax << " vnni " << vnni;
+    std::string log;
+    Result<OwnedTensor> r = SecondRunVerbose(c, &log);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_NE(log.find(split ? "ic64oc16" : "ic32oc16"), std::string::npos)
+        << "wmax " << wmax << " vnni " << vnni << ": " << log;
   }
 }
 
