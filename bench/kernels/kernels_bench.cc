@@ -5,7 +5,7 @@
 // ai.kiln ops have no reference kernel in this binary's registry when none is registered; those
 // cases print the cpu time only.
 //
-//   OMP_NUM_THREADS=2 build/bench/kernels/kernels_bench --benchmark_min_time=0.2 \
+//   OMP_NUM_THREADS=2 build/bench/kernels/kernels_bench --benchmark_min_time=0.2
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true [--benchmark_filter=conv]
 // Times are wall-clock (the kernels are multi-threaded); the table uses the median when
 // repetitions are on.

@@ -18,11 +18,20 @@
 // into a per-thread scratch buffer on each call; the product itself runs in FP32. Except a
 // BFLOAT16 B on a CPU with BF16 dot products (AVX512-BF16): oneDNN's BF16 matmul runs on B as
 // stored and A converted to BF16 per call, accumulating in FP32 (CpuComputesBf16).
+//
+// NOTE on batch invariance. A constant 2-D B (a weight matrix: the product a batched request
+// shares with every other row of its batch) runs on oneDNN only where oneDNN has its brgemm
+// matmul (AVX-512), whose rows do not depend on how many rows share the call (matmul_test.cc
+// checks it). Elsewhere oneDNN's jit sgemm picks its reduction order from M and the thread count,
+// so it runs on kiln's own GEMM instead (gemm.h), which is batch-invariant by construction: B is
+// packed once into its panels (in 16 bits for a half-precision B, widened per call).
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,6 +40,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ref/broadcast.h"
@@ -196,6 +206,69 @@ void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const voi
 
 enum class OpKind { kMatMul, kGemm };
 
+// Whether a constant 2-D B runs on kiln's GEMM: where oneDNN's FP32 matmul is not its brgemm
+// one (below AVX-512; ONEDNN_MAX_CPU_ISA caps it), unless KILN_CPU_GEMM=onednn (read once) keeps
+// oneDNN everywhere, to measure what batch invariance costs (docs/kernels.md).
+bool UseKilnGemm() {
+  static const bool use = [] {
+    const char* env = std::getenv("KILN_CPU_GEMM");
+    if (env != nullptr && std::string_view(env) == "onednn") return false;
+    const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+    return (isa & avx512) != avx512;
+  }();
+  return use;
+}
+
+// A constant B packed for gemm.h: FP32 panels, or the same panels narrowed to the 16-bit type of
+// a half-precision B (exact: every value came from that type), widened per call.
+struct GemmWeights {
+  int64_t k = 0, n = 0;
+  DataType storage = DataType::kFloat32;
+  std::shared_ptr<float[]> f32;
+  std::shared_ptr<uint16_t[]> half;
+  int64_t elements = 0;
+  int64_t bytes() const { return elements * (half ? 2 : 4); }
+};
+
+std::shared_ptr<float[]> AlignedFloats(int64_t count) {
+  const size_t bytes = (static_cast<size_t>(count) * 4 + 63) / 64 * 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  return std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
+}
+
+// B (a constant [K, N], or [N, K] with trans_b) packed for gemm.h; null on allocation failure.
+std::shared_ptr<const GemmWeights> PackGemmWeights(const OwnedTensor& b, bool trans_b,
+                                                   DataType storage) {
+  if (b.shape().rank() != 2) return nullptr;
+  auto w = std::make_shared<GemmWeights>();
+  w->k = trans_b ? b.shape().dim(1) : b.shape().dim(0);
+  w->n = trans_b ? b.shape().dim(0) : b.shape().dim(1);
+  w->storage = storage;
+  w->elements = GemmPackedElements(w->k, w->n);
+  const int64_t row_stride = trans_b ? 1 : w->n, col_stride = trans_b ? w->k : 1;
+  std::shared_ptr<float[]> wide;
+  const float* src = b.data<const float>();
+  if (storage != DataType::kFloat32) {
+    wide = AlignedFloats(b.num_elements());
+    if (wide == nullptr) return nullptr;
+    HalfToFloatParallel(storage, static_cast<const uint16_t*>(b.raw_data()), wide.get(),
+                        b.num_elements());
+    src = wide.get();
+  }
+  std::shared_ptr<float[]> panels = AlignedFloats(w->elements);
+  if (panels == nullptr) return nullptr;
+  GemmPackB(src, w->k, w->n, row_stride, col_stride, panels.get());
+  if (storage == DataType::kFloat32) {
+    w->f32 = std::move(panels);
+    return w;
+  }
+  w->half = std::shared_ptr<uint16_t[]>(new (std::nothrow) uint16_t[static_cast<size_t>(w->elements)]);
+  if (w->half == nullptr) return nullptr;
+  FloatToHalfParallel(storage, panels.get(), w->half.get(), w->elements);
+  return w;
+}
+
 class MatMulKernel final : public Kernel {
  public:
   MatMulKernel(std::string label, OpKind kind, bool fused, Activation act, bool trans_a,
@@ -211,10 +284,14 @@ class MatMulKernel final : public Kernel {
         beta_(beta),
         b_const_(std::move(b_const.tensor)),
         reference_(std::move(reference)),
-        packed_(b_const.half() ? b_const.dtype : DataType::kFloat32) {}
+        packed_(b_const.half() ? b_const.dtype : DataType::kFloat32) {
+    if (b_const_ != nullptr && UseKilnGemm()) {
+      gemm_ = PackGemmWeights(*b_const_, trans_b_, packed_.storage());
+    }
+  }
 
   int64_t PackedWeightBytes() const override {
-    return static_cast<int64_t>(packed_.resident_bytes());
+    return static_cast<int64_t>(packed_.resident_bytes()) + (gemm_ ? gemm_->bytes() : 0);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -234,6 +311,10 @@ class MatMulKernel final : public Kernel {
         kind_ == OpKind::kGemm && ctx.has_input(2) && p.bias_dims.empty() && beta_ != 0.0f;
     p.sum = has_z || gemm_c;
     p.act = act_;
+    if (gemm_ != nullptr && p.a_dims.size() == 2 && p.b_dims.size() == 2 &&
+        p.b_dims[0] == gemm_->k && p.b_dims[1] == gemm_->n) {
+      return RunGemm(ctx, p, out, gemm_c, has_z);
+    }
     PlanCache<MatMulPlan>::Key key(p.a_dims.begin(), p.a_dims.end());
     key.insert(key.end(), p.b_dims.begin(), p.b_dims.end());
     key.insert(key.end(), p.bias_dims.begin(), p.bias_dims.end());
@@ -247,14 +328,7 @@ class MatMulKernel final : public Kernel {
     });
     if (!built.ok()) return RunReference(ctx);  // a shape oneDNN does not implement
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
-    if (gemm_c) PrefillGemmC(ctx.input(2), y);
-    if (has_z) {
-      if (gemm_c) {
-        AddInPlace(ctx.input(3).data<const float>(), y.data<float>(), y.num_elements());
-      } else {
-        std::memcpy(y.raw_data(), ctx.input(3).raw_data(), y.size_bytes());
-      }
-    }
+    Prefill(ctx, gemm_c, has_z, y);
     const void* bias = !p.bias_dims.empty() ? ctx.input(2).raw_data() : nullptr;
     return CatchDnnl(label_, [&]() -> Status {
       ExecutePlan(*plan, ctx.input(0).raw_data(), ctx.input(1).raw_data(), bias, y.raw_data(),
@@ -264,6 +338,40 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
+  // Y's addend before the product: beta * C (Gemm) and / or Z (the fused ops).
+  void Prefill(const KernelContext& ctx, bool gemm_c, bool has_z, Tensor& y) const {
+    if (gemm_c) PrefillGemmC(ctx.input(2), y);
+    if (has_z) {
+      if (gemm_c) {
+        AddInPlace(ctx.input(3).data<const float>(), y.data<float>(), y.num_elements());
+      } else {
+        std::memcpy(y.raw_data(), ctx.input(3).raw_data(), y.size_bytes());
+      }
+    }
+  }
+
+  // The 2-D problem `p` on kiln's GEMM with the packed constant B.
+  Status RunGemm(KernelContext& ctx, const Problem& p, const Shape& out, bool gemm_c,
+                 bool has_z) const {
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
+    Prefill(ctx, gemm_c, has_z, y);
+    const float* panels = gemm_->f32.get();
+    if (gemm_->half != nullptr) {
+      auto* wide = static_cast<float*>(
+          ThreadScratch(ScratchSlot::kWeights, static_cast<size_t>(gemm_->elements) * 4));
+      HalfToFloatParallel(gemm_->storage, gemm_->half.get(), wide, gemm_->elements);
+      panels = wide;
+    }
+    GemmEpilogue e;
+    e.alpha = p.alpha;
+    e.bias = !p.bias_dims.empty() ? ctx.input(2).data<const float>() : nullptr;
+    e.accumulate = p.sum;
+    e.act = act_;
+    Gemm(p.a_dims[0], ctx.input(0).data<const float>(), p.a_strides[0], p.a_strides[1],
+         GemmB{panels, gemm_->k, gemm_->n}, y.data<float>(), p.y_dims[1], e);
+    return Status::OK();
+  }
+
   const char* OpName() const {
     if (kind_ == OpKind::kMatMul) return fused_ ? "FusedMatMul" : "MatMul";
     return fused_ ? "FusedGemm" : "Gemm";
@@ -459,6 +567,8 @@ class MatMulKernel final : public Kernel {
   std::unique_ptr<Kernel> reference_;  // ref MatMul / Gemm
   PlanCache<MatMulPlan> cache_;
   PackedWeights packed_;  // storage: FLOAT16 / BFLOAT16 for a half-precision B
+  // B packed for kiln's GEMM (NOTE on batch invariance); null: oneDNN runs every product.
+  std::shared_ptr<const GemmWeights> gemm_;
 };
 
 Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, OpKind kind, bool fused) {

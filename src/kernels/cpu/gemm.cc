@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// The driver of kiln's FP32 matrix product (gemm.h): packing, tasks, the epilogue, and the
+// scalar microkernel.
+
+#include "kernels/cpu/gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/parallel.h"
+
+
+
+
+namespace kiln::cpu {
+namespace scalar {
+
+void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
+                   bool load) {
+  float t[kGemmMr][kGemmNr];
+  for (int64_t i = 0; i < kGemmMr; ++i) {
+    for (int64_t j = 0; j < kGemmNr; ++j) t[i][j] = load ? acc[i * acc_stride + j] : 0.0f;
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t i = 0; i < kGemmMr; ++i) {
+      const float x = a[k * kGemmMr + i];
+      for (int64_t j = 0; j < kGemmNr; ++j) t[i][j] += x * b[k * kGemmNr + j];
+    }
+  }
+  for (int64_t i = 0; i < kGemmMr; ++i) {
+    for (int64_t j = 0; j < kGemmNr; ++j) acc[i * acc_stride + j] = t[i][j];
+  }
+}
+
+}  // namespace scalar
+
+namespace {
+
+constexpr int64_t kMaxKBlock = 256;
+// Rows per task at most: 32 A panels (the packed block, 192 x K block floats, stays in L2).
+constexpr int64_t kRowBlock = 32 * kGemmMr;
+// B panels a task computes at once (its partial sums, rows x 256 floats, stay in L2 beside A).
+constexpr int64_t kMaxPanelsPerBlock = 16;
+// Below this many multiply-adds one task does everything (waking the team costs more).
+constexpr double kSerialMacs = 64.0 * 1024.0;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Rows [i0, i0 + rows) x columns [k0, k0 + kc) of A into 6-row panels, k-major within a panel
+// (panel p, step k, row r at out[(p * kc + k) * 6 + r]); rows past `rows` are zero.
+void PackA(const float* a, int64_t a_row, int64_t a_col, int64_t i0, int64_t rows, int64_t k0,
+           int64_t kc, float* out) {
+  const int64_t panels = CeilDiv(rows, kGemmMr);
+  for (int64_t p = 0; p < panels; ++p) {
+    float* dst = out + p * kc * kGemmMr;
+    const int64_t r_end = std::min<int64_t>(kGemmMr, rows - p * kGemmMr);
+    if (r_end == kGemmMr && a_col == 1) {
+      const float* s0 = a + (i0 + p * kGemmMr) * a_row + k0;
+      const float *s1 = s0 + a_row, *s2 = s1 + a_row, *s3 = s2 + a_row, *s4 = s3 + a_row,
+                  *s5 = s4 + a_row;
+      for (int64_t k = 0; k < kc; ++k, dst += kGemmMr) {
+        dst[0] = s0[k];
+        dst[1] = s1[k];
+        dst[2] = s2[k];
+        dst[3] = s3[k];
+        dst[4] = s4[k];
+        dst[5] = s5[k];
+      }
+      continue;
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t r = 0; r < kGemmMr; ++r) {
+        dst[k * kGemmMr + r] =
+            r < r_end ? a[(i0 + p * kGemmMr + r) * a_row + (k0 + k) * a_col] : 0.0f;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t GemmPackedElements(int64_t k, int64_t n) { return CeilDiv(n, kGemmNr) * k * kGemmNr; }
+
+void GemmPackB(const float* b, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride,
+               float* out) {
+  const int64_t panels = CeilDiv(n, kGemmNr);
+  ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      float* dst = out + p * k * kGemmNr;
+      const int64_t j_end = std::min<int64_t>(kGemmNr, n - p * kGemmNr);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        for (int64_t j = 0; j < kGemmNr; ++j) {
+          dst[kk * kGemmNr + j] =
+              j < j_end ? b[kk * row_stride + (p * kGemmNr + j) * col_stride] : 0.0f;
+        }
+      }
+    }
+  });
+}
+
+int64_t GemmKBlock(int64_t k) {
+  const int64_t blocks = CeilDiv(k, kMaxKBlock);
+  return CeilDiv(k, blocks);
+}
+
+void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& b, float* c,
+          int64_t ldc, const GemmEpilogue& e) {
+  if (m <= 0) return;
+  const int64_t n = b.n, k = b.k;
+  const int64_t panels = CeilDiv(n, kGemmNr);
+  const int64_t kc = GemmKBlock(k);
+  const bool use_avx2 = ActiveIsa() >= Isa::kAvx2;
+
+  // Tasks: row blocks x runs of B panels, one per thread (fewer, larger tasks stream B better
+  // than many small ones), cut as evenly as 6-row and 16-column granularity allows; rows are
+  // split first, columns only when there are too few rows. How they are cut never changes an
+  // element's arithmetic.
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool serial = macs < kSerialMacs || threads <= 1;
+  const int64_t row_panels = CeilDiv(m, kGemmMr);
+  int64_t row_blocks = CeilDiv(m, kRowBlock);
+  int64_t panel_runs = 1;
+  if (!serial) {
+    row_blocks = std::min(row_panels, CeilDiv(row_blocks, int64_t{threads}) * threads);
+    if (row_blocks < threads) panel_runs = std::min(panels, CeilDiv(int64_t{threads}, row_blocks));
+  }
+  // Rows per block: a multiple of 6, blocks as equal as that allows.
+  const int64_t block_rows = CeilDiv(CeilDiv(m, row_blocks), kGemmMr) * kGemmMr;
+  const int64_t per_task = CeilDiv(panels, panel_runs);
+  panel_runs = CeilDiv(panels, per_task);
+  const int64_t tasks = CeilDiv(m, block_rows) * panel_runs;
+
+  // Rows [i0, i0 + rows) x panels [p0, p0 + np) of C, np <= kMaxPanelsPerBlock.
+  auto run_block = [&](int64_t i0, int64_t rows, int64_t p0, int64_t np) {
+    const int64_t a_panels = CeilDiv(rows, kGemmMr);
+    const int64_t stride = np * kGemmNr;  // acc row stride, floats (a multiple of 16)
+    auto* apack = static_cast<float*>(
+        ThreadScratch(ScratchSlot::kGemmA, static_cast<size_t>(a_panels * kGemmMr * kc) * 4));
+    auto* acc = static_cast<float*>(
+        ThreadScratch(ScratchSlot::kGemmAcc, static_cast<size_t>(a_panels * kGemmMr * stride) * 4));
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+      const int64_t kk = std::min(kc, k - k0);
+      PackA(a, a_row, a_col, i0, rows, k0, kk, apack);
+      if (!use_avx2) {
+        for (int64_t p = 0; p < np; ++p) {
+          const float* bp = b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr;
+          for (int64_t ap = 0; ap < a_panels; ++ap) {
+            scalar::GemmMicro6x16(kk, apack + ap * kk * kGemmMr, bp,
+                                  acc + ap * kGemmMr * stride + p * kGemmNr, stride, k0 > 0);
+          }
+        }
+        continue;
+      }
+      // Full row panels take one B panel at a time (B's panel stays in L1 across them); a last
+      // panel with fewer rows takes several B panels at once.
+      const int64_t full = rows / kGemmMr;
+      const int tail_rows = static_cast<int>(rows - full * kGemmMr);
+      for (int64_t p = 0; p < np; ++p) {
+        const float* bp = b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr;
+        for (int64_t ap = 0; ap < full; ++ap) {
+          avx2::GemmMicro6x16(kk, apack + ap * kk * kGemmMr, bp,
+                              acc + ap * kGemmMr * stride + p * kGemmNr, stride, k0 > 0);
+        }
+      }
+      if (tail_rows > 0) {
+        const int group = avx2::GemmPanelsPerTile(tail_rows);
+        for (int64_t p = 0; p < np; p += group) {
+          const int g = static_cast<int>(std::min<int64_t>(group, np - p));
+          avx2::GemmMicroTile(tail_rows, g, kk, apack + full * kk * kGemmMr,
+                              b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr, k * kGemmNr,
+                              acc + full * kGemmMr * stride + p * kGemmNr, stride, k0 > 0);
+        }
+      }
+    }
+    // Epilogue: the valid rows and columns of the tile into C.
+    const int64_t j0 = p0 * kGemmNr;
+    const int64_t cols = std::min(n, (p0 + np) * kGemmNr) - j0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = acc + r * stride;
+      float* dst = c + (i0 + r) * ldc + j0;
+      for (int64_t j = 0; j < cols; ++j) {
+        float y = e.alpha * src[j];
+        if (e.bias != nullptr) y += e.bias[j0 + j];
+        if (e.accumulate) y += dst[j];
+        dst[j] = y;
+      }
+      if (e.act.kind != ActivationKind::kNone) ApplyActivationInPlace(e.act, dst, cols);
+    }
+  };
+  auto run_task = [&](int64_t t) {
+    const int64_t i0 = (t / panel_runs) * block_rows;
+    const int64_t rows = std::min(block_rows, m - i0);
+    const int64_t p0 = (t % panel_runs) * per_task;
+    const int64_t p_end = std::min(panels, p0 + per_task);
+    for (int64_t p = p0; p < p_end; p += kMaxPanelsPerBlock) {
+      run_block(i0, rows, p, std::min(kMaxPanelsPerBlock, p_end - p));
+    }
+  };
+  if (tasks == 1 || serial) {
+    for (int64_t t = 0; t < tasks; ++t) run_task(t);
+    return;
+  }
+  // Static assignment: with one task per thread, a thread that starts early must not take a
+  // late one's task.
+  ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) run_task(t);
+  });
+}
+
+}  // namespace kiln::cpu

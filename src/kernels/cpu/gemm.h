@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// kiln's own FP32 matrix product C = epilogue(A x B) with a constant, pre-packed B: the fast path
+// of MatMul / Gemm / FusedMatMul / FusedGemm whose B is a weight matrix, on CPUs where oneDNN has
+// no brgemm matmul (without AVX-512; matmul.cc decides).
+//
+//   std::vector<float, ...> panels(GemmPackedElements(k, n));
+//   GemmPackB(b, k, n, /*row_stride=*/n, /*col_stride=*/1, panels.data());   // once
+//   GemmEpilogue e; e.bias = bias; e.act = act;
+//   Gemm(m, a, /*a_row=*/k, /*a_col=*/1, GemmB{panels.data(), k, n}, c, /*ldc=*/n, e);
+//
+// NOTE on batch invariance. oneDNN's jit sgemm chooses its code path and how it splits the
+// reduction over K (between threads) from M, N, K and the thread count, so a row's result changes
+// with the number of rows it is computed with: a request's answer would depend on who else was in
+// its batch. Here every element of C is the same sequence of FP32 operations whatever M is and
+// however the work is split:
+//   - K is walked in blocks whose length depends on K only (GemmKBlock), in order; within a block
+//     each element is one chain of multiply-adds in k order (FMA on the AVX2 path, a multiply
+//     then an add on the scalar path), continued from the previous block's partial sum;
+//   - rows and columns never mix: A is packed in panels of 6 rows (zero rows past M), B in panels
+//     of 16 columns (zero columns past N), and padding is computed but never written out;
+//   - threads split rows and columns only, never K.
+// So C[i, :] depends only on A[i, :], B, the epilogue and the ISA level. The two levels round
+// differently (FMA or not); each is invariant on its own.
+//
+// Blocking (Goto's): a task owns up to kGemmRowBlock rows and a run of B panels; per K block it
+// packs its rows of A (6-row panels, k-major), then runs the 6x16 microkernel over every
+// (panel of B, panel of A) pair, B's panel (K block x 16 floats) staying in L1 while A's panels
+// stream from L2; partial sums live in a per-thread tile, the epilogue (alpha, bias, addend,
+// activation) runs once at the end.
+//
+// Thread safety: Gemm runs on the calling thread's OpenMP team (ParallelFor); concurrent calls
+// from different threads are safe (per-thread scratch).
+
+#include <cstdint>
+
+#include "kernels/cpu/activation.h"
+
+namespace kiln::cpu {
+
+inline constexpr int64_t kGemmMr = 6;   // rows of a microkernel tile (A panel height)
+inline constexpr int64_t kGemmNr = 16;  // columns of a microkernel tile (B panel width)
+
+// Floats of B [K, N] packed: ceil(N / 16) panels of K x 16.
+int64_t GemmPackedElements(int64_t k, int64_t n);
+
+// Packs B, element (k, n) at b[k * row_stride + n * col_stride], into `out`
+// (GemmPackedElements(k, n) floats; 64-byte alignment makes the microkernel's loads aligned).
+void GemmPackB(const float* b, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride,
+               float* out);
+
+// The length of the K blocks for a reduction of length k: at most 256, equal lengths (the last
+// one may be shorter by less than the number of blocks). A function of k alone.
+int64_t GemmKBlock(int64_t k);
+
+// A packed B: panels from GemmPackB of a [k, n] matrix.
+struct GemmB {
+  const float* panels = nullptr;
+  int64_t k = 0, n = 0;
+};
+
+struct GemmEpilogue {
+  float alpha = 1.0f;            // C = act(alpha * (A x B) + bias + addend)
+  const float* bias = nullptr;   // N values added to every row, or null
+  bool accumulate = false;       // addend = C's value before the call (prefilled), else 0
+  Activation act;
+};
+
+// C[M, N] (rows `ldc` floats apart) = epilogue(A x B); A's element (i, k) at
+// a[i * a_row + k * a_col]. REQUIRES: m >= 0, b.k >= 1, b.n >= 1. The AVX2+FMA microkernel runs
+// when ActiveIsa() >= kAvx2, the scalar one otherwise.
+void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& b, float* c,
+          int64_t ldc, const GemmEpilogue& e);
+
+// acc[6][16] (rows `acc_stride` floats apart) = (load ? acc : 0) + a x b over kc steps, where a is
+// kc x 6 (k-major) and b kc x 16 (k-major, 64-byte aligned).
+namespace scalar {
+void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
+                   bool load);
+}  // namespace scalar
+namespace avx2 {
+void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
+                   bool load);
+// The same for a panel of A holding `rows` (1..6) valid rows against `panels` consecutive B
+// panels (b_panel_stride floats apart; at most GemmPanelsPerTile(rows)): the rows x 16 * panels
+// tile of acc, with the same FMA chain per element.
+int GemmPanelsPerTile(int rows);
+void GemmMicroTile(int rows, int panels, int64_t kc, const float* a, const float* b,
+                   int64_t b_panel_stride, float* acc, int64_t acc_stride, bool load);
+}  // namespace avx2
+
+}  // namespace kiln::cpu
