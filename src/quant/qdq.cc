@@ -349,7 +349,7 @@ Result<QdqResult> InsertQdq(const Graph& graph, const std::vector<QuantizableLay
         const Value& w = graph.value(w_id);
         KILN_ASSIGN_OR_RETURN(QuantizedWeight qw,
                               QuantizeWeight(w.constant->view(), layer.weight_axis,
-                                             options.per_channel));
+                                             options.per_channel, options.weight_max));
         const bool vec = options.per_channel;
         info.weight_channels = static_cast<int>(qw.scales.size());
         info.weight_scale_min = *std::min_element(qw.scales.begin(), qw.scales.end());

@@ -68,6 +68,7 @@ int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationP
 
 struct QdqOptions {
   bool per_channel = false;  // weights per output channel (else per tensor)
+  int weight_max = kWeightMax8Bit;  // weights in [-weight_max, weight_max] (qparams.h)
   bool quantize_bias = true; // INT32 biases (else the FP32 bias stays)
 };
 

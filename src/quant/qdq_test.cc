@@ -8,14 +8,18 @@
 
 #include "quant/qdq.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "graph/onnx/exporter.h"
 #include "graph/onnx/importer.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "opt/opt_test_util.h"
 #include "quant/calibration.h"
 #include "quant/model_metadata.h"
@@ -503,6 +507,44 @@ TEST_F(FragileLayerTest, RanksFirstAndKeepFp32KeepsIt) {
   EXPECT_EQ(never.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(never.status().message().find("cannot meet"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(b.out));
+}
+
+// --target-cpu: the weight range chosen, recorded in the file and the report, and native
+// following the CPU as the kernels see it (ONEDNN_MAX_CPU_ISA lowers it).
+TEST_F(FragileLayerTest, TargetCpuChoosesTheWeightRange) {
+  const bool vnni = CpuKernelsHaveInt8DotProducts();
+  for (const char* target : {"avx2", "vnni", "native"}) {
+    SCOPED_TRACE(target);
+    QuantizeOptions o = Options();
+    o.target_cpu = target;
+    QuantizeReport r = QuantizeModel(o).value();
+    const bool eight = std::string(target) == "vnni" || (std::string(target) == "native" && vnni);
+    EXPECT_EQ(r.target.cpu, eight ? "vnni" : "avx2");
+    EXPECT_EQ(r.target.weight_bits, eight ? 8 : 7);
+    EXPECT_NE(FormatQuantizeReport(r).find(eight ? "8-bit weights" : "7-bit weights"),
+              std::string::npos);
+    EXPECT_NE(QuantizeReportJson(r).find(fmt::format("\"weight_bits\": {}", eight ? 8 : 7)),
+              std::string::npos);
+    // The INT8 weights in the file stay within the range, and reach its end.
+    std::shared_ptr<Graph> g = ImportOnnxModel(o.out).value();
+    int max_abs = 0;
+    for (int v = 0; v < g->num_values(); ++v) {
+      const Value& value = g->value(v);
+      if (value.constant == nullptr || value.constant->dtype() != DataType::kInt8) continue;
+      for (int64_t i = 0; i < value.constant->num_elements(); ++i) {
+        max_abs = std::max(max_abs, std::abs(int{value.constant->data<const int8_t>()[i]}));
+      }
+    }
+    EXPECT_EQ(max_abs, eight ? 127 : 64);
+    std::ifstream in(o.out, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto props = ReadMetadata(bytes).value();
+    EXPECT_EQ(props.at(std::string(kTargetCpuKey)), eight ? "vnni" : "avx2");
+    EXPECT_EQ(props.at(std::string(kWeightBitsKey)), eight ? "8" : "7");
+  }
+  QuantizeOptions bad = Options();
+  bad.target_cpu = "avx9";
+  EXPECT_EQ(QuantizeModel(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

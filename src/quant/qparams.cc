@@ -50,7 +50,11 @@ Result<ActivationParams> ComputeActivationParams(float min_value, float max_valu
   return p;
 }
 
-Result<QuantizedWeight> QuantizeWeight(const Tensor& weight, int64_t axis, bool per_channel) {
+Result<QuantizedWeight> QuantizeWeight(const Tensor& weight, int64_t axis, bool per_channel,
+                                       int qmax) {
+  if (qmax < 1 || qmax > kWeightMax8Bit) {
+    return Status::InvalidArgument(fmt::format("weight range [-{0}, {0}] is not in [1, 127]", qmax));
+  }
   if (weight.dtype() != DataType::kFloat32) {
     return Status::InvalidArgument(
         fmt::format("weight must be FP32, got {}", DataTypeName(weight.dtype())));
@@ -81,14 +85,14 @@ Result<QuantizedWeight> QuantizeWeight(const Tensor& weight, int64_t axis, bool 
     m = std::max(m, std::fabs(w[e]));
   }
   for (int64_t c = 0; c < channels; ++c) {
-    const float s = max_abs[static_cast<size_t>(c)] / 127.0f;
+    const float s = max_abs[static_cast<size_t>(c)] / static_cast<float>(qmax);
     out.scales[static_cast<size_t>(c)] = UsableScale(s) ? s : 1.0f;
   }
   KILN_ASSIGN_OR_RETURN(out.values, OwnedTensor::Allocate(DataType::kInt8, weight.shape()));
   int8_t* q = out.values.data<int8_t>();
   for (int64_t e = 0; e < n; ++e) {
     const float s = out.scales[static_cast<size_t>(channel_of(e))];
-    const int64_t v = RoundSaturate(static_cast<double>(std::nearbyint(w[e] / s)), -127, 127);
+    const int64_t v = RoundSaturate(static_cast<double>(std::nearbyint(w[e] / s)), -qmax, qmax);
     q[e] = static_cast<int8_t>(v);
     out.max_abs_error = std::max(out.max_abs_error, std::fabs(w[e] - static_cast<float>(v) * s));
   }

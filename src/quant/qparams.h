@@ -14,10 +14,12 @@
 // and zero point 0 (asymmetric) / 0 (symmetric): every value then quantizes to about zero, which
 // is what the tensor held. Non-finite ends are INVALID_ARGUMENT.
 //
-// Weights: symmetric INT8 in [-127, 127] (the value -128 is never used, so that a product of two
-// int8 values cannot overflow the int16 pairs of AVX2 int8 dot products), zero point 0, per output
-// channel (scale_c = max|w_c| / 127 along `axis`) or per tensor (one scale). An all-zero channel
-// gets scale 1.
+// Weights: symmetric INT8 in [-qmax, qmax], zero point 0, per output channel (scale_c = max|w_c| /
+// qmax along `axis`) or per tensor (one scale). An all-zero channel gets scale 1. qmax is
+// kWeightMax8Bit (127; -128 is never used) for CPUs with VNNI dot products, or kWeightMax7Bit
+// (64, ONNX Runtime's reduce_range) for CPUs without them: there the INT8 kernels sum two
+// u8 x s8 products in 16 bits, which stays exact only while 255 * (|w_a| + |w_b|) <= 32767
+// (kernels/cpu/quantized.cc splits wider weights, at twice the work).
 //
 // Bias: INT32 with scale input_scale * weight_scale_c and zero point 0 (ONNX Runtime's
 // convention), rounded half to even and saturated to the int32 range.
@@ -48,6 +50,9 @@ struct ActivationParams {
 Result<ActivationParams> ComputeActivationParams(float min_value, float max_value,
                                                  ActivationType type);
 
+inline constexpr int kWeightMax8Bit = 127;
+inline constexpr int kWeightMax7Bit = 64;
+
 struct QuantizedWeight {
   OwnedTensor values;         // INT8, the weight's shape
   std::vector<float> scales;  // one per channel along `axis`, or one
@@ -55,10 +60,11 @@ struct QuantizedWeight {
   float max_abs_error = 0;    // max |w - dequantized w| over all elements
 };
 
-// Quantizes a FP32 weight. Per channel along `axis` (which must be a valid axis) when
-// `per_channel`, else per tensor. Errors: INVALID_ARGUMENT for a non-FP32 weight, a bad axis or
-// non-finite values.
-Result<QuantizedWeight> QuantizeWeight(const Tensor& weight, int64_t axis, bool per_channel);
+// Quantizes a FP32 weight to [-qmax, qmax]. Per channel along `axis` (which must be a valid axis)
+// when `per_channel`, else per tensor. Errors: INVALID_ARGUMENT for a non-FP32 weight, a bad axis,
+// non-finite values or a qmax outside [1, 127].
+Result<QuantizedWeight> QuantizeWeight(const Tensor& weight, int64_t axis, bool per_channel,
+                                       int qmax = kWeightMax8Bit);
 
 // Quantizes a FP32 1-D bias of C elements to INT32 with scales input_scale * weight_scales[c]
 // (weight_scales has 1 or C elements). Errors: INVALID_ARGUMENT for a bias that is not FP32 1-D

@@ -153,6 +153,34 @@ TEST(QuantizeWeightTest, PerChannelAndPerTensor) {
   EXPECT_FALSE(QuantizeWeight(r.view(), 4, true).ok());
 }
 
+TEST(QuantizeWeightTest, SevenBitRangeForCpusWithoutVnni) {
+  // qmax 64: values in [-64, 64], the channel maximum maps to 64, every value within half a step.
+  std::mt19937 rng(4);
+  OwnedTensor r = opt::testing::RandomTensor(Shape{6, 8, 3, 3}, rng, -2, 2);
+  QuantizedWeight q = QuantizeWeight(r.view(), 0, true, kWeightMax7Bit).value();
+  ASSERT_EQ(q.scales.size(), 6u);
+  for (int c = 0; c < 6; ++c) {
+    float max_abs = 0;
+    int max_q = 0;
+    for (int e = 0; e < 72; ++e) {
+      max_abs = std::max(max_abs, std::fabs(r.data<float>()[c * 72 + e]));
+      const int qv = q.values.data<int8_t>()[c * 72 + e];
+      max_q = std::max(max_q, std::abs(qv));
+      EXPECT_LE(std::fabs(qv * q.scales[c] - r.data<float>()[c * 72 + e]),
+                q.scales[c] / 2 * (1 + 1e-5));
+    }
+    EXPECT_EQ(max_q, 64);
+    EXPECT_FLOAT_EQ(q.scales[c], max_abs / 64.0f);
+  }
+  // Twice the step of 8 bits (64 vs 127 levels a side), so about twice the error.
+  QuantizedWeight q8 = QuantizeWeight(r.view(), 0, true, kWeightMax8Bit).value();
+  EXPECT_GT(q.max_abs_error, 1.5f * q8.max_abs_error);
+  for (int bad : {0, 128, -1}) {
+    Result<QuantizedWeight> b = QuantizeWeight(r.view(), 0, true, bad);
+    EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(QuantizeBiasTest, ScalesAndSaturation) {
   OwnedTensor b = FloatTensor(Shape{2}, {1.0f, -2.0f});
   OwnedTensor q = QuantizeBias(b.view(), 0.5f, {0.25f, 0.5f}).value();

@@ -16,6 +16,7 @@
 
 #include "graph/onnx/exporter.h"
 #include "graph/onnx/importer.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "opt/optimizer.h"
 #include "quant/model_metadata.h"
 #include "runtime/session.h"
@@ -150,6 +151,32 @@ std::string_view ActivationTypeName(ActivationType t) {
 
 }  // namespace
 
+Result<Int8Target> ResolveInt8Target(std::string_view target_cpu) {
+  const bool native = target_cpu == "native";
+  if (!native && target_cpu != "avx2" && target_cpu != "vnni") {
+    return Status::InvalidArgument(fmt::format(
+        "unknown --target-cpu '{}' (expected native, avx2 or vnni)", target_cpu));
+  }
+  const bool here_vnni = CpuKernelsHaveInt8DotProducts();
+  Int8Target t;
+  t.cpu = native ? (here_vnni ? "vnni" : "avx2") : std::string(target_cpu);
+  const bool vnni = t.cpu == "vnni";
+  t.weight_max = vnni ? kWeightMax8Bit : kWeightMax7Bit;
+  t.weight_bits = vnni ? 8 : 7;
+  const std::string why =
+      native ? fmt::format("--target-cpu native: this CPU {} VNNI dot products",
+                           here_vnni ? "has" : "has no")
+             : fmt::format("--target-cpu {}", t.cpu);
+  t.note = vnni ? fmt::format("8-bit weights in [-127, 127] for CPUs with VNNI ({}); on a CPU "
+                              "without VNNI they run exact at about half the INT8 speed "
+                              "(quantize with --target-cpu avx2 for those)",
+                              why)
+                : fmt::format("7-bit weights in [-64, 64] for AVX2 CPUs ({}): exact at full "
+                              "speed on every AVX2 CPU, with or without VNNI",
+                              why);
+  return t;
+}
+
 Status WriteFile(const std::string& path, std::string_view bytes, std::string_view kind) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -227,8 +254,10 @@ Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
       Calibrated c, PrepareAndCalibrate(std::move(graph), "the model", calib_dir, options.method,
                                         options.percentile, options.activation_type,
                                         options.calib_samples, run_options, nullptr));
+  KILN_ASSIGN_OR_RETURN(Int8Target target, ResolveInt8Target("native"));
   QdqOptions qdq_options;
   qdq_options.per_channel = options.per_channel;
+  qdq_options.weight_max = target.weight_max;
   KILN_ASSIGN_OR_RETURN(
       QdqResult q, InsertQdq(*c.graph, c.layers, std::vector<bool>(c.layers.size(), true),
                              c.params, qdq_options));
@@ -269,6 +298,9 @@ Status CheckHalfOptions(const QuantizeOptions& o) {
   if (o.calib_samples != 0) return refuse("--calib-samples", kNoCalibration);
   if (o.method != CalibrationMethod::kMinMax) return refuse("--method", kNoCalibration);
   if (o.per_channel) return refuse("--per-channel", "half-precision weights have no scales");
+  if (o.target_cpu != "native") {
+    return refuse("--target-cpu", "it chooses the INT8 weight range; half-precision weights have none");
+  }
   if (o.activation_type != ActivationType::kUint8) {
     return refuse("--symmetric-activations", "activations stay FP32");
   }
@@ -373,6 +405,7 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   if (options.calib_dir.empty()) {
     return Status::InvalidArgument("--calib-dir is required with --precision int8 (the default)");
   }
+  KILN_ASSIGN_OR_RETURN(Int8Target target, ResolveInt8Target(options.target_cpu));
   if (options.keep_fp32 > 0 && options.max_accuracy_drop) {
     return Status::InvalidArgument("--keep-fp32 and --max-accuracy-drop exclude each other");
   }
@@ -392,6 +425,7 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   report.percentile = options.percentile;
   report.per_channel = options.per_channel;
   report.activation_type = options.activation_type;
+  report.target = target;
   report.budget = options.max_accuracy_drop;
 
   KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
@@ -433,8 +467,10 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   const Tensor& ref = fp32.run.output.view();
   report.fp32 = fp32.metrics;
 
+  Log(log, fmt::format("weights: {}", target.note));
   QdqOptions qdq_options;
   qdq_options.per_channel = options.per_channel;
+  qdq_options.weight_max = target.weight_max;
   auto build = [&](const std::vector<bool>& quantize) -> Result<QdqResult> {
     return InsertQdq(*graph, layers, quantize, params, qdq_options);
   };
@@ -513,8 +549,11 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
     report.layers[i].q = final_q.layers[i];
   }
   KILN_ASSIGN_OR_RETURN(std::string bytes, ExportOnnxModel(*final_q.graph));
-  AppendMetadata(bytes, SourceMetadata(options.model, source_bytes,
-                                       CalibrationMethodName(options.method)));
+  std::vector<std::pair<std::string, std::string>> metadata =
+      SourceMetadata(options.model, source_bytes, CalibrationMethodName(options.method));
+  metadata.emplace_back(std::string(kTargetCpuKey), target.cpu);
+  metadata.emplace_back(std::string(kWeightBitsKey), std::to_string(target.weight_bits));
+  AppendMetadata(bytes, metadata);
   KILN_RETURN_IF_ERROR(WriteFile(options.out, bytes, "quantized model"));
   report.fp32_bytes = static_cast<int64_t>(source_bytes.size());
   report.out_bytes = FileSize(options.out);
@@ -617,6 +656,7 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
                                                               : std::string(),
                    r.calib_samples, ActivationTypeName(r.activation_type),
                    r.per_channel ? "per channel" : "per tensor");
+  s += fmt::format("target cpu   {}: {}\n", r.target.cpu, r.target.note);
   size_t name_width = 5;
   for (const LayerReport& l : r.layers) name_width = std::max(name_width, l.name.size());
   s += fmt::format("\n{:<{}} {:<7} {:>10} {:>4} {:>10} {:>4} {:>21} {:>10} {:>10} {}\n", "layer",
@@ -673,6 +713,10 @@ std::string QuantizeReportJson(const QuantizeReport& r) {
       ", \"per_channel\": {}, \"activation_type\": \"{}\", \"calibration_samples\": {}",
       r.per_channel ? "true" : "false",
       r.activation_type == ActivationType::kUint8 ? "uint8" : "int8", r.calib_samples);
+  s += fmt::format(", \"target_cpu\": \"{}\", \"weight_bits\": {}, \"weight_range\": [{}, {}], "
+                   "\"weights\": {}",
+                   r.target.cpu, r.target.weight_bits, -r.target.weight_max, r.target.weight_max,
+                   JsonString(r.target.note));
   s += fmt::format(", \"size_bytes\": {{\"fp32\": {}, \"int8\": {}, \"ratio\": {}}}", r.fp32_bytes,
                    r.out_bytes, JsonNumber(SizeRatio(r)));
   if (r.quantized.top1 && r.fp32.top1) {

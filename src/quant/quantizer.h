@@ -59,6 +59,26 @@ using LogFn = std::function<void(std::string_view)>;
 inline constexpr std::string_view kSourceKey = "kiln.quantize.source";
 inline constexpr std::string_view kSourceHashKey = "kiln.quantize.source_hash";
 inline constexpr std::string_view kMethodKey = "kiln.quantize.method";
+// INT8 only: the CPU class the weights were quantized for ("avx2" / "vnni") and their width
+// ("7": [-64, 64]; "8": [-127, 127]).
+inline constexpr std::string_view kTargetCpuKey = "kiln.quantize.target_cpu";
+inline constexpr std::string_view kWeightBitsKey = "kiln.quantize.weight_bits";
+
+// Which INT8 weight range a target CPU class gets (qparams.h, docs/quantization.md):
+//   "avx2": 7-bit weights, [-64, 64]. Exact at full speed on every x86-64 CPU with AVX2, VNNI
+//           or not (ONNX Runtime's reduce_range); a little less weight precision.
+//   "vnni": 8-bit weights, [-127, 127], for CPUs with VNNI dot products (AVX512-VNNI,
+//           AVX-VNNI). Exact everywhere, but on a CPU without VNNI each layer takes twice the
+//           INT8 work (its weights are split in two 7-bit halves).
+//   "native": the class of this CPU, as kiln's kernels see it (ONEDNN_MAX_CPU_ISA lowers it).
+struct Int8Target {
+  std::string cpu;   // "avx2" or "vnni"
+  int weight_max = 0;  // kWeightMax7Bit or kWeightMax8Bit
+  int weight_bits = 0; // 7 or 8
+  std::string note;  // what was chosen and why, for the report
+};
+// INVALID_ARGUMENT for a name other than native, avx2 and vnni.
+Result<Int8Target> ResolveInt8Target(std::string_view target_cpu);
 
 struct QuantizeOptions {
   std::string model;     // FP32 ONNX model
@@ -74,6 +94,7 @@ struct QuantizeOptions {
   double percentile = 99.99;
   bool per_channel = false;
   ActivationType activation_type = ActivationType::kUint8;
+  std::string target_cpu = "native";        // ResolveInt8Target; int8 only
   int keep_fp32 = 0;                        // worst layers kept in FP32
   std::optional<double> max_accuracy_drop;  // points; exclusive with keep_fp32 > 0
   bool sensitivity = false;                 // measure sensitivities even when not needed
@@ -101,6 +122,7 @@ struct QuantizeReport {
   double percentile = 0;
   bool per_channel = false;
   ActivationType activation_type = ActivationType::kUint8;
+  Int8Target target;  // int8: the weight range chosen
   int64_t calib_samples = 0;
   int64_t fp32_bytes = 0;
   int64_t out_bytes = 0;  // the written file
@@ -131,8 +153,8 @@ std::string FormatQuantizeReport(const QuantizeReport& report);
 std::string QuantizeReportJson(const QuantizeReport& report);
 
 // Quantization of an in-memory graph at model load (the server's `optimization { precision:
-// "int8" }`): PrepareGraph, calibration on `calib_dir`, every quantizable layer INT8. No
-// sensitivity, no evaluation, nothing written.
+// "int8" }`): PrepareGraph, calibration on `calib_dir`, every quantizable layer INT8, weights for
+// this CPU (target "native"). No sensitivity, no evaluation, nothing written.
 struct QuantizeGraphOptions {
   CalibrationMethod method = CalibrationMethod::kMinMax;
   double percentile = 99.99;

@@ -166,6 +166,42 @@ def main():
               f"INT8 top-1 recomputed from kiln run: {t8}")
         check(t8 is not None and t32 - t8 <= 1.0, f"INT8 top-1 within 1.0 point of FP32 ({t32} -> {t8})")
 
+        # The weight range follows the target CPU: 7 bits for AVX2 CPUs, 8 for VNNI ones; native
+        # is this CPU as the kernels see it (kiln profile reports it). A file for either target
+        # runs here within the accuracy budget (8-bit weights without VNNI take the split path).
+        pr = run([kiln, "profile", fp32, "--iterations", "1", "--warmup", "0", "--json"])
+        vnni_here = json.loads(pr.stdout)["cpu"]["int8_dot_products"]
+        native_bits = 8 if vnni_here else 7
+        check(q.get("target_cpu") == ("vnni" if vnni_here else "avx2") and
+              q.get("weight_bits") == native_bits and
+              meta.get("kiln.quantize.weight_bits") == str(native_bits),
+              f"native target: {native_bits}-bit weights on this CPU (VNNI {vnni_here})")
+        for target, bits in (("avx2", 7), ("vnni", 8)):
+            out = os.path.join(tmp, f"digits.{target}.onnx")
+            p = run([kiln, "quantize", fp32, "--calib-dir", calib, "--out", out, "--data", val,
+                     "--target-cpu", target, "--json", "--quiet"])
+            check(p.returncode == 0, f"quantize --target-cpu {target}")
+            if p.returncode != 0:
+                continue
+            r = json.loads(p.stdout)
+            w = [numpy_helper.to_array(i) for i in onnx.load(out).graph.initializer]
+            wmax = max(int(np.abs(v.astype(np.int32)).max()) for v in w if v.dtype == np.int8)
+            lim = 64 if bits == 7 else 127
+            check(r["weight_bits"] == bits and r["weight_range"] == [-lim, lim] and wmax == lim,
+                  f"--target-cpu {target}: {bits}-bit weights (max |w| {wmax})")
+            check(f"{bits}-bit weights" in r["weights"], f"--target-cpu {target}: the report says why")
+            check(r["fp32"]["top1"] - r["top1"] <= 1.0,
+                  f"--target-cpu {target}: top-1 within 1.0 point ({r['fp32']['top1']} -> {r['top1']})")
+            pp = run([kiln, "profile", out, "--iterations", "1", "--warmup", "0", "--json"])
+            notes = json.loads(pp.stdout)["notes"] if pp.returncode == 0 else None
+            split = bits == 8 and not vnni_here
+            check(notes is not None and any("8-bit weights" in n["note"] for n in notes) == split,
+                  f"--target-cpu {target}: kiln profile notes the split path exactly when it runs "
+                  f"({notes})")
+        p = run([kiln, "quantize", fp32, "--calib-dir", calib, "--out", int8, "--target-cpu",
+                 "arm"], expect_ok=False)
+        check(p.returncode != 0 and "--target-cpu" in p.stderr, "error: an unknown --target-cpu")
+
         # ONNX Runtime loads and runs the quantized model, with kiln's INT8 accuracy.
         if (a.node_modules and shutil.which("node")
                 and os.path.isdir(os.path.join(a.node_modules, "onnxruntime-node"))):
@@ -273,6 +309,10 @@ def main():
                  "bf16", "--per-channel"], expect_ok=False)
         check(p.returncode == 1 and "--per-channel does not apply" in p.stderr,
               "error: --per-channel with --precision bf16")
+        p = run([kiln, "quantize", fp32, "--out", os.path.join(tmp, "x.onnx"), "--precision",
+                 "fp16", "--target-cpu", "avx2"], expect_ok=False)
+        check(p.returncode == 1 and "--target-cpu does not apply" in p.stderr,
+              "error: --target-cpu with --precision fp16")
         p = run([kiln, "validate", os.path.join(tmp, "digits.fp16.onnx"), "--data", val,
                  "--precision", "fp32"], expect_ok=False)
         check(p.returncode == 1 and "validate it with --precision fp16" in p.stderr,

@@ -7,6 +7,7 @@
 //   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx
 //   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx --data val/
 //       --method entropy --per-channel --max-accuracy-drop 0.5 --report report.json
+//   kiln quantize model.onnx --calib-dir calib/ --out model.int8.onnx --target-cpu avx2
 //   kiln quantize model.onnx --out model.fp16.onnx --precision fp16 [--data val/]
 //
 // Progress goes to stderr; the report to stdout (text, or one JSON object with --json) and to
@@ -114,6 +115,13 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
                 "instead of one scale per tensor");
   CLI::Option* symmetric = cmd->add_flag("--symmetric-activations", f->symmetric,
                 "Quantize activations to int8 with zero point 0 instead of asymmetric uint8");
+  CLI::Option* target = cmd->add_option("--target-cpu", f->options.target_cpu,
+                  "CPUs the INT8 model is for: avx2 (7-bit weights in [-64, 64]: exact and full "
+                  "speed on every AVX2 CPU), vnni (8-bit weights for CPUs with VNNI dot products, "
+                  "AVX512-VNNI or AVX-VNNI: exact elsewhere too, at about half the INT8 speed), "
+                  "or native (this CPU's class)")
+      ->check(CLI::IsMember({"native", "avx2", "vnni"}))
+      ->capture_default_str();
   auto* keep = cmd->add_option("--keep-fp32", f->options.keep_fp32,
                                "Keep the N most sensitive layers in FP32 (measures every layer's "
                                "sensitivity first)")
@@ -146,8 +154,8 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the report as one JSON object instead of text");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
-  f->int8_only = {calib,     method,   percentile, per_channel, symmetric,
-                  keep,      max_drop, sensitivity, calib_samples};
+  f->int8_only = {calib, method,   percentile,  per_channel,  symmetric,
+                  target, keep,     max_drop,    sensitivity,  calib_samples};
   return [f] {
     Status s = Quantize(*f);
     if (!s.ok()) {
