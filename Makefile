@@ -53,8 +53,9 @@ tsan: deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0 exitcode=66 $(TSAN_OPTIONS)" \
 	  $(MAKE) --no-print-directory test BUILD_DIR=build-tsan BUILD_TYPE=Tsan
 
-# libFuzzer targets (model bytes, infer JSON, repository JSON, .npy, value files, config.pbtxt),
-# built with clang in build-fuzz/ and run for FUZZ_SECONDS each (default 60). Crashes land in
+# The nine libFuzzer targets of tests/fuzz (model bytes, infer JSON, the binary tensor section,
+# HTTP requests, gRPC infer requests, repository JSON, .npy, value files, config.pbtxt), built
+# with clang in build-fuzz/ and run for FUZZ_SECONDS each (default 60). Crashes land in
 # build-fuzz/fuzz/crashes.
 FUZZ_SECONDS ?= 60
 fuzz:

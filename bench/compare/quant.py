@@ -68,6 +68,8 @@ def main():
     ap.add_argument("--models-dir", default="build/bench-models")
     ap.add_argument("--node-dir", default="build/bench-node")
     ap.add_argument("--no-ort", action="store_true", help="kiln only")
+    ap.add_argument("--target-cpu", default=None,
+                    help="passed to kiln quantize (native, avx2 or vnni); default: kiln's own")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     args.kiln = os.path.abspath(args.kiln)
@@ -100,10 +102,11 @@ def main():
                 if prec == "int8":
                     print(f"quant: {model}: kiln quantize ({args.method}, per channel)",
                           file=sys.stderr, flush=True)
+                    target = ["--target-cpu", args.target_cpu] if args.target_cpu else []
                     report = run_json([args.kiln, "quantize", fp32, "--calib-dir", calib, "--out",
                                        path, "--method", args.method, "--per-channel",
                                        "--batch-size", "8", "--json", "--quiet", "--threads",
-                                       str(args.threads)])
+                                       str(args.threads)] + target)
                 else:
                     print(f"quant: {model}: kiln quantize --precision {prec}", file=sys.stderr,
                           flush=True)
@@ -167,7 +170,11 @@ def main():
             print("| " + " | ".join(cells) + " |")
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "commit": compare.git_commit(), "cpu": compare.cpu_model(),
-           "command": " ".join(sys.argv), "results": rows}
+           "command": " ".join(sys.argv),
+           # The ISA caps in force (docs/kernels.md): they decide which kernels ran.
+           "env": {k: os.environ.get(k) for k in ("ONEDNN_MAX_CPU_ISA", "KILN_CPU_ISA",
+                                                  "KILN_CPU_GEMM", "OMP_WAIT_POLICY")},
+           "results": rows}
     out = args.out or os.path.join(HERE, "..", "results",
                                    f"{datetime.date.today().isoformat()}-{doc['commit']}-"
                                    f"{'-'.join(precisions)}.json")

@@ -49,24 +49,15 @@
 #include <malloc.h>
 #endif
 
-#ifdef KILN_HAVE_ONNX_IMPORTER
 #include "graph/onnx/importer.h"
 #include "quant/quantizer.h"
-#endif
 
 namespace kiln {
 
 namespace fs = std::filesystem;
 
 GraphLoader DefaultGraphLoader() {
-#ifdef KILN_HAVE_ONNX_IMPORTER
   return [](const std::string& path) { return ImportOnnxModel(path); };
-#else
-  return [](const std::string& path) -> Result<std::shared_ptr<Graph>> {
-    return Status::Unavailable(
-        fmt::format("cannot load {}: this build has no ONNX importer", path));
-  };
-#endif
 }
 
 namespace {
@@ -251,7 +242,6 @@ Result<std::shared_ptr<Graph>> ApplyPrecision(const inference::ModelConfig& conf
                                               const fs::path& model_dir) {
   const inference::ModelOptimizationPolicy& opt = config.optimization();
   if (opt.precision() != "int8") return graph;
-#ifdef KILN_HAVE_ONNX_IMPORTER
   quant::QuantizeGraphOptions options;
   if (!opt.calibration_method().empty()) {
     KILN_ASSIGN_OR_RETURN(options.method, quant::ParseCalibrationMethod(opt.calibration_method()));
@@ -269,11 +259,6 @@ Result<std::shared_ptr<Graph>> ApplyPrecision(const inference::ModelConfig& conf
                 config.name(), version, q->layers, q->calib_samples, dir.string(),
                 quant::CalibrationMethodName(options.method));
   return q->graph;
-#else
-  return Status::Unimplemented(fmt::format(
-      "model '{}': optimization precision int8 needs the ONNX importer, absent from this build",
-      config.name()));
-#endif
 }
 
 }  // namespace

@@ -115,25 +115,30 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
   const int64_t kc = GemmKBlock(k);
   const bool use_avx2 = ActiveIsa() >= Isa::kAvx2;
 
-  // Tasks: row blocks x runs of B panels, one per thread (fewer, larger tasks stream B better
-  // than many small ones), cut as evenly as 6-row and 16-column granularity allows; rows are
-  // split first, columns only when there are too few rows. How they are cut never changes an
+  // Tasks: row blocks x runs of B panels, cut as evenly as 6-row and 16-column granularity
+  // allows, and one run of B's panels per thread when B is the larger operand (each thread then
+  // streams only its share of B; A is read by all), else one run of rows per thread. Fewer,
+  // larger tasks stream B better than many small ones. How they are cut never changes an
   // element's arithmetic.
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool serial = macs < kSerialMacs || threads <= 1;
+  const bool split_columns = !serial && m <= n;
   const int64_t row_panels = CeilDiv(m, kGemmMr);
   int64_t row_blocks = CeilDiv(m, kRowBlock);
   int64_t panel_runs = 1;
-  if (!serial) {
+  if (split_columns) {
+    panel_runs = std::min<int64_t>(panels, threads);
+  } else if (!serial) {
     row_blocks = std::min(row_panels, CeilDiv(row_blocks, int64_t{threads}) * threads);
     if (row_blocks < threads) panel_runs = std::min(panels, CeilDiv(int64_t{threads}, row_blocks));
   }
   // Rows per block: a multiple of 6, blocks as equal as that allows.
   const int64_t block_rows = CeilDiv(CeilDiv(m, row_blocks), kGemmMr) * kGemmMr;
+  row_blocks = CeilDiv(m, block_rows);
   const int64_t per_task = CeilDiv(panels, panel_runs);
   panel_runs = CeilDiv(panels, per_task);
-  const int64_t tasks = CeilDiv(m, block_rows) * panel_runs;
+  const int64_t tasks = row_blocks * panel_runs;
 
   // Rows [i0, i0 + rows) x panels [p0, p0 + np) of C, np <= kMaxPanelsPerBlock.
   auto run_block = [&](int64_t i0, int64_t rows, int64_t p0, int64_t np) {
@@ -192,10 +197,14 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
       if (e.act.kind != ActivationKind::kNone) ApplyActivationInPlace(e.act, dst, cols);
     }
   };
+  // Task order: consecutive tasks (one thread's share under static scheduling) run along the
+  // split dimension's other axis, so a thread keeps its columns (or its rows).
   auto run_task = [&](int64_t t) {
-    const int64_t i0 = (t / panel_runs) * block_rows;
+    const int64_t rb = split_columns ? t % row_blocks : t / panel_runs;
+    const int64_t run = split_columns ? t / row_blocks : t % panel_runs;
+    const int64_t i0 = rb * block_rows;
     const int64_t rows = std::min(block_rows, m - i0);
-    const int64_t p0 = (t % panel_runs) * per_task;
+    const int64_t p0 = run * per_task;
     const int64_t p_end = std::min(panels, p0 + per_task);
     for (int64_t p = p0; p < p_end; p += kMaxPanelsPerBlock) {
       run_block(i0, rows, p, std::min(kMaxPanelsPerBlock, p_end - p));

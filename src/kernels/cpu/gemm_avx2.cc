@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The AVX2+FMA microkernel of gemm.h: a 6 x 16 tile in 12 YMM accumulators, one FMA chain per
-// element in k order. Built with -mavx2 -mfma; called only when ActiveIsa() >= kAvx2.
+// The AVX2+FMA microkernels of gemm.h: a 6 x 16 tile in 12 YMM accumulators, one FMA chain per
+// element in k order, and the narrower-row tiles. Built with -mavx2 -mfma; called only when
+// ActiveIsa() >= kAvx2.
 
 #include <immintrin.h>
 
@@ -11,68 +12,11 @@
 
 namespace kiln::cpu::avx2 {
 
-void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
-                   bool load) {
-  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
-  if (load) {
-    c00 = _mm256_load_ps(acc + 0 * acc_stride);
-    c01 = _mm256_load_ps(acc + 0 * acc_stride + 8);
-    c10 = _mm256_load_ps(acc + 1 * acc_stride);
-    c11 = _mm256_load_ps(acc + 1 * acc_stride + 8);
-    c20 = _mm256_load_ps(acc + 2 * acc_stride);
-    c21 = _mm256_load_ps(acc + 2 * acc_stride + 8);
-    c30 = _mm256_load_ps(acc + 3 * acc_stride);
-    c31 = _mm256_load_ps(acc + 3 * acc_stride + 8);
-    c40 = _mm256_load_ps(acc + 4 * acc_stride);
-    c41 = _mm256_load_ps(acc + 4 * acc_stride + 8);
-    c50 = _mm256_load_ps(acc + 5 * acc_stride);
-    c51 = _mm256_load_ps(acc + 5 * acc_stride + 8);
-  } else {
-    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
-  }
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(b);
-    const __m256 b1 = _mm256_load_ps(b + 8);
-    __m256 x = _mm256_broadcast_ss(a + 0);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    x = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(x, b0, c10);
-    c11 = _mm256_fmadd_ps(x, b1, c11);
-    x = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(x, b0, c20);
-    c21 = _mm256_fmadd_ps(x, b1, c21);
-    x = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(x, b0, c30);
-    c31 = _mm256_fmadd_ps(x, b1, c31);
-    x = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(x, b0, c40);
-    c41 = _mm256_fmadd_ps(x, b1, c41);
-    x = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(x, b0, c50);
-    c51 = _mm256_fmadd_ps(x, b1, c51);
-    a += kGemmMr;
-    b += kGemmNr;
-  }
-  _mm256_store_ps(acc + 0 * acc_stride, c00);
-  _mm256_store_ps(acc + 0 * acc_stride + 8, c01);
-  _mm256_store_ps(acc + 1 * acc_stride, c10);
-  _mm256_store_ps(acc + 1 * acc_stride + 8, c11);
-  _mm256_store_ps(acc + 2 * acc_stride, c20);
-  _mm256_store_ps(acc + 2 * acc_stride + 8, c21);
-  _mm256_store_ps(acc + 3 * acc_stride, c30);
-  _mm256_store_ps(acc + 3 * acc_stride + 8, c31);
-  _mm256_store_ps(acc + 4 * acc_stride, c40);
-  _mm256_store_ps(acc + 4 * acc_stride + 8, c41);
-  _mm256_store_ps(acc + 5 * acc_stride, c50);
-  _mm256_store_ps(acc + 5 * acc_stride + 8, c51);
-}
-
 namespace {
 
-// rows x (16 * panels) tile: the same FMA chain per element as GemmMicro6x16, for the row panels
-// that hold fewer than 6 rows (more B panels at once keep the FMA units busy).
+// rows x (16 * panels) tile of acc: one FMA chain per element in k order. 6 x 1 is the main
+// microkernel (12 accumulators); row panels with fewer rows take more B panels at once, which
+// keeps as many independent chains going.
 template <int kRows, int kPanels>
 void MicroTile(int64_t kc, const float* a, const float* b, int64_t b_panel_stride, float* acc,
                int64_t acc_stride, bool load) {
@@ -120,6 +64,11 @@ constexpr std::array<Tile, sizeof...(kP)> Row(std::integer_sequence<int, kP...>)
 }
 
 }  // namespace
+
+void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
+                   bool load) {
+  MicroTile<6, 1>(kc, a, b, 0, acc, acc_stride, load);
+}
 
 int GemmPanelsPerTile(int rows) { return rows <= 1 ? 6 : rows == 2 ? 3 : rows == 3 ? 2 : 1; }
 

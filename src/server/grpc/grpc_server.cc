@@ -191,10 +191,42 @@ namespace {
 
 using Impl = GrpcServer::Impl;
 
+// The life of a call answered once: its first completion starts it (counted by CallStarted /
+// CallEnded; the next call of the same method is asked for while the server accepts), then
+// Handle() answers it; the completion after the answer ends it.
+class OneAnswerCall : public Tag {
+ public:
+  void Proceed(bool ok) final {
+    if (finishing_ || !ok) {
+      delete this;
+      return;
+    }
+    started_ = true;
+    server_->CallStarted();
+    if (server_->accepting()) ListenAgain();
+    Handle();
+  }
+
+ protected:
+  OneAnswerCall(Impl* server, grpc::ServerCompletionQueue* cq) : server_(server), cq_(cq) {}
+  ~OneAnswerCall() override {
+    if (started_) server_->CallEnded();
+  }
+  virtual void ListenAgain() = 0;
+  virtual void Handle() = 0;
+
+  Impl* server_;
+  grpc::ServerCompletionQueue* cq_;
+  bool finishing_ = false;  // the answer was sent: the next completion is the last
+
+ private:
+  bool started_ = false;  // the call arrived (it counts in CallStarted / CallEnded)
+};
+
 // One unary call of one method. `Handler` fills the response and calls Finish (at once, or
 // later from another thread).
 template <typename Req, typename Resp>
-class UnaryCall final : public Tag {
+class UnaryCall final : public OneAnswerCall {
  public:
   using RequestFn = void (Service::*)(grpc::ServerContext*, Req*,
                                       grpc::ServerAsyncResponseWriter<Resp>*,
@@ -206,21 +238,6 @@ class UnaryCall final : public Tag {
                      Handler handler) {
     auto* call = new UnaryCall(server, cq, request, handler);
     (server->service()->*request)(&call->ctx_, &call->request_, &call->responder_, cq, cq, call);
-  }
-
-  ~UnaryCall() override {
-    if (started_) server_->CallEnded();
-  }
-
-  void Proceed(bool ok) override {
-    if (finishing_ || !ok) {
-      delete this;
-      return;
-    }
-    started_ = true;
-    server_->CallStarted();
-    if (server_->accepting()) Listen(server_, cq_, request_fn_, handler_);
-    handler_(server_, this);
   }
 
   const Req& request() const { return request_; }
@@ -238,18 +255,16 @@ class UnaryCall final : public Tag {
 
  private:
   UnaryCall(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request, Handler handler)
-      : server_(server), cq_(cq), request_fn_(request), handler_(handler), responder_(&ctx_) {}
+      : OneAnswerCall(server, cq), request_fn_(request), handler_(handler), responder_(&ctx_) {}
+  void ListenAgain() override { Listen(server_, cq_, request_fn_, handler_); }
+  void Handle() override { handler_(server_, this); }
 
-  Impl* server_;
-  grpc::ServerCompletionQueue* cq_;
   RequestFn request_fn_;
   Handler handler_;
   grpc::ServerContext ctx_;
   Req request_;
   Resp response_;
   grpc::ServerAsyncResponseWriter<Resp> responder_;
-  bool started_ = false;    // the call arrived (it counts in CallStarted / CallEnded)
-  bool finishing_ = false;  // Finish was called: the next completion is the last
 };
 
 Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::string& name,
@@ -666,27 +681,11 @@ void HandleUnimplemented(Impl*, UnaryCall<Req, Resp>* call) {
 
 // A call of a method that no registered service serves: UNIMPLEMENTED with a message naming the
 // method (gRPC's own answer has an empty message).
-class UnknownMethodCall final : public Tag {
+class UnknownMethodCall final : public OneAnswerCall {
  public:
   static void Listen(Impl* server, grpc::ServerCompletionQueue* cq) {
     auto* call = new UnknownMethodCall(server, cq);
     server->unknown_methods()->RequestCall(&call->ctx_, &call->stream_, cq, cq, call);
-  }
-
-  ~UnknownMethodCall() override {
-    if (started_) server_->CallEnded();
-  }
-
-  void Proceed(bool ok) override {
-    if (finishing_ || !ok) {
-      delete this;
-      return;
-    }
-    started_ = true;
-    server_->CallStarted();
-    if (server_->accepting()) Listen(server_, cq_);
-    finishing_ = true;
-    stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, Message(ctx_.method())), this);
   }
 
   // "/package.Service/Method" -> which of the two kiln does not know.
@@ -706,14 +705,15 @@ class UnknownMethodCall final : public Tag {
 
  private:
   UnknownMethodCall(Impl* server, grpc::ServerCompletionQueue* cq)
-      : server_(server), cq_(cq), stream_(&ctx_) {}
+      : OneAnswerCall(server, cq), stream_(&ctx_) {}
+  void ListenAgain() override { Listen(server_, cq_); }
+  void Handle() override {
+    finishing_ = true;
+    stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, Message(ctx_.method())), this);
+  }
 
-  Impl* server_;
-  grpc::ServerCompletionQueue* cq_;
   grpc::GenericServerContext ctx_;
   grpc::GenericServerAsyncReaderWriter stream_;
-  bool started_ = false;
-  bool finishing_ = false;
 };
 
 // ---- ModelStreamInfer ----
