@@ -34,6 +34,9 @@ const std::vector<Shape3>& Shapes() {
       {"resnet_fc_b32", 32, 2048, 1000}, {"bert_qkv", 128, 768, 768},
       {"bert_ffn_up", 128, 768, 3072},   {"bert_ffn_down", 128, 3072, 768},
       {"vit_mlp", 197, 768, 3072},       {"tiny_b1", 1, 128, 128},
+      {"bert_tiny_qkv", 128, 128, 384},  {"bert_tiny_ffn_up", 128, 128, 512},
+      {"bert_tiny_ffn_down", 128, 512, 128}, {"bert_b8_qkv", 1024, 768, 768},
+      {"bert_b8_ffn_up", 1024, 768, 3072},   {"bert_b8_ffn_down", 1024, 3072, 768},
       {"square_1024", 1024, 1024, 1024},
   };
   return shapes;

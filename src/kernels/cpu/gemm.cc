@@ -19,15 +19,15 @@
 namespace kiln::cpu {
 namespace scalar {
 
-void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
-                   bool load) {
+void GemmMicro6x16(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* b,
+                   float* acc, int64_t acc_stride, bool load) {
   float t[kGemmMr][kGemmNr];
   for (int64_t i = 0; i < kGemmMr; ++i) {
     for (int64_t j = 0; j < kGemmNr; ++j) t[i][j] = load ? acc[i * acc_stride + j] : 0.0f;
   }
   for (int64_t k = 0; k < kc; ++k) {
     for (int64_t i = 0; i < kGemmMr; ++i) {
-      const float x = a[k * kGemmMr + i];
+      const float x = a[i * a_row + k * a_k];
       for (int64_t j = 0; j < kGemmNr; ++j) t[i][j] += x * b[k * kGemmNr + j];
     }
   }
@@ -140,22 +140,27 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
   panel_runs = CeilDiv(panels, per_task);
   const int64_t tasks = row_blocks * panel_runs;
 
-  // Rows [i0, i0 + rows) x panels [p0, p0 + np) of C, np <= kMaxPanelsPerBlock.
-  auto run_block = [&](int64_t i0, int64_t rows, int64_t p0, int64_t np) {
+  // Rows [i0, i0 + rows) x panels [p0, p0 + np) of C, np <= kMaxPanelsPerBlock, reading those
+  // rows of A through `av` (row r, step k at av.base[r * av.row + k * av.step]).
+  struct AView {
+    const float* base;
+    int64_t row, step;
+  };
+  auto run_block = [&](AView av, int64_t i0, int64_t rows, int64_t p0, int64_t np) {
     const int64_t a_panels = CeilDiv(rows, kGemmMr);
     const int64_t stride = np * kGemmNr;  // acc row stride, floats (a multiple of 16)
-    auto* apack = static_cast<float*>(
-        ThreadScratch(ScratchSlot::kGemmA, static_cast<size_t>(a_panels * kGemmMr * kc) * 4));
     auto* acc = static_cast<float*>(
         ThreadScratch(ScratchSlot::kGemmAcc, static_cast<size_t>(a_panels * kGemmMr * stride) * 4));
+    // Packed A: panels of 6 rows, K steps each (row 1 apart within a step, 6 between steps).
+    const int64_t a_panel = av.step == kGemmMr ? k * kGemmMr : kGemmMr * av.row;
     for (int64_t k0 = 0; k0 < k; k0 += kc) {
       const int64_t kk = std::min(kc, k - k0);
-      PackA(a, a_row, a_col, i0, rows, k0, kk, apack);
+      const float* a0 = av.base + k0 * av.step;
       if (!use_avx2) {
         for (int64_t p = 0; p < np; ++p) {
           const float* bp = b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr;
           for (int64_t ap = 0; ap < a_panels; ++ap) {
-            scalar::GemmMicro6x16(kk, apack + ap * kk * kGemmMr, bp,
+            scalar::GemmMicro6x16(kk, a0 + ap * a_panel, av.row, av.step, bp,
                                   acc + ap * kGemmMr * stride + p * kGemmNr, stride, k0 > 0);
           }
         }
@@ -168,7 +173,7 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
       for (int64_t p = 0; p < np; ++p) {
         const float* bp = b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr;
         for (int64_t ap = 0; ap < full; ++ap) {
-          avx2::GemmMicro6x16(kk, apack + ap * kk * kGemmMr, bp,
+          avx2::GemmMicro6x16(kk, a0 + ap * a_panel, av.row, av.step, bp,
                               acc + ap * kGemmMr * stride + p * kGemmNr, stride, k0 > 0);
         }
       }
@@ -176,7 +181,7 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
         const int group = avx2::GemmPanelsPerTile(tail_rows);
         for (int64_t p = 0; p < np; p += group) {
           const int g = static_cast<int>(std::min<int64_t>(group, np - p));
-          avx2::GemmMicroTile(tail_rows, g, kk, apack + full * kk * kGemmMr,
+          avx2::GemmMicroTile(tail_rows, g, kk, a0 + full * a_panel, av.row, av.step,
                               b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr, k * kGemmNr,
                               acc + full * kGemmMr * stride + p * kGemmNr, stride, k0 > 0);
         }
@@ -206,8 +211,17 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
     const int64_t rows = std::min(block_rows, m - i0);
     const int64_t p0 = run * per_task;
     const int64_t p_end = std::min(panels, p0 + per_task);
+    // A row-major A is read in place by the AVX2 tiles (each reads only its valid rows); the
+    // scalar 6x16 kernel, or a strided A, reads the task's rows packed once (zero rows past M).
+    AView av{a + i0 * a_row, a_row, 1};
+    if (!use_avx2 || a_col != 1) {
+      auto* apack = static_cast<float*>(ThreadScratch(
+          ScratchSlot::kGemmA, static_cast<size_t>(CeilDiv(rows, kGemmMr) * kGemmMr * k) * 4));
+      PackA(a, a_row, a_col, i0, rows, 0, k, apack);
+      av = AView{apack, 1, kGemmMr};
+    }
     for (int64_t p = p0; p < p_end; p += kMaxPanelsPerBlock) {
-      run_block(i0, rows, p, std::min(kMaxPanelsPerBlock, p_end - p));
+      run_block(av, i0, rows, p, std::min(kMaxPanelsPerBlock, p_end - p));
     }
   };
   if (tasks == 1 || serial) {

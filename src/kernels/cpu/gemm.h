@@ -17,17 +17,18 @@
 //   - K is walked in blocks whose length depends on K only (GemmKBlock), in order; within a block
 //     each element is one chain of multiply-adds in k order (FMA on the AVX2 path, a multiply
 //     then an add on the scalar path), continued from the previous block's partial sum;
-//   - rows and columns never mix: A is packed in panels of 6 rows (zero rows past M), B in panels
-//     of 16 columns (zero columns past N), and padding is computed but never written out;
+//   - rows and columns never mix: A is taken 6 rows at a time (a last group with fewer rows runs
+//     a narrower tile with the same per-element chain), B in panels of 16 columns (zero columns
+//     past N), and padding columns are computed but never written out;
 //   - threads split rows and columns only, never K.
 // So C[i, :] depends only on A[i, :], B, the epilogue and the ISA level. The two levels round
 // differently (FMA or not); each is invariant on its own.
 //
-// Blocking (Goto's): a task owns up to kGemmRowBlock rows and a run of B panels; per K block it
-// packs its rows of A (6-row panels, k-major), then runs the 6x16 microkernel over every
-// (panel of B, panel of A) pair, B's panel (K block x 16 floats) staying in L1 while A's panels
-// stream from L2; partial sums live in a per-thread tile, the epilogue (alpha, bias, addend,
-// activation) runs once at the end.
+// Blocking (Goto's): a task owns a block of rows and a run of B panels. A row-major A is read in
+// place; a strided (transposed) one is packed once per task into 6-row panels, k-major. Per K
+// block the 6x16 microkernel runs over every (panel of B, panel of A) pair, B's panel (K block x
+// 16 floats) staying in L1 while A's rows stream from L2; partial sums live in a per-thread
+// tile, and the epilogue (alpha, bias, addend, activation) runs once at the end.
 //
 // Thread safety: Gemm runs on the calling thread's OpenMP team (ParallelFor); concurrent calls
 // from different threads are safe (per-thread scratch).
@@ -72,21 +73,23 @@ struct GemmEpilogue {
 void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& b, float* c,
           int64_t ldc, const GemmEpilogue& e);
 
-// acc[6][16] (rows `acc_stride` floats apart) = (load ? acc : 0) + a x b over kc steps, where a is
-// kc x 6 (k-major) and b kc x 16 (k-major, 64-byte aligned).
+// acc[6][16] (rows `acc_stride` floats apart) = (load ? acc : 0) + a x b over kc steps, where A's
+// row i, step k is a[i * a_row + k * a_k] (a packed panel: a_row 1, a_k 6; rows of a row-major A
+// used in place: a_row = its row stride, a_k 1) and b is kc x 16 (k-major, 64-byte aligned).
 namespace scalar {
-void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
-                   bool load);
+void GemmMicro6x16(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* b,
+                   float* acc, int64_t acc_stride, bool load);
 }  // namespace scalar
 namespace avx2 {
-void GemmMicro6x16(int64_t kc, const float* a, const float* b, float* acc, int64_t acc_stride,
-                   bool load);
+void GemmMicro6x16(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* b,
+                   float* acc, int64_t acc_stride, bool load);
 // The same for a panel of A holding `rows` (1..6) valid rows against `panels` consecutive B
 // panels (b_panel_stride floats apart; at most GemmPanelsPerTile(rows)): the rows x 16 * panels
 // tile of acc, with the same FMA chain per element.
 int GemmPanelsPerTile(int rows);
-void GemmMicroTile(int rows, int panels, int64_t kc, const float* a, const float* b,
-                   int64_t b_panel_stride, float* acc, int64_t acc_stride, bool load);
+void GemmMicroTile(int rows, int panels, int64_t kc, const float* a, int64_t a_row, int64_t a_k,
+                   const float* b, int64_t b_panel_stride, float* acc, int64_t acc_stride,
+                   bool load);
 }  // namespace avx2
 
 }  // namespace kiln::cpu
