@@ -10,10 +10,10 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdlib>
 #include <map>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,11 +30,11 @@ struct Shape3 {
 
 const std::vector<Shape3>& Shapes() {
   static const std::vector<Shape3> shapes = {
-      {"classifier_b1", 1, 1280, 1000},  {"digits_b8", 8, 64, 32},
-      {"resnet_fc_b32", 32, 2048, 1000}, {"bert_qkv", 128, 768, 768},
-      {"bert_ffn_up", 128, 768, 3072},   {"bert_ffn_down", 128, 3072, 768},
-      {"vit_mlp", 197, 768, 3072},       {"tiny_b1", 1, 128, 128},
-      {"bert_tiny_qkv", 128, 128, 384},  {"bert_tiny_ffn_up", 128, 128, 512},
+      {"classifier_b1", 1, 1280, 1000},      {"digits_b8", 8, 64, 32},
+      {"resnet_fc_b32", 32, 2048, 1000},     {"bert_qkv", 128, 768, 768},
+      {"bert_ffn_up", 128, 768, 3072},       {"bert_ffn_down", 128, 3072, 768},
+      {"vit_mlp", 197, 768, 3072},           {"tiny_b1", 1, 128, 128},
+      {"bert_tiny_qkv", 128, 128, 384},      {"bert_tiny_ffn_up", 128, 128, 512},
       {"bert_tiny_ffn_down", 128, 512, 128}, {"bert_b8_qkv", 1024, 768, 768},
       {"bert_b8_ffn_up", 1024, 768, 3072},   {"bert_b8_ffn_down", 1024, 3072, 768},
       {"square_1024", 1024, 1024, 1024},
@@ -56,7 +56,8 @@ std::vector<float> Random(int64_t n, uint32_t seed) {
 }
 
 float* Aligned(int64_t floats) {
-  return static_cast<float*>(std::aligned_alloc(64, (static_cast<size_t>(floats) * 4 + 63) / 64 * 64));
+  return static_cast<float*>(
+      std::aligned_alloc(64, (static_cast<size_t>(floats) * 4 + 63) / 64 * 64));
 }
 
 void Record(benchmark::State& state, const std::string& key, int64_t macs) {
@@ -96,7 +97,8 @@ void BM_Onednn(benchmark::State& state, Shape3 s) {
   const dnnl::matmul prim(pd);
   dnnl::memory a_mem(a_md, eng, a.data()), c_mem(c_md, eng, c.data());
   for (auto _ : state) {
-    prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_packed}, {DNNL_ARG_DST, c_mem}});
+    prim.execute(strm,
+                 {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_packed}, {DNNL_ARG_DST, c_mem}});
     strm.wait();
   }
   Record(state, pd.impl_info_str(), s.m * s.k * s.n);

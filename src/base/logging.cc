@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "base/logging.h"
 
-#include <atomic>
-#include <memory>
-#include <mutex>
-
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
 
 namespace kiln {
 namespace {
@@ -96,8 +96,7 @@ Status ApplyLocked(LogState& state, const LogSettings& settings) {
       try {
         target = std::make_shared<spdlog::sinks::basic_file_sink_mt>(settings.file);
       } catch (const spdlog::spdlog_ex& e) {
-        return Status::InvalidArgument("cannot open log file '" + settings.file +
-                                       "': " + e.what());
+        return Status::InvalidArgument("cannot open log file '" + settings.file + "': " + e.what());
       }
     }
     state.filter = std::make_shared<SeverityFilterSink>(std::move(target));

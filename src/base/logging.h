@@ -12,10 +12,10 @@
 //
 // Thread safety: logging and Get/ApplyLogSettings are safe from any thread.
 
+#include <spdlog/spdlog.h>
+
 #include <cstdint>
 #include <string>
-
-#include <spdlog/spdlog.h>
 
 #include "base/status.h"
 

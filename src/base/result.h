@@ -23,9 +23,9 @@ class [[nodiscard]] Result {
   }
   Result(T value) : value_(std::move(value)) {}  // NOLINT(runtime/explicit)
   template <typename U>
-    requires(std::is_convertible_v<U &&, T> && !std::is_same_v<std::decay_t<U>, Status> &&
-             !std::is_same_v<std::decay_t<U>, T>)
-  Result(U&& value) : value_(std::forward<U>(value)) {}  // NOLINT(runtime/explicit)
+  requires(std::is_convertible_v<U&&, T> && !std::is_same_v<std::decay_t<U>, Status> &&
+           !std::is_same_v<std::decay_t<U>, T>) Result(U&& value)
+      : value_(std::forward<U>(value)) {}  // NOLINT(runtime/explicit)
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }

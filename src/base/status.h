@@ -77,9 +77,7 @@ class [[nodiscard]] Status {
     return {StatusCode::kUnimplemented, std::move(msg)};
   }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
-  static Status Unavailable(std::string msg) {
-    return {StatusCode::kUnavailable, std::move(msg)};
-  }
+  static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
   static Status DataLoss(std::string msg) { return {StatusCode::kDataLoss, std::move(msg)}; }
 
   bool ok() const { return state_ == nullptr; }
@@ -110,8 +108,8 @@ inline bool operator==(const Status& a, const Status& b) {
 #define KILN_STATUS_CONCAT_(a, b) KILN_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (a Status); returns it from the enclosing function when not OK.
-#define KILN_RETURN_IF_ERROR(expr)                          \
-  do {                                                      \
-    ::kiln::Status kiln_status_tmp_ = (expr);               \
-    if (!kiln_status_tmp_.ok()) return kiln_status_tmp_;    \
+#define KILN_RETURN_IF_ERROR(expr)                       \
+  do {                                                   \
+    ::kiln::Status kiln_status_tmp_ = (expr);            \
+    if (!kiln_status_tmp_.ok()) return kiln_status_tmp_; \
   } while (0)

@@ -34,9 +34,10 @@ gpr_timespec Deadline(int64_t steady_ns) {
 
 class GrpcWorker final : public LoadEngine::Worker {
  public:
-  GrpcWorker(const std::string& url, int index, const std::vector<inference::ModelInferRequest>& reqs,
-         SampleSink& sink, const LoadConfig& config, int slots, int shards, int64_t start_ns,
-         const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
+  GrpcWorker(const std::string& url, int index,
+             const std::vector<inference::ModelInferRequest>& reqs, SampleSink& sink,
+             const LoadConfig& config, int slots, int shards, int64_t start_ns,
+             const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
       : stub_(GRPCInferenceService::NewStub(NewChannel(url, index))),
         requests_(reqs),
         sink_(sink),
@@ -170,7 +171,7 @@ class GrpcLoad : public LoadEngine {
  private:
   std::unique_ptr<LoadEngine::Worker> MakeWorker(const WorkerSpec& w) override {
     return std::make_unique<GrpcWorker>(url_, w.index, requests_, *w.sink, *w.config, w.slots,
-                                    w.workers, w.start_ns, stop_, sent_);
+                                        w.workers, w.start_ns, stop_, sent_);
   }
 
   std::string url_;

@@ -135,15 +135,15 @@ Result<std::unique_ptr<GrpcNullServer>> GrpcNullServer::Start(int port, int thre
   for (int i = 0; i < std::max(1, threads); ++i) impl->cqs.push_back(builder.AddCompletionQueue());
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
-    return Status::Unavailable(fmt::format("gRPC null server: cannot listen on 127.0.0.1:{}", port));
+    return Status::Unavailable(
+        fmt::format("gRPC null server: cannot listen on 127.0.0.1:{}", port));
   }
   Impl* p = impl.get();
   for (auto& cq : p->cqs) {
     using MetaCall = Call<inference::ModelMetadataRequest, inference::ModelMetadataResponse>;
     using ConfigCall = Call<inference::ModelConfigRequest, inference::ModelConfigResponse>;
     using InferCall = Call<inference::ModelInferRequest, inference::ModelInferResponse>;
-    MetaCall::Listen(&p->service, cq.get(), &Service::RequestModelMetadata, &FillMetadata,
-                     nullptr);
+    MetaCall::Listen(&p->service, cq.get(), &Service::RequestModelMetadata, &FillMetadata, nullptr);
     ConfigCall::Listen(&p->service, cq.get(), &Service::RequestModelConfig, &FillConfig, nullptr);
     for (int i = 0; i < 8; ++i) {
       InferCall::Listen(&p->service, cq.get(), &Service::RequestModelInfer, &FillInfer,

@@ -30,8 +30,8 @@ bool IEquals(const char* a, const char* b, size_t n) {
 class HttpWorker final : public LoadEngine::Worker {
  public:
   HttpWorker(const Endpoint& ep, const std::vector<std::string>& requests, SampleSink& sink,
-         const LoadConfig& config, int connections, int shard, int shards, int64_t start_ns,
-         const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
+             const LoadConfig& config, int connections, int shard, int shards, int64_t start_ns,
+             const std::atomic<bool>& stop, std::atomic<uint64_t>& sent)
       : ep_(ep),
         requests_(requests),
         sink_(sink),
@@ -377,7 +377,7 @@ class HttpLoad : public LoadEngine {
   }
   std::unique_ptr<LoadEngine::Worker> MakeWorker(const WorkerSpec& w) override {
     return std::make_unique<HttpWorker>(ep_, requests_, *w.sink, *w.config, w.slots, w.index,
-                                    w.workers, w.start_ns, stop_, sent_);
+                                        w.workers, w.start_ns, stop_, sent_);
   }
 
   Endpoint ep_;

@@ -29,9 +29,12 @@ std::string ValueType::ToString() const {
   out += "[";
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) out += ",";
-    if (dims[i].known()) out += std::to_string(dims[i].value);
-    else if (!dims[i].symbol.empty()) out += dims[i].symbol;
-    else out += "?";
+    if (dims[i].known())
+      out += std::to_string(dims[i].value);
+    else if (!dims[i].symbol.empty())
+      out += dims[i].symbol;
+    else
+      out += "?";
   }
   return out + "]";
 }

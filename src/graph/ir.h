@@ -81,8 +81,8 @@ struct ValueType {
 struct Value {
   std::string name;
   ValueType type;
-  int producer = -1;                               // node id, or -1 for inputs/initializers
-  std::shared_ptr<const OwnedTensor> constant;     // set for initializers
+  int producer = -1;                            // node id, or -1 for inputs/initializers
+  std::shared_ptr<const OwnedTensor> constant;  // set for initializers
   bool is_constant() const { return constant != nullptr; }
 };
 

@@ -79,7 +79,6 @@ inline constexpr std::string_view kActivationGeluTanh = "GeluTanh";    // tanh f
 inline constexpr std::string_view kActivationTanh = "Tanh";
 inline constexpr std::string_view kActivationLeakyRelu = "LeakyRelu";
 
-
 // ------------------------------------------------------------------------------------------------
 // Quantized (INT8) operators. The qdq_fusion pass (src/opt/passes/qdq.cc) produces them from
 // QuantizeLinear / DequantizeLinear around Conv, MatMul and Gemm; they keep activations INT8

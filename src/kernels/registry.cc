@@ -117,8 +117,7 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
     if (!only_provider.empty() && def.provider != only_provider) continue;
     if (opset < def.since_version || opset > def.end_version) continue;
     op_known = true;
-    dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype
-                                : info.output_type(0).dtype;
+    dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype : info.output_type(0).dtype;
     if (dtype != DataType::kInvalid && !(def.types & TypeBit(dtype))) continue;
     if (def.supports != nullptr && !def.supports(info)) continue;
     // A faster provider beats "ref"; among equals, later registrations win.
@@ -130,8 +129,8 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
   const std::string op =
       node.domain.empty() ? node.op_type : fmt::format("{}.{}", node.domain, node.op_type);
   if (!op_known) {
-    return Status::InvalidArgument(fmt::format("op {} (opset {}) is not supported{}", op, opset,
-                                               where));
+    return Status::InvalidArgument(
+        fmt::format("op {} (opset {}) is not supported{}", op, opset, where));
   }
   if (best == nullptr) {
     return Status::InvalidArgument(fmt::format("op {} (opset {}) is not supported for dtype {}{}",

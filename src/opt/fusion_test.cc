@@ -161,8 +161,8 @@ TEST(BiasActivationFusionTest, OnlyFp32IsFused) {
   const int x = t.Input("x", {2, 3}, DataType::kFloat64);
   Result<OwnedTensor> w = OwnedTensor::Allocate(DataType::kFloat64, Shape{3, 3});
   ASSERT_TRUE(w.ok());
-  const int m = t.Op("MatMul", {x, t.Const("w", std::move(w).value())}, {}, {{2, 3}},
-                     DataType::kFloat64);
+  const int m =
+      t.Op("MatMul", {x, t.Const("w", std::move(w).value())}, {}, {{2, 3}}, DataType::kFloat64);
   t.Output(t.Op("Relu", {m}, {}, {{2, 3}}, DataType::kFloat64));
   OptimizedGraph o = OptimizeOnly(t.Build(), {"bias_activation_fusion"});
   EXPECT_EQ(CountOps(*o.graph, "MatMul"), 1);

@@ -47,9 +47,12 @@ struct Weights {
 };
 
 Weights RandomWeights(std::mt19937& rng) {
-  return {RandomTensor(Shape{16, 8, 3, 3}, rng),  RandomTensor(Shape{16}, rng),
-          RandomTensor(Shape{1024, 24}, rng, -0.1, 0.1), RandomTensor(Shape{24}, rng),
-          RandomTensor(Shape{24, 64}, rng),       RandomTensor(Shape{64, 4}, rng)};
+  return {RandomTensor(Shape{16, 8, 3, 3}, rng),
+          RandomTensor(Shape{16}, rng),
+          RandomTensor(Shape{1024, 24}, rng, -0.1, 0.1),
+          RandomTensor(Shape{24}, rng),
+          RandomTensor(Shape{24, 64}, rng),
+          RandomTensor(Shape{64, 4}, rng)};
 }
 
 // x [N, 8, 10, 10] -> Conv(W 16x8x3x3, B) -> Relu -> Flatten -> Gemm(B 1024x24, C) -> MatMul
@@ -57,13 +60,15 @@ Weights RandomWeights(std::mt19937& rng) {
 std::shared_ptr<const Graph> ModelGraph(const Weights& w) {
   TestGraph t;
   const int x = t.Input("x", {-1, 8, 10, 10});
-  const int conv = t.Op("Conv", {x, t.Const("conv_w", OwnedTensor::CopyOf(w.conv_w.view()).value()),
-                                 t.Const("conv_b", OwnedTensor::CopyOf(w.conv_b.view()).value())},
+  const int conv = t.Op("Conv",
+                        {x, t.Const("conv_w", OwnedTensor::CopyOf(w.conv_w.view()).value()),
+                         t.Const("conv_b", OwnedTensor::CopyOf(w.conv_b.view()).value())},
                         {}, {{-1, 16, 8, 8}});
   const int relu = t.Op("Relu", {conv}, {}, {{-1, 16, 8, 8}});
   const int flat = t.Op("Flatten", {relu}, {Attribute::Int("axis", 1)}, {{-1, 1024}});
-  const int gemm = t.Op("Gemm", {flat, t.Const("gemm_b", OwnedTensor::CopyOf(w.gemm_b.view()).value()),
-                                 t.Const("gemm_c", OwnedTensor::CopyOf(w.gemm_c.view()).value())},
+  const int gemm = t.Op("Gemm",
+                        {flat, t.Const("gemm_b", OwnedTensor::CopyOf(w.gemm_b.view()).value()),
+                         t.Const("gemm_c", OwnedTensor::CopyOf(w.gemm_c.view()).value())},
                         {}, {{-1, 24}});
   const int mm = t.Op("MatMul", {gemm, t.Const("mm_b", OwnedTensor::CopyOf(w.mm_b.view()).value())},
                       {}, {{-1, 64}});
@@ -114,9 +119,7 @@ class HalfWeightsTest : public ::testing::TestWithParam<DataType> {};
 
 // Whether the CPU kernels compute convolutions with `dt` weights in BF16 here (BFLOAT16 weights
 // on a CPU with BF16 dot products; docs/quantization.md).
-bool BF16Compute(DataType dt) {
-  return dt == DataType::kBFloat16 && CpuKernelsComputeBf16();
-}
+bool BF16Compute(DataType dt) { return dt == DataType::kBFloat16 && CpuKernelsComputeBf16(); }
 
 TEST_P(HalfWeightsTest, NarrowsLargeWeightsAndMatchesRoundedFp32) {
   const DataType dt = GetParam();
@@ -169,8 +172,8 @@ TEST_P(HalfWeightsTest, NarrowsLargeWeightsAndMatchesRoundedFp32) {
     for (int64_t i = 0; i < unrounded[0].num_elements(); ++i) {
       max_abs = std::max(max_abs, double(std::abs(unrounded[0].data<const float>()[i])));
     }
-    ExpectNear(got[0], unrounded[0], [&](double) { return 4 * u * max_abs; },
-               precision + " vs unrounded");
+    ExpectNear(
+        got[0], unrounded[0], [&](double) { return 4 * u * max_abs; }, precision + " vs unrounded");
   }
 }
 
@@ -262,10 +265,11 @@ TEST(HalfWeightsPassTest, WeightAlsoReadAsDataStaysFp32) {
   const int x = t.Input("x", {2, 64});
   const int w = t.Random("w", {64, 64}, rng);
   const int mm = t.Op("MatMul", {x, w}, {}, {{2, 64}});
-  t.Output(t.Op("Add", {mm, t.Op("ReduceSum", {w}, {Attribute::Int("keepdims", 1),
-                                                     Attribute::Ints("axes", {0})},
-                                 {{1, 64}})},
-                {}, {{2, 64}}));
+  t.Output(
+      t.Op("Add",
+           {mm, t.Op("ReduceSum", {w},
+                     {Attribute::Int("keepdims", 1), Attribute::Ints("axes", {0})}, {{1, 64}})},
+           {}, {{2, 64}}));
   OptimizerOptions options;
   options.weight_precision = "fp16";
   options.disabled_passes = {"constant_folding"};  // keep the ReduceSum reading w

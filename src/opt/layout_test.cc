@@ -5,9 +5,10 @@
 // residual Adds, channel counts that are not a multiple of the block (3, 17, 24), batch 1 and 2,
 // a graph output inside a region, and a value read both inside and outside a region.
 
+#include "kernels/cpu/layout.h"
+
 #include <gtest/gtest.h>
 
-#include "kernels/cpu/layout.h"
 #include "opt/opt_test_util.h"
 
 namespace kiln::opt::testing {
@@ -15,8 +16,8 @@ namespace {
 
 // The pass blocks where oneDNN has blocked kernels (AVX2 and up); below that it must leave the
 // graph as it is, which LayoutSelectionTest.BelowAvx2ChangesNothing checks.
-#define KILN_REQUIRE_BLOCKED_LAYOUT()                                                    \
-  if (cpu::PreferredChannelBlock() == 0) {                                               \
+#define KILN_REQUIRE_BLOCKED_LAYOUT()                                                     \
+  if (cpu::PreferredChannelBlock() == 0) {                                                \
     GTEST_SKIP() << "no blocked layout below AVX2 (BelowAvx2ChangesNothing covers this)"; \
   }
 
@@ -85,13 +86,15 @@ Chain MakeChain(std::mt19937& rng) {
   const std::vector<int64_t> d17 = {-1, 17, 10, 10}, d24 = {-1, 24, 10, 10};
   const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
   const int x = t.Input("x", {-1, 3, 10, 10});
-  const int c1 = t.Op("Relu",
-                      {t.Op("Conv", {x, t.Random("w1", {17, 3, 3, 3}, rng, -0.25, 0.25), t.Random("b1", {17}, rng)},
-                            {pads}, d17)},
-                      {}, d17);
+  const int c1 = t.Op(
+      "Relu",
+      {t.Op("Conv", {x, t.Random("w1", {17, 3, 3, 3}, rng, -0.25, 0.25), t.Random("b1", {17}, rng)},
+            {pads}, d17)},
+      {}, d17);
   const int c2 = t.Op("Conv", {c1, t.Random("w2", {24, 17, 1, 1}, rng, -0.25, 0.25)}, {}, d24);
-  const int dw = t.Op("Conv", {c2, t.Random("w3", {24, 1, 3, 3}, rng, -0.25, 0.25), t.Random("b3", {24}, rng)},
-                      {pads, Attribute::Int("group", 24)}, d24);
+  const int dw =
+      t.Op("Conv", {c2, t.Random("w3", {24, 1, 3, 3}, rng, -0.25, 0.25), t.Random("b3", {24}, rng)},
+           {pads, Attribute::Int("group", 24)}, d24);
   const int c3 = t.Op("Clip", {dw, t.Scalar("lo", 0), t.Scalar("hi", 6)}, {}, d24);
   const int c4 = t.Op("Conv", {c3, t.Random("w4", {24, 24, 1, 1}, rng, -0.25, 0.25)}, {}, d24);
   const int s = t.Op("Add", {c4, c2}, {}, d24);
@@ -204,12 +207,15 @@ TEST(LayoutSelectionTest, TwoRegionsSplitByANonBlockedOp) {
   TestGraph t;
   const int x = t.Input("x", {-1, 16, 8, 8});
   const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
-  const int a = t.Op("Conv", {x, t.Random("wa", {20, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 20, 8, 8}});
-  const int b = t.Op("Conv", {a, t.Random("wb", {20, 20, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 20, 8, 8}});
+  const int a =
+      t.Op("Conv", {x, t.Random("wa", {20, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 20, 8, 8}});
+  const int b =
+      t.Op("Conv", {a, t.Random("wb", {20, 20, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 20, 8, 8}});
   const int p = t.Op("MaxPool", {b},
                      {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("strides", {2, 2})},
                      {{-1, 20, 4, 4}});
-  const int c = t.Op("Conv", {p, t.Random("wc", {17, 20, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 17, 4, 4}});
+  const int c =
+      t.Op("Conv", {p, t.Random("wc", {17, 20, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 17, 4, 4}});
   t.Output(t.Op("Conv", {c, t.Random("wd", {5, 17, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 5, 4, 4}}));
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeAll(g);
@@ -229,10 +235,14 @@ TEST(LayoutSelectionTest, ThinConvInsideAChainReadsPlain) {
   TestGraph t;
   const Attribute pads = Attribute::Ints("pads", {1, 1, 1, 1});
   const int x = t.Input("x", {-1, 16, 6, 6});
-  const int a = t.Op("Conv", {x, t.Random("wa", {8, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 8, 6, 6}});
-  const int b = t.Op("Conv", {a, t.Random("wb", {16, 8, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}});
-  const int c = t.Op("Conv", {b, t.Random("wc", {16, 16, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 16, 6, 6}});
-  t.Output(t.Op("Conv", {c, t.Random("wd", {16, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}}));
+  const int a =
+      t.Op("Conv", {x, t.Random("wa", {8, 16, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 8, 6, 6}});
+  const int b =
+      t.Op("Conv", {a, t.Random("wb", {16, 8, 3, 3}, rng, -0.25, 0.25)}, {pads}, {{-1, 16, 6, 6}});
+  const int c =
+      t.Op("Conv", {b, t.Random("wc", {16, 16, 1, 1}, rng, -0.25, 0.25)}, {}, {{-1, 16, 6, 6}});
+  t.Output(t.Op("Conv", {c, t.Random("wd", {16, 16, 3, 3}, rng, -0.25, 0.25)}, {pads},
+                {{-1, 16, 6, 6}}));
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeAll(g);
   EXPECT_GE(CountBlockedConvs(*o.graph), 3) << FormatPassReport(o);

@@ -181,8 +181,8 @@ std::string FormatPassReport(const OptimizedGraph& result) {
     }
     out += fmt::format("{:<34} {:>8} {:>10.3f}\n", p.name, p.changes, p.time_ms);
   }
-  out += fmt::format("nodes: {} -> {} in {} round(s); weight precision {}\n",
-                     result.nodes_before, result.nodes_after, result.rounds,
+  out += fmt::format("nodes: {} -> {} in {} round(s); weight precision {}\n", result.nodes_before,
+                     result.nodes_after, result.rounds,
                      result.weight_precision.empty() ? "fp32" : result.weight_precision);
   return out;
 }

@@ -83,8 +83,8 @@ struct OptimizedGraph {
 std::span<const PassInfo> ListPasses();
 
 // Optimizes `graph` (a top-level graph that passes VerifyGraph). Errors: INVALID_ARGUMENT for
-// an unknown pass name, an unknown weight precision or a null graph; INTERNAL when a pass breaks the graph (a bug; the
-// message names the pass).
+// an unknown pass name, an unknown weight precision or a null graph; INTERNAL when a pass breaks
+// the graph (a bug; the message names the pass).
 Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
                                      const OptimizerOptions& options = {});
 

@@ -15,9 +15,12 @@ namespace kiln::quant {
 
 std::string_view CalibrationMethodName(CalibrationMethod m) {
   switch (m) {
-    case CalibrationMethod::kMinMax: return "minmax";
-    case CalibrationMethod::kPercentile: return "percentile";
-    case CalibrationMethod::kEntropy: return "entropy";
+    case CalibrationMethod::kMinMax:
+      return "minmax";
+    case CalibrationMethod::kPercentile:
+      return "percentile";
+    case CalibrationMethod::kEntropy:
+      return "entropy";
   }
   return "?";
 }
@@ -78,8 +81,8 @@ void Histogram::Add(const float* values, int64_t n) {
       ++zeros_before_range_;
       continue;
     }
-    const int64_t b = static_cast<int64_t>(std::floor((static_cast<double>(v) + range_) *
-                                                      inv_width));
+    const int64_t b =
+        static_cast<int64_t>(std::floor((static_cast<double>(v) + range_) * inv_width));
     ++bins_[static_cast<size_t>(std::clamp<int64_t>(b, 0, kBins - 1))];
   }
 }
@@ -122,14 +125,14 @@ double EntropyThreshold(const Histogram& h) {
   std::vector<double> hist(kAbsBins, 0.0);
   const std::vector<int64_t>& bins = h.bins();
   for (int j = 0; j < kAbsBins; ++j) {
-    hist[static_cast<size_t>(j)] =
-        static_cast<double>(bins[static_cast<size_t>(kAbsBins + j)] +
-                            bins[static_cast<size_t>(kAbsBins - 1 - j)]);
+    hist[static_cast<size_t>(j)] = static_cast<double>(bins[static_cast<size_t>(kAbsBins + j)] +
+                                                       bins[static_cast<size_t>(kAbsBins - 1 - j)]);
   }
   const double width = h.half_range() / kAbsBins;
   std::vector<double> suffix(kAbsBins + 1, 0.0);
   for (int j = kAbsBins - 1; j >= 0; --j) {
-    suffix[static_cast<size_t>(j)] = suffix[static_cast<size_t>(j + 1)] + hist[static_cast<size_t>(j)];
+    suffix[static_cast<size_t>(j)] =
+        suffix[static_cast<size_t>(j + 1)] + hist[static_cast<size_t>(j)];
   }
   double best_kl = std::numeric_limits<double>::infinity();
   int best_i = kAbsBins;
@@ -217,23 +220,23 @@ Result<std::map<int, Histogram>> CollectHistograms(
                         Session::Create(observed, session_options));
   std::map<int, Histogram> hists;
   for (int v : values) hists[v];
-  const int64_t total = options.max_samples > 0 ? std::min(options.max_samples, data.num_samples)
-                                                : data.num_samples;
-  Status st = ForEachBatch(
-      *session, data, options,
-      [&](std::vector<OwnedTensor>& outs, int64_t begin, int64_t count) -> Status {
-        for (size_t k = 0; k < values.size(); ++k) {
-          const OwnedTensor& t = outs[slot[k]];
-          if (t.dtype() != DataType::kFloat32) {
-            return Status::InvalidArgument(
-                fmt::format("activation '{}' is {}, not FP32", graph.value(values[k]).name,
-                            DataTypeName(t.dtype())));
-          }
-          hists[values[k]].Add(t.data<const float>(), t.num_elements());
-        }
-        if (progress) progress(begin + count, total);
-        return Status::OK();
-      });
+  const int64_t total =
+      options.max_samples > 0 ? std::min(options.max_samples, data.num_samples) : data.num_samples;
+  Status st =
+      ForEachBatch(*session, data, options,
+                   [&](std::vector<OwnedTensor>& outs, int64_t begin, int64_t count) -> Status {
+                     for (size_t k = 0; k < values.size(); ++k) {
+                       const OwnedTensor& t = outs[slot[k]];
+                       if (t.dtype() != DataType::kFloat32) {
+                         return Status::InvalidArgument(
+                             fmt::format("activation '{}' is {}, not FP32",
+                                         graph.value(values[k]).name, DataTypeName(t.dtype())));
+                       }
+                       hists[values[k]].Add(t.data<const float>(), t.num_elements());
+                     }
+                     if (progress) progress(begin + count, total);
+                     return Status::OK();
+                   });
   KILN_RETURN_IF_ERROR(st);
   return hists;
 }

@@ -60,8 +60,8 @@ class Histogram {
 
   int64_t count() const { return count_; }  // finite values seen
   int64_t non_finite() const { return non_finite_; }
-  float min() const { return min_; }  // REQUIRES: count() > 0
-  float max() const { return max_; }  // REQUIRES: count() > 0
+  float min() const { return min_; }            // REQUIRES: count() > 0
+  float max() const { return max_; }            // REQUIRES: count() > 0
   double half_range() const { return range_; }  // R; 0 until a nonzero value arrives
   const std::vector<int64_t>& bins() const { return bins_; }
 
@@ -92,7 +92,6 @@ TensorRange ComputeRange(const Histogram& h, CalibrationMethod method, double pe
 // not to be FP32.
 Result<std::map<int, Histogram>> CollectHistograms(
     const Graph& graph, const std::vector<int>& values, const Dataset& data,
-    const RunOptions& options,
-    const std::function<void(int64_t, int64_t)>& progress = nullptr);
+    const RunOptions& options, const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
 }  // namespace kiln::quant

@@ -92,7 +92,8 @@ TEST(CalibrationTest, GaussianOutliersClippedByPercentileAndEntropyNotMinMax) {
   std::vector<float> v(400000);
   for (float& x : v) x = d(rng);
   // 8 outliers (0.002%) far out on both sides, arriving in a later batch.
-  std::vector<float> outliers = {900.0f, -850.0f, 1000.0f, -1000.0f, 700.0f, 950.0f, -990.0f, 800.0f};
+  std::vector<float> outliers = {900.0f, -850.0f, 1000.0f, -1000.0f,
+                                 700.0f, 950.0f,  -990.0f, 800.0f};
   Histogram h;
   h.Add(v.data(), static_cast<int64_t>(v.size()));
   h.Add(outliers.data(), static_cast<int64_t>(outliers.size()));

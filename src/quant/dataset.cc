@@ -43,19 +43,20 @@ Status CheckStacked(const OwnedTensor& t, const Value& input, const std::string&
                                                DataTypeName(type.dtype)));
   }
   if (t.shape().rank() == 0) {
-    return Status::InvalidArgument(fmt::format("'{}' is a scalar; expected samples stacked on axis 0", file));
+    return Status::InvalidArgument(
+        fmt::format("'{}' is a scalar; expected samples stacked on axis 0", file));
   }
   if (type.has_shape) {
     if (static_cast<int>(type.dims.size()) != t.shape().rank()) {
-      return Status::InvalidArgument(fmt::format(
-          "'{}' has shape {} (samples on axis 0) but input '{}' is {}", file,
-          t.shape().ToString(), input.name, type.ToString()));
+      return Status::InvalidArgument(
+          fmt::format("'{}' has shape {} (samples on axis 0) but input '{}' is {}", file,
+                      t.shape().ToString(), input.name, type.ToString()));
     }
     for (size_t d = 1; d < type.dims.size(); ++d) {
       if (type.dims[d].known() && type.dims[d].value != t.shape().dim(static_cast<int>(d))) {
-        return Status::InvalidArgument(fmt::format(
-            "'{}' has shape {} (samples on axis 0) but input '{}' is {}", file,
-            t.shape().ToString(), input.name, type.ToString()));
+        return Status::InvalidArgument(
+            fmt::format("'{}' has shape {} (samples on axis 0) but input '{}' is {}", file,
+                        t.shape().ToString(), input.name, type.ToString()));
       }
     }
   }
@@ -78,15 +79,14 @@ Result<OwnedTensor> Stack(const std::vector<OwnedTensor>& samples, const Value& 
       }
       d.erase(d.begin());
     } else if (rank >= 0 && static_cast<int>(d.size()) != rank - 1) {
-      return Status::InvalidArgument(fmt::format("'{}' has shape {} but input '{}' is {}",
-                                                 files[i], s.ToString(), input.name,
-                                                 input.type.ToString()));
+      return Status::InvalidArgument(fmt::format("'{}' has shape {} but input '{}' is {}", files[i],
+                                                 s.ToString(), input.name, input.type.ToString()));
     }
     if (i == 0) {
       dims = d;
     } else if (d != dims || samples[i].dtype() != samples[0].dtype()) {
-      return Status::InvalidArgument(fmt::format("'{}' differs in shape or dtype from '{}'",
-                                                 files[i], files[0]));
+      return Status::InvalidArgument(
+          fmt::format("'{}' differs in shape or dtype from '{}'", files[i], files[0]));
     }
   }
   dims.insert(dims.begin(), static_cast<int64_t>(samples.size()));
@@ -119,18 +119,30 @@ Result<OwnedTensor> LoadLabels(const std::string& file) {
     KILN_RETURN_IF_ERROR(t.Reshape(Shape{t.shape().dim(0)}));
   }
   if (t.shape().rank() != 1) {
-    return Status::InvalidArgument(fmt::format("'{}' has shape {}; expected one integer label per "
-                                               "sample ([N])", path.string(), t.shape().ToString()));
+    return Status::InvalidArgument(
+        fmt::format("'{}' has shape {}; expected one integer label per "
+                    "sample ([N])",
+                    path.string(), t.shape().ToString()));
   }
   KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(DataType::kInt64, t.shape()));
   int64_t* d = out.data<int64_t>();
   const int64_t n = t.num_elements();
   switch (t.dtype()) {
-    case DataType::kInt64: std::memcpy(d, t.raw_data(), out.size_bytes()); break;
-    case DataType::kInt32: for (int64_t i = 0; i < n; ++i) d[i] = t.data<int32_t>()[i]; break;
-    case DataType::kInt16: for (int64_t i = 0; i < n; ++i) d[i] = t.data<int16_t>()[i]; break;
-    case DataType::kInt8: for (int64_t i = 0; i < n; ++i) d[i] = t.data<int8_t>()[i]; break;
-    case DataType::kUint8: for (int64_t i = 0; i < n; ++i) d[i] = t.data<uint8_t>()[i]; break;
+    case DataType::kInt64:
+      std::memcpy(d, t.raw_data(), out.size_bytes());
+      break;
+    case DataType::kInt32:
+      for (int64_t i = 0; i < n; ++i) d[i] = t.data<int32_t>()[i];
+      break;
+    case DataType::kInt16:
+      for (int64_t i = 0; i < n; ++i) d[i] = t.data<int16_t>()[i];
+      break;
+    case DataType::kInt8:
+      for (int64_t i = 0; i < n; ++i) d[i] = t.data<int8_t>()[i];
+      break;
+    case DataType::kUint8:
+      for (int64_t i = 0; i < n; ++i) d[i] = t.data<uint8_t>()[i];
+      break;
     default:
       return Status::InvalidArgument(fmt::format("'{}' holds {} labels; expected integers",
                                                  path.string(), DataTypeName(t.dtype())));
@@ -182,8 +194,7 @@ Result<Dataset> LoadDataset(const std::string& dir, const Graph& graph, int64_t 
       std::string found;
       for (const fs::path& f : files) found += (found.empty() ? "" : ", ") + f.filename().string();
       return Status::InvalidArgument(fmt::format(
-          "no data for the model's inputs in '{}': expected {}{}", dir,
-          fmt::join(expected, ", "),
+          "no data for the model's inputs in '{}': expected {}{}", dir, fmt::join(expected, ", "),
           found.empty() ? std::string(" (the directory holds no .npy or .pb files)")
                         : fmt::format(" (found {})", found)));
     }
@@ -206,10 +217,10 @@ Result<Dataset> LoadDataset(const std::string& dir, const Graph& graph, int64_t 
   data.num_samples = data.inputs.empty() ? 0 : data.inputs[0].shape().dim(0);
   for (size_t i = 1; i < data.inputs.size(); ++i) {
     if (data.inputs[i].shape().dim(0) != data.num_samples) {
-      return Status::InvalidArgument(fmt::format(
-          "inputs in '{}' hold different sample counts: '{}' {} and '{}' {}", dir,
-          graph.value(graph.inputs[0]).name, data.num_samples, graph.value(graph.inputs[i]).name,
-          data.inputs[i].shape().dim(0)));
+      return Status::InvalidArgument(
+          fmt::format("inputs in '{}' hold different sample counts: '{}' {} and '{}' {}", dir,
+                      graph.value(graph.inputs[0]).name, data.num_samples,
+                      graph.value(graph.inputs[i]).name, data.inputs[i].shape().dim(0)));
     }
   }
   if (data.num_samples == 0) {
@@ -266,8 +277,8 @@ Status ForEachBatch(const Session& session, const Dataset& data, const RunOption
   const int64_t batch = EffectiveBatchSize(graph, options.batch_size);
   // A model that fixes its batch size gets full batches (the last one padded).
   const bool fixed = FixedBatchSize(graph) > 0;
-  const int64_t total = options.max_samples > 0 ? std::min(options.max_samples, data.num_samples)
-                                                : data.num_samples;
+  const int64_t total =
+      options.max_samples > 0 ? std::min(options.max_samples, data.num_samples) : data.num_samples;
   std::vector<OwnedTensor> storage(data.inputs.size());
   std::vector<Tensor> views(data.inputs.size());
   for (int64_t begin = 0; begin < total; begin += batch) {
@@ -301,21 +312,19 @@ Status ForEachBatch(const Session& session, const Dataset& data, const RunOption
   return Status::OK();
 }
 
-Result<RunResult> RunDataset(const Session& session, const Dataset& data,
-                             const RunOptions& options,
+Result<RunResult> RunDataset(const Session& session, const Dataset& data, const RunOptions& options,
                              const std::function<void(int64_t, int64_t)>& progress) {
   RunResult result;
-  const int64_t total = options.max_samples > 0 ? std::min(options.max_samples, data.num_samples)
-                                                : data.num_samples;
+  const int64_t total =
+      options.max_samples > 0 ? std::min(options.max_samples, data.num_samples) : data.num_samples;
   // Warm-up: one batch, untimed (first-run plans and caches).
   {
     RunOptions warm = options;
-    warm.max_samples = std::min<int64_t>(total, EffectiveBatchSize(session.graph(),
-                                                                   options.batch_size));
-    KILN_RETURN_IF_ERROR(ForEachBatch(session, data, warm,
-                                      [](std::vector<OwnedTensor>&, int64_t, int64_t) {
-                                        return Status::OK();
-                                      }));
+    warm.max_samples =
+        std::min<int64_t>(total, EffectiveBatchSize(session.graph(), options.batch_size));
+    KILN_RETURN_IF_ERROR(
+        ForEachBatch(session, data, warm,
+                     [](std::vector<OwnedTensor>&, int64_t, int64_t) { return Status::OK(); }));
   }
   char* dst = nullptr;
   size_t row_bytes = 0;
@@ -368,15 +377,15 @@ Result<Metrics> ComputeMetrics(const Tensor& output, const Tensor* reference,
   if (n == 0) return m;
   const int64_t width = output.num_elements() / n;
   const float* y = output.data<const float>();
-  if (reference != nullptr && (reference->shape() != output.shape() ||
-                               reference->dtype() != DataType::kFloat32)) {
+  if (reference != nullptr &&
+      (reference->shape() != output.shape() || reference->dtype() != DataType::kFloat32)) {
     return Status::InvalidArgument(fmt::format("output 0 has shape {} but the reference's is {}",
                                                output.shape().ToString(),
                                                reference->shape().ToString()));
   }
   if (labels != nullptr && labels->num_elements() != n) {
-    return Status::InvalidArgument(fmt::format("{} labels for {} samples",
-                                               labels->num_elements(), n));
+    return Status::InvalidArgument(
+        fmt::format("{} labels for {} samples", labels->num_elements(), n));
   }
   auto argmax = [width](const float* row) {
     return static_cast<int64_t>(std::max_element(row, row + width) - row);

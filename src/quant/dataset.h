@@ -39,10 +39,10 @@ namespace kiln::quant {
 
 struct Dataset {
   std::string dir;
-  std::vector<OwnedTensor> inputs;   // one per graph input, in graph-input order: [N, ...]
-  std::optional<OwnedTensor> labels; // INT64 [N]
+  std::vector<OwnedTensor> inputs;    // one per graph input, in graph-input order: [N, ...]
+  std::optional<OwnedTensor> labels;  // INT64 [N]
   int64_t num_samples = 0;
-  std::string layout;                // "stacked" or "per-sample"
+  std::string layout;  // "stacked" or "per-sample"
 };
 
 // Loads the dataset in `dir` for the inputs of `graph`. `max_samples` > 0 keeps the first that
@@ -69,20 +69,19 @@ Status ForEachBatch(const Session& session, const Dataset& data, const RunOption
                     const std::function<Status(std::vector<OwnedTensor>&, int64_t, int64_t)>& fn);
 
 struct RunResult {
-  OwnedTensor output;      // graph output 0 of every sample, stacked: [N, ...]
+  OwnedTensor output;  // graph output 0 of every sample, stacked: [N, ...]
   int64_t samples = 0;
-  double seconds = 0;      // time spent in Session::Run (a warm-up batch excluded)
+  double seconds = 0;  // time spent in Session::Run (a warm-up batch excluded)
 };
 
 // Runs every sample (batched) and stacks output 0. Output 0 must carry the batch on axis 0.
-Result<RunResult> RunDataset(const Session& session, const Dataset& data,
-                             const RunOptions& options,
+Result<RunResult> RunDataset(const Session& session, const Dataset& data, const RunOptions& options,
                              const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
 struct Metrics {
   int64_t samples = 0;
-  std::optional<double> top1;  // % of samples whose argmax is the label (labels given)
-  std::optional<double> top5;  // % with the label among the 5 largest (labels, >= 5 classes)
+  std::optional<double> top1;   // % of samples whose argmax is the label (labels given)
+  std::optional<double> top5;   // % with the label among the 5 largest (labels, >= 5 classes)
   double agreement_top1 = 100;  // % of samples whose argmax equals the reference's
   double mean_cosine = 1;       // mean over samples of cos(output, reference output)
   double items_per_s = 0;
@@ -91,7 +90,6 @@ struct Metrics {
 // Metrics of `output` ([N, ...], flattened per sample into scores) against `labels` (INT64 [N],
 // may be null) and `reference` (same shape, may be null: agreement 100, cosine 1). Cosine of two
 // zero vectors is 1, of a zero and a nonzero one 0.
-Result<Metrics> ComputeMetrics(const Tensor& output, const Tensor* reference,
-                               const Tensor* labels);
+Result<Metrics> ComputeMetrics(const Tensor& output, const Tensor* reference, const Tensor* labels);
 
 }  // namespace kiln::quant

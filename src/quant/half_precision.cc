@@ -173,7 +173,8 @@ CpuHalfSupport DetectCpuHalfSupport() {
 std::string HalfComputeNote(DataType dtype, const CpuHalfSupport& cpu) {
   if (dtype == DataType::kBFloat16) {
     return cpu.avx512bf16
-               ? "weights stored in BF16; convolutions and matrix products computed in BF16 with FP32 "
+               ? "weights stored in BF16; convolutions and matrix products computed in BF16 with "
+                 "FP32 "
                  "accumulation (this CPU has BF16 dot products, AVX512-BF16), everything else "
                  "computed in FP32"
                : "weights stored in BF16; computed in FP32 (this CPU has no native BF16 "

@@ -147,7 +147,8 @@ TEST_F(HalfModelTest, WritesHalfWeightsBehindCasts) {
     EXPECT_NE(r->compute_note.find("computed in FP32"), std::string::npos);
     // BF16 weights on a CPU with BF16 dot products: the convolutions compute in BF16.
     const bool bf16_compute = p == "bf16" && DetectCpuHalfSupport().avx512bf16;
-    EXPECT_EQ(r->compute_note.find("convolutions and matrix products computed in BF16") != std::string::npos,
+    EXPECT_EQ(r->compute_note.find("convolutions and matrix products computed in BF16") !=
+                  std::string::npos,
               bf16_compute)
         << r->compute_note;
 
@@ -214,10 +215,9 @@ TEST_F(HalfModelTest, ComputesTheFp32ModelWithRoundedWeights) {
     std::shared_ptr<const Graph> rounded = BuildModel(weights_.RoundedTo(dtype));
     // As written (reference kernels), and as kiln serves it (full optimizer).
     ExpectSameOutputs(*rounded, *half, 1e-5);
-    // Served, BF16 convolutions and matrix products compute in BF16 where the CPU has BF16 dot products (their inputs
-    // rounded too, 2^-8 relative): that rounding's bound, else FP32's.
-    const bool bf16_compute =
-        dtype == DataType::kBFloat16 && CpuKernelsComputeBf16();
+    // Served, BF16 convolutions and matrix products compute in BF16 where the CPU has BF16 dot
+    // products (their inputs rounded too, 2^-8 relative): that rounding's bound, else FP32's.
+    const bool bf16_compute = dtype == DataType::kBFloat16 && CpuKernelsComputeBf16();
     ExpectSameOutputs(*OptimizeAll(rounded).graph, *OptimizeAll(half).graph,
                       bf16_compute ? 2e-2 : 1e-5);
 

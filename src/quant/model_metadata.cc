@@ -44,7 +44,8 @@ bool GetField(std::string_view& in, uint32_t& field, uint32_t& wire, std::string
   wire = static_cast<uint32_t>(tag & 7);
   uint64_t v = 0;
   switch (wire) {
-    case 0: return GetVarint(in, v);
+    case 0:
+      return GetVarint(in, v);
     case 1:
       if (in.size() < 8) return false;
       in.remove_prefix(8);
@@ -58,7 +59,8 @@ bool GetField(std::string_view& in, uint32_t& field, uint32_t& wire, std::string
       bytes = in.substr(0, static_cast<size_t>(v));
       in.remove_prefix(static_cast<size_t>(v));
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 

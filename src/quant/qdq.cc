@@ -93,11 +93,20 @@ OwnedTensor ScalarOrVector(DataType dtype, const std::vector<float>& values, boo
   OwnedTensor t = OwnedTensor::Allocate(dtype, shape).value();
   for (size_t i = 0; i < values.size() && i < static_cast<size_t>(t.num_elements()); ++i) {
     switch (dtype) {
-      case DataType::kFloat32: t.data<float>()[i] = values[i]; break;
-      case DataType::kUint8: t.data<uint8_t>()[i] = static_cast<uint8_t>(values[i]); break;
-      case DataType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(values[i]); break;
-      case DataType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(values[i]); break;
-      default: KILN_CHECK(false, "unexpected dtype");
+      case DataType::kFloat32:
+        t.data<float>()[i] = values[i];
+        break;
+      case DataType::kUint8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(values[i]);
+        break;
+      case DataType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(values[i]);
+        break;
+      case DataType::kInt32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+        break;
+      default:
+        KILN_CHECK(false, "unexpected dtype");
     }
   }
   return t;
@@ -157,7 +166,8 @@ class QdqBuilder {
   void EmitActivationQdq(int v, const ActivationParams& p) {
     const Value src = out_.value(v);
     const bool u8 = p.type == ActivationType::kUint8;
-    const int s = AddConstant(src.name + "_scale", ScalarOrVector(DataType::kFloat32, {p.scale}, false));
+    const int s =
+        AddConstant(src.name + "_scale", ScalarOrVector(DataType::kFloat32, {p.scale}, false));
     const int zp = AddConstant(src.name + "_zero_point",
                                ScalarOrVector(u8 ? DataType::kUint8 : DataType::kInt8,
                                               {static_cast<float>(p.zero_point)}, false));
@@ -187,7 +197,7 @@ class QdqBuilder {
 }  // namespace
 
 int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationParams>& params) {
-  static const std::set<std::string> kMoves = {"MaxPool", "Flatten",   "Reshape",  "Transpose",
+  static const std::set<std::string> kMoves = {"MaxPool", "Flatten",   "Reshape", "Transpose",
                                                "Squeeze", "Unsqueeze", "Identity"};
   int changed = 0;
   for (auto& [v, p] : params) {
@@ -197,10 +207,10 @@ int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationP
       if (producer < 0) break;
       const Node& n = graph.node(producer);
       // One output only (MaxPool's Indices would be read as values otherwise).
-      const auto outputs = std::count_if(n.outputs.begin(), n.outputs.end(),
-                                         [](int o) { return o != kNoValue; });
-      if (!n.domain.empty() || kMoves.count(n.op_type) == 0 || n.inputs.empty() ||
-          outputs != 1 || n.outputs[0] != src) {
+      const auto outputs =
+          std::count_if(n.outputs.begin(), n.outputs.end(), [](int o) { return o != kNoValue; });
+      if (!n.domain.empty() || kMoves.count(n.op_type) == 0 || n.inputs.empty() || outputs != 1 ||
+          n.outputs[0] != src) {
         break;
       }
       src = n.inputs[0];
@@ -215,8 +225,13 @@ int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationP
 }
 
 std::vector<std::string> PreparePasses() {
-  return {"type_propagation", "shape_folding", "constant_folding", "identity_elimination",
-          "common_subexpression_elimination", "dead_code_elimination", "conv_bn_folding"};
+  return {"type_propagation",
+          "shape_folding",
+          "constant_folding",
+          "identity_elimination",
+          "common_subexpression_elimination",
+          "dead_code_elimination",
+          "conv_bn_folding"};
 }
 
 Result<std::shared_ptr<const Graph>> PrepareGraph(std::shared_ptr<const Graph> graph) {
@@ -303,13 +318,14 @@ Result<QdqResult> InsertQdq(const Graph& graph, const std::vector<QuantizableLay
   KILN_CHECK(quantize.size() == layers.size(), "quantize must parallel layers");
   const int64_t opset = graph.OpsetFor("");
   if (opset < 10) {
-    return Status::FailedPrecondition(fmt::format(
-        "the model's ONNX opset is {}; QuantizeLinear needs opset 10 or later", opset));
+    return Status::FailedPrecondition(
+        fmt::format("the model's ONNX opset is {}; QuantizeLinear needs opset 10 or later", opset));
   }
   if (options.per_channel && opset < 13) {
     return Status::FailedPrecondition(fmt::format(
         "the model's ONNX opset is {}; per-channel weights need opset 13 or later (quantize per "
-        "tensor, without --per-channel, or re-export the model at opset 13)", opset));
+        "tensor, without --per-channel, or re-export the model at opset 13)",
+        opset));
   }
   const std::set<int> activations = QuantizedActivations(graph, layers, quantize);
   for (int v : activations) {
@@ -355,16 +371,16 @@ Result<QdqResult> InsertQdq(const Graph& graph, const std::vector<QuantizableLay
         info.weight_scale_min = *std::min_element(qw.scales.begin(), qw.scales.end());
         info.weight_scale_max = *std::max_element(qw.scales.begin(), qw.scales.end());
         const int wq = b.AddConstant(w.name + "_quantized", std::move(qw.values));
-        const int ws = b.AddConstant(w.name + "_scale",
-                                     ScalarOrVector(DataType::kFloat32, qw.scales, vec));
+        const int ws =
+            b.AddConstant(w.name + "_scale", ScalarOrVector(DataType::kFloat32, qw.scales, vec));
         const int wz = b.AddConstant(
             w.name + "_zero_point",
             ScalarOrVector(DataType::kInt8, std::vector<float>(qw.scales.size(), 0.0f), vec));
         const int wdq = b.AddValue(w.name + "_dequantized", w.type);
         std::vector<Attribute> attrs;
         if (vec) attrs.push_back(Attribute::Int("axis", layer.weight_axis));
-        b.AddNode(w.name + "_DequantizeLinear_" + layer.name, "DequantizeLinear", {wq, ws, wz},
-                  wdq, std::move(attrs));
+        b.AddNode(w.name + "_DequantizeLinear_" + layer.name, "DequantizeLinear", {wq, ws, wz}, wdq,
+                  std::move(attrs));
         node.inputs[static_cast<size_t>(layer.weight_input)] = wdq;
 
         if (layer.bias_input >= 0 && options.quantize_bias) {

@@ -67,20 +67,20 @@ std::vector<int> ActivationsToCalibrate(const Graph& graph,
 int ShareScalesThroughDataMovement(const Graph& graph, std::map<int, ActivationParams>& params);
 
 struct QdqOptions {
-  bool per_channel = false;  // weights per output channel (else per tensor)
+  bool per_channel = false;         // weights per output channel (else per tensor)
   int weight_max = kWeightMax8Bit;  // weights in [-weight_max, weight_max] (qparams.h)
-  bool quantize_bias = true; // INT32 biases (else the FP32 bias stays)
+  bool quantize_bias = true;        // INT32 biases (else the FP32 bias stays)
 };
 
 // What InsertQdq did to one layer (for the report).
 struct LayerQuantization {
   bool quantized = false;
-  ActivationParams input;       // of activation_inputs[0]
+  ActivationParams input;  // of activation_inputs[0]
   bool has_output = false;
-  ActivationParams output;      // of the output point
-  float weight_scale_min = 0;   // over the weight's scales
+  ActivationParams output;     // of the output point
+  float weight_scale_min = 0;  // over the weight's scales
   float weight_scale_max = 0;
-  int weight_channels = 0;      // number of weight scales
+  int weight_channels = 0;  // number of weight scales
 };
 
 struct QdqResult {

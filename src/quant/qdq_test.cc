@@ -259,7 +259,8 @@ void CheckLinearBound(const LinearCase& c, bool per_channel, ActivationType act)
   const std::vector<QuantizableLayer> layers = FindQuantizableLayers(*g);
   ASSERT_EQ(layers.size(), 1u);
   Dataset data = InMemory(RandomTensor(Shape(std::span<const int64_t>(c.x_dims)), rng, -1, 2));
-  auto hists = CollectHistograms(*g, ActivationsToCalibrate(*g, layers), data, RunOptions{}).value();
+  auto hists =
+      CollectHistograms(*g, ActivationsToCalibrate(*g, layers), data, RunOptions{}).value();
   std::map<int, ActivationParams> params;
   for (const auto& [id, h] : hists) {
     params[id] = ComputeActivationParams(h.min(), h.max(), act).value();
@@ -289,7 +290,8 @@ void CheckLinearBound(const LinearCase& c, bool per_channel, ActivationType act)
   const float dx = params.at(x).scale / 2;
   const OwnedTensor& wv = *g->value(w).constant;
   OwnedTensor abs_x = OwnedTensor::CopyOf(data.inputs[0].view()).value();
-  for (int64_t i = 0; i < abs_x.num_elements(); ++i) abs_x.data<float>()[i] = std::fabs(abs_x.data<float>()[i]);
+  for (int64_t i = 0; i < abs_x.num_elements(); ++i)
+    abs_x.data<float>()[i] = std::fabs(abs_x.data<float>()[i]);
   OwnedTensor abs_w = OwnedTensor::CopyOf(wv.view()).value();
   OwnedTensor dw = OwnedTensor::CopyOf(wv.view()).value();
   // The output channel of weight element e: axis 0 (Conv) or axis 1 (Gemm/MatMul [K, N]).
@@ -312,8 +314,9 @@ void CheckLinearBound(const LinearCase& c, bool per_channel, ActivationType act)
   double worst = 0;
   for (int64_t i = 0; i < ref.num_elements(); ++i) {
     const int64_t ch = c.op == "Conv" ? (i / spatial) % c_out : i % c_out;
-    const double db = c.bias ? 2 * dx * (per_channel ? ws.data<float>()[ch] : ws.data<float>()[0]) / 2
-                             : 0;  // half of x_s * w_s
+    const double db = c.bias
+                          ? 2 * dx * (per_channel ? ws.data<float>()[ch] : ws.data<float>()[0]) / 2
+                          : 0;  // half of x_s * w_s
     const double bound = b1.data<float>()[i] + b2.data<float>()[i] + b3.data<float>()[i] + db;
     const double err = std::fabs(ref.data<float>()[i] - got.data<float>()[i]);
     worst = std::max(worst, err / bound);
@@ -326,10 +329,13 @@ void CheckLinearBound(const LinearCase& c, bool per_channel, ActivationType act)
 
 TEST(QdqTest, LinearLayersWithinTheQuantizationBound) {
   const std::vector<LinearCase> cases = {
-      {"Conv", {3, 4, 7, 6}, {6, 4, 3, 3}, {3, 6, 7, 6},
-       {Attribute::Ints("pads", {1, 1, 1, 1})}},
-      {"Conv", {2, 4, 5, 5}, {4, 2, 3, 3}, {2, 4, 2, 2},
-       {Attribute::Int("group", 2), Attribute::Ints("strides", {2, 2})}, false},
+      {"Conv", {3, 4, 7, 6}, {6, 4, 3, 3}, {3, 6, 7, 6}, {Attribute::Ints("pads", {1, 1, 1, 1})}},
+      {"Conv",
+       {2, 4, 5, 5},
+       {4, 2, 3, 3},
+       {2, 4, 2, 2},
+       {Attribute::Int("group", 2), Attribute::Ints("strides", {2, 2})},
+       false},
       {"Gemm", {5, 9}, {9, 7}, {5, 7}, {}},
       {"MatMul", {5, 9}, {9, 7}, {5, 7}, {}, false},
   };
@@ -346,19 +352,18 @@ TEST(QdqTest, ScalesSharedThroughDataMovement) {
   std::mt19937 rng(9);
   TestGraph t(13);
   const int x = t.Input("x", {-1, 2, 4, 4});
-  const int r = t.Op("Relu", {t.Op("Conv", {x, t.Random("w", {3, 2, 1, 1}, rng)}, {},
-                                   {{-1, 3, 4, 4}})},
-                     {}, {{-1, 3, 4, 4}});
-  const int pool = t.Op("MaxPool", {r}, {Attribute::Ints("kernel_shape", {2, 2}),
-                                         Attribute::Ints("strides", {2, 2})},
-                        {{-1, 3, 2, 2}});
+  const int r =
+      t.Op("Relu", {t.Op("Conv", {x, t.Random("w", {3, 2, 1, 1}, rng)}, {}, {{-1, 3, 4, 4}})}, {},
+           {{-1, 3, 4, 4}});
+  const int pool = t.Op(
+      "MaxPool", {r}, {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("strides", {2, 2})},
+      {{-1, 3, 2, 2}});
   const int flat = t.Op("Flatten", {pool}, {}, {{-1, 12}});
   t.Output(t.Op("Gemm", {flat, t.Random("g", {12, 5}, rng)}, {}, {{-1, 5}}));
   std::shared_ptr<const Graph> g = t.Build();
-  std::map<int, ActivationParams> params = {
-      {x, {0.1f, 3, ActivationType::kUint8}},
-      {r, {0.05f, 0, ActivationType::kUint8}},
-      {flat, {0.04f, 0, ActivationType::kUint8}}};
+  std::map<int, ActivationParams> params = {{x, {0.1f, 3, ActivationType::kUint8}},
+                                            {r, {0.05f, 0, ActivationType::kUint8}},
+                                            {flat, {0.04f, 0, ActivationType::kUint8}}};
   EXPECT_EQ(ShareScalesThroughDataMovement(*g, params), 1);
   EXPECT_EQ(params.at(flat).scale, 0.05f);  // from the Relu output, through MaxPool + Flatten
   EXPECT_EQ(params.at(x).scale, 0.1f);
@@ -368,8 +373,8 @@ TEST(QdqTest, ScalesSharedThroughDataMovement) {
   const int ut = u.Op("Transpose", {ux}, {Attribute::Ints("perm", {1, 0})}, {{4, -1}});
   const int us = u.Op("Sigmoid", {ux}, {}, {{-1, 4}});
   u.Output(ut);
-  u.Output(u.Op("Reshape", {us, u.Const("shape", opt::testing::Int64Tensor(Shape{1}, {-1}))},
-                {}, {{-1}}));
+  u.Output(u.Op("Reshape", {us, u.Const("shape", opt::testing::Int64Tensor(Shape{1}, {-1}))}, {},
+                {{-1}}));
   std::shared_ptr<const Graph> ug = u.Build();
   const int ur = ug->outputs[1];
   std::map<int, ActivationParams> p2 = {{ux, {0.5f, 0, ActivationType::kUint8}},
@@ -423,8 +428,8 @@ TEST(ModelMetadataTest, RoundTripAndHash) {
 class FragileLayerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kiln_quant_test_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("kiln_quant_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_ / "calib");
     std::mt19937 rng(21);
     const int64_t k = 16;
@@ -436,14 +441,17 @@ class FragileLayerTest : public ::testing::Test {
     b1.data<float>()[0] = -1;                                     // ... always -1
     OwnedTensor w2 = RandomTensor(Shape{k, k}, rng);
     for (int64_t j = 0; j < k; ++j) w2.data<float>()[j] = 1000;  // row 0 huge
-    const int h1 = t.Op("Relu", {t.Op("Gemm", {x, t.Const("w1", std::move(w1)),
-                                               t.Const("b1", std::move(b1))}, {}, {{-1, k}})},
-                        {}, {{-1, k}});
-    const int h2 = t.Op("Relu", {t.Op("Gemm", {h1, t.Const("w2", std::move(w2)),
-                                               t.Random("b2", {k}, rng)}, {}, {{-1, k}})},
-                        {}, {{-1, k}});
-    t.Output(t.Op("Gemm", {h2, t.Random("w3", {k, 4}, rng), t.Random("b3", {4}, rng)}, {},
-                  {{-1, 4}}));
+    const int h1 =
+        t.Op("Relu",
+             {t.Op("Gemm", {x, t.Const("w1", std::move(w1)), t.Const("b1", std::move(b1))}, {},
+                   {{-1, k}})},
+             {}, {{-1, k}});
+    const int h2 = t.Op(
+        "Relu",
+        {t.Op("Gemm", {h1, t.Const("w2", std::move(w2)), t.Random("b2", {k}, rng)}, {}, {{-1, k}})},
+        {}, {{-1, k}});
+    t.Output(
+        t.Op("Gemm", {h2, t.Random("w3", {k, 4}, rng), t.Random("b3", {4}, rng)}, {}, {{-1, 4}}));
     // Names the report shows.
     for (int n = 0; n < t.graph().num_nodes(); ++n) {
       t.graph().mutable_node(n).name = "node" + std::to_string(n);

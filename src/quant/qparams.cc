@@ -15,9 +15,7 @@ namespace kiln::quant {
 namespace {
 
 // A scale too small to divide by safely (zero or denormal) means the range was degenerate.
-bool UsableScale(float s) {
-  return std::isfinite(s) && s >= std::numeric_limits<float>::min();
-}
+bool UsableScale(float s) { return std::isfinite(s) && s >= std::numeric_limits<float>::min(); }
 
 }  // namespace
 
@@ -53,7 +51,8 @@ Result<ActivationParams> ComputeActivationParams(float min_value, float max_valu
 Result<QuantizedWeight> QuantizeWeight(const Tensor& weight, int64_t axis, bool per_channel,
                                        int qmax) {
   if (qmax < 1 || qmax > kWeightMax8Bit) {
-    return Status::InvalidArgument(fmt::format("weight range [-{0}, {0}] is not in [1, 127]", qmax));
+    return Status::InvalidArgument(
+        fmt::format("weight range [-{0}, {0}] is not in [1, 127]", qmax));
   }
   if (weight.dtype() != DataType::kFloat32) {
     return Status::InvalidArgument(
@@ -106,15 +105,15 @@ Result<OwnedTensor> QuantizeBias(const Tensor& bias, float input_scale,
   }
   const int64_t c = bias.dim(0);
   if (weight_scales.size() != 1 && static_cast<int64_t>(weight_scales.size()) != c) {
-    return Status::InvalidArgument(fmt::format("bias has {} elements but the weight {} scales", c,
-                                               weight_scales.size()));
+    return Status::InvalidArgument(
+        fmt::format("bias has {} elements but the weight {} scales", c, weight_scales.size()));
   }
   KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(DataType::kInt32, bias.shape()));
   const float* b = bias.data<const float>();
   int32_t* q = out.data<int32_t>();
   for (int64_t i = 0; i < c; ++i) {
-    const float ws = weight_scales.size() == 1 ? weight_scales[0]
-                                               : weight_scales[static_cast<size_t>(i)];
+    const float ws =
+        weight_scales.size() == 1 ? weight_scales[0] : weight_scales[static_cast<size_t>(i)];
     // The scale DequantizeLinear will use, computed in float exactly as written to the model.
     const float s = input_scale * ws;
     q[i] = static_cast<int32_t>(RoundSaturate(static_cast<double>(b[i]) / s,

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for the quantization parameters and scalar math (qparams.h, tensor/quantize_math.h): hand-derived
-// scales and zero points (ranges widened to contain 0, half-to-even zero points, degenerate
-// ranges), QuantizeValue against a brute-force nearest-level search and against the reference
-// QuantizeLinear kernel run in a Session, per-channel and per-tensor weights, INT32 biases.
+// Tests for the quantization parameters and scalar math (qparams.h, tensor/quantize_math.h):
+// hand-derived scales and zero points (ranges widened to contain 0, half-to-even zero points,
+// degenerate ranges), QuantizeValue against a brute-force nearest-level search and against the
+// reference QuantizeLinear kernel run in a Session, per-channel and per-tensor weights, INT32
+// biases.
 
 #include "quant/qparams.h"
 
@@ -13,8 +14,8 @@
 #include <random>
 
 #include "opt/opt_test_util.h"
-#include "tensor/quantize_math.h"
 #include "runtime/session.h"
+#include "tensor/quantize_math.h"
 
 namespace kiln::quant {
 namespace {
@@ -73,8 +74,8 @@ int BruteForceQuantize(float x, float scale, int zp) {
 TEST(QmathTest, QuantizeMatchesBruteForceAndReferenceKernel) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-400, 400);
-  std::vector<float> xs = {0.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 1000.0f, -1000.0f,
-                           127.5f, 128.5f, -128.5f, 254.5f, 255.5f};
+  std::vector<float> xs = {0.0f,    0.5f,     1.5f,   2.5f,   -0.5f,   -1.5f,  -2.5f,
+                           1000.0f, -1000.0f, 127.5f, 128.5f, -128.5f, 254.5f, 255.5f};
   for (int i = 0; i < 500; ++i) xs.push_back(dist(rng));
   const float scale = 1.0f;
   for (float x : xs) {
@@ -89,8 +90,8 @@ TEST(QmathTest, QuantizeMatchesBruteForceAndReferenceKernel) {
     const int x = t.Input("x", {n});
     OwnedTensor zp_t = OwnedTensor::Allocate(DataType::kUint8, Shape{}).value();
     zp_t.data<uint8_t>()[0] = static_cast<uint8_t>(zp);
-    const int y = t.Op("QuantizeLinear", {x, t.Scalar("s", s), t.Const("zp", std::move(zp_t))},
-                       {}, {{n}}, DataType::kUint8);
+    const int y = t.Op("QuantizeLinear", {x, t.Scalar("s", s), t.Const("zp", std::move(zp_t))}, {},
+                       {{n}}, DataType::kUint8);
     t.Output(y);
     SessionOptions so;
     so.kernel_provider = "ref";
@@ -99,7 +100,8 @@ TEST(QmathTest, QuantizeMatchesBruteForceAndReferenceKernel) {
     std::vector<Tensor> inputs = {in.view()};
     std::vector<OwnedTensor> out = session->Run(inputs).value();
     for (int64_t i = 0; i < n; ++i) {
-      EXPECT_EQ(out[0].data<uint8_t>()[i], QuantizeValue<uint8_t>(xs[static_cast<size_t>(i)], s, zp))
+      EXPECT_EQ(out[0].data<uint8_t>()[i],
+                QuantizeValue<uint8_t>(xs[static_cast<size_t>(i)], s, zp))
           << xs[static_cast<size_t>(i)];
     }
   }

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <numeric>
+#include <sstream>
 #include <system_error>
 
 #include "graph/onnx/exporter.h"
@@ -58,26 +58,26 @@ double Median(std::vector<double> v) {
 // Runs `graph` over `data`; with `log`, a progress line at every quarter of a long run.
 Result<Evaluation> Evaluate(std::shared_ptr<const Graph> graph, const Dataset& data,
                             const RunOptions& run_options, const Tensor* reference,
-                            const LogFn& log = nullptr,
-                            const std::string& weight_precision = "") {
+                            const LogFn& log = nullptr, const std::string& weight_precision = "") {
   Evaluation e;
   KILN_ASSIGN_OR_RETURN(e.session,
                         MakeSession(std::move(graph), run_options.threads, weight_precision));
   const Session* session = e.session.get();
   int64_t last_quarter = 0;
-  const bool long_run = data.num_samples > 8 * EffectiveBatchSize(session->graph(),
-                                                                  run_options.batch_size);
-  KILN_ASSIGN_OR_RETURN(
-      e.run, RunDataset(*session, data, run_options, [&](int64_t done, int64_t total) {
-        const int64_t quarter = 4 * done / std::max<int64_t>(total, 1);
-        if (log && long_run && quarter > last_quarter && done < total) {
-          last_quarter = quarter;
-          log(fmt::format("  {}/{} samples", done, total));
-        }
-      }));
+  const bool long_run =
+      data.num_samples > 8 * EffectiveBatchSize(session->graph(), run_options.batch_size);
+  KILN_ASSIGN_OR_RETURN(e.run,
+                        RunDataset(*session, data, run_options, [&](int64_t done, int64_t total) {
+                          const int64_t quarter = 4 * done / std::max<int64_t>(total, 1);
+                          if (log && long_run && quarter > last_quarter && done < total) {
+                            last_quarter = quarter;
+                            log(fmt::format("  {}/{} samples", done, total));
+                          }
+                        }));
   const Tensor* labels = data.labels ? &data.labels->view() : nullptr;
   KILN_ASSIGN_OR_RETURN(e.metrics, ComputeMetrics(e.run.output.view(), reference, labels));
-  e.metrics.items_per_s = e.run.seconds > 0 ? static_cast<double>(e.run.samples) / e.run.seconds : 0;
+  e.metrics.items_per_s =
+      e.run.seconds > 0 ? static_cast<double>(e.run.samples) / e.run.seconds : 0;
   return e;
 }
 
@@ -111,10 +111,18 @@ std::string JsonString(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += fmt::format("\\u{:04x}", static_cast<int>(c));
@@ -154,8 +162,8 @@ std::string_view ActivationTypeName(ActivationType t) {
 Result<Int8Target> ResolveInt8Target(std::string_view target_cpu) {
   const bool native = target_cpu == "native";
   if (!native && target_cpu != "avx2" && target_cpu != "vnni") {
-    return Status::InvalidArgument(fmt::format(
-        "unknown --target-cpu '{}' (expected native, avx2 or vnni)", target_cpu));
+    return Status::InvalidArgument(
+        fmt::format("unknown --target-cpu '{}' (expected native, avx2 or vnni)", target_cpu));
   }
   const bool here_vnni = CpuKernelsHaveInt8DotProducts();
   Int8Target t;
@@ -163,17 +171,18 @@ Result<Int8Target> ResolveInt8Target(std::string_view target_cpu) {
   const bool vnni = t.cpu == "vnni";
   t.weight_max = vnni ? kWeightMax8Bit : kWeightMax7Bit;
   t.weight_bits = vnni ? 8 : 7;
-  const std::string why =
-      native ? fmt::format("--target-cpu native: this CPU {} VNNI dot products",
-                           here_vnni ? "has" : "has no")
-             : fmt::format("--target-cpu {}", t.cpu);
-  t.note = vnni ? fmt::format("8-bit weights in [-127, 127] for CPUs with VNNI ({}); on a CPU "
-                              "without VNNI they run exact at about half the INT8 speed "
-                              "(quantize with --target-cpu avx2 for those)",
-                              why)
-                : fmt::format("7-bit weights in [-64, 64] for AVX2 CPUs ({}): exact at full "
-                              "speed on every AVX2 CPU, with or without VNNI",
-                              why);
+  const std::string why = native ? fmt::format("--target-cpu native: this CPU {} VNNI dot products",
+                                               here_vnni ? "has" : "has no")
+                                 : fmt::format("--target-cpu {}", t.cpu);
+  t.note = vnni ? fmt::format(
+                      "8-bit weights in [-127, 127] for CPUs with VNNI ({}); on a CPU "
+                      "without VNNI they run exact at about half the INT8 speed "
+                      "(quantize with --target-cpu avx2 for those)",
+                      why)
+                : fmt::format(
+                      "7-bit weights in [-64, 64] for AVX2 CPUs ({}): exact at full "
+                      "speed on every AVX2 CPU, with or without VNNI",
+                      why);
   return t;
 }
 
@@ -202,8 +211,7 @@ Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
                                        const RunOptions& run_options, const LogFn& log) {
   if (HasQdq(*imported)) {
     return Status::FailedPrecondition(fmt::format(
-        "{} already holds QuantizeLinear/DequantizeLinear nodes; quantize its FP32 source",
-        what));
+        "{} already holds QuantizeLinear/DequantizeLinear nodes; quantize its FP32 source", what));
   }
   Calibrated c;
   Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
@@ -259,8 +267,8 @@ Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
   qdq_options.per_channel = options.per_channel;
   qdq_options.weight_max = target.weight_max;
   KILN_ASSIGN_OR_RETURN(
-      QdqResult q, InsertQdq(*c.graph, c.layers, std::vector<bool>(c.layers.size(), true),
-                             c.params, qdq_options));
+      QdqResult q, InsertQdq(*c.graph, c.layers, std::vector<bool>(c.layers.size(), true), c.params,
+                             qdq_options));
   QuantizedGraph out;
   out.graph = std::move(q.graph);
   out.layers = static_cast<int>(c.layers.size());
@@ -299,7 +307,8 @@ Status CheckHalfOptions(const QuantizeOptions& o) {
   if (o.method != CalibrationMethod::kMinMax) return refuse("--method", kNoCalibration);
   if (o.per_channel) return refuse("--per-channel", "half-precision weights have no scales");
   if (o.target_cpu != "native") {
-    return refuse("--target-cpu", "it chooses the INT8 weight range; half-precision weights have none");
+    return refuse("--target-cpu",
+                  "it chooses the INT8 weight range; half-precision weights have none");
   }
   if (o.activation_type != ActivationType::kUint8) {
     return refuse("--symmetric-activations", "activations stay FP32");
@@ -324,14 +333,14 @@ Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dty
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
                         ImportOnnxModelFromString(source_bytes, options.model));
   if (HasQdq(*imported)) {
-    return Status::FailedPrecondition(fmt::format(
-        "'{}' holds QuantizeLinear/DequantizeLinear nodes; convert its FP32 source",
-        options.model));
+    return Status::FailedPrecondition(
+        fmt::format("'{}' holds QuantizeLinear/DequantizeLinear nodes; convert its FP32 source",
+                    options.model));
   }
   if (std::optional<DataType> held = HalfInitializerType(*imported)) {
-    return Status::FailedPrecondition(fmt::format(
-        "'{}' already holds {} initializers; convert its FP32 source", options.model,
-        DataTypeName(*held)));
+    return Status::FailedPrecondition(
+        fmt::format("'{}' already holds {} initializers; convert its FP32 source", options.model,
+                    DataTypeName(*held)));
   }
   Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, PrepareGraph(imported));
@@ -364,8 +373,8 @@ Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dty
                           LoadDataset(options.data_dir, *graph, options.eval_samples));
     report.eval_dir = options.data_dir;
     report.eval_labels = eval.labels.has_value();
-    Log(log, fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples,
-                         report.eval_dir));
+    Log(log,
+        fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples, report.eval_dir));
     KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
     report.fp32 = fp32.metrics;
     // The written file, as kiln loads it.
@@ -375,8 +384,7 @@ Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dty
                                                  &fp32.run.output.view(), log, report.precision));
     report.quantized = e.metrics;
   }
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
@@ -389,16 +397,15 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   {
     std::error_code ec;
     if (fs::equivalent(options.model, options.out, ec)) {
-      return Status::InvalidArgument(
-          fmt::format("--out '{}' is the model itself; write the quantized model elsewhere",
-                      options.out));
+      return Status::InvalidArgument(fmt::format(
+          "--out '{}' is the model itself; write the quantized model elsewhere", options.out));
     }
   }
   if (options.precision != "int8") {
     const std::optional<DataType> half = HalfTypeFromPrecision(options.precision);
     if (!half) {
-      return Status::InvalidArgument(fmt::format(
-          "unknown --precision '{}' (expected int8, fp16 or bf16)", options.precision));
+      return Status::InvalidArgument(
+          fmt::format("unknown --precision '{}' (expected int8, fp16 or bf16)", options.precision));
     }
     return QuantizeHalf(options, *half, start);
   }
@@ -461,8 +468,8 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   }
   report.eval_labels = eval.labels.has_value();
   report.budget_unit = report.eval_labels ? "top-1 points" : "output error points";
-  Log(log, fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples,
-                       report.eval_dir));
+  Log(log,
+      fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples, report.eval_dir));
   KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
   const Tensor& ref = fp32.run.output.view();
   report.fp32 = fp32.metrics;
@@ -525,8 +532,8 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
         KILN_ASSIGN_OR_RETURN(QdqResult q, build(trial));
         KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(q.graph, eval, run_options, &ref));
         drop = drop_of(e.metrics);
-        Log(log, fmt::format("  {} layer(s) in FP32: drop {:.3f} {}", kept, drop,
-                             report.budget_unit));
+        Log(log,
+            fmt::format("  {} layer(s) in FP32: drop {:.3f} {}", kept, drop, report.budget_unit));
         if (drop <= *options.max_accuracy_drop) {
           quantize = trial;
           met = true;
@@ -564,8 +571,7 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   Log(log, fmt::format("INT8 on {} samples", eval.num_samples));
   KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, eval, run_options, &ref, log));
   report.quantized = int8.metrics;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
@@ -597,9 +603,10 @@ std::string FormatHalfReport(const QuantizeReport& r) {
   std::string s;
   s += fmt::format("model        {}\n", r.model);
   s += fmt::format("converted    {}\n", r.out);
-  s += fmt::format("weights      {} Conv/ConvTranspose/MatMul/Gemm weight tensors ({} values, "
-                   ">= {} each) stored as {}; other tensors FP32\n",
-                   r.tensors_converted, r.elements_converted, kHalfMinElements, half);
+  s += fmt::format(
+      "weights      {} Conv/ConvTranspose/MatMul/Gemm weight tensors ({} values, "
+      ">= {} each) stored as {}; other tensors FP32\n",
+      r.tensors_converted, r.elements_converted, kHalfMinElements, half);
   if (r.overflows > 0) {
     s += fmt::format("warning      {} weight values beyond the {} range became infinite\n",
                      r.overflows, half);
@@ -608,8 +615,8 @@ std::string FormatHalfReport(const QuantizeReport& r) {
   s += fmt::format("cpu          F16C {}, AVX512-FP16 {}, AVX512-BF16 {}\n",
                    r.cpu.f16c ? "yes" : "no", r.cpu.avx512fp16 ? "yes" : "no",
                    r.cpu.avx512bf16 ? "yes" : "no");
-  s += fmt::format("size         fp32 {} bytes, {} {} bytes ({:.1f}%)\n", r.fp32_bytes,
-                   r.precision, r.out_bytes, 100.0 * SizeRatio(r));
+  s += fmt::format("size         fp32 {} bytes, {} {} bytes ({:.1f}%)\n", r.fp32_bytes, r.precision,
+                   r.out_bytes, 100.0 * SizeRatio(r));
   if (!r.evaluated) return s;
   s += fmt::format("\nevaluation on {} samples from {}{}\n", r.quantized.samples, r.eval_dir,
                    r.eval_labels ? "" : " (no labels: agreement with FP32 only)");
@@ -632,10 +639,10 @@ std::string HalfReportJson(const QuantizeReport& r) {
                    r.precision, r.out_bytes, JsonNumber(SizeRatio(r)));
   s += fmt::format(", \"tensors_converted\": {}, \"elements_converted\": {}, \"overflows\": {}",
                    r.tensors_converted, r.elements_converted, r.overflows);
-  s += fmt::format(", \"weights_dtype\": \"{}\", \"compute_dtype\": \"fp32\", \"cpu\": {}, "
-                   "\"compute\": {}",
-                   r.precision == "bf16" ? "BFLOAT16" : "FLOAT16", CpuJson(r.cpu),
-                   JsonString(r.compute_note));
+  s += fmt::format(
+      ", \"weights_dtype\": \"{}\", \"compute_dtype\": \"fp32\", \"cpu\": {}, "
+      "\"compute\": {}",
+      r.precision == "bf16" ? "BFLOAT16" : "FLOAT16", CpuJson(r.cpu), JsonString(r.compute_note));
   if (r.evaluated && r.quantized.top1 && r.fp32.top1) {
     s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.fp32.top1 - *r.quantized.top1));
   }
@@ -650,12 +657,12 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
   std::string s;
   s += fmt::format("model        {}\n", r.model);
   s += fmt::format("quantized    {}\n", r.out);
-  s += fmt::format("calibration  {}{} on {} samples; activations {}; weights int8 symmetric {}\n",
-                   CalibrationMethodName(r.method),
-                   r.method == CalibrationMethod::kPercentile ? fmt::format(" {}", r.percentile)
-                                                              : std::string(),
-                   r.calib_samples, ActivationTypeName(r.activation_type),
-                   r.per_channel ? "per channel" : "per tensor");
+  s += fmt::format(
+      "calibration  {}{} on {} samples; activations {}; weights int8 symmetric {}\n",
+      CalibrationMethodName(r.method),
+      r.method == CalibrationMethod::kPercentile ? fmt::format(" {}", r.percentile) : std::string(),
+      r.calib_samples, ActivationTypeName(r.activation_type),
+      r.per_channel ? "per channel" : "per tensor");
   s += fmt::format("target cpu   {}: {}\n", r.target.cpu, r.target.note);
   size_t name_width = 5;
   for (const LayerReport& l : r.layers) name_width = std::max(name_width, l.name.size());
@@ -681,8 +688,8 @@ std::string FormatQuantizeReport(const QuantizeReport& r) {
                      l.output_error ? fmt::format("{:.4f}", *l.output_error) : "-",
                      l.quantized ? "int8" : "fp32");
   }
-  const int kept = static_cast<int>(
-      std::count_if(r.layers.begin(), r.layers.end(), [](const LayerReport& l) { return !l.quantized; }));
+  const int kept = static_cast<int>(std::count_if(
+      r.layers.begin(), r.layers.end(), [](const LayerReport& l) { return !l.quantized; }));
   s += fmt::format("\n{} of {} layers int8, {} kept fp32; {} activation QDQ pairs\n",
                    r.layers.size() - static_cast<size_t>(kept), r.layers.size(), kept, r.qdq_pairs);
   s += fmt::format("size         fp32 {} bytes, int8 {} bytes ({:.1f}%)\n", r.fp32_bytes,
@@ -709,14 +716,15 @@ std::string QuantizeReportJson(const QuantizeReport& r) {
   if (r.method == CalibrationMethod::kPercentile) {
     s += fmt::format(", \"percentile\": {}", JsonNumber(r.percentile));
   }
+  s +=
+      fmt::format(", \"per_channel\": {}, \"activation_type\": \"{}\", \"calibration_samples\": {}",
+                  r.per_channel ? "true" : "false",
+                  r.activation_type == ActivationType::kUint8 ? "uint8" : "int8", r.calib_samples);
   s += fmt::format(
-      ", \"per_channel\": {}, \"activation_type\": \"{}\", \"calibration_samples\": {}",
-      r.per_channel ? "true" : "false",
-      r.activation_type == ActivationType::kUint8 ? "uint8" : "int8", r.calib_samples);
-  s += fmt::format(", \"target_cpu\": \"{}\", \"weight_bits\": {}, \"weight_range\": [{}, {}], "
-                   "\"weights\": {}",
-                   r.target.cpu, r.target.weight_bits, -r.target.weight_max, r.target.weight_max,
-                   JsonString(r.target.note));
+      ", \"target_cpu\": \"{}\", \"weight_bits\": {}, \"weight_range\": [{}, {}], "
+      "\"weights\": {}",
+      r.target.cpu, r.target.weight_bits, -r.target.weight_max, r.target.weight_max,
+      JsonString(r.target.note));
   s += fmt::format(", \"size_bytes\": {{\"fp32\": {}, \"int8\": {}, \"ratio\": {}}}", r.fp32_bytes,
                    r.out_bytes, JsonNumber(SizeRatio(r)));
   if (r.quantized.top1 && r.fp32.top1) {
@@ -739,14 +747,17 @@ std::string QuantizeReportJson(const QuantizeReport& r) {
                          JsonNumber(l.q.output.scale), l.q.output.zero_point);
       }
       if (l.q.weight_channels > 0) {
-        s += fmt::format(", \"weight_scale_min\": {}, \"weight_scale_max\": {}, "
-                         "\"weight_scales\": {}",
-                         JsonNumber(l.q.weight_scale_min), JsonNumber(l.q.weight_scale_max),
-                         l.q.weight_channels);
+        s += fmt::format(
+            ", \"weight_scale_min\": {}, \"weight_scale_max\": {}, "
+            "\"weight_scales\": {}",
+            JsonNumber(l.q.weight_scale_min), JsonNumber(l.q.weight_scale_max),
+            l.q.weight_channels);
       }
     }
-    if (l.accuracy_drop) s += fmt::format(", \"sensitivity_top1_drop\": {}", JsonNumber(*l.accuracy_drop));
-    if (l.output_error) s += fmt::format(", \"sensitivity_output_error\": {}", JsonNumber(*l.output_error));
+    if (l.accuracy_drop)
+      s += fmt::format(", \"sensitivity_top1_drop\": {}", JsonNumber(*l.accuracy_drop));
+    if (l.output_error)
+      s += fmt::format(", \"sensitivity_output_error\": {}", JsonNumber(*l.output_error));
     s += "}";
   }
   s += fmt::format("], \"seconds\": {}}}", JsonNumber(r.seconds));
@@ -799,9 +810,9 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
         "'{}' is a quantized (QDQ) model; validate it with --precision int8", options.model));
   }
   if ((report.precision == "fp32" || report.precision == "int8") && stored_half) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' stores its weights in {}; validate it with --precision {}", options.model,
-        DataTypeName(*stored_half), HalfPrecisionName(*stored_half)));
+    return Status::InvalidArgument(
+        fmt::format("'{}' stores its weights in {}; validate it with --precision {}", options.model,
+                    DataTypeName(*stored_half), HalfPrecisionName(*stored_half)));
   }
   const std::optional<DataType> half = HalfTypeFromPrecision(report.precision);
   if (half && stored_half && *half != *stored_half) {
@@ -853,12 +864,13 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
     // The model as `kiln quantize --precision` would write it.
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> prepared, PrepareGraph(graph));
     KILN_ASSIGN_OR_RETURN(HalfWeights h, ConvertWeightsToHalf(*prepared, *half));
-    Log(log, fmt::format("{} weight tensors converted to {} at load", h.tensors,
-                         DataTypeName(*half)));
+    Log(log,
+        fmt::format("{} weight tensors converted to {} at load", h.tensors, DataTypeName(*half)));
     evaluated = std::move(h.graph);
   } else if (alone) {
     Log(log, fmt::format("'{}' records no FP32 source and no --reference is given: measured "
-                         "alone", options.model));
+                         "alone",
+                         options.model));
   } else if (report.precision != "fp32") {
     std::string ref_path = options.reference;
     if (ref_path.empty()) {
@@ -894,10 +906,9 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
   }
   Log(log, fmt::format("{} '{}' on {} samples from '{}'", report.precision, options.model,
                        data.num_samples, options.data_dir));
-  KILN_ASSIGN_OR_RETURN(Evaluation e,
-                        Evaluate(evaluated, data, run_options,
-                                 reference ? &reference->run.output.view() : nullptr, log,
-                                 half ? report.precision : std::string()));
+  KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(evaluated, data, run_options,
+                                               reference ? &reference->run.output.view() : nullptr,
+                                               log, half ? report.precision : std::string()));
   report.metrics = e.metrics;
   if (options.repeat > 1) {
     // More timed passes, FP32 and the converted model alternating; the median time of each is
@@ -969,7 +980,8 @@ std::string ValidateReportJson(const ValidateReport& r) {
       s += fmt::format(", \"top1_drop\": {}", JsonNumber(*r.reference->top1 - *r.metrics.top1));
     }
     if (r.reference->items_per_s > 0) {
-      s += fmt::format(", \"speedup\": {}", JsonNumber(r.metrics.items_per_s / r.reference->items_per_s));
+      s += fmt::format(", \"speedup\": {}",
+                       JsonNumber(r.metrics.items_per_s / r.reference->items_per_s));
     }
   }
   return s + "}";

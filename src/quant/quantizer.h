@@ -72,24 +72,24 @@ inline constexpr std::string_view kWeightBitsKey = "kiln.quantize.weight_bits";
 //           INT8 work (its weights are split in two 7-bit halves).
 //   "native": the class of this CPU, as kiln's kernels see it (ONEDNN_MAX_CPU_ISA lowers it).
 struct Int8Target {
-  std::string cpu;   // "avx2" or "vnni"
-  int weight_max = 0;  // kWeightMax7Bit or kWeightMax8Bit
-  int weight_bits = 0; // 7 or 8
-  std::string note;  // what was chosen and why, for the report
+  std::string cpu;      // "avx2" or "vnni"
+  int weight_max = 0;   // kWeightMax7Bit or kWeightMax8Bit
+  int weight_bits = 0;  // 7 or 8
+  std::string note;     // what was chosen and why, for the report
 };
 // INVALID_ARGUMENT for a name other than native, avx2 and vnni.
 Result<Int8Target> ResolveInt8Target(std::string_view target_cpu);
 
 struct QuantizeOptions {
-  std::string model;     // FP32 ONNX model
+  std::string model;  // FP32 ONNX model
   // "int8" (QDQ, calibrated), "fp16" or "bf16" (half-precision weights). The calibration and
   // mixed-precision settings below are INT8 only: with fp16/bf16, a calib_dir, per_channel,
   // keep_fp32, max_accuracy_drop, sensitivity, a method other than minmax or int8 activations
   // are INVALID_ARGUMENT.
   std::string precision = "int8";
-  std::string calib_dir; // calibration data (dataset.h layouts); int8 only, required there
-  std::string out;       // where the QDQ model goes
-  std::string data_dir;  // optional evaluation data (labels give accuracy)
+  std::string calib_dir;  // calibration data (dataset.h layouts); int8 only, required there
+  std::string out;        // where the QDQ model goes
+  std::string data_dir;   // optional evaluation data (labels give accuracy)
   CalibrationMethod method = CalibrationMethod::kMinMax;
   double percentile = 99.99;
   bool per_channel = false;
@@ -134,12 +134,12 @@ struct QuantizeReport {
   int64_t overflows = 0;
   std::string compute_note;
   CpuHalfSupport cpu;
-  bool evaluated = true;  // false for fp16/bf16 without data_dir
+  bool evaluated = true;            // false for fp16/bf16 without data_dir
   std::vector<LayerReport> layers;  // graph order
   std::string eval_dir;
   bool eval_labels = false;
-  Metrics fp32;  // on the evaluation set, against the labels
-  Metrics quantized;  // the written model: against the labels and the FP32 outputs
+  Metrics fp32;                  // on the evaluation set, against the labels
+  Metrics quantized;             // the written model: against the labels and the FP32 outputs
   std::optional<double> budget;  // max_accuracy_drop
   std::string budget_unit;       // "top-1 points" / "output error points"
   double seconds = 0;
@@ -167,7 +167,7 @@ struct QuantizeGraphOptions {
 
 struct QuantizedGraph {
   std::shared_ptr<Graph> graph;
-  int layers = 0;       // layers quantized
+  int layers = 0;  // layers quantized
   int64_t calib_samples = 0;
 };
 
@@ -197,10 +197,10 @@ struct ValidateReport {
   std::string model;
   std::string precision;  // "fp32" / "int8" / "fp16" / "bf16"
   Metrics metrics;
-  std::string reference_model;      // int8, fp16, bf16
-  std::optional<Metrics> reference; // int8, fp16, bf16: the FP32 model's metrics
+  std::string reference_model;       // int8, fp16, bf16
+  std::optional<Metrics> reference;  // int8, fp16, bf16: the FP32 model's metrics
   bool labels = false;
-  bool converted_at_load = false;   // fp16/bf16 of a FP32 model, converted in memory
+  bool converted_at_load = false;  // fp16/bf16 of a FP32 model, converted in memory
   // fp16/bf16 written by `kiln quantize` or converted at load: how the weights are stored and
   // computed.
   std::string compute_note;

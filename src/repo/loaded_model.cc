@@ -178,13 +178,13 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     if (optimized.ok()) {
       graph = optimized->graph;
     } else if (optimized.status().code() == StatusCode::kInvalidArgument) {
-      return optimized.status().WithContext(
-          fmt::format("model '{}' version {}: parameter '{}'", model, version,
-                      kDisabledPassesParameter));
+      return optimized.status().WithContext(fmt::format("model '{}' version {}: parameter '{}'",
+                                                        model, version, kDisabledPassesParameter));
     } else {
-      KILN_LOG_WARN("model '{}' version {}: graph optimization failed, serving the graph as "
-                    "imported: {}",
-                    model, version, optimized.status().ToString());
+      KILN_LOG_WARN(
+          "model '{}' version {}: graph optimization failed, serving the graph as "
+          "imported: {}",
+          model, version, optimized.status().ToString());
     }
   }
   KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));

@@ -437,13 +437,13 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
   const inference::ModelOptimizationPolicy& opt = config.optimization();
   if (!opt.precision().empty() && opt.precision() != "fp32" && opt.precision() != "int8" &&
       opt.precision() != "fp16" && opt.precision() != "bf16") {
-    return Status::InvalidArgument(fmt::format(
-        "model '{}': optimization precision '{}' is not one of fp32, fp16, bf16, int8", model,
-        opt.precision()));
+    return Status::InvalidArgument(
+        fmt::format("model '{}': optimization precision '{}' is not one of fp32, fp16, bf16, int8",
+                    model, opt.precision()));
   }
   if (opt.precision() == "int8" && opt.calibration_dir().empty()) {
-    return Status::InvalidArgument(fmt::format(
-        "model '{}': optimization precision int8 needs a calibration_dir", model));
+    return Status::InvalidArgument(
+        fmt::format("model '{}': optimization precision int8 needs a calibration_dir", model));
   }
   if (!opt.calibration_method().empty() && opt.calibration_method() != "minmax" &&
       opt.calibration_method() != "percentile" && opt.calibration_method() != "entropy") {
@@ -548,9 +548,9 @@ Result<GraphOptimizationConfig> GraphOptimizationFromConfig(const inference::Mod
       while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
       while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
       if (name.empty()) {
-        return Status::InvalidArgument(fmt::format(
-            "model '{}': parameter '{}' has an empty pass name in '{}'", config.name(),
-            kDisabledPassesParameter, it->second.string_value()));
+        return Status::InvalidArgument(
+            fmt::format("model '{}': parameter '{}' has an empty pass name in '{}'", config.name(),
+                        kDisabledPassesParameter, it->second.string_value()));
       }
       out.disabled_passes.emplace_back(name);
     }

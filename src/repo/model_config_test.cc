@@ -542,8 +542,7 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
   for (std::string_view done :
        {"dynamic_batching", "instance_group.count", "input.allow_ragged_batch",
         "output.label_filename", "optimization", "optimization.graph", "parameters",
-        "parameters.kiln.disabled_passes",
-        "instance_group (more than one group)"}) {
+        "parameters.kiln.disabled_passes", "instance_group (more than one group)"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), done), 0) << done;
   }
 }

@@ -25,10 +25,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -103,7 +103,7 @@ struct VersionLoad {
 struct ModelLoad {
   Status status;  // model-level failure (config, layout); then `versions` may be empty
   std::vector<VersionLoad> versions;
-  std::optional<ModelDirFingerprint> files;            // what the load read
+  std::optional<ModelDirFingerprint> files;              // what the load read
   std::shared_ptr<const inference::ModelConfig> config;  // the completed config, when it got one
 };
 
@@ -133,9 +133,9 @@ Result<inference::ModelConfig> ParseModelConfigJson(std::string_view json) {
   const auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), &config, options);
   if (!status.ok()) {
-    return Status::InvalidArgument(fmt::format(
-        "the 'config' parameter is not a valid model configuration: {}",
-        status.message().as_string()));
+    return Status::InvalidArgument(
+        fmt::format("the 'config' parameter is not a valid model configuration: {}",
+                    status.message().as_string()));
   }
   return config;
 }
@@ -254,10 +254,11 @@ Result<std::shared_ptr<Graph>> ApplyPrecision(const inference::ModelConfig& conf
     return q.status().WithContext(
         fmt::format("model '{}' version {}: INT8 quantization at load", config.name(), version));
   }
-  KILN_LOG_INFO("model '{}' version {}: quantized to INT8 at load ({} layers, {} calibration "
-                "samples from '{}', {})",
-                config.name(), version, q->layers, q->calib_samples, dir.string(),
-                quant::CalibrationMethodName(options.method));
+  KILN_LOG_INFO(
+      "model '{}' version {}: quantized to INT8 at load ({} layers, {} calibration "
+      "samples from '{}', {})",
+      config.name(), version, q->layers, q->calib_samples, dir.string(),
+      quant::CalibrationMethodName(options.method));
   return q->graph;
 }
 
@@ -289,8 +290,8 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
 
   inference::ModelConfig config;
   // Serving versions may be kept only when they run with exactly the config this load uses.
-  const bool same_config = override_config == nullptr && reuse.config != nullptr &&
-                           reuse.config_files == files->model;
+  const bool same_config =
+      override_config == nullptr && reuse.config != nullptr && reuse.config_files == files->model;
   bool completed = false;
   if (override_config != nullptr) {
     config = *override_config;
@@ -328,7 +329,9 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
     load.versions.push_back({v,
                              Status::Unavailable(fmt::format(
                                  "version directory '{}' not found in model '{}'", v, name)),
-                             nullptr, false, {}});
+                             nullptr,
+                             false,
+                             {}});
   }
   if (selected.empty()) {
     return fail_model(Status::Unavailable(
@@ -404,10 +407,10 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
       // statistics before calling its callback.)
       (*model)->ResetStatistics();
     }
-    (*model)->SetLoadDuration(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                             load_start)
-            .count()));
+    (*model)->SetLoadDuration(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - load_start)
+                                  .count()));
     v.model = std::move(model).value();
   }
   if (completed) load.config = std::make_shared<const inference::ModelConfig>(std::move(config));
@@ -730,14 +733,16 @@ Result<TempDir> WriteUploadedModel(const std::string& model,
   if (ec) return Status::Internal("no temporary directory: " + ec.message());
   std::string templ = (base / "kiln-upload-XXXXXX").string();
   if (mkdtemp(templ.data()) == nullptr) {
-    return Status::Internal(fmt::format("cannot create a directory under {}: {}", base.string(),
-                                        std::strerror(errno)));
+    return Status::Internal(
+        fmt::format("cannot create a directory under {}: {}", base.string(), std::strerror(errno)));
   }
   TempDir dir{fs::path(templ)};
   for (const ModelLoadOptions::File& f : files) {
     const fs::path target = dir.path() / model / f.path;
     fs::create_directories(target.parent_path(), ec);
-    if (ec) return Status::Internal(fmt::format("cannot create {}: {}", target.parent_path().string(), ec.message()));
+    if (ec)
+      return Status::Internal(
+          fmt::format("cannot create {}: {}", target.parent_path().string(), ec.message()));
     std::ofstream out(target, std::ios::binary | std::ios::trunc);
     out.write(f.content.data(), static_cast<std::streamsize>(f.content.size()));
     out.close();
@@ -772,8 +777,7 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
       (model.empty() || model == "." || model == ".." ||
        model.find_first_of(std::string_view("/\\\0", 3)) != std::string::npos)) {
     return Status::InvalidArgument(fmt::format(
-        "load failed: '{}' cannot name a model directory (no '/', '\\', NUL, '.' or '..')",
-        name));
+        "load failed: '{}' cannot name a model directory (no '/', '\\', NUL, '.' or '..')", name));
   }
   for (const ModelLoadOptions::File& f : options.files) {
     if (Status s = CheckUploadedFilePath(f.path); !s.ok()) {
@@ -803,9 +807,9 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
   }
   Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
   if (!dirs.ok()) {
-    return Status::InvalidArgument(fmt::format(
-        "failed to load '{}', failed to poll from model repository: {}", name,
-        dirs.status().message()));
+    return Status::InvalidArgument(
+        fmt::format("failed to load '{}', failed to poll from model repository: {}", name,
+                    dirs.status().message()));
   }
   if (!std::binary_search(dirs->begin(), dirs->end(), model)) {
     UnloadLocked(model, /*forget=*/true);  // its directory is gone: it must not keep serving
@@ -873,7 +877,8 @@ Status ModelManagerImpl::PollLocked() {
     KILN_LOG_INFO("repository poll: model '{}' {}; loading", name, known ? "changed" : "added");
     std::vector<std::string> model_failures;
     LoadLocked(name, nullptr, &model_failures);
-    for (const std::string& f : model_failures) failures.push_back(fmt::format("'{}': {}", name, f));
+    for (const std::string& f : model_failures)
+      failures.push_back(fmt::format("'{}': {}", name, f));
   }
   std::vector<std::string> removed;
   {
@@ -1052,8 +1057,8 @@ Result<std::unique_ptr<ModelManager>> CreateModelManager(const ModelManagerOptio
         fmt::format("workers_per_model must be >= 1, got {}", options.workers_per_model));
   }
   if (options.repository_poll_secs < 0) {
-    return Status::InvalidArgument(fmt::format("repository_poll_secs must be >= 0, got {}",
-                                               options.repository_poll_secs));
+    return Status::InvalidArgument(
+        fmt::format("repository_poll_secs must be >= 0, got {}", options.repository_poll_secs));
   }
   std::error_code ec;
   if (!fs::is_directory(options.repository_path, ec)) {

@@ -99,7 +99,7 @@ struct ModelIndexEntry {
   std::string name;
   int64_t version = -1;  // -1 when no version is known (never loaded, or the model failed)
   ModelState state = ModelState::kUnknown;  // kUnknown with version -1: found, never loaded
-  std::string reason;  // why it is UNAVAILABLE; empty otherwise
+  std::string reason;                       // why it is UNAVAILABLE; empty otherwise
 };
 
 enum class ModelControlMode { kNone, kPoll, kExplicit };

@@ -176,7 +176,7 @@ TEST_F(LifecycleTest, IndexShowsLoadingAndUnloading) {
   while (StateOf(m, "gated", 1) == "READY") std::this_thread::sleep_for(1ms);
   EXPECT_EQ(StateOf(m, "gated", 1), "UNLOADING");
   EXPECT_EQ(m.GetModel("gated", 1).status().code(), StatusCode::kUnavailable);
-  EXPECT_FALSE(unloaded.load());  // waiting (bounded) for `held`
+  EXPECT_FALSE(unloaded.load());                         // waiting (bounded) for `held`
   EXPECT_TRUE(InferSync(*held, PairRequest(1.f)).ok());  // a holder's request still runs
   held.reset();
   unload.join();
@@ -262,8 +262,8 @@ TEST_F(LifecycleTest, LoadWithConfigOverride) {
   ASSERT_TRUE(m->LoadModel("a", {}).ok());
   EXPECT_EQ((*m->GetModel("a", -1))->signature().max_batch_size, 8);
 
-  for (std::string_view bad : {"{", R"({"max_batch_size": "x"})", R"({"no_such_field": 1})",
-                               R"({"name": "other"})"}) {
+  for (std::string_view bad :
+       {"{", R"({"max_batch_size": "x"})", R"({"no_such_field": 1})", R"({"name": "other"})"}) {
     options.config_json = std::string(bad);
     Status s = m->LoadModel("a", options);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;

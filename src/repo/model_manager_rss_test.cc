@@ -149,10 +149,11 @@ void CheckUnloadReturnsMemory(const std::string& name, int parts) {
     unloaded_max = std::max(unloaded_max, RssBytes());
   }
   const size_t final_rss = RssBytes();
-  std::printf("%s (%d initializer(s)): RSS before any load %.1f MiB, baseline %.1f MiB, loaded "
-              "(max) %.1f MiB, after unload (max of %d) %.1f MiB, final %.1f MiB\n",
-              name.c_str(), parts, MiB(cold), MiB(baseline), MiB(loaded_max), kCycles,
-              MiB(unloaded_max), MiB(final_rss));
+  std::printf(
+      "%s (%d initializer(s)): RSS before any load %.1f MiB, baseline %.1f MiB, loaded "
+      "(max) %.1f MiB, after unload (max of %d) %.1f MiB, final %.1f MiB\n",
+      name.c_str(), parts, MiB(cold), MiB(baseline), MiB(loaded_max), kCycles, MiB(unloaded_max),
+      MiB(final_rss));
   ::testing::Test::RecordProperty("rss_cold_kib", static_cast<int>(cold >> 10));
   ::testing::Test::RecordProperty("rss_baseline_kib", static_cast<int>(baseline >> 10));
   ::testing::Test::RecordProperty("rss_loaded_max_kib", static_cast<int>(loaded_max >> 10));
@@ -161,8 +162,7 @@ void CheckUnloadReturnsMemory(const std::string& name, int parts) {
   EXPECT_GT(loaded_max, baseline + (size_t{100} << 20));
   // ... and every unload gave it back.
   EXPECT_LE(static_cast<double>(unloaded_max), static_cast<double>(baseline) * (1 + kTolerance))
-      << "baseline " << MiB(baseline) << " MiB, worst after unload " << MiB(unloaded_max)
-      << " MiB";
+      << "baseline " << MiB(baseline) << " MiB, worst after unload " << MiB(unloaded_max) << " MiB";
 }
 
 // One 100 MiB initializer: its buffers are above glibc's mmap threshold, unmapped on free.

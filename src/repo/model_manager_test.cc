@@ -87,11 +87,12 @@ class ManagerTest : public ::testing::Test {
           {{"1/model.onnx", "pair"}});
     model("wrongname", "name: \"other\"", {{"1/model.onnx", "pair"}});
     model("nobatch", "max_batch_size: 4", {{"1/model.onnx", "fixed"}});
-    model("warned",
-          "max_batch_size: 8 optimization { priority: PRIORITY_MAX } response_cache { enable: true } "
-          "dynamic_batching { } instance_group [ { count: 2 } ] " +
-              std::string(kPairIo),
-          {{"1/model.onnx", "pair"}});
+    model(
+        "warned",
+        "max_batch_size: 8 optimization { priority: PRIORITY_MAX } response_cache { enable: true } "
+        "dynamic_batching { } instance_group [ { count: 2 } ] " +
+            std::string(kPairIo),
+        {{"1/model.onnx", "pair"}});
     MakeDirs(r / ".git");
   }
 

@@ -8,8 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <future>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "repo/model_config.h"
@@ -73,9 +73,9 @@ std::vector<float> Probabilities(LoadedModel& m, const OwnedTensor& pixels, int6
 
 // How `other` classifies the first `rows` samples against `fp32`.
 struct Comparison {
-  int agree = 0;          // same top-1 class
-  double max_diff = 0;    // largest probability difference
-  bool differs = false;   // some output not bit-identical
+  int agree = 0;         // same top-1 class
+  double max_diff = 0;   // largest probability difference
+  bool differs = false;  // some output not bit-identical
 };
 Comparison CompareModels(LoadedModel& fp32, LoadedModel& other, const OwnedTensor& pixels,
                          int64_t rows) {
@@ -103,7 +103,8 @@ TEST(QuantizeAtLoadTest, ServesTheInt8ModelCloseToFp32) {
   AddDigits(repo.path(), "fp32", "max_batch_size: 8\n");
   AddDigits(repo.path(), "int8",
             "max_batch_size: 8\noptimization { precision: \"int8\" calibration_dir: \"calib\" }\n");
-  WriteFile(repo.path() / "int8" / "calib" / "inputs.npy", WriteNpy(Pixels("calib").view()).value());
+  WriteFile(repo.path() / "int8" / "calib" / "inputs.npy",
+            WriteNpy(Pixels("calib").view()).value());
   auto manager = Load(repo.path());
   Status s = manager->LoadInitialModels();
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -169,7 +170,8 @@ TEST(QuantizeAtLoadTest, QuantizationFieldsAreNotReportedAsIgnored) {
       "calibration_method: \"entropy\" per_channel: true }\n");
   EXPECT_TRUE(UnimplementedConfigFields(c).empty());
   c = testing::ParseConfigOrDie("name: \"m\"\noptimization { eager_batching: true }\n");
-  EXPECT_EQ(UnimplementedConfigFields(c), (std::vector<std::string>{"optimization.eager_batching"}));
+  EXPECT_EQ(UnimplementedConfigFields(c),
+            (std::vector<std::string>{"optimization.eager_batching"}));
 }
 
 }  // namespace

@@ -123,15 +123,13 @@ Result<fs::path> ResolveModelFile(const fs::path& version_dir,
 
 Result<ModelDirFingerprint> FingerprintModelDir(const fs::path& model_dir) {
   const auto cannot_list = [&](const std::error_code& ec) {
-    return Status::Unavailable(
-        fmt::format("cannot list {}: {}", model_dir.string(), ec.message()));
+    return Status::Unavailable(fmt::format("cannot list {}: {}", model_dir.string(), ec.message()));
   };
   std::error_code ec;
-  fs::recursive_directory_iterator it(
-      model_dir,
-      fs::directory_options::follow_directory_symlink |
-          fs::directory_options::skip_permission_denied,
-      ec);
+  fs::recursive_directory_iterator it(model_dir,
+                                      fs::directory_options::follow_directory_symlink |
+                                          fs::directory_options::skip_permission_denied,
+                                      ec);
   if (ec) return cannot_list(ec);
 
   // (owner, line) pairs: owner 0 is the model, v > 0 a version. Sorted before joining because

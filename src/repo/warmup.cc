@@ -30,9 +30,9 @@ Result<std::string> ReadWarmupFile(const fs::path& model_dir, const std::string&
   bool escapes = file.empty() || rel.is_absolute() || rel.has_root_name();
   for (const fs::path& part : rel) escapes |= part == "..";
   if (escapes) {
-    return Status::InvalidArgument(fmt::format(
-        "input_data_file '{}' must be a relative path inside the model's {}/ directory", file,
-        kWarmupDirName));
+    return Status::InvalidArgument(
+        fmt::format("input_data_file '{}' must be a relative path inside the model's {}/ directory",
+                    file, kWarmupDirName));
   }
   const fs::path path = model_dir / kWarmupDirName / rel;
   std::error_code ec;
@@ -44,9 +44,10 @@ Result<std::string> ReadWarmupFile(const fs::path& model_dir, const std::string&
     return Status::Unavailable(fmt::format("cannot read {}: {}", path.string(), ec.message()));
   }
   if (size > max_bytes) {
-    return Status::InvalidArgument(fmt::format("warmup data file {} has {} bytes, more than the {} "
-                                               "one batch item of the input takes",
-                                               path.string(), size, max_bytes));
+    return Status::InvalidArgument(
+        fmt::format("warmup data file {} has {} bytes, more than the {} "
+                    "one batch item of the input takes",
+                    path.string(), size, max_bytes));
   }
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -79,8 +80,8 @@ void FillRandom(OwnedTensor& t, int64_t n, std::mt19937& rng) {
     case DataType::kFloat64:
       fill(t.data<double>(), [&] { return static_cast<double>(real(rng)); });
       return;
-#define KILN_WARMUP_INT(e, ctype)                                       \
-  case DataType::e:                                                     \
+#define KILN_WARMUP_INT(e, ctype)                                          \
+  case DataType::e:                                                        \
     fill(t.data<ctype>(), [&] { return static_cast<ctype>(small(rng)); }); \
     return;
       KILN_WARMUP_INT(kUint8, uint8_t)
@@ -100,16 +101,14 @@ void FillRandom(OwnedTensor& t, int64_t n, std::mt19937& rng) {
 
 // Copies one item's raw bytes from `bytes` into the first `n` elements of `t`. `bytes` holds
 // exactly one item (checked by the caller for fixed-size types).
-Status FillFromBytes(OwnedTensor& t, int64_t n, const std::string& bytes,
-                     const std::string& file) {
+Status FillFromBytes(OwnedTensor& t, int64_t n, const std::string& bytes, const std::string& file) {
   if (t.dtype() == DataType::kBytes) {
     std::string* out = t.data<std::string>();
     size_t pos = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (bytes.size() - pos < 4) {
         return Status::InvalidArgument(fmt::format(
-            "input_data_file '{}' ends inside the length of string element {} of {}", file, i,
-            n));
+            "input_data_file '{}' ends inside the length of string element {} of {}", file, i, n));
       }
       uint32_t len = 0;
       for (int b = 3; b >= 0; --b) {
@@ -117,9 +116,9 @@ Status FillFromBytes(OwnedTensor& t, int64_t n, const std::string& bytes,
       }
       pos += 4;
       if (bytes.size() - pos < len) {
-        return Status::InvalidArgument(fmt::format(
-            "input_data_file '{}': string element {} needs {} bytes, {} are left", file, i, len,
-            bytes.size() - pos));
+        return Status::InvalidArgument(
+            fmt::format("input_data_file '{}': string element {} needs {} bytes, {} are left", file,
+                        i, len, bytes.size() - pos));
       }
       out[i].assign(bytes, pos, len);
       pos += len;
@@ -157,9 +156,8 @@ void ReplicateFirstItem(OwnedTensor& t, int64_t item) {
 }
 
 Result<InferInput> BuildInput(const inference::ModelConfig& config, const fs::path& model_dir,
-                              const std::string& name,
-                              const inference::ModelWarmup::Input& spec, int64_t batch,
-                              std::mt19937& rng) {
+                              const std::string& name, const inference::ModelWarmup::Input& spec,
+                              int64_t batch, std::mt19937& rng) {
   const inference::ModelInput* model_input = nullptr;
   for (const inference::ModelInput& in : config.input()) {
     if (in.name() == name) model_input = &in;
@@ -168,10 +166,9 @@ Result<InferInput> BuildInput(const inference::ModelConfig& config, const fs::pa
     return Status::InvalidArgument(fmt::format("'{}' is not an input of the model", name));
   }
   if (spec.data_type() != model_input->data_type()) {
-    return Status::InvalidArgument(fmt::format(
-        "data_type {} does not match the model input's {}",
-        inference::DataType_Name(spec.data_type()),
-        inference::DataType_Name(model_input->data_type())));
+    return Status::InvalidArgument(fmt::format("data_type {} does not match the model input's {}",
+                                               inference::DataType_Name(spec.data_type()),
+                                               inference::DataType_Name(model_input->data_type())));
   }
   const DataType dtype = FromConfigDataType(spec.data_type());
   std::vector<int64_t> dims;
@@ -190,8 +187,8 @@ Result<InferInput> BuildInput(const inference::ModelConfig& config, const fs::pa
   const int64_t item = batch > 0 ? total / batch : total;  // elements of one batch item
   const size_t elem = dtype == DataType::kBytes ? 4 : DataTypeSize(dtype);
   if (static_cast<uint64_t>(total) > kMaxWarmupSampleBytes / elem) {
-    return Status::InvalidArgument(fmt::format("shape {} needs more than {} bytes",
-                                               shape->ToString(), kMaxWarmupSampleBytes));
+    return Status::InvalidArgument(
+        fmt::format("shape {} needs more than {} bytes", shape->ToString(), kMaxWarmupSampleBytes));
   }
   KILN_ASSIGN_OR_RETURN(OwnedTensor tensor, OwnedTensor::Allocate(dtype, *shape));
   switch (spec.input_data_type_case()) {
@@ -206,16 +203,15 @@ Result<InferInput> BuildInput(const inference::ModelConfig& config, const fs::pa
       const uintmax_t limit = dtype == DataType::kBytes ? kMaxWarmupSampleBytes : item_bytes;
       KILN_ASSIGN_OR_RETURN(std::string bytes, ReadWarmupFile(model_dir, file, limit));
       if (dtype != DataType::kBytes && bytes.size() != item_bytes) {
-        return Status::InvalidArgument(fmt::format(
-            "input_data_file '{}' has {} bytes; one item of {} {} elements takes {}", file,
-            bytes.size(), item, DataTypeName(dtype), item_bytes));
+        return Status::InvalidArgument(
+            fmt::format("input_data_file '{}' has {} bytes; one item of {} {} elements takes {}",
+                        file, bytes.size(), item, DataTypeName(dtype), item_bytes));
       }
       KILN_RETURN_IF_ERROR(FillFromBytes(tensor, item, bytes, file));
       break;
     }
     case inference::ModelWarmup::Input::INPUT_DATA_TYPE_NOT_SET:
-      return Status::InvalidArgument(
-          "sets none of zero_data, random_data, input_data_file");
+      return Status::InvalidArgument("sets none of zero_data, random_data, input_data_file");
   }
   ReplicateFirstItem(tensor, item);
   return InferInput{name, std::move(tensor)};
@@ -247,15 +243,17 @@ Result<std::vector<WarmupSample>> BuildWarmupSamples(const inference::ModelConfi
     }
     WarmupSample sample;
     sample.name = label;
-    sample.runs = w.count() == 0 ? 1 : static_cast<int>(std::min<uint32_t>(
-                                           w.count(), std::numeric_limits<int>::max()));
+    sample.runs =
+        w.count() == 0
+            ? 1
+            : static_cast<int>(std::min<uint32_t>(w.count(), std::numeric_limits<int>::max()));
     sample.request.id = "warmup:" + label;
     sample.request.model_name = config.name();
     for (const inference::ModelInput& in : config.input()) {
       auto it = w.inputs().find(in.name());
       if (it == w.inputs().end()) {
-        return fail(Status::InvalidArgument(
-            fmt::format("model input '{}' has no warmup data", in.name())));
+        return fail(
+            Status::InvalidArgument(fmt::format("model input '{}' has no warmup data", in.name())));
       }
     }
     // Model input order (the map's order is unspecified), then any unknown key to report it.
@@ -265,8 +263,8 @@ Result<std::vector<WarmupSample>> BuildWarmupSamples(const inference::ModelConfi
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     for (const std::string& name : names) {
-      Result<InferInput> input = BuildInput(config, model_dir, name, w.inputs().at(name),
-                                            batching ? batch_size : 0, rng);
+      Result<InferInput> input =
+          BuildInput(config, model_dir, name, w.inputs().at(name), batching ? batch_size : 0, rng);
       if (!input.ok()) return fail(input.status().WithContext(fmt::format("input '{}'", name)));
       sample.request.inputs.push_back(std::move(input).value());
     }
@@ -287,8 +285,8 @@ Status RunWarmup(LoadedModel& model, const std::vector<WarmupSample>& samples) {
       });
       const Status s = result.get();
       if (!s.ok()) {
-        return Status(s.code(), fmt::format("warmup sample '{}' failed: {}", sample.name,
-                                            s.message()));
+        return Status(s.code(),
+                      fmt::format("warmup sample '{}' failed: {}", sample.name, s.message()));
       }
     }
   }

@@ -217,8 +217,8 @@ TEST_F(WarmupTest, RunWarmupRunsEachSampleCountTimesAndStopsAtTheFirstFailure) {
 
   RecordingModel ok(/*fail_at=*/0);
   EXPECT_TRUE(RunWarmup(ok, samples).ok());
-  EXPECT_EQ(ok.ids, (std::vector<std::string>{"warmup:a", "warmup:a", "warmup:a", "warmup:b",
-                                              "warmup:b"}));
+  EXPECT_EQ(ok.ids,
+            (std::vector<std::string>{"warmup:a", "warmup:a", "warmup:a", "warmup:b", "warmup:b"}));
   EXPECT_EQ(ok.versions, std::vector<int64_t>(5, 7));
 
   RecordingModel failing(/*fail_at=*/4);

@@ -61,10 +61,10 @@ Status CopyToOutput(KernelContext& ctx, int i, const Tensor& src) {
 // Slice `index` of `t` along `axis`, with that axis removed.
 Result<OwnedTensor> SliceAlong(const Tensor& t, int axis, int64_t index) {
   std::vector<int64_t> dims(t.shape().dims().begin(), t.shape().dims().end());
-  const int64_t outer = std::accumulate(dims.begin(), dims.begin() + axis, int64_t{1},
-                                        std::multiplies<>());
-  const int64_t inner = std::accumulate(dims.begin() + axis + 1, dims.end(), int64_t{1},
-                                        std::multiplies<>());
+  const int64_t outer =
+      std::accumulate(dims.begin(), dims.begin() + axis, int64_t{1}, std::multiplies<>());
+  const int64_t inner =
+      std::accumulate(dims.begin() + axis + 1, dims.end(), int64_t{1}, std::multiplies<>());
   const int64_t len = dims[static_cast<size_t>(axis)];
   dims.erase(dims.begin() + axis);
   KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(t.dtype(), Shape(dims)));
@@ -80,9 +80,8 @@ Result<OwnedTensor> SliceAlong(const Tensor& t, int axis, int64_t index) {
 Result<OwnedTensor> StackAlong(std::string_view op, const std::vector<OwnedTensor>& parts,
                                int64_t axis, DataType empty_dtype) {
   if (parts.empty()) {
-    return OwnedTensor::Allocate(empty_dtype == DataType::kInvalid ? DataType::kFloat32
-                                                                   : empty_dtype,
-                                 Shape{0});
+    return OwnedTensor::Allocate(
+        empty_dtype == DataType::kInvalid ? DataType::kFloat32 : empty_dtype, Shape{0});
   }
   const Shape& part = parts[0].shape();
   const int rank = part.rank() + 1;
@@ -101,10 +100,10 @@ Result<OwnedTensor> StackAlong(std::string_view op, const std::vector<OwnedTenso
   dims.insert(dims.begin() + axis, static_cast<int64_t>(parts.size()));
   KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(dims));
   KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(parts[0].dtype(), shape));
-  const int64_t outer = std::accumulate(part.dims().begin(), part.dims().begin() + axis,
-                                        int64_t{1}, std::multiplies<>());
-  const int64_t inner = std::accumulate(part.dims().begin() + axis, part.dims().end(),
-                                        int64_t{1}, std::multiplies<>());
+  const int64_t outer = std::accumulate(part.dims().begin(), part.dims().begin() + axis, int64_t{1},
+                                        std::multiplies<>());
+  const int64_t inner = std::accumulate(part.dims().begin() + axis, part.dims().end(), int64_t{1},
+                                        std::multiplies<>());
   const int64_t n = static_cast<int64_t>(parts.size());
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < n; ++k) {
@@ -181,9 +180,10 @@ Result<Subgraph> BuildSubgraph(const KernelInfo& info, std::string_view attr,
       }
     }
     if (index < 0) {
-      return Status::Internal(fmt::format("{}: subgraph '{}' reads '{}', which the node does "
-                                          "not supply",
-                                          node.op_type, attr, name));
+      return Status::Internal(
+          fmt::format("{}: subgraph '{}' reads '{}', which the node does "
+                      "not supply",
+                      node.op_type, attr, name));
     }
     s.capture_inputs.push_back(index);
   }
@@ -256,8 +256,8 @@ class LoopKernel final : public ControlFlowKernel {
       inputs[1] = RuntimeValue(std::move(cond_t));
       KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outs, body_.Run(ctx, inputs));
       if (static_cast<int>(outs.size()) != 1 + num_carried_ + num_scan_) {
-        return CfError("Loop", fmt::format("the body produced {} outputs, expected {}",
-                                           outs.size(), 1 + num_carried_ + num_scan_));
+        return CfError("Loop", fmt::format("the body produced {} outputs, expected {}", outs.size(),
+                                           1 + num_carried_ + num_scan_));
       }
       if (use_cond) {
         KILN_ASSIGN_OR_RETURN(OwnedTensor c, TensorOf("Loop", outs[0], "body output 'cond'"));
@@ -396,8 +396,8 @@ class ScanKernel final : public ControlFlowKernel {
       }
       const int64_t len = scans[j].dim(static_cast<int>(axis));
       if (seq >= 0 && len != seq) {
-        return CfError("Scan", fmt::format("scan inputs have different lengths {} and {}", seq,
-                                           len));
+        return CfError("Scan",
+                       fmt::format("scan inputs have different lengths {} and {}", seq, len));
       }
       seq = len;
       axes.push_back(static_cast<int>(axis));
@@ -429,8 +429,8 @@ class ScanKernel final : public ControlFlowKernel {
       }
       KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outs, body_.Run(ctx, inputs));
       if (static_cast<int>(outs.size()) != a_.num_states + a_.num_scan_outputs) {
-        return CfError("Scan", fmt::format("the body produced {} outputs, expected {}",
-                                           outs.size(), a_.num_states + a_.num_scan_outputs));
+        return CfError("Scan", fmt::format("the body produced {} outputs, expected {}", outs.size(),
+                                           a_.num_states + a_.num_scan_outputs));
       }
       for (int i = 0; i < a_.num_states + a_.num_scan_outputs; ++i) {
         KILN_ASSIGN_OR_RETURN(OwnedTensor out,
@@ -555,8 +555,7 @@ Result<std::unique_ptr<Kernel>> CreateIf(const KernelInfo& info, const SessionOp
   return std::unique_ptr<Kernel>(new IfKernel(std::move(then_branch), std::move(else_branch)));
 }
 
-Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info,
-                                           const SessionOptions& options) {
+Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info, const SessionOptions& options) {
   KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(info, "body", options));
   const Graph& g = body.session->graph();
   const int num_carried = static_cast<int>(g.inputs.size()) - 2;
@@ -579,8 +578,7 @@ Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info,
       new LoopKernel(std::move(body), num_carried, num_scan, std::move(scan_dtypes)));
 }
 
-Result<std::unique_ptr<Kernel>> CreateScan(const KernelInfo& info,
-                                           const SessionOptions& options) {
+Result<std::unique_ptr<Kernel>> CreateScan(const KernelInfo& info, const SessionOptions& options) {
   KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(info, "body", options));
   const Node& node = info.node();
   ScanKernel::Attrs a;

@@ -90,8 +90,7 @@ std::shared_ptr<Graph> IfModel() {
   g->inputs = {cond, x};
   const int out = AddValue(*g, "out");
   AddNode(*g, "If", {cond}, {out},
-          {GraphAttr("then_branch", branch("Add")), GraphAttr("else_branch", branch("Sub"))},
-          {x});
+          {GraphAttr("then_branch", branch("Add")), GraphAttr("else_branch", branch("Sub"))}, {x});
   g->outputs = {out};
   return g;
 }
@@ -103,7 +102,8 @@ TEST(ControlFlowTest, IfRunsTheChosenBranchWithCapturedValues) {
   float x[2] = {1, 2};
   for (bool c : {true, false}) {
     bool cond = c;
-    Tensor in[] = {Tensor(DataType::kBool, Shape{}, &cond), Tensor(DataType::kFloat32, Shape{2}, x)};
+    Tensor in[] = {Tensor(DataType::kBool, Shape{}, &cond),
+                   Tensor(DataType::kFloat32, Shape{2}, x)};
     auto out = (*s)->Run(in);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     // then: [1+10, 2+20] = [11, 22]; else: [1-10, 2-20] = [-9, -18]

@@ -30,7 +30,8 @@ double ConvFlops(std::span<const Tensor> inputs, std::span<const OwnedTensor> ou
   const Tensor& y = outputs[0].view();
   if (y.rank() == w->rank() + 1 && y.dim(1) > 0 && y.dim(y.rank() - 1) > 0) {
     // A channel-blocked Y (kiln_ops.h, [N, ceil(M/b), spatial..., b]): its padding is not work.
-    out = out * static_cast<double>(w->dim(0)) / static_cast<double>(y.dim(1) * y.dim(y.rank() - 1));
+    out =
+        out * static_cast<double>(w->dim(0)) / static_cast<double>(y.dim(1) * y.dim(y.rank() - 1));
   }
   return 2.0 * out * static_cast<double>(w->num_elements() / w->dim(0));
 }

@@ -241,8 +241,8 @@ std::vector<std::pair<std::string, int>> Session::KernelNotes() const {
     if (k.kernel == nullptr) continue;
     const std::string_view note = k.kernel->Note();
     if (note.empty()) continue;
-    auto it = std::find_if(notes.begin(), notes.end(),
-                           [&](const auto& n) { return n.first == note; });
+    auto it =
+        std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == note; });
     if (it == notes.end()) {
       notes.emplace_back(std::string(note), 1);
     } else {
@@ -285,8 +285,8 @@ Status CheckTensor(const Tensor& tensor, const ValueType& type, std::string_view
     const Dim& d = type.dims[static_cast<size_t>(i)];
     if (d.known() && d.value != tensor.dim(i)) {
       return Status::InvalidArgument(fmt::format("{}: expected shape {}, got {} (dim {} differs)",
-                                                 what, type.ToString(),
-                                                 tensor.shape().ToString(), i));
+                                                 what, type.ToString(), tensor.shape().ToString(),
+                                                 i));
     }
   }
   return Status::OK();
@@ -382,8 +382,8 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     node_owners.assign(num_inputs, nullptr);
     if (takes_values) node_values.assign(num_inputs, nullptr);
     for (size_t i = 0; i < num_inputs; ++i) {
-      const int id = i < node.inputs.size() ? node.inputs[i]
-                                            : node.implicit_inputs[i - node.inputs.size()];
+      const int id =
+          i < node.inputs.size() ? node.inputs[i] : node.implicit_inputs[i - node.inputs.size()];
       if (id == kNoValue) continue;
       const Tensor& t = frame.views[static_cast<size_t>(id)];
       if (t.valid()) {
@@ -454,8 +454,8 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
         frame.owned_values[slot] = std::make_unique<RuntimeValue>(std::move(node_value_outputs[o]));
         frame.values[slot] = frame.owned_values[slot].get();
       } else {
-        return Status::Internal(fmt::format("node '{}' ({}) did not produce output {}",
-                                            node.name, node.op_type, o));
+        return Status::Internal(
+            fmt::format("node '{}' ({}) did not produce output {}", node.name, node.op_type, o));
       }
     }
     // Release intermediates whose last reader was this node.

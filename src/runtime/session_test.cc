@@ -195,8 +195,8 @@ TEST(SessionTest, OutputThatIsAnInitializerIsCopiedOut) {
   Result<OwnedTensor> c = OwnedTensor::Allocate(DataType::kFloat32, Shape{2});
   ASSERT_TRUE(c.ok());
   c->data<float>()[1] = 7;
-  const int id = g->AddValue(
-      {"c", FloatType({Dim{2, ""}}), -1, std::make_shared<const OwnedTensor>(*c)});
+  const int id =
+      g->AddValue({"c", FloatType({Dim{2, ""}}), -1, std::make_shared<const OwnedTensor>(*c)});
   g->outputs = {id};
   Result<std::unique_ptr<Session>> s = Session::Create(g);
   ASSERT_TRUE(s.ok());

@@ -398,7 +398,6 @@ TEST(BatchPolicyTest, BatchShapeText) {
   EXPECT_EQ(BatchShapeToString(BatchShape{{{2, 3}, {}, {16}}}), "[[2,3],[],[16]]");
 }
 
-
 // The prefix rule the batcher relies on: without deadlines, a decision over the queue's head up
 // to the entry after which BatchCandidates is full equals the decision over the whole queue.
 // Random queues (sizes, shapes, levels, arrivals) under random configs, against Decide itself on
@@ -430,7 +429,8 @@ TEST(BatchPolicyTest, CandidatePrefixDecidesLikeTheWholeQueue) {
         e.id = level * 1000 + static_cast<uint64_t>(i);
         e.arrival_ns = pick(500) * kUs;
         e.level = level;
-        e.batch_size = config.max_batch_size > 0 ? 1 + pick(static_cast<int>(config.max_batch_size)) : 1;
+        e.batch_size =
+            config.max_batch_size > 0 ? 1 + pick(static_cast<int>(config.max_batch_size)) : 1;
         e.shape = &kShapes[static_cast<size_t>(pick(2))];
         queue.push_back(e);
       }
@@ -450,13 +450,15 @@ TEST(BatchPolicyTest, CandidatePrefixDecidesLikeTheWholeQueue) {
     const BatchDecision whole = policy.Decide(queue, now, /*instance_free=*/true, flush);
     const BatchDecision part =
         policy.Decide(std::span<const QueueEntry>(queue).first(prefix), now, true, flush);
-    SCOPED_TRACE(::testing::Message() << "round " << round << ", prefix " << prefix << " of "
-                                      << queue.size());
+    SCOPED_TRACE(::testing::Message()
+                 << "round " << round << ", prefix " << prefix << " of " << queue.size());
     EXPECT_EQ(part.batch, whole.batch);
     EXPECT_EQ(part.batch_size, whole.batch_size);
     EXPECT_EQ(part.wake_at_ns, whole.wake_at_ns);
     EXPECT_TRUE(part.expired.empty() && whole.expired.empty());
-    if (!whole.batch.empty()) EXPECT_EQ(part.shape, whole.shape);
+    if (!whole.batch.empty()) {
+      EXPECT_EQ(part.shape, whole.shape);
+    }
   }
   EXPECT_GT(prefixes_shorter, 500);  // the rule is exercised, not vacuous
 }

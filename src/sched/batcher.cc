@@ -90,13 +90,13 @@ struct Batcher::State {
   std::map<uint64_t, Delivery> ready;  // guarded by order_mu
   bool delivering = false;             // guarded by order_mu
 
-  int64_t deadline_entries = 0;     // guarded by mu: queued requests with a deadline
-  bool scheduler_waiting = false;   // guarded by mu: the scheduling thread sleeps
+  int64_t deadline_entries = 0;        // guarded by mu: queued requests with a deadline
+  bool scheduler_waiting = false;      // guarded by mu: the scheduling thread sleeps
   int64_t scheduler_wake_ns = kNever;  // guarded by mu: ... until then
-  std::vector<QueueEntry> view;     // guarded by mu: scratch for the policy's view
-  int64_t exec_average_ns = -1;     // guarded by mu: moving average of Execute; -1: none yet
-  int inline_runs = 0;              // guarded by mu: batches running on Enqueue's caller
-  std::condition_variable inline_cv;  // Shutdown waits on it for inline_runs == 0
+  std::vector<QueueEntry> view;        // guarded by mu: scratch for the policy's view
+  int64_t exec_average_ns = -1;        // guarded by mu: moving average of Execute; -1: none yet
+  int inline_runs = 0;                 // guarded by mu: batches running on Enqueue's caller
+  std::condition_variable inline_cv;   // Shutdown waits on it for inline_runs == 0
 
   // One policy decision, under mu.
   struct Step {
@@ -432,8 +432,8 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
       State::Step step = s.ScheduleLocked(now, nullptr, /*take_expired=*/false);
       dispatched = step.dispatched;
       wake_scheduler = s.scheduler_waiting &&
-                       (step.expired_left || (step.dispatched == nullptr &&
-                                              s.SchedulerMustWakeLocked(step.wake_at_ns)));
+                       (step.expired_left ||
+                        (step.dispatched == nullptr && s.SchedulerMustWakeLocked(step.wake_at_ns)));
       // A fast model runs the batch right here: no hand-off to the instance's thread.
       if (dispatched != nullptr && s.options.inline_max_ns > 0 && s.exec_average_ns >= 0 &&
           s.exec_average_ns <= s.options.inline_max_ns) {
@@ -451,10 +451,10 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
     dispatched->cv.notify_one();
     return Status::OK();
   }
-  const int index = static_cast<int>(
-      std::find_if(s.instances.begin(), s.instances.end(),
-                   [&](const auto& inst) { return inst.get() == dispatched; }) -
-      s.instances.begin());
+  const int index =
+      static_cast<int>(std::find_if(s.instances.begin(), s.instances.end(),
+                                    [&](const auto& inst) { return inst.get() == dispatched; }) -
+                       s.instances.begin());
   const void* outer = t_inline_state;
   t_inline_state = &s;
   s.RunWork(index, std::move(*inline_work));

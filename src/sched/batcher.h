@@ -29,8 +29,8 @@
 // Statistics: per request success / fail with queue time (arrival to dispatch), the compute
 // times the executor reports, and total time (arrival to response); failures include expired
 // requests (reason kTimeout) and requests whose run failed (kBackend); a refused Enqueue is
-// recorded by the caller, which answers it. Executions and batch sizes are recorded by the executor (it knows how often it ran
-// the model, e.g. after splitting a batch).
+// recorded by the caller, which answers it. Executions and batch sizes are recorded by the executor
+// (it knows how often it ran the model, e.g. after splitting a batch).
 //
 // Ownership and lifetimes: the threads share the queue state, the executor and the statistics
 // with the Batcher through shared_ptr, so a Batcher may be destroyed from inside one of its own
@@ -104,8 +104,9 @@ class Batcher {
   // Queues `request` (REQUIRES: non-null) with `done` (REQUIRES: non-empty), whose input shapes
   // are `shape` and whose batch size is `batch_size` (>= 1; 1 when the model has no batch dim).
   // On OK the batcher owns both (`request` is reset, `done` moved from) and calls `done` exactly
-  // once, on one of its threads (or, with inline_max_ns, maybe on this one before returning). On error neither is touched (the caller answers): UNAVAILABLE
-  // after Shutdown began; RESOURCE_EXHAUSTED when the request's priority level is full.
+  // once, on one of its threads (or, with inline_max_ns, maybe on this one before returning). On
+  // error neither is touched (the caller answers): UNAVAILABLE after Shutdown began;
+  // RESOURCE_EXHAUSTED when the request's priority level is full.
   Status Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& done, BatchShape shape,
                  int64_t batch_size);
 

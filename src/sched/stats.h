@@ -33,7 +33,10 @@ namespace kiln {
 struct StatDuration {
   uint64_t count = 0;
   uint64_t ns = 0;
-  void Add(uint64_t n) { ++count; ns += n; }
+  void Add(uint64_t n) {
+    ++count;
+    ns += n;
+  }
 };
 
 // Why a request was answered with an error.

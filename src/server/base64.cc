@@ -39,14 +39,12 @@ Result<std::string> DecodeBase64(std::string_view text, std::string_view what) {
         i));
   }
   if (padding > 0 && text.size() % 4 != 0) {
-    return Status::InvalidArgument(
-        fmt::format("{}: invalid base64: '=' padding must complete a group of four characters",
-                    what));
+    return Status::InvalidArgument(fmt::format(
+        "{}: invalid base64: '=' padding must complete a group of four characters", what));
   }
   if (data_len % 4 == 1) {
-    return Status::InvalidArgument(
-        fmt::format("{}: invalid base64: {} characters leave a final group of one", what,
-                    data_len));
+    return Status::InvalidArgument(fmt::format(
+        "{}: invalid base64: {} characters leave a final group of one", what, data_len));
   }
   std::string out;
   out.reserve(data_len / 4 * 3 + 2);

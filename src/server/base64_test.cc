@@ -11,24 +11,28 @@ namespace {
 // An independent encoder written from RFC 4648's description (bit groups of 6 over the
 // concatenated bytes), for round trips.
 std::string Encode(std::string_view bytes, bool pad) {
-  static const char* kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string bits;
   for (unsigned char c : bytes) {
     for (int b = 7; b >= 0; --b) bits.push_back((c >> b) & 1 ? '1' : '0');
   }
   while (bits.size() % 6 != 0) bits.push_back('0');
   std::string out;
-  for (size_t i = 0; i < bits.size(); i += 6) out.push_back(kAlphabet[std::stoi(bits.substr(i, 6), nullptr, 2)]);
+  for (size_t i = 0; i < bits.size(); i += 6)
+    out.push_back(kAlphabet[std::stoi(bits.substr(i, 6), nullptr, 2)]);
   while (pad && out.size() % 4 != 0) out.push_back('=');
   return out;
 }
 
 TEST(Base64Test, Rfc4648TestVectors) {
   // RFC 4648 section 10.
-  const std::pair<const char*, const char*> vectors[] = {
-      {"", ""},         {"f", "Zg=="},        {"fo", "Zm8="},       {"foo", "Zm9v"},
-      {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
   for (const auto& [plain, encoded] : vectors) {
     Result<std::string> r = DecodeBase64(encoded, "v");
     ASSERT_TRUE(r.ok()) << encoded << ": " << r.status().message();

@@ -20,7 +20,8 @@ namespace kiln {
 // one the system picked when `port` is 0). INVALID_ARGUMENT when the address does not resolve;
 // UNAVAILABLE naming `server`, the step and address:port when a socket call fails (the
 // acceptor is closed again).
-Result<uint16_t> OpenListener(boost::asio::io_context& ioc, boost::asio::ip::tcp::acceptor& acceptor,
-                              const std::string& address, int port, std::string_view server);
+Result<uint16_t> OpenListener(boost::asio::io_context& ioc,
+                              boost::asio::ip::tcp::acceptor& acceptor, const std::string& address,
+                              int port, std::string_view server);
 
 }  // namespace kiln

@@ -45,8 +45,7 @@ Status ApplyOne(const LogSettingUpdate& u, LogSettings* s) {
     if (u.kind != LogSettingUpdate::Kind::kInteger) {
       return WrongType(u, "a non-negative integer");
     }
-    if (u.int_overflow || u.int_value < 0 ||
-        u.int_value > std::numeric_limits<uint32_t>::max()) {
+    if (u.int_overflow || u.int_value < 0 || u.int_value > std::numeric_limits<uint32_t>::max()) {
       return Status::InvalidArgument(
           fmt::format("log setting 'log_verbose_level' must be between 0 and {}",
                       std::numeric_limits<uint32_t>::max()));
@@ -57,9 +56,9 @@ Status ApplyOne(const LogSettingUpdate& u, LogSettings* s) {
   if (u.name == "log_format") {
     if (u.kind != LogSettingUpdate::Kind::kString) return WrongType(u, "a string");
     if (!ParseLogFormat(u.string_value, &s->format)) {
-      return Status::InvalidArgument(fmt::format(
-          "log setting 'log_format' must be \"default\" or \"ISO8601\", got \"{}\"",
-          u.string_value));
+      return Status::InvalidArgument(
+          fmt::format("log setting 'log_format' must be \"default\" or \"ISO8601\", got \"{}\"",
+                      u.string_value));
     }
     return Status::OK();
   }
@@ -72,10 +71,10 @@ Status ApplyOne(const LogSettingUpdate& u, LogSettings* s) {
     }
     return Status::OK();
   }
-  return Status::InvalidArgument(fmt::format(
-      "unknown log setting '{}' (known: log_file, log_info, log_warning, log_error, "
-      "log_verbose_level, log_format)",
-      u.name));
+  return Status::InvalidArgument(
+      fmt::format("unknown log setting '{}' (known: log_file, log_info, log_warning, log_error, "
+                  "log_verbose_level, log_format)",
+                  u.name));
 }
 
 }  // namespace

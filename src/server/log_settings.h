@@ -33,7 +33,7 @@ struct LogSettingUpdate {
   std::string name;
   Kind kind = Kind::kNull;
   bool bool_value = false;
-  int64_t int_value = 0;  // kInteger; may be negative (refused for the verbose level)
+  int64_t int_value = 0;      // kInteger; may be negative (refused for the verbose level)
   bool int_overflow = false;  // kInteger that did not fit int64 / uint32
   std::string string_value;
   std::string type_name;  // kOther: what was sent ("array", "number"), for the message

@@ -44,9 +44,9 @@ LogSettingUpdate Null(std::string name) {
 }
 
 TEST_F(LogSettingsTest, AppliesEverySetting) {
-  std::vector<LogSettingUpdate> updates = {Bool("log_info", false), Bool("log_warning", false),
-                                           Bool("log_error", false), Int("log_verbose_level", 2),
-                                           Str("log_format", "ISO8601"), Str("log_file", "")};
+  std::vector<LogSettingUpdate> updates = {
+      Bool("log_info", false),     Bool("log_warning", false),   Bool("log_error", false),
+      Int("log_verbose_level", 2), Str("log_format", "ISO8601"), Str("log_file", "")};
   ASSERT_TRUE(UpdateLogSettings(updates).ok());
   const LogSettings s = GetLogSettings();
   EXPECT_FALSE(s.info);

@@ -20,8 +20,7 @@ TEST(RawTensorTest, Fp32BorrowsAlignedData) {
   auto owner = std::make_shared<std::string>();
   // 1.0f, -2.5f little-endian, written byte by byte.
   *owner = std::string("\x00\x00\x80\x3f\x00\x00\x20\xc0", 8);
-  Result<OwnedTensor> t =
-      DecodeRawTensor("x", DataType::kFloat32, Shape{2}, *owner, owner);
+  Result<OwnedTensor> t = DecodeRawTensor("x", DataType::kFloat32, Shape{2}, *owner, owner);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->raw_data(), owner->data());  // no copy (std::string data is 16-byte aligned)
   EXPECT_EQ(t->data<float>()[0], 1.0f);
@@ -32,8 +31,8 @@ TEST(RawTensorTest, Fp32BorrowsAlignedData) {
 
 TEST(RawTensorTest, MisalignedDataIsCopied) {
   auto owner = std::make_shared<std::string>(std::string("\x01\x02\x00\x03\x00", 5));
-  Result<OwnedTensor> t = DecodeRawTensor("x", DataType::kInt16, Shape{2},
-                                          std::string_view(*owner).substr(1), owner);
+  Result<OwnedTensor> t =
+      DecodeRawTensor("x", DataType::kInt16, Shape{2}, std::string_view(*owner).substr(1), owner);
   ASSERT_TRUE(t.ok());
   EXPECT_NE(t->raw_data(), owner->data() + 1);
   EXPECT_EQ(t->data<int16_t>()[0], 2);
@@ -50,8 +49,8 @@ TEST(RawTensorTest, SizeMustMatchShape) {
 }
 
 TEST(RawTensorTest, BoolBytesMustBeZeroOrOne) {
-  EXPECT_TRUE(DecodeRawTensor("b", DataType::kBool, Shape{2}, std::string("\x00\x01", 2), nullptr)
-                  .ok());
+  EXPECT_TRUE(
+      DecodeRawTensor("b", DataType::kBool, Shape{2}, std::string("\x00\x01", 2), nullptr).ok());
   Result<OwnedTensor> t =
       DecodeRawTensor("b", DataType::kBool, Shape{2}, std::string("\x00\x02", 2), nullptr);
   ASSERT_FALSE(t.ok());

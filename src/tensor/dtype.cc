@@ -64,9 +64,14 @@ bool IsFloatingPoint(DataType d) {
 
 bool IsInteger(DataType d) {
   switch (d) {
-    case DataType::kUint8: case DataType::kUint16: case DataType::kUint32:
-    case DataType::kUint64: case DataType::kInt8: case DataType::kInt16:
-    case DataType::kInt32: case DataType::kInt64:
+    case DataType::kUint8:
+    case DataType::kUint16:
+    case DataType::kUint32:
+    case DataType::kUint64:
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+    case DataType::kInt64:
       return true;
     default:
       return false;
@@ -93,7 +98,7 @@ Float16 FloatToFloat16(float f) {
     return {static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0))};
   }
   if (abs >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};  // overflow -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
+  if (abs < 0x38800000u) {                                        // result is subnormal or zero
     if (abs < 0x33000000u) return {static_cast<uint16_t>(sign)};  // < half of min subnormal
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;

@@ -40,9 +40,7 @@ class Tensor {
   int64_t dim(int i) const { return shape_.dim(i); }
   int64_t num_elements() const { return shape_.NumElements(); }
   // Bytes covered by a contiguous view.
-  size_t size_bytes() const {
-    return static_cast<size_t>(num_elements()) * DataTypeSize(dtype_);
-  }
+  size_t size_bytes() const { return static_cast<size_t>(num_elements()) * DataTypeSize(dtype_); }
   // Byte stride of dimension i.
   int64_t stride_bytes(int i) const { return strides_[static_cast<size_t>(i)]; }
   bool is_contiguous() const;

@@ -12,7 +12,7 @@ namespace kiln {
 namespace {
 
 TEST(DataTypeTest, EveryProtocolNameRoundTrips) {
-  const char* names[] = {"BOOL",  "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+  const char* names[] = {"BOOL",  "UINT8", "UINT16", "UINT32", "UINT64", "INT8",  "INT16",
                          "INT32", "INT64", "FP16",   "FP32",   "FP64",   "BYTES", "BF16"};
   for (const char* name : names) {
     std::optional<DataType> dt = DataTypeFromName(name);
@@ -53,8 +53,8 @@ TEST(DataTypeTest, Sizes) {
 TEST(Float16Test, KnownBitPatterns) {
   EXPECT_EQ(FloatToFloat16(1.0f).bits, 0x3c00);
   EXPECT_EQ(FloatToFloat16(-2.0f).bits, 0xc000);
-  EXPECT_EQ(FloatToFloat16(65504.0f).bits, 0x7bff);  // max finite
-  EXPECT_EQ(FloatToFloat16(1e6f).bits, 0x7c00);      // overflow to inf
+  EXPECT_EQ(FloatToFloat16(65504.0f).bits, 0x7bff);                // max finite
+  EXPECT_EQ(FloatToFloat16(1e6f).bits, 0x7c00);                    // overflow to inf
   EXPECT_EQ(FloatToFloat16(5.9604644775390625e-8f).bits, 0x0001);  // min subnormal
   EXPECT_EQ(FloatToFloat16(0.0f).bits, 0x0000);
   EXPECT_TRUE(std::isnan(Float16ToFloat(FloatToFloat16(std::nanf("")))));

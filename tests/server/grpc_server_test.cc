@@ -75,12 +75,11 @@ class FakeModel : public LoadedModel {
         return;
       case Behavior::kSlow: {
         std::lock_guard<std::mutex> lock(mu_);
-        threads_.emplace_back(
-            [request = std::shared_ptr<InferRequest>(std::move(request)), done = std::move(done),
-             this] {
-              std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
-              done(DoubleIt(*request));
-            });
+        threads_.emplace_back([request = std::shared_ptr<InferRequest>(std::move(request)),
+                               done = std::move(done), this] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+          done(DoubleIt(*request));
+        });
         return;
       }
     }
@@ -99,8 +98,10 @@ class FakeModel : public LoadedModel {
 class FakeManager : public ModelManager {
  public:
   FakeManager() {
-    for (auto [name, b] : {std::pair{"double", Behavior::kDouble}, {"slow", Behavior::kSlow},
-                           {"fail", Behavior::kFail}, {"drop", Behavior::kDrop}}) {
+    for (auto [name, b] : {std::pair{"double", Behavior::kDouble},
+                           {"slow", Behavior::kSlow},
+                           {"fail", Behavior::kFail},
+                           {"drop", Behavior::kDrop}}) {
       models_[name] = std::make_shared<FakeModel>(name, b);
     }
   }
@@ -145,8 +146,8 @@ inference::ModelInferRequest Request(const std::string& model, std::vector<float
   in->set_name("INPUT");
   in->set_datatype("FP32");
   in->add_shape(static_cast<int64_t>(values.size()));
-  r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values.data()),
-                                       values.size() * sizeof(float)));
+  r.add_raw_input_contents(
+      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
   return r;
 }
 
@@ -307,8 +308,7 @@ TEST_F(GrpcServerTest, DrainThenStopAnswersInFlight) {
     EXPECT_FALSE(ready.ready());
   }
   inference::ModelInferResponse response;
-  EXPECT_EQ(Infer(Request("double", {1}), &response).error_code(),
-            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Infer(Request("double", {1}), &response).error_code(), grpc::StatusCode::UNAVAILABLE);
   server_->Stop();
   client.join();
   EXPECT_TRUE(answered.load());

@@ -1011,8 +1011,8 @@ TEST_F(HttpServerTest, Statistics) {
     listed.push_back(std::string(name) + ":" + std::string(version));
   }
   // Every READY version of the index (the fake's "broken" and "fresh" are not ready).
-  EXPECT_EQ(listed, (std::vector<std::string>{"busy:1", "double:1", "double:2", "drop:1",
-                                              "fail:1", "slow:1"}));
+  EXPECT_EQ(listed, (std::vector<std::string>{"busy:1", "double:1", "double:2", "drop:1", "fail:1",
+                                              "slow:1"}));
 
   Reply one = c.Get("/v2/models/double/stats");
   ASSERT_EQ(one.status, 200) << one.body;
@@ -1077,8 +1077,8 @@ TEST_F(HttpServerTest, RepositoryLoadAndUnload) {
                    R"({"parameters":{"config":"{\"max_batch_size\":1}"}})")
                 .status,
             200);
-  Reply unload = c.Post("/v2/repository/models/double/unload",
-                        R"({"parameters":{"unload_dependents":true}})");
+  Reply unload =
+      c.Post("/v2/repository/models/double/unload", R"({"parameters":{"unload_dependents":true}})");
   EXPECT_EQ(unload.status, 200) << unload.body;
   EXPECT_EQ(unload.body, "");
   EXPECT_EQ(manager_.ControlCalls(),
@@ -1103,8 +1103,7 @@ TEST_F(HttpServerTest, RepositoryLoadAndUnload) {
                        R"({"parameters":{"file:1/model.onnx":"AA!A","config":"{}"}})");
   EXPECT_EQ(files.status, 400);
   EXPECT_NE(ErrorOf(files).find("'file:1/model.onnx': invalid base64"), std::string::npos);
-  EXPECT_EQ(c.Post("/v2/repository/models/x/load", R"({"parameters":{"config":1}})").status,
-            400);
+  EXPECT_EQ(c.Post("/v2/repository/models/x/load", R"({"parameters":{"config":1}})").status, 400);
   EXPECT_EQ(c.Post("/v2/repository/models/x/unload", "[").status, 400);
   Reply repo = c.Post("/v2/repository/r1/models/x/load", "");
   EXPECT_EQ(repo.status, 501);
@@ -1138,8 +1137,9 @@ TEST_F(HttpServerTest, DrainingRefusesNewWorkAndFinishesAcceptedWork) {
   slow->delay_ms_ = 300;
   Reply in_flight;
   Client c(port());
-  std::thread client(
-      [&] { in_flight = c.Post("/v2/models/slow/infer", InferBody({1, 2, 3, 4}, 1)); });
+  std::thread client([&] {
+    in_flight = c.Post("/v2/models/slow/infer", InferBody({1, 2, 3, 4}, 1));
+  });
   while (slow->started_.load() == 0) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(server_->InferencesInFlight(), 1u);
 

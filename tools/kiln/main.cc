@@ -3,7 +3,6 @@
 // this file only parses the command line and dispatches.
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <map>
 #include <string>
@@ -12,8 +11,9 @@
 #include "tools/kiln/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln: model inference server and optimizing runtime (KServe v2 / Open Inference "
-               "Protocol)"};
+  CLI::App app{
+      "kiln: model inference server and optimizing runtime (KServe v2 / Open Inference "
+      "Protocol)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   kiln::SetLogVerbosity(0);

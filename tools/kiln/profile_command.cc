@@ -33,8 +33,8 @@
 
 #include "graph/onnx/importer.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/profiler.h"
 #include "opt/optimizer.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "server/json_writer.h"
 #include "tools/kiln/commands.h"
@@ -385,14 +385,15 @@ Status Profile(const ProfileOptions& opt) {
                      opt.warmup);
     j += fmt::format("\"optimized\":{},\"imported_nodes\":{},\"nodes_run\":{},",
                      opt.no_optimize ? "false" : "true", imported_nodes, graph->num_nodes());
-    j += fmt::format("\"weight_precision\":{},\"weight_bytes\":{},\"rss_bytes\":{},"
-                     "\"peak_rss_bytes\":{},",
-                     JsonString(weight_precision), weight_bytes, rss, peak_rss);
-    j += fmt::format("\"cpu\":{{\"kiln_isa\":{},\"onednn_isa\":{},\"int8_dot_products\":{},"
-                     "\"bf16_dot_products\":{}}},\"notes\":[",
-                     JsonString(cpu.kiln_isa), JsonString(cpu.onednn_isa),
-                     cpu.int8_dot_products ? "true" : "false",
-                     cpu.bf16_dot_products ? "true" : "false");
+    j += fmt::format(
+        "\"weight_precision\":{},\"weight_bytes\":{},\"rss_bytes\":{},"
+        "\"peak_rss_bytes\":{},",
+        JsonString(weight_precision), weight_bytes, rss, peak_rss);
+    j += fmt::format(
+        "\"cpu\":{{\"kiln_isa\":{},\"onednn_isa\":{},\"int8_dot_products\":{},"
+        "\"bf16_dot_products\":{}}},\"notes\":[",
+        JsonString(cpu.kiln_isa), JsonString(cpu.onednn_isa),
+        cpu.int8_dot_products ? "true" : "false", cpu.bf16_dot_products ? "true" : "false");
     for (size_t i = 0; i < notes.size(); ++i) {
       j += fmt::format("{}{{\"note\":{},\"nodes\":{}}}", i ? "," : "", JsonString(notes[i].first),
                        notes[i].second);
@@ -458,16 +459,18 @@ Status Profile(const ProfileOptions& opt) {
     t += fmt::format("inputs      {}\n", fmt::join(shapes, ", "));
     t += fmt::format("batch       {}   threads {}   iterations {} (after {} warm-up)\n", batch,
                      session->intra_op_threads(), opt.iterations, opt.warmup);
-    t += fmt::format("cpu         kiln kernels {}, oneDNN {} (INT8 VNNI {}, BF16 dot products {})\n",
-                     cpu.kiln_isa, cpu.onednn_isa, cpu.int8_dot_products ? "yes" : "no",
-                     cpu.bf16_dot_products ? "yes" : "no");
+    t +=
+        fmt::format("cpu         kiln kernels {}, oneDNN {} (INT8 VNNI {}, BF16 dot products {})\n",
+                    cpu.kiln_isa, cpu.onednn_isa, cpu.int8_dot_products ? "yes" : "no",
+                    cpu.bf16_dot_products ? "yes" : "no");
     for (const auto& [note, nodes] : notes) {
       t += fmt::format("note        {} node{}: {}\n", nodes, nodes == 1 ? "" : "s", note);
     }
-    t += fmt::format("weights     {}   initializers {:.1f} MiB   process rss {:.1f} MiB (peak "
-                     "{:.1f} MiB)\n",
-                     weight_precision, static_cast<double>(weight_bytes) / (1 << 20),
-                     static_cast<double>(rss) / (1 << 20), static_cast<double>(peak_rss) / (1 << 20));
+    t += fmt::format(
+        "weights     {}   initializers {:.1f} MiB   process rss {:.1f} MiB (peak "
+        "{:.1f} MiB)\n",
+        weight_precision, static_cast<double>(weight_bytes) / (1 << 20),
+        static_cast<double>(rss) / (1 << 20), static_cast<double>(peak_rss) / (1 << 20));
     t += fmt::format(
         "latency     median {:.3f} ms   p99 {:.3f} ms   mean {:.3f} ms   min {:.3f} ms\n",
         median_ms, p99_ms, mean_ms, latency_ms.front());

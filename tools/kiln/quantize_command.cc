@@ -84,7 +84,8 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("--precision", f->options.precision,
                   "int8 (calibrated QDQ model), or fp16 / bf16: the Conv/ConvTranspose/MatMul/Gemm "
                   "weights with >= 1024 values stored in half precision behind Cast nodes (half "
-                  "the size; no calibration data; computed in FP32, except BF16 convolutions and matrix products on "
+                  "the size; no calibration data; computed in FP32, except BF16 convolutions and "
+                  "matrix products on "
                   "CPUs with AVX512-BF16)")
       ->check(CLI::IsMember({"int8", "fp16", "bf16"}))
       ->capture_default_str();
@@ -100,49 +101,59 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
                   "(or FP16/BF16) in the report, and the data for sensitivity; default: the "
                   "calibration data (agreement with FP32 only, unless it has labels); fp16/bf16 "
                   "without --data: no evaluation");
-  CLI::Option* method = cmd->add_option("--method", f->method,
-                  "Calibration method: minmax (observed range), percentile (clip the tails, see "
-                  "--percentile) or entropy (KL divergence, TensorRT's method)")
-      ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
-      ->capture_default_str();
-  CLI::Option* percentile = cmd->add_option("--percentile", f->options.percentile,
-                  "Percentile of values kept by --method percentile (each tail clipped at "
-                  "100 - P percent)")
-      ->check(CLI::Range(50.0, 100.0))
-      ->capture_default_str();
-  CLI::Option* per_channel = cmd->add_flag("--per-channel", f->options.per_channel,
-                "Quantize weights per output channel (one scale per channel; needs opset 13) "
-                "instead of one scale per tensor");
-  CLI::Option* symmetric = cmd->add_flag("--symmetric-activations", f->symmetric,
-                "Quantize activations to int8 with zero point 0 instead of asymmetric uint8");
-  CLI::Option* target = cmd->add_option("--target-cpu", f->options.target_cpu,
-                  "CPUs the INT8 model is for: avx2 (7-bit weights in [-64, 64]: exact and full "
-                  "speed on every AVX2 CPU), vnni (8-bit weights for CPUs with VNNI dot products, "
-                  "AVX512-VNNI or AVX-VNNI: exact elsewhere too, at about half the INT8 speed), "
-                  "or native (this CPU's class)")
-      ->check(CLI::IsMember({"native", "avx2", "vnni"}))
-      ->capture_default_str();
+  CLI::Option* method =
+      cmd->add_option(
+             "--method", f->method,
+             "Calibration method: minmax (observed range), percentile (clip the tails, see "
+             "--percentile) or entropy (KL divergence, TensorRT's method)")
+          ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
+          ->capture_default_str();
+  CLI::Option* percentile =
+      cmd->add_option("--percentile", f->options.percentile,
+                      "Percentile of values kept by --method percentile (each tail clipped at "
+                      "100 - P percent)")
+          ->check(CLI::Range(50.0, 100.0))
+          ->capture_default_str();
+  CLI::Option* per_channel =
+      cmd->add_flag("--per-channel", f->options.per_channel,
+                    "Quantize weights per output channel (one scale per channel; needs opset 13) "
+                    "instead of one scale per tensor");
+  CLI::Option* symmetric =
+      cmd->add_flag("--symmetric-activations", f->symmetric,
+                    "Quantize activations to int8 with zero point 0 instead of asymmetric uint8");
+  CLI::Option* target =
+      cmd->add_option(
+             "--target-cpu", f->options.target_cpu,
+             "CPUs the INT8 model is for: avx2 (7-bit weights in [-64, 64]: exact and full "
+             "speed on every AVX2 CPU), vnni (8-bit weights for CPUs with VNNI dot products, "
+             "AVX512-VNNI or AVX-VNNI: exact elsewhere too, at about half the INT8 speed), "
+             "or native (this CPU's class)")
+          ->check(CLI::IsMember({"native", "avx2", "vnni"}))
+          ->capture_default_str();
   auto* keep = cmd->add_option("--keep-fp32", f->options.keep_fp32,
                                "Keep the N most sensitive layers in FP32 (measures every layer's "
                                "sensitivity first)")
                    ->check(CLI::NonNegativeNumber);
-  CLI::Option* max_drop = cmd->add_option("--max-accuracy-drop", f->max_drop,
-                  "Keep as many of the most sensitive layers in FP32 as needed for the INT8 model "
-                  "to lose at most X top-1 points on the evaluation data (with labels; without, X "
-                  "bounds the output error, 100 * (1 - mean cosine) against FP32)")
-      ->check(CLI::NonNegativeNumber)
-      ->excludes(keep);
-  CLI::Option* sensitivity = cmd->add_flag("--sensitivity", f->options.sensitivity,
-                "Measure every layer's sensitivity for the report even without --keep-fp32 or "
-                "--max-accuracy-drop");
+  CLI::Option* max_drop =
+      cmd->add_option(
+             "--max-accuracy-drop", f->max_drop,
+             "Keep as many of the most sensitive layers in FP32 as needed for the INT8 model "
+             "to lose at most X top-1 points on the evaluation data (with labels; without, X "
+             "bounds the output error, 100 * (1 - mean cosine) against FP32)")
+          ->check(CLI::NonNegativeNumber)
+          ->excludes(keep);
+  CLI::Option* sensitivity =
+      cmd->add_flag("--sensitivity", f->options.sensitivity,
+                    "Measure every layer's sensitivity for the report even without --keep-fp32 or "
+                    "--max-accuracy-drop");
   cmd->add_option("--batch-size", f->options.batch_size,
                   "Samples per run (a model with a fixed batch dim uses its own)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   CLI::Option* calib_samples = cmd->add_option("--calib-samples", f->options.calib_samples,
-                  "Use only the first N calibration samples (0: all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+                                               "Use only the first N calibration samples (0: all)")
+                                   ->check(CLI::NonNegativeNumber)
+                                   ->capture_default_str();
   cmd->add_option("--eval-samples", f->options.eval_samples,
                   "Use only the first N evaluation samples (0: all)")
       ->check(CLI::NonNegativeNumber)
@@ -154,8 +165,8 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the report as one JSON object instead of text");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
-  f->int8_only = {calib, method,   percentile,  per_channel,  symmetric,
-                  target, keep,     max_drop,    sensitivity,  calib_samples};
+  f->int8_only = {calib,  method, percentile, per_channel, symmetric,
+                  target, keep,   max_drop,   sensitivity, calib_samples};
   return [f] {
     Status s = Quantize(*f);
     if (!s.ok()) {

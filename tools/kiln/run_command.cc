@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kiln run`: import a model, optimize its graph (opt/optimizer.h; --no-optimize skips it,
-// --disable-pass NAME switches one pass off, --weight-precision fp16 holds weights in half), read its inputs from tensor files (.pb TensorProto
-// or .npy), run it once, write every output to a file. Used by people checking a model
-// and by the ONNX conformance runner. Inputs and outputs declared as sequences or optionals are
-// .pb SequenceProto / OptionalProto files (the model's declared type says which), as in the ONNX
-// backend test data.
+// --disable-pass NAME switches one pass off, --weight-precision fp16 holds weights in half), read
+// its inputs from tensor files (.pb TensorProto or .npy), run it once, write every output to a
+// file. Used by people checking a model and by the ONNX conformance runner. Inputs and outputs
+// declared as sequences or optionals are .pb SequenceProto / OptionalProto files (the model's
+// declared type says which), as in the ONNX backend test data.
 //
 //   kiln run model.onnx --input x=x.npy --output-dir out/
 //   kiln run model.onnx --inputs-dir test_data_set_0 --output-dir out/   # input_0.pb, ...
@@ -12,9 +12,9 @@
 //
 // Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -55,9 +55,12 @@ Result<std::vector<std::string>> ListInputsDir(const std::string& dir) {
   for (int i = 0;; ++i) {
     const std::string pb = fmt::format("{}/input_{}.pb", dir, i);
     const std::string npy = fmt::format("{}/input_{}.npy", dir, i);
-    if (fs::exists(pb, ec)) files.push_back(pb);
-    else if (fs::exists(npy, ec)) files.push_back(npy);
-    else break;
+    if (fs::exists(pb, ec))
+      files.push_back(pb);
+    else if (fs::exists(npy, ec))
+      files.push_back(npy);
+    else
+      break;
   }
   return files;
 }
@@ -109,8 +112,8 @@ Status RunModel(const RunOptions& opt) {
     if (index == num_inputs) {
       std::vector<std::string> names;
       for (int id : graph->inputs) names.push_back(graph->value(id).name);
-      return Status::InvalidArgument(fmt::format("model has no input '{}' (inputs: {})", name,
-                                                 fmt::join(names, ", ")));
+      return Status::InvalidArgument(
+          fmt::format("model has no input '{}' (inputs: {})", name, fmt::join(names, ", ")));
     }
     KILN_RETURN_IF_ERROR(set_input(index, spec.substr(eq + 1)));
   }

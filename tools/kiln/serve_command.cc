@@ -14,11 +14,11 @@
 // If the timeout cuts the drain short (or a second signal arrives), it logs how many requests
 // were abandoned and exits 0 anyway: stopping was asked for, and it happened.
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -90,8 +90,9 @@ Status CheckControlFlags(const ServeOptions& opt, ModelControlMode mode) {
     KILN_LOG_WARN("--load-model is used only with --model-control-mode=explicit; ignored");
   }
   if (mode == ModelControlMode::kPoll && opt.repository_poll_secs == 0) {
-    KILN_LOG_WARN("--model-control-mode=poll with --repository-poll-secs=0: the repository is "
-                  "loaded at start and not rescanned");
+    KILN_LOG_WARN(
+        "--model-control-mode=poll with --repository-poll-secs=0: the repository is "
+        "loaded at start and not rescanned");
   }
   return Status::OK();
 }
@@ -142,8 +143,8 @@ bool DrainAndStop(ModelManager* manager, HttpServer* server, GrpcServer* grpc,
   while (!done->load()) {
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::seconds(0)) break;
-    const auto slice = std::min<std::chrono::steady_clock::duration>(
-        left, std::chrono::milliseconds(50));
+    const auto slice =
+        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
     timespec wait{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
@@ -186,9 +187,10 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   }
 #ifndef KILN_HAVE_GRPC
   if (opt.allow_grpc && (cmd.count("--grpc-port") > 0 || cmd.count("--grpc-address") > 0)) {
-    KILN_LOG_ERROR("this build has no gRPC server (gRPC was not found at configure time; run "
-                   "scripts/install-deps and reconfigure); drop --grpc-port / --grpc-address or "
-                   "pass --allow-grpc=false");
+    KILN_LOG_ERROR(
+        "this build has no gRPC server (gRPC was not found at configure time; run "
+        "scripts/install-deps and reconfigure); drop --grpc-port / --grpc-address or "
+        "pass --allow-grpc=false");
     return 1;
   }
 #endif
@@ -238,8 +240,7 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
     return 1;
   }
   KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
-                opt.http_address, (*server)->port(), opt.model_repository,
-                opt.model_control_mode);
+                opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
 
   GrpcServer* grpc = nullptr;
 #ifdef KILN_HAVE_GRPC
@@ -275,8 +276,7 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
     Result<std::unique_ptr<MetricsServer>> created =
         MetricsServer::Create(metrics_options, [model_manager, cpu] {
           const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
-          return RenderMetrics(models,
-                               {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes()});
+          return RenderMetrics(models, {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes()});
         });
     Status metrics_started = created.ok() ? (*created)->Start() : created.status();
     if (!metrics_started.ok()) {
@@ -295,11 +295,10 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   SetGrpcReady(grpc);
 
   const int sig = WaitForSignal(signals);
-  KILN_LOG_INFO("received {}: not ready any more; draining {} in-flight request(s) for at most "
-                "{} s",
-                SignalName(sig),
-                (*server)->InferencesInFlight() + GrpcInFlight(grpc),
-                opt.exit_timeout_secs);
+  KILN_LOG_INFO(
+      "received {}: not ready any more; draining {} in-flight request(s) for at most "
+      "{} s",
+      SignalName(sig), (*server)->InferencesInFlight() + GrpcInFlight(grpc), opt.exit_timeout_secs);
   (*server)->StartDraining();
   DrainGrpc(grpc);
   const bool drained = DrainAndStop(manager->get(), server->get(), grpc, signals,
@@ -321,7 +320,8 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
 
 CommandMain AddServeCommand(CLI::App& app) {
   auto opt = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over KServe v2 HTTP and gRPC");
+  CLI::App* cmd =
+      app.add_subcommand("serve", "Serve a model repository over KServe v2 HTTP and gRPC");
   cmd->add_option("--model-repository", opt->model_repository,
                   "Model repository directory: <repo>/<model>/[config.pbtxt] and "
                   "<repo>/<model>/<version>/model.onnx")

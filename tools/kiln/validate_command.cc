@@ -75,8 +75,7 @@ CommandMain AddValidateCommand(CLI::App& app) {
                   "Samples per run (a model with a fixed batch dim uses its own)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
-  cmd->add_option("--max-samples", f->options.max_samples,
-                  "Use only the first N samples (0: all)")
+  cmd->add_option("--max-samples", f->options.max_samples, "Use only the first N samples (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--threads", f->options.threads,

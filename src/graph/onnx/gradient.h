@@ -20,10 +20,11 @@
 //
 // Errors: INVALID_ARGUMENT for a malformed Gradient node (xs/y naming no value of the graph, an
 // output count other than the number of xs, a y that depends on no x, a y that depends on the
-// node's own outputs, declared shapes that contradict each other); UNIMPLEMENTED for an op on the path without a gradient rule ("Gradient:
-// op Erf on the path from 'a' to 'd' has no gradient rule (node 'e')"), a non-floating y or x,
-// broadcasting between shapes that are not statically known, or a default-domain opset below 8.
-// Gradient nodes inside subgraphs are not expanded (the kernel lookup then reports them).
+// node's own outputs, declared shapes that contradict each other); UNIMPLEMENTED for an op on the
+// path without a gradient rule ("Gradient: op Erf on the path from 'a' to 'd' has no gradient rule
+// (node 'e')"), a non-floating y or x, broadcasting between shapes that are not statically known,
+// or a default-domain opset below 8. Gradient nodes inside subgraphs are not expanded (the kernel
+// lookup then reports them).
 //
 // Thread safety: a pure function; the input graph is only read.
 

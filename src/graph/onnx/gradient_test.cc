@@ -23,11 +23,11 @@
 namespace kiln {
 namespace {
 
-using onnx::TensorProto;
 using ::kiln::testing::SetInt;
 using ::kiln::testing::SetInts;
 using ::kiln::testing::SetString;
 using ::kiln::testing::SetStrings;
+using onnx::TensorProto;
 
 // ---------------------------------------------------------------------------------------------
 // Model building.

@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <climits>
 #include <new>
@@ -25,9 +24,9 @@
 
 #include "base/logging.h"
 #include "graph/onnx/file_io.h"
+#include "graph/onnx/gradient.h"
 #include "graph/onnx/shape_inference.h"
 #include "graph/onnx/tensor_proto_convert.h"
-#include "graph/onnx/gradient.h"
 #include "graph/onnx/version_adapter.h"
 #include "onnx/checker.h"
 

@@ -274,8 +274,10 @@ TEST(OnnxImporterTest, NestedSubgraphCapturesBecomeImplicitInputsAtEveryLevel) {
     onnx::AttributeProto* a = inner->add_attribute();
     a->set_name(which);
     a->set_type(onnx::AttributeProto::GRAPH);
-    if (std::string(which) == "then_branch") branch(a->mutable_g(), "t", "Add", {"a", "a"});
-    else branch(a->mutable_g(), "e", "Neg", {"a"});
+    if (std::string(which) == "then_branch")
+      branch(a->mutable_g(), "t", "Add", {"a", "a"});
+    else
+      branch(a->mutable_g(), "e", "Neg", {"a"});
   }
   onnx::AttributeProto* else_attr = outer->add_attribute();
   else_attr->set_name("else_branch");

@@ -24,12 +24,12 @@
 namespace kiln {
 namespace {
 
-using onnx::AttributeProto;
-using onnx::TensorProto;
 using ::kiln::testing::SetFloat;
 using ::kiln::testing::SetInt;
 using ::kiln::testing::SetInts;
 using ::kiln::testing::SetString;
+using onnx::AttributeProto;
+using onnx::TensorProto;
 
 // ---------------------------------------------------------------------------------------------
 // Model building.

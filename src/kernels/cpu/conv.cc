@@ -7,9 +7,9 @@
 // (format_tag::any, so it picks its blocked layouts), the reorders between those formats and
 // the plain NCHW tensors kiln passes around, and, when W is a constant initializer, W reordered
 // once into the primitive's format (pre-packing). Plans live in a small cache behind a mutex;
-// Compute only looks one up and executes it. FusedConv adds Z with a binary-add post-op that reads it
-// in place when the destination's format is fixed, else with a sum post-op (Z copied or reordered
-// into the destination first), and the activation with eltwise post-ops. Padding is
+// Compute only looks one up and executes it. FusedConv adds Z with a binary-add post-op that reads
+// it in place when the destination's format is fixed, else with a sum post-op (Z copied or
+// reordered into the destination first), and the activation with eltwise post-ops. Padding is
 // resolved by the same code as the reference kernel (ref/spatial.h), so both agree on auto_pad
 // and output sizes.
 //
@@ -192,8 +192,8 @@ class ConvKernel final : public Kernel {
     }
     const Tensor& x = ctx.input(0);
     const int x_rank = x_block_ > 0 ? x.rank() - 1 : x.rank();  // a blocked X has one more
-    return x_rank >= 3 && x_rank <= 5 && ctx.input(1).rank() == x_rank &&
-           x.num_elements() > 0 && ctx.input(1).num_elements() > 0;
+    return x_rank >= 3 && x_rank <= 5 && ctx.input(1).rank() == x_rank && x.num_elements() > 0 &&
+           ctx.input(1).num_elements() > 0;
   }
 
   Result<std::shared_ptr<const ConvPlan>> GetPlan(std::span<const int64_t> x_dims, const Tensor& w,
@@ -223,8 +223,8 @@ class ConvKernel final : public Kernel {
     out_dims.insert(out_dims.end(), g.out.begin(), g.out.begin() + g.rank);
     auto plan = std::make_shared<ConvPlan>();
     if (y_block_ > 0) {
-      const std::vector<int64_t> blocked = {
-          out_dims[0], (out_channels + y_block_ - 1) / y_block_, out_dims[2], out_dims[3], y_block_};
+      const std::vector<int64_t> blocked = {out_dims[0], (out_channels + y_block_ - 1) / y_block_,
+                                            out_dims[2], out_dims[3], y_block_};
       KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(blocked));
     } else {
       KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));
@@ -240,10 +240,10 @@ class ConvKernel final : public Kernel {
       wei_dims = ToDims(w.shape().dims());
     }
     const DnnlWindow win = ToDnnlWindow(g);
-    plan->src_user = dnnl::memory::desc(
-        src_dims, dt::f32, x_block_ > 0 ? BlockedTag(rank, x_block_) : PlainTag(rank));
-    plan->dst_user = dnnl::memory::desc(
-        dst_dims, dt::f32, y_block_ > 0 ? BlockedTag(rank, y_block_) : PlainTag(rank));
+    plan->src_user = dnnl::memory::desc(src_dims, dt::f32,
+                                        x_block_ > 0 ? BlockedTag(rank, x_block_) : PlainTag(rank));
+    plan->dst_user = dnnl::memory::desc(dst_dims, dt::f32,
+                                        y_block_ > 0 ? BlockedTag(rank, y_block_) : PlainTag(rank));
     plan->wei_user =
         dnnl::memory::desc(wei_dims, dt::f32, PlainTag(static_cast<int>(wei_dims.size())));
     plan->bias_md = dnnl::memory::desc({out_channels}, dt::f32, tag::a);
@@ -287,14 +287,15 @@ class ConvKernel final : public Kernel {
     const dnnl::engine& eng = CpuEngine();
     const auto make_desc = [&](dt type) {
       const dnnl::memory::desc wei_any(wei_dims, type, tag::any);
-      return has_bias ? dnnl::convolution_forward::desc(
-                            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                            src_any(type), wei_any, plan->bias_md, dst_any, win.strides,
-                            win.dilates, win.pad_l, win.pad_r)
-                      : dnnl::convolution_forward::desc(
-                            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                            src_any(type), wei_any, dst_any, win.strides, win.dilates, win.pad_l,
-                            win.pad_r);
+      return has_bias
+                 ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                   dnnl::algorithm::convolution_direct,
+                                                   src_any(type), wei_any, plan->bias_md, dst_any,
+                                                   win.strides, win.dilates, win.pad_l, win.pad_r)
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                   dnnl::algorithm::convolution_direct,
+                                                   src_any(type), wei_any, dst_any, win.strides,
+                                                   win.dilates, win.pad_l, win.pad_r);
     };
     // A BFLOAT16 W on a CPU with BF16 dot products: the convolution computes in BF16 (X rounded
     // to BF16, products accumulated in FP32, Y in FP32), about 2x the FP32 rate on 3x3 layers,
@@ -424,7 +425,7 @@ class ConvKernel final : public Kernel {
   Activation act_;
   bool fused_;
   std::shared_ptr<const OwnedTensor> w_const_;  // W when it is a constant initializer, else null
-  bool w_half_;  // W is a FLOAT16 / BFLOAT16 constant (packed_.storage() says which)
+  bool w_half_;                // W is a FLOAT16 / BFLOAT16 constant (packed_.storage() says which)
   int64_t x_block_, y_block_;  // 0: plain; else the block of X / of Y and Z
   std::unique_ptr<Kernel> fallback_;
   PlanCache<ConvPlan> cache_;

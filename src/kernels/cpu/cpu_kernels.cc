@@ -27,15 +27,33 @@ CpuKernelInfo DescribeCpuKernels() {
   CpuKernelInfo info;
   info.kiln_isa = std::string(cpu::IsaName(cpu::DetectedIsa()));
   switch (dnnl_get_effective_cpu_isa()) {
-    case dnnl_cpu_isa_sse41: info.onednn_isa = "SSE41"; break;
-    case dnnl_cpu_isa_avx: info.onednn_isa = "AVX"; break;
-    case dnnl_cpu_isa_avx2: info.onednn_isa = "AVX2"; break;
-    case dnnl_cpu_isa_avx2_vnni: info.onednn_isa = "AVX2_VNNI"; break;
-    case dnnl_cpu_isa_avx512_core: info.onednn_isa = "AVX512_CORE"; break;
-    case dnnl_cpu_isa_avx512_core_vnni: info.onednn_isa = "AVX512_CORE_VNNI"; break;
-    case dnnl_cpu_isa_avx512_core_bf16: info.onednn_isa = "AVX512_CORE_BF16"; break;
-    case dnnl_cpu_isa_avx512_core_amx: info.onednn_isa = "AVX512_CORE_AMX"; break;
-    default: info.onednn_isa = "OTHER"; break;
+    case dnnl_cpu_isa_sse41:
+      info.onednn_isa = "SSE41";
+      break;
+    case dnnl_cpu_isa_avx:
+      info.onednn_isa = "AVX";
+      break;
+    case dnnl_cpu_isa_avx2:
+      info.onednn_isa = "AVX2";
+      break;
+    case dnnl_cpu_isa_avx2_vnni:
+      info.onednn_isa = "AVX2_VNNI";
+      break;
+    case dnnl_cpu_isa_avx512_core:
+      info.onednn_isa = "AVX512_CORE";
+      break;
+    case dnnl_cpu_isa_avx512_core_vnni:
+      info.onednn_isa = "AVX512_CORE_VNNI";
+      break;
+    case dnnl_cpu_isa_avx512_core_bf16:
+      info.onednn_isa = "AVX512_CORE_BF16";
+      break;
+    case dnnl_cpu_isa_avx512_core_amx:
+      info.onednn_isa = "AVX512_CORE_AMX";
+      break;
+    default:
+      info.onednn_isa = "OTHER";
+      break;
   }
   info.int8_dot_products = cpu::CpuHasInt8DotProducts();
   info.bf16_dot_products = cpu::CpuComputesBf16();

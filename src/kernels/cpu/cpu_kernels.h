@@ -24,7 +24,7 @@ bool CpuKernelsComputeBf16();
 
 // The instruction sets the fast kernels use here, for reports (kiln profile) and tests.
 struct CpuKernelInfo {
-  std::string kiln_isa;    // kiln's own kernels: "scalar", "avx2", "avx512" (KILN_CPU_ISA lowers it)
+  std::string kiln_isa;  // kiln's own kernels: "scalar", "avx2", "avx512" (KILN_CPU_ISA lowers it)
   std::string onednn_isa;  // oneDNN's dispatch, as ONEDNN_MAX_CPU_ISA names it ("AVX2", ...)
   bool int8_dot_products = false;
   bool bf16_dot_products = false;

@@ -9,9 +9,9 @@
 //   ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-4);
 
 #include <gtest/gtest.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <string>
 #include <string_view>

@@ -152,8 +152,8 @@ class PackedWeights {
 
   // FP32 storage, or a BFLOAT16 constant packed for a primitive that computes in BF16 (the
   // reorder keeps the type). `user` describes the constant's plain layout at `data` (which
-  // outlives this object). Returns `data` in `format`, reordering it the first time that format is asked
-  // for. May throw dnnl::error (call inside CatchDnnl).
+  // outlives this object). Returns `data` in `format`, reordering it the first time that format is
+  // asked for. May throw dnnl::error (call inside CatchDnnl).
   dnnl::memory Get(const dnnl::memory::desc& user, const void* data,
                    const dnnl::memory::desc& format) const {
     std::lock_guard<std::mutex> lock(mu_);

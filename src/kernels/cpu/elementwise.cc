@@ -182,7 +182,8 @@ class UnaryKernel final : public Kernel {
       }
     }
     const Tensor& x = ctx.input(0);
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
     const float* px = x.data<const float>();
     float* py = y.data<float>();
     ParallelFor(x.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {

@@ -13,9 +13,6 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 
-
-
-
 namespace kiln::cpu {
 namespace scalar {
 

@@ -61,9 +61,9 @@ struct GemmB {
 };
 
 struct GemmEpilogue {
-  float alpha = 1.0f;            // C = act(alpha * (A x B) + bias + addend)
-  const float* bias = nullptr;   // N values added to every row, or null
-  bool accumulate = false;       // addend = C's value before the call (prefilled), else 0
+  float alpha = 1.0f;           // C = act(alpha * (A x B) + bias + addend)
+  const float* bias = nullptr;  // N values added to every row, or null
+  bool accumulate = false;      // addend = C's value before the call (prefilled), else 0
   Activation act;
 };
 

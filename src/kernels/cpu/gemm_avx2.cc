@@ -80,8 +80,11 @@ void GemmMicroTile(int rows, int panels, int64_t kc, const float* a, int64_t a_r
     GemmMicro6x16(kc, a, a_row, a_k, b, acc, acc_stride, load);
     return;
   }
-  const Tile* row = rows == 1 ? r1.data() : rows == 2 ? r2.data() : rows == 3 ? r3.data()
-                    : rows == 4 ? r4.data() : r5.data();
+  const Tile* row = rows == 1   ? r1.data()
+                    : rows == 2 ? r2.data()
+                    : rows == 3 ? r3.data()
+                    : rows == 4 ? r4.data()
+                                : r5.data();
   row[panels - 1](kc, a, a_row, a_k, b, b_panel_stride, acc, acc_stride, load);
 }
 

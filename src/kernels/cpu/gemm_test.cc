@@ -52,14 +52,15 @@ struct Packed {
 
 // C = act(alpha * A B + bias + c0) in double.
 std::vector<double> Reference(int64_t m, int64_t k, int64_t n, const std::vector<float>& a,
-                              bool trans_a, const std::vector<float>& b,
-                              const GemmEpilogue& e, const std::vector<float>& c0) {
+                              bool trans_a, const std::vector<float>& b, const GemmEpilogue& e,
+                              const std::vector<float>& c0) {
   std::vector<double> c(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0;
       for (int64_t t = 0; t < k; ++t) {
-        const double av = trans_a ? a[static_cast<size_t>(t * m + i)] : a[static_cast<size_t>(i * k + t)];
+        const double av =
+            trans_a ? a[static_cast<size_t>(t * m + i)] : a[static_cast<size_t>(i * k + t)];
         acc += av * b[static_cast<size_t>(t * n + j)];
       }
       double y = e.alpha * acc;
@@ -78,8 +79,8 @@ TEST(GemmTest, KBlocksDependOnKOnlyAndCoverIt) {
     EXPECT_GE(kc, 1);
     EXPECT_LE(kc, 256) << k;
     const int64_t blocks = (k + kc - 1) / kc;
-    EXPECT_EQ(blocks, (k + 255) / 256) << k;  // as few blocks as 256 allows
-    EXPECT_GT(k - (blocks - 1) * kc, 0) << k;   // the last block is not empty
+    EXPECT_EQ(blocks, (k + 255) / 256) << k;   // as few blocks as 256 allows
+    EXPECT_GT(k - (blocks - 1) * kc, 0) << k;  // the last block is not empty
   }
 }
 
@@ -88,8 +89,8 @@ TEST(GemmTest, MatchesDoublePrecisionAtEveryIsaLevel) {
   struct Case {
     int64_t m, k, n;
   };
-  const std::vector<Case> cases = {{1, 1, 1},    {1, 7, 15},    {2, 16, 16},   {3, 33, 17},
-                                   {5, 64, 31},  {6, 255, 32},  {7, 256, 33},  {13, 257, 48},
+  const std::vector<Case> cases = {{1, 1, 1},    {1, 7, 15},       {2, 16, 16},    {3, 33, 17},
+                                   {5, 64, 31},  {6, 255, 32},     {7, 256, 33},   {13, 257, 48},
                                    {64, 700, 7}, {100, 1031, 100}, {200, 96, 130}, {1, 1280, 100}};
   for (Isa isa : IsaLevels()) {
     ScopedMaxIsa cap(isa);
@@ -113,9 +114,8 @@ TEST(GemmTest, MatchesDoublePrecisionAtEveryIsaLevel) {
         const std::vector<double> want = Reference(c.m, c.k, c.n, a, trans_a, b, e, c0);
         const double tol = 1e-6 * (4.0 + std::sqrt(static_cast<double>(c.k)));
         for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i])))
-              << fmt::format("{} m {} k {} n {} variant {} element {}", IsaName(isa), c.m, c.k,
-                             c.n, variant, i);
+          ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << fmt::format(
+              "{} m {} k {} n {} variant {} element {}", IsaName(isa), c.m, c.k, c.n, variant, i);
         }
       }
     }
@@ -128,12 +128,13 @@ TEST(GemmTest, TransposedBPacksTheSame) {
   const std::vector<float> b = Random(k * n, rng);
   std::vector<float> bt(b.size());
   for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j < n; ++j) bt[static_cast<size_t>(j * k + i)] = b[static_cast<size_t>(i * n + j)];
+    for (int64_t j = 0; j < n; ++j)
+      bt[static_cast<size_t>(j * k + i)] = b[static_cast<size_t>(i * n + j)];
   }
   const Packed p(b, k, n), pt(bt, k, n, /*trans=*/true);
-  EXPECT_EQ(std::memcmp(p.data.get(), pt.data.get(),
-                        static_cast<size_t>(GemmPackedElements(k, n)) * 4),
-            0);
+  EXPECT_EQ(
+      std::memcmp(p.data.get(), pt.data.get(), static_cast<size_t>(GemmPackedElements(k, n)) * 4),
+      0);
 }
 
 // Rows [r0, r0 + m) of A (row-major [rows, k]) through Gemm.
@@ -168,9 +169,10 @@ TEST(GemmTest, RowsDoNotDependOnTheirBatchOrTheThreads) {
           for (int64_t r0 : {int64_t{0}, int64_t{1}, rows - m}) {
             const std::vector<float> part = RunRows(a, r0, m, s.k, p, e);
             ASSERT_EQ(std::memcmp(part.data(), all.data() + r0 * s.n, part.size() * 4), 0)
-                << fmt::format("{} k {} n {}: rows {}..{} computed {} at a time on {} threads "
-                               "differ from the same rows computed {} at a time",
-                               IsaName(isa), s.k, s.n, r0, r0 + m - 1, m, threads, rows);
+                << fmt::format(
+                       "{} k {} n {}: rows {}..{} computed {} at a time on {} threads "
+                       "differ from the same rows computed {} at a time",
+                       IsaName(isa), s.k, s.n, r0, r0 + m - 1, m, threads, rows);
           }
         }
       }
@@ -194,10 +196,12 @@ TEST(GemmTest, MatMulKernelsAreBatchInvariant) {
     const OwnedTensor a = RandomTensor(Shape{rows, s.k}, rng);
     for (bool fused : {false, true}) {
       auto run = [&](int64_t r0, int64_t m) {
-        std::vector<float> v(a.data<const float>() + r0 * s.k, a.data<const float>() + (r0 + m) * s.k);
+        std::vector<float> v(a.data<const float>() + r0 * s.k,
+                             a.data<const float>() + (r0 + m) * s.k);
         KernelCase c(fused ? "FusedGemm" : "MatMul", 13);
         if (fused) c.Domain(std::string(kKilnDomain), 1).Attr(StringAttr("activation", "Relu"));
-        c.Input(MakeTensor<float>(Shape{m, s.k}, v)).ConstInput(OwnedTensor::CopyOf(b.view()).value());
+        c.Input(MakeTensor<float>(Shape{m, s.k}, v))
+            .ConstInput(OwnedTensor::CopyOf(b.view()).value());
         if (fused) c.ConstInput(OwnedTensor::CopyOf(bias.view()).value());
         return c.Run("cpu");
       };
@@ -210,10 +214,10 @@ TEST(GemmTest, MatMulKernelsAreBatchInvariant) {
             ASSERT_EQ(std::memcmp(part.raw_data(), all.data<const float>() + r * s.n,
                                   static_cast<size_t>(m * s.n) * 4),
                       0)
-                << fmt::format("{} k {} n {}: rows {}..{} alone differ from the batch of {} on "
-                               "{} threads",
-                               fused ? "FusedGemm" : "MatMul", s.k, s.n, r, r + m - 1, rows,
-                               threads);
+                << fmt::format(
+                       "{} k {} n {}: rows {}..{} alone differ from the batch of {} on "
+                       "{} threads",
+                       fused ? "FusedGemm" : "MatMul", s.k, s.n, r, r + m - 1, rows, threads);
           }
         }
       }

@@ -6,10 +6,10 @@
 //
 // Dispatch (isa.h): with ActiveIsa() kAvx512 the AVX-512 code runs (half_kernels_avx512.cc,
 // `_mm512_cvtph_ps`), with kAvx2 the AVX2 code (half_kernels_avx2.cc, `_mm256_cvtph_ps`, FLOAT16
-// only where the CPU reports F16C); scalar:: otherwise. All produce exactly Float16ToFloat / BFloat16ToFloat
-// (tensor/dtype.h) for every input, denormals included (NaNs stay NaNs; a signalling NaN may come
-// back quiet). Narrowing (FP32 -> 16 bits, round to nearest even) happens once, when weights are
-// packed, and uses the scalar dtype.h functions.
+// only where the CPU reports F16C); scalar:: otherwise. All produce exactly Float16ToFloat /
+// BFloat16ToFloat (tensor/dtype.h) for every input, denormals included (NaNs stay NaNs; a
+// signalling NaN may come back quiet). Narrowing (FP32 -> 16 bits, round to nearest even) happens
+// once, when weights are packed, and uses the scalar dtype.h functions.
 
 #include <cstdint>
 

@@ -111,8 +111,18 @@ TEST(HalfKernelsTest, DispatchAndParallelMatchOnEveryIsaCap) {
 TEST(HalfKernelsTest, NarrowingMatchesDtypeFunctions) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
-  std::vector<float> x = {0.0f, -0.0f, 1e-8f, -3e-6f, 6.1e-5f, 65504.0f, 65520.0f, INFINITY,
-                          -INFINITY, NAN, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048};
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1e-8f,
+                          -3e-6f,
+                          6.1e-5f,
+                          65504.0f,
+                          65520.0f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN,
+                          1.0f + 1.0f / 2048,
+                          1.0f + 3.0f / 2048};
   for (int i = 0; i < 70000; ++i) x.push_back(dist(rng) * (i % 3 == 0 ? 1e-6f : 1.0f));
   const int64_t n = static_cast<int64_t>(x.size());
   for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
@@ -154,11 +164,11 @@ const std::vector<ConvShape>& ConvShapes() {
   static const std::vector<ConvShape> shapes = {
       {{1, 3, 7, 7}, 4, {3, 3}, 1, {}, {1, 1, 1, 1}},
       {{2, 5, 9, 11}, 17, {3, 3}, 1, {2, 2}, {0, 1, 1, 0}},
-      {{1, 17, 7, 7}, 7, {1, 1}},                       // pointwise: W used in its plain layout
+      {{1, 17, 7, 7}, 7, {1, 1}},                         // pointwise: W used in its plain layout
       {{1, 16, 9, 9}, 16, {3, 3}, 16, {}, {1, 1, 1, 1}},  // depthwise
-      {{1, 6, 8, 8}, 9, {3, 3}, 3},                     // groups
-      {{2, 3, 19}, 5, {3}},                             // 1-D
-      {{1, 2, 5, 6, 7}, 3, {3, 3, 3}},                  // 3-D
+      {{1, 6, 8, 8}, 9, {3, 3}, 3},                       // groups
+      {{2, 3, 19}, 5, {3}},                               // 1-D
+      {{1, 2, 5, 6, 7}, 3, {3, 3, 3}},                    // 3-D
       {{1, 32, 14, 14}, 64, {3, 3}, 1, {}, {1, 1, 1, 1}},
   };
   return shapes;
@@ -187,8 +197,8 @@ TEST(HalfWeightsKernelTest, FusedConvMatchesReferenceAndRoundedFp32) {
       const OwnedTensor b = RandomTensor(Shape({s.m}), rng);
       const KernelCase half = FusedConvCase(s, x, ToHalf(w, dt), b);
       const KernelCase rounded = FusedConvCase(s, x, RoundedThroughHalf(w, dt), b);
-      const std::string what = fmt::format("{} x [{}] m {}", DataTypeName(dt), fmt::join(s.x, ","),
-                                           s.m);
+      const std::string what =
+          fmt::format("{} x [{}] m {}", DataTypeName(dt), fmt::join(s.x, ","), s.m);
       EXPECT_EQ(half.PickedProvider(), "cpu") << what;
       const OwnedTensor expected = rounded.Run("ref");
       ExpectClose(half.Run("ref"), expected, 1e-5, what + " ref vs rounded FP32");
@@ -196,7 +206,8 @@ TEST(HalfWeightsKernelTest, FusedConvMatchesReferenceAndRoundedFp32) {
         // BF16 compute: X is rounded to BF16 too; the products of BF16 values are exact in FP32,
         // so the result is the FP32 reference on rounded X and W up to summation order.
         const OwnedTensor x_bf16 = RoundedThroughHalf(x, dt);
-        const OwnedTensor native = FusedConvCase(s, x_bf16, RoundedThroughHalf(w, dt), b).Run("ref");
+        const OwnedTensor native =
+            FusedConvCase(s, x_bf16, RoundedThroughHalf(w, dt), b).Run("ref");
         ExpectClose(half.Run("cpu"), native, 1e-4, what + " cpu vs BF16 X and W");
         ExpectClose(half.Run("cpu"), expected, 3e-2, what + " cpu vs FP32 X (BF16 rounding)");
         continue;
@@ -233,8 +244,10 @@ TEST(HalfWeightsKernelTest, FusedMatMulAndGemmMatchReference) {
   struct MM {
     std::vector<int64_t> a, b;
   };
-  const std::vector<MM> mms = {{{1, 33}, {33, 31}},    {{7, 17}, {17, 9}},
-                               {{2, 5, 64}, {64, 33}}, {{3, 1000}, {1000, 7}},
+  const std::vector<MM> mms = {{{1, 33}, {33, 31}},
+                               {{7, 17}, {17, 9}},
+                               {{2, 5, 64}, {64, 33}},
+                               {{3, 1000}, {1000, 7}},
                                {{4, 128}, {128, 256}}};
   for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
     for (const MM& mm : mms) {

@@ -8,6 +8,8 @@
 // oneDNN writes the padding channels of a blocked destination as zeros, as the layout requires.
 // Anything else (another dtype, rank or block) runs on the reference kernel.
 
+#include "kernels/cpu/layout.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,8 +17,6 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include "kernels/cpu/layout.h"
 
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_factories.h"
@@ -58,15 +58,15 @@ class BlockReorderKernel final : public Kernel {
                                        in.dim(1) == (channels_ + block_ - 1) / block_));
     if (!fast) return fallback_->Compute(ctx);  // its checks and messages apply
     // The logical [N, C, spatial...] dims.
-    std::vector<int64_t> dims(in.shape().dims().begin(),
-                              in.shape().dims().begin() + plain_rank);
+    std::vector<int64_t> dims(in.shape().dims().begin(), in.shape().dims().begin() + plain_rank);
     if (!to_blocked_) dims[1] = channels_;
     std::shared_ptr<const ReorderPlan> plan;
     KILN_RETURN_IF_ERROR(CatchDnnl(label_, [&]() -> Status {
       KILN_ASSIGN_OR_RETURN(plan, cache_.Get(dims, [&] { return BuildPlan(dims); }));
       return Status::OK();
     }));
-    KILN_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
+    KILN_ASSIGN_OR_RETURN(Tensor out,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
       const dnnl::engine& eng = CpuEngine();
       dnnl::stream& s = ThreadStream();
@@ -93,8 +93,7 @@ class BlockReorderKernel final : public Kernel {
     }
     KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out));
     const dnnl::engine& eng = CpuEngine();
-    plan->prim =
-        dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_md, eng, plan->dst_md));
+    plan->prim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_md, eng, plan->dst_md));
     return plan;
   }
 
@@ -137,8 +136,7 @@ Result<std::unique_ptr<Kernel>> CreateReorderToBlocked(const KernelInfo& info) {
 }
 
 Result<std::unique_ptr<Kernel>> CreateReorderFromBlocked(const KernelInfo& info) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback,
-                        ref::CreateKilnReorderFromBlocked(info));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateKilnReorderFromBlocked(info));
   ref::AttrReader attrs(info);
   KILN_ASSIGN_OR_RETURN(int64_t block, attrs.Int(kAttrBlock, 0));
   KILN_ASSIGN_OR_RETURN(int64_t channels, attrs.Int(kAttrChannels, 0));

@@ -5,6 +5,8 @@
 // a direct loop from the definition in graph/kiln_ops.h, so the padding checks do not rely on
 // either kernel under test.
 
+#include "kernels/cpu/layout.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -13,7 +15,6 @@
 
 #include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
-#include "kernels/cpu/layout.h"
 
 namespace kiln::cpu {
 namespace {
@@ -64,8 +65,8 @@ void ExpectZeroPadding(const OwnedTensor& t, int64_t c, const std::string& what)
 
 const std::vector<std::vector<int64_t>>& ReorderShapes() {
   static const std::vector<std::vector<int64_t>> shapes = {
-      {1, 1, 1, 1},   {1, 3, 5, 5},  {2, 17, 4, 3}, {1, 24, 7, 7}, {1, 16, 1, 1},
-      {3, 33, 2, 9},  {2, 5, 11},    {1, 8, 13},    {1, 5, 2, 3, 4}, {2, 40, 3, 2, 2},
+      {1, 1, 1, 1},  {1, 3, 5, 5}, {2, 17, 4, 3}, {1, 24, 7, 7},   {1, 16, 1, 1},
+      {3, 33, 2, 9}, {2, 5, 11},   {1, 8, 13},    {1, 5, 2, 3, 4}, {2, 40, 3, 2, 2},
   };
   return shapes;
 }
@@ -127,8 +128,8 @@ struct BlockedConvCase {
 
 TEST(CpuLayoutTest, BlockedFusedConvMatchesReference) {
   const std::vector<BlockedConvCase> cases = {
-      {{1, 3, 9, 9}, 17, {3, 3}, 1, {2, 2}, {1, 1, 1, 1}},  // stem-like: 3 channels in
-      {{2, 17, 7, 5}, 24, {1, 1}},                          // pointwise, batch 2
+      {{1, 3, 9, 9}, 17, {3, 3}, 1, {2, 2}, {1, 1, 1, 1}},    // stem-like: 3 channels in
+      {{2, 17, 7, 5}, 24, {1, 1}},                            // pointwise, batch 2
       {{1, 24, 8, 8}, 24, {3, 3}, 24, {1, 1}, {1, 1, 1, 1}},  // depthwise, C % 16 != 0
       {{1, 32, 9, 9}, 32, {3, 3}, 32, {2, 2}, {1, 0, 1, 2}},  // depthwise, stride 2
       {{2, 16, 6, 6}, 33, {3, 3}, 1, {1, 1}, {0, 0, 0, 0}},
@@ -172,9 +173,9 @@ TEST(CpuLayoutTest, BlockedFusedConvMatchesReference) {
           if (!act.name.empty()) c.Attr(StringAttr("activation", act.name));
           if (!act.params.empty()) c.Attr(FloatsAttr("activation_params", act.params));
           c.Attr(IntAttr("x_block", xb)).Attr(IntAttr("y_block", yb));
-          const std::string what = fmt::format("x [{}] m {} group {} x_block {} y_block {} z {} {}",
-                                               fmt::join(cc.x, ","), cc.m, cc.group, xb, yb,
-                                               with_z, act.name);
+          const std::string what =
+              fmt::format("x [{}] m {} group {} x_block {} y_block {} z {} {}",
+                          fmt::join(cc.x, ","), cc.m, cc.group, xb, yb, with_z, act.name);
           EXPECT_EQ(c.PickedProvider(), "cpu") << what;
           OwnedTensor got = c.Run("cpu");
           ExpectClose(got, c.Run("ref"), 1e-4, what);
@@ -189,8 +190,8 @@ TEST(CpuLayoutTest, BlockedFusedConvRejectsMismatchedBlockedInput) {
   std::mt19937 rng(15);
   KernelCase c("FusedConv", 13);
   c.Domain(std::string(kKilnDomain), 1)
-      .Input(RandomTensor(Shape({1, 2, 4, 4, 16}), rng))        // 2 blocks: 17..32 channels
-      .ConstInput(RandomTensor(Shape({8, 8, 1, 1}), rng))       // but W says 8 channels
+      .Input(RandomTensor(Shape({1, 2, 4, 4, 16}), rng))   // 2 blocks: 17..32 channels
+      .ConstInput(RandomTensor(Shape({8, 8, 1, 1}), rng))  // but W says 8 channels
       .Attr(IntAttr("x_block", 16))
       .Attr(IntAttr("y_block", 16));
   Result<OwnedTensor> r = c.TryRun("cpu");
@@ -206,11 +207,14 @@ TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   std::mt19937 rng(16);
   // The block the layout pass would choose on this machine (16 with AVX-512, 8 with AVX2 only).
   const int64_t b = PreferredChannelBlock();
-  if (b == 0) GTEST_SKIP() << "below AVX2 oneDNN runs blocked convolutions on its reference code, "
-                              "so layout_selection blocks nothing (CpuLayoutTest checks the "
-                              "numerics of blocked convs at every level)";
-  for (auto [xb, c, dw] : {std::tuple<int64_t, int64_t, bool>{b, 24, false}, {b, 24, true},
-                           {b, 17, false}, {b, 40, true}}) {
+  if (b == 0)
+    GTEST_SKIP() << "below AVX2 oneDNN runs blocked convolutions on its reference code, "
+                    "so layout_selection blocks nothing (CpuLayoutTest checks the "
+                    "numerics of blocked convs at every level)";
+  for (auto [xb, c, dw] : {std::tuple<int64_t, int64_t, bool>{b, 24, false},
+                           {b, 24, true},
+                           {b, 17, false},
+                           {b, 40, true}}) {
     KernelCase k("FusedConv", 13);
     k.Domain(std::string(kKilnDomain), 1)
         .Input(Block(RandomTensor(Shape({1, c, 6, 6}), rng), xb))
@@ -270,8 +274,8 @@ TEST(CpuLayoutTest, ResidualOfAFixedFormatConvIsReadInPlace) {
 
 TEST(CpuLayoutTest, ZeroChannelPaddingClearsOnlyThePaddingLanes) {
   // [N=2, 2 blocks, 3x2 spatial, 16]: 20 channels, so lanes 4..15 of block 1 are padding.
-  OwnedTensor t = MakeTensor<float>(Shape({2, 2, 3, 2, 16}),
-                                    std::vector<float>(2 * 2 * 3 * 2 * 16, 7.0f));
+  OwnedTensor t =
+      MakeTensor<float>(Shape({2, 2, 3, 2, 16}), std::vector<float>(2 * 2 * 3 * 2 * 16, 7.0f));
   Tensor view = t.view();
   ZeroChannelPadding(view, 20, 16);
   const float* p = t.data<const float>();

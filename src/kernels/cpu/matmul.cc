@@ -67,7 +67,7 @@ struct MatMulPlan {
   dnnl::memory::desc a_md, b_user, b_md, bias_md, y_md, scratch_md;
   bool reorder_b = false;
   dnnl::reorder b_reorder;
-  dnnl::memory packed_b;  // B in b_md (shared via PackedWeights) when B is constant
+  dnnl::memory packed_b;                  // B in b_md (shared via PackedWeights) when B is constant
   const uint16_t* packed_half = nullptr;  // the same for a half-precision B (16-bit copy)
   // BF16 compute (a BFLOAT16 B on a CPU with BF16 dot products): A is converted into a_bf16
   // on each call by a_reorder; b_user / b_md / packed_b are BF16.
@@ -127,7 +127,8 @@ std::shared_ptr<MatMulPlan> BuildBf16Plan(const Problem& p, const OwnedTensor& b
   plan->prim = dnnl::matmul(pd);
   plan->b_md = pd.weights_desc();
   plan->scratch_md = pd.scratchpad_desc();
-  plan->a_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->a_md, eng, plan->a_bf16));
+  plan->a_reorder =
+      dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->a_md, eng, plan->a_bf16));
   plan->reorder_b = plan->b_md != plan->b_user;
   if (plan->reorder_b) plan->packed_b = packed.Get(plan->b_user, b_const.raw_data(), plan->b_md);
   return plan;
@@ -171,12 +172,10 @@ void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const voi
   dnnl::memory b_mem;
   dnnl::memory a_mem(plan.a_md, eng, const_cast<void*>(a));
   if (plan.bf16) {  // A converted to BF16; B used as stored (packed, or the constant itself)
-    dnnl::memory a_bf16(plan.a_bf16, eng,
-                        ThreadScratch(ScratchSlot::kSrc, plan.a_bf16.get_size()));
+    dnnl::memory a_bf16(plan.a_bf16, eng, ThreadScratch(ScratchSlot::kSrc, plan.a_bf16.get_size()));
     plan.a_reorder.execute(s, a_mem, a_bf16);
     a_mem = a_bf16;
-    b_mem = plan.reorder_b ? plan.packed_b
-                           : dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
+    b_mem = plan.reorder_b ? plan.packed_b : dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
   } else if (b_half != DataType::kFloat32) {  // widened on each call
     b_mem = plan.reorder_b ? ExpandHalfWeights(b_half, plan.packed_half, plan.b_md)
                            : ExpandHalfWeights(b_half, b, plan.b_user);
@@ -263,7 +262,8 @@ std::shared_ptr<const GemmWeights> PackGemmWeights(const OwnedTensor& b, bool tr
     w->f32 = std::move(panels);
     return w;
   }
-  w->half = std::shared_ptr<uint16_t[]>(new (std::nothrow) uint16_t[static_cast<size_t>(w->elements)]);
+  w->half =
+      std::shared_ptr<uint16_t[]>(new (std::nothrow) uint16_t[static_cast<size_t>(w->elements)]);
   if (w->half == nullptr) return nullptr;
   FloatToHalfParallel(storage, panels.get(), w->half.get(), w->elements);
   return w;
@@ -532,7 +532,8 @@ class MatMulKernel final : public Kernel {
     if (r.dtype() != DataType::kFloat32) {
       return OpError(OpName(), "only FLOAT is supported, got {}", DataTypeName(r.dtype()));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, r.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, r.shape()));
     std::memcpy(y.raw_data(), r.raw_data(), y.size_bytes());
     float* py = y.data<float>();
     const int64_t total = y.num_elements();
@@ -564,7 +565,7 @@ class MatMulKernel final : public Kernel {
   bool trans_a_, trans_b_;
   float alpha_, beta_;
   std::shared_ptr<const OwnedTensor> b_const_;  // B when it is a constant initializer
-  std::unique_ptr<Kernel> reference_;  // ref MatMul / Gemm
+  std::unique_ptr<Kernel> reference_;           // ref MatMul / Gemm
   PlanCache<MatMulPlan> cache_;
   PackedWeights packed_;  // storage: FLOAT16 / BFLOAT16 for a half-precision B
   // B packed for kiln's GEMM (NOTE on batch invariance); null: oneDNN runs every product.

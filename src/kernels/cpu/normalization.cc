@@ -63,7 +63,8 @@ class SoftmaxKernel final : public Kernel {
     const int64_t outer = Product(dims, 0, ax);
     const int64_t len = coerce_2d_ ? Product(dims, ax, dims.size()) : dims[ax];
     const int64_t inner = coerce_2d_ ? 1 : Product(dims, ax + 1, dims.size());
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
     if (x.num_elements() == 0) return Status::OK();
     const float* px = x.data<const float>();
     float* py = y.data<float>();
@@ -121,7 +122,8 @@ class LayerNormKernel final : public Kernel {
                      has_bias ? ctx.input(2).shape().ToString() : std::string("(none)"),
                      x.shape().ToString(), axis);
     }
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
     if (x.num_elements() == 0) return Status::OK();
     const float* px = x.data<const float>();
     const float* ps = scale.data<const float>();

@@ -67,7 +67,8 @@ class PoolKernel final : public Kernel {
       return Status::OK();
     });
     if (!built.ok() || declined || plan == nullptr) return reference_->Compute(ctx);
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
       const dnnl::engine& eng = CpuEngine();
       dnnl::stream& s = ThreadStream();

@@ -6,11 +6,11 @@
 //
 // NOTE on the approach. Everything but X is known when the kernel is built: the supports
 // predicates accept a node only when W is an INT8 initializer with zero zero points, the scales,
-// the output zero point and the bias are initializers, and X is UINT8 or INT8. The factory folds them into
-// oneDNN terms once: output scales x_scale * w_scale[c] / y_scale (mask over output channels);
-// an FP32 bias divided by x_scale * w_scale[c] into accumulator units; Relu / Clip as eltwise
-// post-ops with their bounds divided by y_scale; x and y zero points as runtime zero points of
-// the primitive (oneDNN adds the destination zero point after the post-ops). That is the
+// the output zero point and the bias are initializers, and X is UINT8 or INT8. The factory folds
+// them into oneDNN terms once: output scales x_scale * w_scale[c] / y_scale (mask over output
+// channels); an FP32 bias divided by x_scale * w_scale[c] into accumulator units; Relu / Clip as
+// eltwise post-ops with their bounds divided by y_scale; x and y zero points as runtime zero points
+// of the primitive (oneDNN adds the destination zero point after the post-ops). That is the
 // reference order of graph/kiln_ops.h up to FP32 rounding: within 1 in the last place of a
 // quantized output. Per input shape a plan holds the primitive, the reorders between kiln's
 // plain layouts (NCHW; row-major) and the layouts oneDNN prefers, and W packed once (shared by
@@ -213,9 +213,9 @@ struct QParams {
   // CPUs without VNNI: the split [W_hi | W_lo] when W is wider than 7 bits (NOTE above); null
   // when W is used as it is.
   std::shared_ptr<const OwnedTensor> w_split;
-  bool int8_dot = true;  // CpuHasInt8DotProducts() when the kernel was built
+  bool int8_dot = true;           // CpuHasInt8DotProducts() when the kernel was built
   std::vector<int32_t> w_colsum;  // MatMulInteger: sum_k W[k][n]
-  int64_t channels = 0;                  // output channels (Conv: W dim 0; MatMul: N)
+  int64_t channels = 0;           // output channels (Conv: W dim 0; MatMul: N)
   dnnl::memory::data_type y_type = dt::s32;
   DataType y_dtype = DataType::kInt32;
   std::vector<float> out_scales;  // empty: none (Integer ops); 1 or `channels` values
@@ -370,8 +370,7 @@ class QuantizedKernel final : public Kernel {
     key.push_back(x_zp != 0);
     std::shared_ptr<const QPlan> plan;
     Status built = CatchDnnl(label_, [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(plan,
-                            cache_.Get(key, [&] { return BuildPlan(x, x_zp != 0, flip); }));
+      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&] { return BuildPlan(x, x_zp != 0, flip); }));
       return Status::OK();
     });
     if (!built.ok()) {
@@ -468,9 +467,10 @@ class QuantizedKernel final : public Kernel {
       const dnnl::memory::desc dst_any(dst_dims, p_.y_type, tag::any);
       const dnnl::memory::desc wei_any(wei_dims, dt::s8, tag::any);
       const auto desc =
-          has_bias ? dnnl::convolution_forward::desc(
-                         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                         src_any, wei_any, plan->bias_md, dst_any, win.strides, win.dilates, win.pad_l, win.pad_r)
+          has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                     dnnl::algorithm::convolution_direct, src_any,
+                                                     wei_any, plan->bias_md, dst_any, win.strides,
+                                                     win.dilates, win.pad_l, win.pad_r)
                    : dnnl::convolution_forward::desc(
                          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                          src_any, wei_any, dst_any, win.strides, win.dilates, win.pad_l, win.pad_r);
@@ -533,9 +533,8 @@ class QuantizedKernel final : public Kernel {
       // [outer, groups, run] views of X: NCHW runs over a group's channels and pixels,
       // channels-last and MatMul rows over a group's channels.
       const int64_t groups = IsConv(p_.op) ? group_ : 1;
-      const int64_t outer = IsConv(p_.op) && !x_channels_last_
-                                ? x.dim(0)
-                                : x.num_elements() / x.dim(x.rank() - 1);
+      const int64_t outer =
+          IsConv(p_.op) && !x_channels_last_ ? x.dim(0) : x.num_elements() / x.dim(x.rank() - 1);
       const int64_t run = x.num_elements() / (outer * groups);
       void* buf = ThreadScratch(ScratchSlot::kOther, x.size_bytes() * plan.copies);
       PrepareSource(static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(buf), outer,
@@ -631,8 +630,7 @@ Result<std::unique_ptr<Kernel>> MakeQuantized(const KernelInfo& info, QOp op, Ke
     }
   }
   const bool depthwise = IsConv(op) && params.w->shape().dim(1) == 1 && params.channels == group;
-  if (!params.int8_dot && !depthwise &&
-      MaxAbsWeight(*params.w) > kMaxUnsaturatedWeight) {
+  if (!params.int8_dot && !depthwise && MaxAbsWeight(*params.w) > kMaxUnsaturatedWeight) {
     KILN_ASSIGN_OR_RETURN(OwnedTensor split, SplitWeights(*params.w, IsConv(op)));
     params.w_split = std::make_shared<const OwnedTensor>(std::move(split));
   }

@@ -375,13 +375,13 @@ OwnedTensor ExtremeW(const Shape& shape, int wmax, std::mt19937& rng) {
 TEST(CpuQuantizedTest, ExtremeValuesStayExact) {
   std::mt19937 rng(19);
   const std::vector<QConvCase> convs = {
-      {{1, 64, 6, 6}, 32, {1, 1}},                           // pointwise
-      {{2, 32, 7, 7}, 16, {3, 3}, 1, {}, {1, 1, 1, 1}},      // 3x3
-      {{1, 3, 9, 9}, 8, {3, 3}, 1, {2, 2}, {1, 1, 1, 1}},    // RGB stem
-      {{1, 16, 6, 6}, 16, {3, 3}, 16, {}, {1, 1, 1, 1}},     // depthwise
-      {{1, 8, 6, 6}, 16, {3, 3}, 8, {}, {1, 1, 1, 1}},       // depthwise, multiplier 2
-      {{1, 32, 5, 5}, 32, {3, 3}, 4, {}, {1, 1, 1, 1}},      // groups of 8
-      {{1, 256, 5, 5}, 16, {3, 3}, 1, {}, {1, 1, 1, 1}},     // sums beyond 2^24
+      {{1, 64, 6, 6}, 32, {1, 1}},                         // pointwise
+      {{2, 32, 7, 7}, 16, {3, 3}, 1, {}, {1, 1, 1, 1}},    // 3x3
+      {{1, 3, 9, 9}, 8, {3, 3}, 1, {2, 2}, {1, 1, 1, 1}},  // RGB stem
+      {{1, 16, 6, 6}, 16, {3, 3}, 16, {}, {1, 1, 1, 1}},   // depthwise
+      {{1, 8, 6, 6}, 16, {3, 3}, 8, {}, {1, 1, 1, 1}},     // depthwise, multiplier 2
+      {{1, 32, 5, 5}, 32, {3, 3}, 4, {}, {1, 1, 1, 1}},    // groups of 8
+      {{1, 256, 5, 5}, 16, {3, 3}, 1, {}, {1, 1, 1, 1}},   // sums beyond 2^24
   };
   for (int wmax : {127, 64}) {
     for (const QConvCase& cc : convs) {
@@ -389,8 +389,8 @@ TEST(CpuQuantizedTest, ExtremeValuesStayExact) {
       wd.insert(wd.end(), cc.k.begin(), cc.k.end());
       const Shape ws{std::span<const int64_t>(wd)};
       const Shape xs{std::span<const int64_t>(cc.x)};
-      const std::string what = fmt::format("x {} m {} group {} |w| <= {}", xs.ToString(), cc.m,
-                                           cc.group, wmax);
+      const std::string what =
+          fmt::format("x {} m {} group {} |w| <= {}", xs.ToString(), cc.m, cc.group, wmax);
       // ConvInteger: exact, with and without a zero point.
       for (int zp : {0, 200}) {
         KernelCase c("ConvInteger", 13);
@@ -419,7 +419,8 @@ TEST(CpuQuantizedTest, ExtremeValuesStayExact) {
         int64_t reduction = cc.x[1] / cc.group;
         for (int64_t k : cc.k) reduction *= k;
         // Large enough that the extreme sums stay mostly inside the output range.
-        c.ConstInput(Scalar<float>(0.02f * 0.004f * 255.0f * float(wmax) * float(reduction) / 100.0f));
+        c.ConstInput(
+            Scalar<float>(0.02f * 0.004f * 255.0f * float(wmax) * float(reduction) / 100.0f));
         c.ConstInput(Scalar<uint8_t>(128));
         if (cc.group != 1) c.Attr(IntAttr("group", cc.group));
         if (!cc.strides.empty()) c.Attr(IntsAttr("strides", cc.strides));

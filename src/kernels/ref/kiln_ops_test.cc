@@ -30,8 +30,8 @@ void ExpectNear(const OwnedTensor& t, const Shape& shape, const std::vector<floa
 }
 
 TEST(KilnOpsTest, EveryKilnOpHasOneReferenceRowForVersion1) {
-  for (std::string_view op : {kFusedConvOp, kFusedGemmOp, kFusedMatMulOp, kLayerNormalizationOp,
-                              kGeluOp, kAttentionOp}) {
+  for (std::string_view op :
+       {kFusedConvOp, kFusedGemmOp, kFusedMatMulOp, kLayerNormalizationOp, kGeluOp, kAttentionOp}) {
     int rows = 0;
     for (const KernelDef& def : KernelRegistry::Global().defs()) {
       if (def.provider != "ref" || def.domain != kKilnDomain || def.op_type != op) continue;

@@ -22,9 +22,9 @@
 
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/common.h"
-#include "tensor/quantize_math.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/spatial.h"
+#include "tensor/quantize_math.h"
 
 namespace kiln::ref {
 namespace {

@@ -224,7 +224,8 @@ class OpTest {
 
   // Creates the session and runs it once.
   Result<std::vector<OwnedTensor>> Run() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph(), RefOnly()));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                          Session::Create(BuildGraph(), RefOnly()));
     std::vector<Tensor> feeds;
     for (const InputSpec& in : inputs_) {
       if (!in.omitted && !in.constant) feeds.push_back(in.tensor.view());
@@ -235,7 +236,8 @@ class OpTest {
   // Creates the session and runs it once over RuntimeValues (tensor inputs are fed as tensor
   // values).
   Result<std::vector<RuntimeValue>> RunValues() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(BuildGraph(), RefOnly()));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                          Session::Create(BuildGraph(), RefOnly()));
     std::vector<RuntimeValue> feeds;
     for (const InputSpec& in : inputs_) {
       if (in.omitted || in.constant) continue;

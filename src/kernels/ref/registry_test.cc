@@ -128,9 +128,8 @@ TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
 }
 
 TEST(RefRegistryTest, SessionReportsTheRefProvider) {
-  Result<std::unique_ptr<Session>> s =
-      Session::Create(OpTest("Relu", 13).Input(MakeTensor<float>({1}, {1})).BuildGraph(),
-                      OpTest::RefOnly());
+  Result<std::unique_ptr<Session>> s = Session::Create(
+      OpTest("Relu", 13).Input(MakeTensor<float>({1}, {1})).BuildGraph(), OpTest::RefOnly());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ((*s)->provider(0), "ref");
   // Without the restriction a faster provider, when one is built in, takes the node.

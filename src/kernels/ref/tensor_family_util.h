@@ -32,7 +32,6 @@ T FromDouble(double v) {
   return FromMath<T>(static_cast<MathType<T>>(v));
 }
 
-
 // The elements of an INT32 or INT64 tensor (any shape) as int64; `what` names it in errors.
 inline Result<std::vector<int64_t>> ReadInts(const Tensor& t, std::string_view op,
                                              std::string_view what) {

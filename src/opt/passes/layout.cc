@@ -27,6 +27,8 @@
 // pass changes nothing. Idempotent:
 // blocked FusedConvs are never candidates again.
 
+#include "kernels/cpu/layout.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -35,7 +37,6 @@
 #include <vector>
 
 #include "graph/kiln_ops.h"
-#include "kernels/cpu/layout.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 
@@ -45,9 +46,9 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool IsConv(const Node& n) {
-  return IsOnnxOp(n, "Conv") || (n.domain == kKilnDomain && n.op_type == kFusedConvOp &&
-                                 n.FindAttribute(kAttrXBlock) == nullptr &&
-                                 n.FindAttribute(kAttrYBlock) == nullptr);
+  return IsOnnxOp(n, "Conv") ||
+         (n.domain == kKilnDomain && n.op_type == kFusedConvOp &&
+          n.FindAttribute(kAttrXBlock) == nullptr && n.FindAttribute(kAttrYBlock) == nullptr);
 }
 
 // What the rewrite needs to know of a candidate conv.
@@ -185,8 +186,8 @@ class LayoutSelectionPass final : public Pass {
     auto blocked_input = [&](int v, int64_t c) {
       if (auto it = twin.find(v); it != twin.end()) return it->second;
       if (auto it = entry.find(v); it != entry.end()) return it->second;
-      const int b = ed.AddValue(ed.value(v).name + "_blocked",
-                                BlockedType(ed.value(v).type, c, block));
+      const int b =
+          ed.AddValue(ed.value(v).name + "_blocked", BlockedType(ed.value(v).type, c, block));
       Node n;
       n.name = ed.value(v).name + "_to_blocked";
       n.domain = std::string(kKilnDomain);

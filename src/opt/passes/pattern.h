@@ -2,8 +2,8 @@
 #pragma once
 // Small matching helpers shared by the fusion passes (internal to src/opt/passes).
 
-#include <cmath>
 #include <cfloat>
+#include <cmath>
 #include <optional>
 #include <string_view>
 #include <utility>

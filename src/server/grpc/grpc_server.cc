@@ -41,12 +41,12 @@ namespace {
 // string field with invalid UTF-8) is answered INVALID_ARGUMENT naming the problem, where the
 // generated method would answer INTERNAL before kiln sees the call.
 using gen = inference::GRPCInferenceService;
-using Service = gen::WithAsyncMethod_ServerLive<gen::WithAsyncMethod_ServerReady<
-    gen::WithAsyncMethod_ModelReady<gen::WithAsyncMethod_ServerMetadata<
-        gen::WithAsyncMethod_ModelMetadata<gen::WithRawMethod_ModelInfer<
-            gen::WithRawMethod_ModelStreamInfer<gen::WithAsyncMethod_ModelConfig<
-                gen::WithAsyncMethod_ModelStatistics<gen::WithAsyncMethod_RepositoryIndex<
-                    gen::WithAsyncMethod_RepositoryModelLoad<
+using Service = gen::WithAsyncMethod_ServerLive<
+    gen::WithAsyncMethod_ServerReady<gen::WithAsyncMethod_ModelReady<
+        gen::WithAsyncMethod_ServerMetadata<gen::WithAsyncMethod_ModelMetadata<
+            gen::WithRawMethod_ModelInfer<gen::WithRawMethod_ModelStreamInfer<
+                gen::WithAsyncMethod_ModelConfig<gen::WithAsyncMethod_ModelStatistics<
+                    gen::WithAsyncMethod_RepositoryIndex<gen::WithAsyncMethod_RepositoryModelLoad<
                         gen::WithAsyncMethod_RepositoryModelUnload<
                             gen::WithAsyncMethod_SystemSharedMemoryStatus<
                                 gen::WithAsyncMethod_SystemSharedMemoryRegister<
@@ -322,11 +322,10 @@ Status ClassifyOutputs(const ModelSignature& signature,
     for (InferOutput& output : response->outputs) {
       if (output.name != name) continue;
       const auto labels = signature.output_labels.find(name);
-      Result<OwnedTensor> classes =
-          Classify(output.tensor.view(), k, signature.max_batch_size > 0,
-                   labels == signature.output_labels.end()
-                       ? std::span<const std::string>()
-                       : std::span<const std::string>(labels->second));
+      Result<OwnedTensor> classes = Classify(output.tensor.view(), k, signature.max_batch_size > 0,
+                                             labels == signature.output_labels.end()
+                                                 ? std::span<const std::string>()
+                                                 : std::span<const std::string>(labels->second));
       if (!classes.ok()) {
         return Status::InvalidArgument(
             fmt::format("output '{}': {}", name, classes.status().message()));
@@ -458,8 +457,8 @@ void HandleModelConfig(Impl* server, ConfigCall* call) {
   }
   const inference::ModelConfig* config = (*model)->model_config();
   if (config == nullptr) {
-    call->Finish(Status::Unavailable(
-        fmt::format("model '{}' has no configuration to report", req.name())));
+    call->Finish(
+        Status::Unavailable(fmt::format("model '{}' has no configuration to report", req.name())));
     return;
   }
   *call->response()->mutable_config() = *config;
@@ -471,8 +470,7 @@ void FillDuration(const StatDuration& d, inference::StatisticDuration* out) {
   out->set_ns(d.ns);
 }
 
-using StatsCall =
-    UnaryCall<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>;
+using StatsCall = UnaryCall<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>;
 void HandleStatistics(Impl* server, StatsCall* call) {
   const auto& req = call->request();
   ModelManager* manager = server->manager();
@@ -519,8 +517,8 @@ void HandleStatistics(Impl* server, StatsCall* call) {
   }
   const std::vector<int64_t> ready = manager->ReadyVersions(req.name());
   if (ready.empty()) {
-    call->Finish(Status::InvalidArgument(
-        fmt::format("requested model '{}' is not available", req.name())));
+    call->Finish(
+        Status::InvalidArgument(fmt::format("requested model '{}' is not available", req.name())));
     return;
   }
   if (*version >= 0) {
@@ -536,8 +534,7 @@ void HandleStatistics(Impl* server, StatsCall* call) {
   call->Finish(grpc::Status::OK);
 }
 
-using IndexCall =
-    UnaryCall<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>;
+using IndexCall = UnaryCall<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>;
 void HandleIndex(Impl* server, IndexCall* call) {
   if (!call->request().repository_name().empty()) {
     call->Finish(Status::Unimplemented("'repository_name' specification is not supported"));
@@ -699,8 +696,8 @@ class UnknownMethodCall final : public OneAnswerCall {
       return fmt::format("method '{}' is not part of {} (called as '{}')", method, service, path);
     }
     return fmt::format(
-        "unknown service '{}' (called as '{}'): kiln serves {} and grpc.health.v1.Health",
-        service, path, kInference);
+        "unknown service '{}' (called as '{}'): kiln serves {} and grpc.health.v1.Health", service,
+        path, kInference);
   }
 
  private:
@@ -781,7 +778,8 @@ class StreamCall {
     StartInference(server_, request, [this, id, model, version](Result<InferResponse> result) {
       inference::ModelStreamInferResponse response;
       Status status = result.status();
-      if (result.ok()) status = EncodeModelInferResponse(*result, response.mutable_infer_response());
+      if (result.ok())
+        status = EncodeModelInferResponse(*result, response.mutable_infer_response());
       if (!status.ok()) {
         response.Clear();
         response.set_error_message(std::string(status.message()));
@@ -846,18 +844,18 @@ class StreamCall {
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_;  // raw (Service)
   grpc::ByteBuffer incoming_;  // the pending Read's target (CQ thread only)
-  bool started_ = false;                   // the stream was accepted (CQ thread only)
+  bool started_ = false;       // the stream was accepted (CQ thread only)
   OpTag accept_tag_{this, &StreamCall::OnAccept};
   OpTag read_tag_{this, &StreamCall::OnRead};
   OpTag write_tag_{this, &StreamCall::OnWrite};
   OpTag finish_tag_{this, &StreamCall::OnFinish};
   std::mutex mu_;
   std::deque<grpc::ByteBuffer> outgoing_;  // serialized responses, front being written; mu_
-  int pending_ = 0;          // requests read and not yet answered; mu_
-  bool reads_done_ = false;  // mu_
-  bool writing_ = false;     // mu_
-  bool broken_ = false;      // a write failed; mu_
-  bool finishing_ = false;   // mu_
+  int pending_ = 0;                        // requests read and not yet answered; mu_
+  bool reads_done_ = false;                // mu_
+  bool writing_ = false;                   // mu_
+  bool broken_ = false;                    // a write failed; mu_
+  bool finishing_ = false;                 // mu_
 };
 
 }  // namespace
@@ -890,8 +888,8 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
       this, cq, &S::RequestCudaSharedMemoryRegister, &HandleUnimplemented);
   UnaryCall<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>::Listen(
       this, cq, &S::RequestCudaSharedMemoryUnregister, &HandleUnimplemented);
-  UnaryCall<TraceSettingRequest, TraceSettingResponse>::Listen(
-      this, cq, &S::RequestTraceSetting, &HandleUnimplemented);
+  UnaryCall<TraceSettingRequest, TraceSettingResponse>::Listen(this, cq, &S::RequestTraceSetting,
+                                                               &HandleUnimplemented);
   LogCall::Listen(this, cq, &S::RequestLogSettings, &HandleLogSettings);
   UnknownMethodCall::Listen(this, cq);
 }
@@ -932,11 +930,11 @@ Status GrpcServer::Impl::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  const std::string address = fmt::format(
-      "{}:{}",
-      options_.address.find(':') != std::string::npos ? "[" + options_.address + "]"
-                                                      : options_.address,
-      options_.port);
+  const std::string address =
+      fmt::format("{}:{}",
+                  options_.address.find(':') != std::string::npos ? "[" + options_.address + "]"
+                                                                  : options_.address,
+                  options_.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(&service_);
   builder.RegisterAsyncGenericService(&unknown_methods_);
@@ -987,9 +985,8 @@ void GrpcServer::Impl::Stop() {
   // is left.
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait_for(lock, std::chrono::seconds(5), [this] {
-      return active_calls_.load() == 0 && in_flight_.load() == 0;
-    });
+    idle_cv_.wait_for(lock, std::chrono::seconds(5),
+                      [this] { return active_calls_.load() == 0 && in_flight_.load() == 0; });
   }
   server_->Shutdown(std::chrono::system_clock::now());
   {

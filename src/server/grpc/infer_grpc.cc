@@ -94,9 +94,9 @@ Status CopyTyped(const Field& values, std::string_view input, DataType dtype, Ow
   for (const auto& v : values) {
     if constexpr (!std::is_same_v<T, std::decay_t<decltype(v)>>) {
       if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
-        return Status::InvalidArgument(fmt::format(
-            "input '{}': element {} ({}) is out of range for {}", input, i, v,
-            DataTypeName(dtype)));
+        return Status::InvalidArgument(
+            fmt::format("input '{}': element {} ({}) is out of range for {}", input, i, v,
+                        DataTypeName(dtype)));
       }
     }
     out[i++] = static_cast<T>(v);
@@ -122,19 +122,36 @@ Status CheckTyped(const InputTensor& in, DataType dtype, int64_t count) {
   }
   int64_t got = 0;
   switch (dtype) {
-    case DataType::kBool: got = c.bool_contents_size(); break;
+    case DataType::kBool:
+      got = c.bool_contents_size();
+      break;
     case DataType::kUint8:
     case DataType::kUint16:
-    case DataType::kUint32: got = c.uint_contents_size(); break;
-    case DataType::kUint64: got = c.uint64_contents_size(); break;
+    case DataType::kUint32:
+      got = c.uint_contents_size();
+      break;
+    case DataType::kUint64:
+      got = c.uint64_contents_size();
+      break;
     case DataType::kInt8:
     case DataType::kInt16:
-    case DataType::kInt32: got = c.int_contents_size(); break;
-    case DataType::kInt64: got = c.int64_contents_size(); break;
-    case DataType::kFloat32: got = c.fp32_contents_size(); break;
-    case DataType::kFloat64: got = c.fp64_contents_size(); break;
-    case DataType::kBytes: got = c.bytes_contents_size(); break;
-    default: break;
+    case DataType::kInt32:
+      got = c.int_contents_size();
+      break;
+    case DataType::kInt64:
+      got = c.int64_contents_size();
+      break;
+    case DataType::kFloat32:
+      got = c.fp32_contents_size();
+      break;
+    case DataType::kFloat64:
+      got = c.fp64_contents_size();
+      break;
+    case DataType::kBytes:
+      got = c.bytes_contents_size();
+      break;
+    default:
+      break;
   }
   if (got != count) {
     return Status::InvalidArgument(
@@ -149,23 +166,35 @@ Status FillFromTyped(const InputTensor& in, DataType dtype, int64_t count, Owned
   const InferTensorContents& c = in.contents();
   const std::string_view name = in.name();
   switch (dtype) {
-    case DataType::kBool: return CopyTyped<bool>(c.bool_contents(), name, dtype, t);
-    case DataType::kUint8: return CopyTyped<uint8_t>(c.uint_contents(), name, dtype, t);
-    case DataType::kUint16: return CopyTyped<uint16_t>(c.uint_contents(), name, dtype, t);
-    case DataType::kUint32: return CopyTyped<uint32_t>(c.uint_contents(), name, dtype, t);
-    case DataType::kUint64: return CopyTyped<uint64_t>(c.uint64_contents(), name, dtype, t);
-    case DataType::kInt8: return CopyTyped<int8_t>(c.int_contents(), name, dtype, t);
-    case DataType::kInt16: return CopyTyped<int16_t>(c.int_contents(), name, dtype, t);
-    case DataType::kInt32: return CopyTyped<int32_t>(c.int_contents(), name, dtype, t);
-    case DataType::kInt64: return CopyTyped<int64_t>(c.int64_contents(), name, dtype, t);
-    case DataType::kFloat32: return CopyTyped<float>(c.fp32_contents(), name, dtype, t);
-    case DataType::kFloat64: return CopyTyped<double>(c.fp64_contents(), name, dtype, t);
+    case DataType::kBool:
+      return CopyTyped<bool>(c.bool_contents(), name, dtype, t);
+    case DataType::kUint8:
+      return CopyTyped<uint8_t>(c.uint_contents(), name, dtype, t);
+    case DataType::kUint16:
+      return CopyTyped<uint16_t>(c.uint_contents(), name, dtype, t);
+    case DataType::kUint32:
+      return CopyTyped<uint32_t>(c.uint_contents(), name, dtype, t);
+    case DataType::kUint64:
+      return CopyTyped<uint64_t>(c.uint64_contents(), name, dtype, t);
+    case DataType::kInt8:
+      return CopyTyped<int8_t>(c.int_contents(), name, dtype, t);
+    case DataType::kInt16:
+      return CopyTyped<int16_t>(c.int_contents(), name, dtype, t);
+    case DataType::kInt32:
+      return CopyTyped<int32_t>(c.int_contents(), name, dtype, t);
+    case DataType::kInt64:
+      return CopyTyped<int64_t>(c.int64_contents(), name, dtype, t);
+    case DataType::kFloat32:
+      return CopyTyped<float>(c.fp32_contents(), name, dtype, t);
+    case DataType::kFloat64:
+      return CopyTyped<double>(c.fp64_contents(), name, dtype, t);
     case DataType::kBytes: {
       auto* out = t->data<std::string>();
       for (int64_t i = 0; i < count; ++i) out[i] = c.bytes_contents(static_cast<int>(i));
       return Status::OK();
     }
-    default: break;
+    default:
+      break;
   }
   return Status::Internal(fmt::format("input '{}': unhandled datatype", name));
 }
@@ -177,9 +206,9 @@ Result<std::vector<std::string_view>> SplitRawBytes(std::string_view raw, std::s
   size_t pos = 0;
   while (pos < raw.size()) {
     if (raw.size() - pos < 4) {
-      return Status::InvalidArgument(fmt::format(
-          "input '{}': BYTES element {} has a truncated 4-byte length prefix", input,
-          elements.size()));
+      return Status::InvalidArgument(
+          fmt::format("input '{}': BYTES element {} has a truncated 4-byte length prefix", input,
+                      elements.size()));
     }
     uint32_t len = 0;
     for (int b = 3; b >= 0; --b) {
@@ -187,9 +216,9 @@ Result<std::vector<std::string_view>> SplitRawBytes(std::string_view raw, std::s
     }
     pos += 4;
     if (len > raw.size() - pos) {
-      return Status::InvalidArgument(fmt::format(
-          "input '{}': BYTES element {} declares {} bytes but only {} remain", input,
-          elements.size(), len, raw.size() - pos));
+      return Status::InvalidArgument(
+          fmt::format("input '{}': BYTES element {} declares {} bytes but only {} remain", input,
+                      elements.size(), len, raw.size() - pos));
     }
     if (static_cast<int64_t>(elements.size()) >= count) {
       return Status::InvalidArgument(fmt::format(
@@ -201,8 +230,8 @@ Result<std::vector<std::string_view>> SplitRawBytes(std::string_view raw, std::s
   }
   if (static_cast<int64_t>(elements.size()) != count) {
     return Status::InvalidArgument(
-        fmt::format("input '{}': raw contents hold {} BYTES elements but its shape needs {}",
-                    input, elements.size(), count));
+        fmt::format("input '{}': raw contents hold {} BYTES elements but its shape needs {}", input,
+                    elements.size(), count));
   }
   return elements;
 }
@@ -215,13 +244,13 @@ Result<InferInput> DecodeInput(const InputTensor& in, const std::string* raw) {
         fmt::format("input '{}' has invalid datatype '{}'", name, in.datatype()));
   }
   if (in.shape_size() > Shape::kMaxRank) {
-    return Status::InvalidArgument(fmt::format("input '{}': rank {} exceeds the maximum {}",
-                                               name, in.shape_size(), Shape::kMaxRank));
+    return Status::InvalidArgument(fmt::format("input '{}': rank {} exceeds the maximum {}", name,
+                                               in.shape_size(), Shape::kMaxRank));
   }
   for (int64_t d : in.shape()) {
     if (d < 0) {
-      return Status::InvalidArgument(fmt::format(
-          "input '{}': shape {} has a negative dimension", name, DimsText(Dims(in))));
+      return Status::InvalidArgument(
+          fmt::format("input '{}': shape {} has a negative dimension", name, DimsText(Dims(in))));
     }
   }
   const std::optional<int64_t> count = ElementCount(Dims(in));
@@ -262,9 +291,9 @@ Result<InferInput> DecodeInput(const InputTensor& in, const std::string* raw) {
       for (size_t i = 0; i < raw->size(); ++i) {
         const auto b = static_cast<unsigned char>((*raw)[i]);
         if (b > 1) {
-          return Status::InvalidArgument(fmt::format(
-              "input '{}': BOOL element {} is {}; raw BOOL values are one byte, 0 or 1", name, i,
-              b));
+          return Status::InvalidArgument(
+              fmt::format("input '{}': BOOL element {} is {}; raw BOOL values are one byte, 0 or 1",
+                          name, i, b));
         }
       }
     }
@@ -275,8 +304,7 @@ Result<InferInput> DecodeInput(const InputTensor& in, const std::string* raw) {
 
   if (!in.has_contents() && *count > 0) {
     return Status::InvalidArgument(fmt::format(
-        "unable to find data for input tensor '{}': set its contents or raw_input_contents",
-        name));
+        "unable to find data for input tensor '{}': set its contents or raw_input_contents", name));
   }
   // The typed field and its element count are checked before anything is allocated.
   if (*count > 0) KILN_RETURN_IF_ERROR(CheckTyped(in, *dtype, *count));
@@ -350,18 +378,17 @@ Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOut
   const auto it = output.parameters().find("classification");
   if (it == output.parameters().end()) return int64_t{0};
   const inference::InferParameter& p = it->second;
-  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param &&
-      p.int64_param() >= 0) {
+  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0) {
     return p.int64_param();
   }
   if (p.parameter_choice_case() == inference::InferParameter::kUint64Param &&
       p.uint64_param() <= static_cast<uint64_t>(INT64_MAX)) {
     return static_cast<int64_t>(p.uint64_param());
   }
-  return Status::InvalidArgument(fmt::format(
-      "output '{}': parameter 'classification' must be a non-negative int64_param or "
-      "uint64_param (the number of top classes)",
-      output.name()));
+  return Status::InvalidArgument(
+      fmt::format("output '{}': parameter 'classification' must be a non-negative int64_param or "
+                  "uint64_param (the number of top classes)",
+                  output.name()));
 }
 
 Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRequest& msg) {
@@ -390,8 +417,7 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRe
       return Status::InvalidArgument(fmt::format("inputs[{}] has no name", i));
     }
     if (!seen.insert(in.name()).second) {
-      return Status::InvalidArgument(
-          fmt::format("input '{}' appears more than once", in.name()));
+      return Status::InvalidArgument(fmt::format("input '{}' appears more than once", in.name()));
     }
     if (raw && in.has_contents()) {
       return Status::InvalidArgument(fmt::format(
@@ -426,8 +452,7 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRe
   return request;
 }
 
-Status EncodeModelInferResponse(const InferResponse& response,
-                                inference::ModelInferResponse* out) {
+Status EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out) {
   out->Clear();
   out->set_model_name(response.model_name);
   out->set_model_version(std::to_string(response.model_version));
@@ -468,8 +493,7 @@ Status EncodeModelInferResponse(const InferResponse& response,
   if (total > static_cast<uint64_t>(kMaxGrpcMessageBytes)) {
     out->Clear();
     return Status::InvalidArgument(fmt::format(
-        "the response's outputs exceed the largest gRPC message ({} bytes)",
-        kMaxGrpcMessageBytes));
+        "the response's outputs exceed the largest gRPC message ({} bytes)", kMaxGrpcMessageBytes));
   }
   return Status::OK();
 }

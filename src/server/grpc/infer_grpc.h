@@ -55,14 +55,12 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(
 
 // The `classification` parameter of a requested output: its class count (0 when absent).
 // INVALID_ARGUMENT unless it is a non-negative int64_param or uint64_param.
-Result<int64_t> ClassCount(
-    const inference::ModelInferRequest::InferRequestedOutputTensor& output);
+Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOutputTensor& output);
 
 // Fills `out` (cleared first) from `response`: model_name, model_version (decimal string), id,
 // one output entry (name, datatype, shape) and one raw_output_contents entry per output.
 // INVALID_ARGUMENT when the raw contents together exceed kMaxGrpcMessageBytes; INTERNAL for an
 // output that is not a valid contiguous host tensor.
-Status EncodeModelInferResponse(const InferResponse& response,
-                                inference::ModelInferResponse* out);
+Status EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out);
 
 }  // namespace kiln

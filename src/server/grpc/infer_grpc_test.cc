@@ -78,27 +78,21 @@ TEST(DecodeModelInferRequest, RejectsBadInput) {
       {"negative dim", [](auto* r) { AddInput(r, "x", "FP32", {-1}); },
        StatusCode::kInvalidArgument, "negative"},
       {"huge shape no data",
-       [](auto* r) { AddInput(r, "x", "FP32", {1 << 30, 1 << 30, 1 << 30}); },
+       [](auto* r) {
+         AddInput(r, "x", "FP32", {1 << 30, 1 << 30, 1 << 30});
+       },
        StatusCode::kInvalidArgument, "x"},
       {"count mismatch",
-       [](auto* r) {
-         AddInput(r, "x", "FP32", {3})->mutable_contents()->add_fp32_contents(1.f);
-       },
+       [](auto* r) { AddInput(r, "x", "FP32", {3})->mutable_contents()->add_fp32_contents(1.f); },
        StatusCode::kInvalidArgument, "needs 3"},
       {"wrong field",
-       [](auto* r) {
-         AddInput(r, "x", "FP32", {1})->mutable_contents()->add_int_contents(1);
-       },
+       [](auto* r) { AddInput(r, "x", "FP32", {1})->mutable_contents()->add_int_contents(1); },
        StatusCode::kInvalidArgument, "int_contents"},
       {"int8 range",
-       [](auto* r) {
-         AddInput(r, "x", "INT8", {1})->mutable_contents()->add_int_contents(300);
-       },
+       [](auto* r) { AddInput(r, "x", "INT8", {1})->mutable_contents()->add_int_contents(300); },
        StatusCode::kInvalidArgument, "out of range"},
       {"fp16 typed",
-       [](auto* r) {
-         AddInput(r, "x", "FP16", {1})->mutable_contents()->add_fp32_contents(1.f);
-       },
+       [](auto* r) { AddInput(r, "x", "FP16", {1})->mutable_contents()->add_fp32_contents(1.f); },
        StatusCode::kInvalidArgument, "raw_input_contents"},
       {"raw size",
        [](auto* r) {
@@ -139,14 +133,12 @@ TEST(DecodeModelInferRequest, RejectsBadInput) {
          AddInput(r, "x", "FP32", {0});
        },
        StatusCode::kInvalidArgument, "more than once"},
-      {"triton param",
-       [](auto* r) { (*r->mutable_parameters())["triton_x"].set_bool_param(true); },
+      {"triton param", [](auto* r) { (*r->mutable_parameters())["triton_x"].set_bool_param(true); },
        StatusCode::kInvalidArgument, "reserved"},
       {"negative priority",
        [](auto* r) { (*r->mutable_parameters())["priority"].set_int64_param(-1); },
        StatusCode::kInvalidArgument, "priority"},
-      {"sequence",
-       [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_string_param("s"); },
+      {"sequence", [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_string_param("s"); },
        StatusCode::kUnimplemented, "sequence"},
       {"sequence id as a double",
        [](auto* r) { (*r->mutable_parameters())["sequence_id"].set_double_param(7.0); },

@@ -39,13 +39,27 @@ void WriteMessage(JsonWriter& w, const pb::Message& m, bool int64_as_string) {
         const pb::Message& entry = r->GetRepeatedMessage(m, f, k);
         const pb::Reflection* er = entry.GetReflection();
         switch (key->cpp_type()) {
-          case FD::CPPTYPE_STRING: w.Key(er->GetString(entry, key)); break;
-          case FD::CPPTYPE_INT32: w.Key(std::to_string(er->GetInt32(entry, key))); break;
-          case FD::CPPTYPE_INT64: w.Key(std::to_string(er->GetInt64(entry, key))); break;
-          case FD::CPPTYPE_UINT32: w.Key(std::to_string(er->GetUInt32(entry, key))); break;
-          case FD::CPPTYPE_UINT64: w.Key(std::to_string(er->GetUInt64(entry, key))); break;
-          case FD::CPPTYPE_BOOL: w.Key(er->GetBool(entry, key) ? "true" : "false"); break;
-          default: w.Key(""); break;  // protobuf allows no other key types
+          case FD::CPPTYPE_STRING:
+            w.Key(er->GetString(entry, key));
+            break;
+          case FD::CPPTYPE_INT32:
+            w.Key(std::to_string(er->GetInt32(entry, key)));
+            break;
+          case FD::CPPTYPE_INT64:
+            w.Key(std::to_string(er->GetInt64(entry, key)));
+            break;
+          case FD::CPPTYPE_UINT32:
+            w.Key(std::to_string(er->GetUInt32(entry, key)));
+            break;
+          case FD::CPPTYPE_UINT64:
+            w.Key(std::to_string(er->GetUInt64(entry, key)));
+            break;
+          case FD::CPPTYPE_BOOL:
+            w.Key(er->GetBool(entry, key) ? "true" : "false");
+            break;
+          default:
+            w.Key("");
+            break;  // protobuf allows no other key types
         }
         WriteValue(w, entry, value, -1, as_string);
       }
@@ -61,8 +75,7 @@ void WriteMessage(JsonWriter& w, const pb::Message& m, bool int64_as_string) {
   w.EndObject();
 }
 
-void WriteValue(JsonWriter& w, const pb::Message& m, const FD* f, int index,
-                bool int64_as_string) {
+void WriteValue(JsonWriter& w, const pb::Message& m, const FD* f, int index, bool int64_as_string) {
   const pb::Reflection* r = m.GetReflection();
   const bool rep = index >= 0;
   switch (f->cpp_type()) {

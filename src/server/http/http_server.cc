@@ -61,10 +61,10 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
 #include "server/classification.h"
 #include "server/http/compression.h"
-#include "repo/model_config.pb.h"
 #include "server/http/config_json.h"
 #include "server/http/infer_json.h"
 #include "server/http/logging_json.h"
@@ -72,9 +72,9 @@
 #include "server/http/repository_json.h"
 #include "server/http/router.h"
 #include "server/http/stats_json.h"
+#include "server/json_writer.h"
 #include "server/listener.h"
 #include "server/server_metadata.h"
-#include "server/json_writer.h"
 #include "server/status_map.h"
 
 namespace kiln {
@@ -455,9 +455,8 @@ void Session::Handle() {
                                                                          : kHttpBadRequest);
       return;
     case RouteKind::kServerMetadata:
-      SendJson(kHttpOk,
-               ServerMetadataJson(kServerName, server_->options().server_version,
-                                  std::span<const std::string_view>(kServerExtensions)));
+      SendJson(kHttpOk, ServerMetadataJson(kServerName, server_->options().server_version,
+                                           std::span<const std::string_view>(kServerExtensions)));
       return;
     case RouteKind::kModelMetadata:
       HandleModelMetadata(route);
@@ -517,8 +516,8 @@ void Session::HandleModelConfig(const Route& route) {
   }
   const inference::ModelConfig* config = (*model)->model_config();
   if (config == nullptr) {
-    SendError(Status::Internal(
-        fmt::format("model '{}' has no configuration to report", route.model)));
+    SendError(
+        Status::Internal(fmt::format("model '{}' has no configuration to report", route.model)));
     return;
   }
   SendJson(kHttpOk, ModelConfigJson(*config));
@@ -680,22 +679,21 @@ void Session::HandleRepositoryControl(const Route& route) {
     return;
   }
   ModelManager* manager = server_->manager();
-  net::post(server_->control_pool(),
-            [self = shared_from_this(), work = server_->MakeWorkGuard(), manager, load,
-             model = route.model, options = std::move(options)]() mutable {
-              Status status;
-              try {
-                status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
-              } catch (const std::exception& e) {
-                status = Status::Internal(fmt::format("model {} of '{}' failed: {}",
-                                                      load ? "load" : "unload", model, e.what()));
-              }
-              net::any_io_executor ex = self->executor();
-              net::post(ex, [self = std::move(self), status = std::move(status)] {
-                self->OnControlDone(status);
-              });
-              // `work` is released here; the posted handler keeps the io_context busy.
-            });
+  net::post(server_->control_pool(), [self = shared_from_this(), work = server_->MakeWorkGuard(),
+                                      manager, load, model = route.model,
+                                      options = std::move(options)]() mutable {
+    Status status;
+    try {
+      status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
+    } catch (const std::exception& e) {
+      status = Status::Internal(
+          fmt::format("model {} of '{}' failed: {}", load ? "load" : "unload", model, e.what()));
+    }
+    net::any_io_executor ex = self->executor();
+    net::post(
+        ex, [self = std::move(self), status = std::move(status)] { self->OnControlDone(status); });
+    // `work` is released here; the posted handler keeps the io_context busy.
+  });
 }
 
 void Session::OnControlDone(const Status& status) {

@@ -20,15 +20,16 @@
 // GET /v2/models[/{m}[/versions/{v}]]/stats (statistics), POST /v2/repository/index,
 // POST /v2/repository/models/{m}/load and .../unload (model repository; a {repo} path segment
 // answers 501). Other protocol paths answer 404 {"error":"Not Found"}; a known path with the
-// wrong method 405. Errors are {"error": "..."} with the status from server/status_map.h; a body over
-// max_request_bytes is refused with 413 from its Content-Length (or as soon as a chunked body
+// wrong method 405. Errors are {"error": "..."} with the status from server/status_map.h; a body
+// over max_request_bytes is refused with 413 from its Content-Length (or as soon as a chunked body
 // passes the limit) without being stored, and that connection is closed.
 //
-// Connections: HTTP/1.1 keep-alive, at most max_connections open (503 and close beyond), one request at a time per connection (pipelined requests
-// are answered in order). Each connection runs on its own strand; inference completes through
-// a callback that may run on any thread and posts the response back to that strand, so no io
-// thread ever waits for a model. Fixed timeouts: a connection idle (or sending a request) for
-// 300 s is closed; a response not taken by the client within 60 s closes the connection.
+// Connections: HTTP/1.1 keep-alive, at most max_connections open (503 and close beyond), one
+// request at a time per connection (pipelined requests are answered in order). Each connection runs
+// on its own strand; inference completes through a callback that may run on any thread and posts
+// the response back to that strand, so no io thread ever waits for a model. Fixed timeouts: a
+// connection idle (or sending a request) for 300 s is closed; a response not taken by the client
+// within 60 s closes the connection.
 //
 // Thread safety: Start, Stop, SetReady and port may be called from any thread (not from a
 // model callback). Stop is idempotent and the destructor calls it.
@@ -51,7 +52,7 @@ struct HttpServerOptions {
   // Most connections open at once; 0 = no limit. A connection past it is answered 503
   // {"error": "too many connections ..."} with Retry-After and closed.
   size_t max_connections = 0;
-  std::string server_version;            // "version" of GET /v2
+  std::string server_version;  // "version" of GET /v2
 };
 
 class HttpServer {

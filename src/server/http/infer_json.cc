@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <unordered_set>
 #include <utility>
@@ -108,9 +108,9 @@ Status CheckParameterValues(dom::object params, std::string_view owner) {
   for (dom::key_value_pair kv : params) {
     const ElementType t = kv.value.type();
     if (t == ElementType::OBJECT || t == ElementType::ARRAY || t == ElementType::NULL_VALUE) {
-      return Status::InvalidArgument(fmt::format(
-          "{}parameter '{}' must be a boolean, a number or a string, got {}", owner, kv.key,
-          JsonTypeName(t)));
+      return Status::InvalidArgument(
+          fmt::format("{}parameter '{}' must be a boolean, a number or a string, got {}", owner,
+                      kv.key, JsonTypeName(t)));
     }
   }
   return Status::OK();
@@ -739,9 +739,8 @@ Result<ParsedInferRequest> ParseRawBinaryInferRequest(std::shared_ptr<const std:
   std::shared_ptr<const void> owner = body;
   if (spec.dtype == DataType::kBytes) {
     // The body is the one element of a BYTES tensor of shape [1]: framed with its length.
-    const bool one = !dims.empty() && std::all_of(dims.begin(), dims.end(), [](int64_t d) {
-      return d == 1 || d == -1;
-    });
+    const bool one = !dims.empty() && std::all_of(dims.begin(), dims.end(),
+                                                  [](int64_t d) { return d == 1 || d == -1; });
     if (!one) {
       return Status::InvalidArgument(
           fmt::format("{}: a BYTES input must have shape [1] to be sent raw", where()));

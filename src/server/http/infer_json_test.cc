@@ -649,7 +649,8 @@ TEST(InferRequestParametersTest, ValuesMustBeBooleansNumbersOrStrings) {
                 {"request parameter 'custom'", "an object"});
   ExpectInvalid(R"({"inputs":[],"parameters":{"tags":[1,2]}})",
                 {"request parameter 'tags'", "an array"});
-  ExpectInvalid(R"({"inputs":[],"parameters":{"none":null}})", {"request parameter 'none'", "null"});
+  ExpectInvalid(R"({"inputs":[],"parameters":{"none":null}})",
+                {"request parameter 'none'", "null"});
   ExpectInvalid(
       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],"parameters":{"p":{}}}]})",
       {"input 'x': parameter 'p'", "an object"});
@@ -739,7 +740,8 @@ TEST(InferRawBinaryTest, FixedShapeTakesTheWholeBodyAsBatchOne) {
 }
 
 TEST(InferRawBinaryTest, OneVariableDimIsDeducedFromTheSize) {
-  auto r = ParseRaw(RawOf<int64_t>({1, 2, 3, 4, 5, 6}), OneInputModel(DataType::kInt64, {-1, 2}, 8));
+  auto r =
+      ParseRaw(RawOf<int64_t>({1, 2, 3, 4, 5, 6}), OneInputModel(DataType::kInt64, {-1, 2}, 8));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const OwnedTensor& t = r->request->inputs[0].tensor;
   ASSERT_EQ(t.shape().rank(), 3);

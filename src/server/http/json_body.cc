@@ -11,8 +11,7 @@ namespace kiln {
 
 namespace dom = simdjson::dom;
 
-Result<std::optional<dom::object>> ParseJsonObjectBody(dom::parser& parser,
-                                                       const std::string& body,
+Result<std::optional<dom::object>> ParseJsonObjectBody(dom::parser& parser, const std::string& body,
                                                        std::string_view what) {
   const bool blank = std::all_of(body.begin(), body.end(), [](char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';

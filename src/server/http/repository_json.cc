@@ -53,8 +53,7 @@ Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body) {
   dom::parser parser;
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
                         ParseJsonObjectBody(parser, body, "model load request"));
-  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
-                        Parameters(root, "model load request"));
+  KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params, Parameters(root, "model load request"));
   ModelLoadOptions options;
   if (!params) return options;
   for (dom::key_value_pair kv : *params) {
@@ -86,8 +85,7 @@ Status ParseRepositoryUnloadRequest(const std::string& body) {
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
                         Parameters(root, "model unload request"));
   dom::element el;
-  if (params && params->at_key("unload_dependents").get(el) == simdjson::SUCCESS &&
-      !el.is_bool()) {
+  if (params && params->at_key("unload_dependents").get(el) == simdjson::SUCCESS && !el.is_bool()) {
     return Status::InvalidArgument(
         "model unload request: parameter 'unload_dependents' must be a boolean");
   }

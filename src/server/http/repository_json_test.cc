@@ -103,7 +103,8 @@ TEST(RepositoryJsonTest, IndexAnswer) {
             R"({"name":"add_sub","version":"2","state":"READY"},)"
             R"({"name":"loading","state":"LOADING"},)"
             R"({"name":"going","version":"3","state":"UNLOADING"}])");
-  EXPECT_EQ(RepositoryIndexJson(index, true), R"([{"name":"add_sub","version":"2","state":"READY"}])");
+  EXPECT_EQ(RepositoryIndexJson(index, true),
+            R"([{"name":"add_sub","version":"2","state":"READY"}])");
   EXPECT_EQ(RepositoryIndexJson({}, false), "[]");
 }
 

@@ -53,8 +53,8 @@ bool AllDigits(std::string_view s) {
 
 Route BadName(std::string_view what, std::string_view segment) {
   Route bad = Make(RouteKind::kBadRequest);
-  bad.error = "malformed percent-encoding in " + std::string(what) + " '" + std::string(segment) +
-              "'";
+  bad.error =
+      "malformed percent-encoding in " + std::string(what) + " '" + std::string(segment) + "'";
   return bad;
 }
 

@@ -42,11 +42,11 @@ enum class RouteKind {
 
 struct Route {
   RouteKind kind = RouteKind::kNotFound;
-  std::string model;     // decoded model name (model and repository load/unload routes)
+  std::string model;       // decoded model name (model and repository load/unload routes)
   std::string repository;  // decoded {repo} segment of a repository route; empty when absent
-  int64_t version = -1;  // -1: no version in the path (the server picks)
-  std::string allow;     // kMethodNotAllowed: the methods the path accepts ("GET, POST")
-  std::string error;     // kBadRequest: the message
+  int64_t version = -1;    // -1: no version in the path (the server picks)
+  std::string allow;       // kMethodNotAllowed: the methods the path accepts ("GET, POST")
+  std::string error;       // kBadRequest: the message
 };
 
 // `method` is the request method as sent ("GET"); `target` the request-target ("/v2?x=1").

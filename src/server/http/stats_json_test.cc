@@ -30,20 +30,19 @@ ModelStatistics Sample() {
 
 TEST(StatsJsonTest, ExactDocument) {
   const std::vector<ModelStatisticsEntry> entries = {{"add_sub", 1, Sample()}};
-  EXPECT_EQ(
-      ModelStatisticsJson(entries),
-      R"({"model_stats":[{"name":"add_sub","version":"1","last_inference":1700000000123,)"
-      R"("inference_count":9,"execution_count":2,"inference_stats":{)"
-      R"("success":{"count":3,"ns":3000},"fail":{"count":1,"ns":10},)"
-      R"("queue":{"count":3,"ns":300},"compute_input":{"count":3,"ns":30},)"
-      R"("compute_infer":{"count":3,"ns":2400},"compute_output":{"count":3,"ns":60},)"
-      R"("cache_hit":{"count":0,"ns":0},"cache_miss":{"count":0,"ns":0}},)"
-      R"("response_stats":{},"batch_stats":[)"
-      R"({"batch_size":1,"compute_input":{"count":1,"ns":5},)"
-      R"("compute_infer":{"count":1,"ns":700},"compute_output":{"count":1,"ns":9}},)"
-      R"({"batch_size":8,"compute_input":{"count":1,"ns":20},)"
-      R"("compute_infer":{"count":1,"ns":1000},"compute_output":{"count":1,"ns":21}}],)"
-      R"("memory_usage":[]}]})");
+  EXPECT_EQ(ModelStatisticsJson(entries),
+            R"({"model_stats":[{"name":"add_sub","version":"1","last_inference":1700000000123,)"
+            R"("inference_count":9,"execution_count":2,"inference_stats":{)"
+            R"("success":{"count":3,"ns":3000},"fail":{"count":1,"ns":10},)"
+            R"("queue":{"count":3,"ns":300},"compute_input":{"count":3,"ns":30},)"
+            R"("compute_infer":{"count":3,"ns":2400},"compute_output":{"count":3,"ns":60},)"
+            R"("cache_hit":{"count":0,"ns":0},"cache_miss":{"count":0,"ns":0}},)"
+            R"("response_stats":{},"batch_stats":[)"
+            R"({"batch_size":1,"compute_input":{"count":1,"ns":5},)"
+            R"("compute_infer":{"count":1,"ns":700},"compute_output":{"count":1,"ns":9}},)"
+            R"({"batch_size":8,"compute_input":{"count":1,"ns":20},)"
+            R"("compute_infer":{"count":1,"ns":1000},"compute_output":{"count":1,"ns":21}}],)"
+            R"("memory_usage":[]}]})");
   EXPECT_EQ(ModelStatisticsJson({}), R"({"model_stats":[]})");
 }
 
@@ -52,8 +51,7 @@ TEST(StatsJsonTest, EveryMemberPerfAnalyzerReads) {
   ModelStatistics big;
   big.inference_count = UINT64_MAX;
   big.inference.success = {UINT64_MAX, UINT64_MAX};
-  const std::vector<ModelStatisticsEntry> entries = {{"a", 3, ModelStatistics()},
-                                                     {"b", 12, big}};
+  const std::vector<ModelStatisticsEntry> entries = {{"a", 3, ModelStatistics()}, {"b", 12, big}};
   const std::string json = ModelStatisticsJson(entries);
   dom::parser parser;
   dom::element root;

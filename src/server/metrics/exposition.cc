@@ -86,15 +86,14 @@ std::string EscapeLabelValue(std::string_view value) {
   return out;
 }
 
-void ExpositionWriter::BeginFamily(std::string_view name, MetricType type,
-                                   std::string_view help) {
+void ExpositionWriter::BeginFamily(std::string_view name, MetricType type, std::string_view help) {
   KILN_CHECK(IsValidMetricName(name), "invalid metric name '", name, "'");
   KILN_CHECK(families_.insert(std::string(name)).second, "metric family '", name,
              "' written twice");
   family_ = name;
   type_ = type;
-  fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name,
-                 EscapeHelp(help), name, TypeName(type));
+  fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, EscapeHelp(help),
+                 name, TypeName(type));
 }
 
 void ExpositionWriter::WriteSeries(std::string_view suffix,

@@ -81,8 +81,9 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
 
   // Reference families (KSERVE-V2.md section 4).
   PerModel(w, models, "nv_inference_request_success", T::kCounter,
-           "Number of successful inference requests, all batch sizes",
-           [](const ModelMetrics& m) { return static_cast<double>(m.stats.inference.success.count); });
+           "Number of successful inference requests, all batch sizes", [](const ModelMetrics& m) {
+             return static_cast<double>(m.stats.inference.success.count);
+           });
   w.BeginFamily("nv_inference_request_failure", T::kCounter,
                 "Number of failed inference requests, all batch sizes");
   for (const ModelMetrics& m : models) {
@@ -139,12 +140,14 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
   }
 
   // kiln's own families.
-  PerModelHistogram(w, models, "kiln_request_duration_seconds",
-                    "Time from arrival to response of successful requests, in seconds",
-                    [](const ModelMetrics& m) -> const Histogram& { return m.stats.request_seconds; });
-  PerModelHistogram(w, models, "kiln_queue_duration_seconds",
-                    "Time successful requests waited in the scheduler queue, in seconds",
-                    [](const ModelMetrics& m) -> const Histogram& { return m.stats.queue_seconds; });
+  PerModelHistogram(
+      w, models, "kiln_request_duration_seconds",
+      "Time from arrival to response of successful requests, in seconds",
+      [](const ModelMetrics& m) -> const Histogram& { return m.stats.request_seconds; });
+  PerModelHistogram(
+      w, models, "kiln_queue_duration_seconds",
+      "Time successful requests waited in the scheduler queue, in seconds",
+      [](const ModelMetrics& m) -> const Histogram& { return m.stats.queue_seconds; });
   PerModelHistogram(
       w, models, "kiln_compute_duration_seconds",
       "Compute time (input + infer + output) of the batch each successful request ran in, in "

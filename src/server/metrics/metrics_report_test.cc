@@ -34,11 +34,13 @@ TEST(MetricsReport, ReferenceFamiliesCarryModelAndVersion) {
   const std::string text = RenderMetrics(models, {});
   const std::string l = "{model=\"add_sub\",version=\"3\"}";
   EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_request_success counter\n"
-                              "nv_inference_request_success" + l + " 2\n"));
+                              "nv_inference_request_success" +
+                              l + " 2\n"));
   EXPECT_THAT(text, HasSubstr("nv_inference_count" + l + " 2\n"));
   EXPECT_THAT(text, HasSubstr("nv_inference_exec_count" + l + " 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_pending_request_count gauge\n"
-                              "nv_inference_pending_request_count" + l + " 4\n"));
+                              "nv_inference_pending_request_count" +
+                              l + " 4\n"));
   EXPECT_THAT(text, HasSubstr("nv_inference_request_duration_us" + l + " 3000\n"));
   EXPECT_THAT(text, HasSubstr("nv_inference_queue_duration_us" + l + " 1200\n"));
   EXPECT_THAT(text, HasSubstr("nv_inference_compute_input_duration_us" + l + " 2\n"));
@@ -74,14 +76,24 @@ TEST(MetricsReport, HistogramsAndSystemGauges) {
   const std::string text = RenderMetrics(models, system);
   const std::string l = "model=\"add_sub\",version=\"3\"";
   // Requests of 1 ms and 2 ms: one in the 1 ms bucket, both by 2.5 ms.
-  EXPECT_THAT(text, HasSubstr("kiln_request_duration_seconds_bucket{" + l + ",le=\"0.0005\"} 0\n"
-                              "kiln_request_duration_seconds_bucket{" + l + ",le=\"0.001\"} 1\n"
-                              "kiln_request_duration_seconds_bucket{" + l + ",le=\"0.0025\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("kiln_request_duration_seconds_bucket{" + l + ",le=\"+Inf\"} 2\n"
-                              "kiln_request_duration_seconds_sum{" + l + "} 0.003\n"
-                              "kiln_request_duration_seconds_count{" + l + "} 2\n"));
-  EXPECT_THAT(text, HasSubstr("kiln_batch_size_bucket{" + l + ",le=\"1\"} 0\n"
-                              "kiln_batch_size_bucket{" + l + ",le=\"2\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_request_duration_seconds_bucket{" + l +
+                              ",le=\"0.0005\"} 0\n"
+                              "kiln_request_duration_seconds_bucket{" +
+                              l +
+                              ",le=\"0.001\"} 1\n"
+                              "kiln_request_duration_seconds_bucket{" +
+                              l + ",le=\"0.0025\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_request_duration_seconds_bucket{" + l +
+                              ",le=\"+Inf\"} 2\n"
+                              "kiln_request_duration_seconds_sum{" +
+                              l +
+                              "} 0.003\n"
+                              "kiln_request_duration_seconds_count{" +
+                              l + "} 2\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_batch_size_bucket{" + l +
+                              ",le=\"1\"} 0\n"
+                              "kiln_batch_size_bucket{" +
+                              l + ",le=\"2\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("kiln_batch_size_count{" + l + "} 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE kiln_queue_duration_seconds histogram\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE kiln_compute_duration_seconds histogram\n"));

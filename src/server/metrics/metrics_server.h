@@ -29,7 +29,7 @@ namespace kiln {
 
 struct MetricsServerOptions {
   std::string address = "0.0.0.0";  // IP literal or host name to listen on
-  int port = 8002;                   // 0 = pick a free port (see MetricsServer::port())
+  int port = 8002;                  // 0 = pick a free port (see MetricsServer::port())
 };
 
 class MetricsServer {

@@ -26,7 +26,8 @@ struct Client {
     stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
   }
   http::response<http::string_body> Send(http::verb method, std::string_view target) {
-    http::request<http::string_body> req(method, beast::string_view(target.data(), target.size()), 11);
+    http::request<http::string_body> req(method, beast::string_view(target.data(), target.size()),
+                                         11);
     req.set(http::field::host, "localhost");
     req.keep_alive(true);
     http::write(stream, req);

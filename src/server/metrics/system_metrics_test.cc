@@ -13,7 +13,7 @@ TEST(SystemMetrics, ParsesTheAggregateCpuLine) {
       "intr 12345\n";
   const std::optional<CpuTimes> t = ParseProcStat(text);
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(t->idle, 820u);                                  // idle + iowait
+  EXPECT_EQ(t->idle, 820u);                                    // idle + iowait
   EXPECT_EQ(t->total, 100u + 5 + 50 + 800 + 20 + 3 + 2 + 10);  // guest is inside user
   EXPECT_FALSE(ParseProcStat("cpu0 1 2 3 4\n").has_value());
   EXPECT_FALSE(ParseProcStat("cpu  1 2\n").has_value());
