@@ -35,6 +35,8 @@ FailureReason EnqueueFailureReason(const Status& refused) {
       return FailureReason::kInvalid;
     case StatusCode::kDeadlineExceeded:
       return FailureReason::kTimeout;
+    case StatusCode::kCancelled:
+      return FailureReason::kCanceled;
     default:
       return FailureReason::kOther;
   }
@@ -254,10 +256,11 @@ const Graph& LoadedModelImpl::graph() const { return runner_->graph(); }
 
 const inference::ModelConfig& LoadedModelImpl::config() const { return runner_->config(); }
 
-void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback done) {
+void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request,
+                            std::shared_ptr<ResponseSink> sink) {
   const auto refuse = [&](FailureReason reason, Status s) {
     stats_->RecordFailure(reason, 0, WallClockMs());
-    done(std::move(s));
+    sink->Finish(std::move(s));
   };
   if (request == nullptr) {
     return refuse(FailureReason::kInvalid, Status::InvalidArgument("null inference request"));
@@ -270,7 +273,7 @@ void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request, InferCallback
   const int64_t batch_size = RequestBatchSize(plan, *request);
   // Once the request is queued, its callback may drop the last reference to this model before
   // Enqueue returns: touch nothing of this object after an OK Enqueue.
-  Status queued = batcher_->Enqueue(request, done, std::move(shape), batch_size);
+  Status queued = batcher_->Enqueue(request, sink, std::move(shape), batch_size);
   if (!queued.ok()) {
     const FailureReason reason = EnqueueFailureReason(queued);
     refuse(reason, std::move(queued));

@@ -49,7 +49,8 @@ namespace kiln {
 Status ValidateInferRequest(const ModelSignature& signature, const InferRequest& request);
 
 // The statistics reason of a request refused by Batcher::Enqueue with `refused`:
-// RESOURCE_EXHAUSTED is a full queue, UNAVAILABLE a shutdown, INVALID_ARGUMENT a bad request.
+// RESOURCE_EXHAUSTED is a full queue, UNAVAILABLE a shutdown, INVALID_ARGUMENT a bad request,
+// CANCELLED a request its client gave up on.
 FailureReason EnqueueFailureReason(const Status& refused);
 
 // Bytes of the graph's initializers (the top-level graph's constant values: the weights).
@@ -87,7 +88,8 @@ class LoadedModelImpl final : public LoadedModel {
   // on an instance thread. Errors: INVALID_ARGUMENT (validation), RESOURCE_EXHAUSTED (the
   // request's priority level queue is full), DEADLINE_EXCEEDED (timed out in the queue),
   // UNAVAILABLE (after Shutdown began), or the error of running the request alone.
-  void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override;
+  void Infer(std::unique_ptr<InferRequest> request, std::shared_ptr<ResponseSink> sink) override;
+  using LoadedModel::Infer;
 
   // Cumulative statistics since the model was loaded (every request answered, including those
   // refused by validation or the queue, counts as a success or a failure).
@@ -97,7 +99,7 @@ class LoadedModelImpl final : public LoadedModel {
 
   // Refuses new requests, runs every queued request (each callback is called), then joins the
   // threads. Idempotent; concurrent callers return once the threads are gone.
-  // REQUIRES: not called from inside an InferCallback of this model.
+  // REQUIRES: not called from inside a ResponseSink of this model.
   void Shutdown();
 
   // Requests accepted but not yet handed to an instance (for tests and stats).

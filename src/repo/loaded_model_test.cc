@@ -36,7 +36,6 @@ ModelSignature AddSubSignature() {
 std::unique_ptr<InferRequest> Request(std::vector<InferInput> inputs,
                                       std::vector<std::string> outputs = {}) {
   auto r = std::make_unique<InferRequest>();
-  r->model_name = "add_sub";
   r->inputs = std::move(inputs);
   for (std::string& o : outputs) r->outputs.push_back({std::move(o)});
   return r;

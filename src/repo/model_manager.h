@@ -142,11 +142,18 @@ class LoadedModel {
   virtual const std::string& name() const = 0;
   virtual int64_t version() const = 0;
   virtual const ModelSignature& signature() const = 0;
-  // Validates the request against the signature (names, datatypes, shapes, batch size) and runs
-  // it. `done` is called exactly once, possibly on another thread, possibly before Infer
-  // returns (for a request that fails validation). Errors: INVALID_ARGUMENT naming the input
-  // and what is wrong; UNAVAILABLE when the model is shutting down.
-  virtual void Infer(std::unique_ptr<InferRequest> request, InferCallback done) = 0;
+  // Validates the request against the signature (inputs: names, datatypes, shapes, batch size;
+  // requested outputs: known, each once) and runs it. Its answers go to `sink`
+  // (sched/request.h): sink->Finish exactly once, possibly on another thread, possibly before
+  // Infer returns (for a request that fails validation); a final response names this model,
+  // version and the request's id. Errors: INVALID_ARGUMENT naming the tensor and what is wrong;
+  // UNAVAILABLE when the model is shutting down; CANCELLED when the request's cancellation was
+  // set before it ran.
+  virtual void Infer(std::unique_ptr<InferRequest> request, std::shared_ptr<ResponseSink> sink) = 0;
+  // The same with a callback for the final result (CallbackSink).
+  void Infer(std::unique_ptr<InferRequest> request, InferCallback done) {
+    Infer(std::move(request), CallbackSink(std::move(done)));
+  }
   // Cumulative statistics of this version since it was loaded.
   virtual ModelStatistics Statistics() const { return {}; }
   // The complete, normalized config this version runs with (what the ModelConfig RPC returns);

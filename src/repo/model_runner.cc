@@ -206,9 +206,10 @@ Status ModelRunner::Execute(std::span<const InferRequest* const> requests, const
       for (const RequestedOutput& want : request.outputs) {
         size_t o = 0;
         while (o < outputs_.size() && outputs_[o].name != want.name) ++o;
+        // ValidateInferRequest admitted only model outputs.
         s = o < outputs_.size() ? emit(o)
-                                : Status::InvalidArgument(
-                                      fmt::format("unexpected inference output '{}'", want.name));
+                                : Status::Internal(fmt::format(
+                                      "requested output '{}' is not a model output", want.name));
         if (!s.ok()) break;
       }
     }

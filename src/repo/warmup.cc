@@ -248,7 +248,6 @@ Result<std::vector<WarmupSample>> BuildWarmupSamples(const inference::ModelConfi
             ? 1
             : static_cast<int>(std::min<uint32_t>(w.count(), std::numeric_limits<int>::max()));
     sample.request.id = "warmup:" + label;
-    sample.request.model_name = config.name();
     for (const inference::ModelInput& in : config.input()) {
       auto it = w.inputs().find(in.name());
       if (it == w.inputs().end()) {
@@ -277,7 +276,6 @@ Status RunWarmup(LoadedModel& model, const std::vector<WarmupSample>& samples) {
   for (const WarmupSample& sample : samples) {
     for (int run = 0; run < sample.runs; ++run) {
       auto request = std::make_unique<InferRequest>(sample.request);
-      request->model_version = model.version();
       std::promise<Status> answered;
       std::future<Status> result = answered.get_future();
       model.Infer(std::move(request), [&answered](Result<InferResponse> r) {

@@ -27,13 +27,13 @@ struct Entry {
   int64_t batch_size = 1;
   BatchShape shape;
   std::unique_ptr<InferRequest> request;
-  InferCallback done;
+  std::shared_ptr<ResponseSink> sink;
 };
 
-// A response on its way out; `done` empty: a placeholder for a request answered out of order.
+// A response on its way out; `sink` null: a placeholder for a request answered out of order.
 struct Delivery {
   uint64_t id = 0;
-  InferCallback done;
+  std::shared_ptr<ResponseSink> sink;
   Result<InferResponse> result = Status::Internal("no result");
 };
 
@@ -115,6 +115,11 @@ struct Batcher::State {
   bool SchedulerMustWakeLocked(int64_t wake_at_ns) const;
   // Answers requests that expired in the queue (no lock held).
   void AnswerExpired(std::vector<Entry> expired, int64_t now);
+  // Answers CANCELLED requests the client gave up on (no lock held), keeping the delivery order.
+  void AnswerCancelled(std::vector<Entry> cancelled, int64_t now);
+  // The request `id` was cancelled: drops it from the queue and answers it when it is still
+  // queued; a request already handed to an instance is skipped before its batch runs.
+  void CancelQueued(uint64_t id);
   // Runs `work` on instance `index`, records it and delivers the responses (no lock held).
   void RunWork(int index, Work work);
   // `self` finished its batch (under mu): it is free, and takes the next batch when the policy
@@ -211,8 +216,8 @@ void Batcher::State::AnswerExpired(std::vector<Entry> expired, int64_t now) {
                     options.name, waited_us, timeout_us));
     e.request.reset();
     RecordFailure(FailureReason::kTimeout, e.arrival_ns, now);
-    InferCallback done = std::move(e.done);
-    done(std::move(s));
+    std::shared_ptr<ResponseSink> sink = std::move(e.sink);
+    sink->Finish(std::move(s));
     placeholders.push_back({e.id, nullptr, Status::Cancelled("answered out of order")});
   }
   if (options.policy.preserve_ordering) {
@@ -220,6 +225,45 @@ void Batcher::State::AnswerExpired(std::vector<Entry> expired, int64_t now) {
               [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
     Deliver(std::move(placeholders));
   }
+}
+
+void Batcher::State::AnswerCancelled(std::vector<Entry> cancelled, int64_t now) {
+  if (cancelled.empty()) return;
+  std::vector<Delivery> placeholders;
+  for (Entry& e : cancelled) {
+    e.request.reset();
+    RecordFailure(FailureReason::kCanceled, e.arrival_ns, now);
+    std::shared_ptr<ResponseSink> sink = std::move(e.sink);
+    sink->Finish(Status::Cancelled(
+        fmt::format("{}: the request was cancelled (the client went away)", options.name)));
+    placeholders.push_back({e.id, nullptr, Status::Cancelled("answered out of order")});
+  }
+  if (options.policy.preserve_ordering) {
+    std::sort(placeholders.begin(), placeholders.end(),
+              [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
+    Deliver(std::move(placeholders));
+  }
+}
+
+void Batcher::State::CancelQueued(uint64_t id) {
+  std::vector<Entry> found;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (std::deque<Entry>& level : levels) {
+      auto it = std::lower_bound(level.begin(), level.end(), id,
+                                 [](const Entry& e, uint64_t v) { return e.id < v; });
+      if (it == level.end() || it->id != id) continue;
+      if (it->admission.deadline_ns != kNever) --deadline_entries;
+      found.push_back(std::move(*it));
+      level.erase(it);
+      --queued;
+      break;
+    }
+  }
+  // The scheduling thread's timer may have been the cancelled request's; it wakes at that time
+  // anyway and finds nothing to do. Shutdown waits for queued == 0, which this may have reached.
+  if (!found.empty()) cv.notify_one();
+  AnswerCancelled(std::move(found), clock->NowNs());
 }
 
 void Batcher::State::SchedulerLoop() {
@@ -246,6 +290,18 @@ void Batcher::State::SchedulerLoop() {
 }
 
 void Batcher::State::RunWork(int index, Work work) {
+  // The safe point of a tensor model: requests cancelled since they were dispatched are
+  // answered now and not run.
+  if (std::any_of(work.entries.begin(), work.entries.end(),
+                  [](const Entry& e) { return e.request->cancelled(); })) {
+    std::vector<Entry> cancelled, kept;
+    for (Entry& e : work.entries) {
+      (e.request->cancelled() ? cancelled : kept).push_back(std::move(e));
+    }
+    work.entries = std::move(kept);
+    AnswerCancelled(std::move(cancelled), clock->NowNs());
+    if (work.entries.empty()) return;
+  }
   std::vector<const InferRequest*> requests;
   requests.reserve(work.entries.size());
   for (const Entry& e : work.entries) requests.push_back(e.request.get());
@@ -276,7 +332,7 @@ void Batcher::State::RunWork(int index, Work work) {
       }
     }
     e.request.reset();
-    items.push_back({e.id, std::move(e.done), std::move(o.response)});
+    items.push_back({e.id, std::move(e.sink), std::move(o.response)});
   }
   std::sort(items.begin(), items.end(),
             [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
@@ -332,7 +388,7 @@ void Batcher::State::InstanceLoop(int index) {
 void Batcher::State::Deliver(std::vector<Delivery> items) {
   if (!options.policy.preserve_ordering) {
     for (Delivery& d : items) {
-      if (d.done) d.done(std::move(d.result));
+      if (d.sink) d.sink->Finish(std::move(d.result));
     }
     return;
   }
@@ -356,7 +412,7 @@ void Batcher::State::Deliver(std::vector<Delivery> items) {
     }
     lock.unlock();
     for (Delivery& d : run) {
-      if (d.done) d.done(std::move(d.result));
+      if (d.sink) d.sink->Finish(std::move(d.result));
     }
     lock.lock();
   }
@@ -393,10 +449,14 @@ Result<std::unique_ptr<Batcher>> Batcher::Create(BatcherOptions options,
 
 Batcher::~Batcher() { Shutdown(); }
 
-Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& done,
+Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, std::shared_ptr<ResponseSink>& sink,
                         BatchShape shape, int64_t batch_size) {
-  KILN_CHECK(request != nullptr && done, "Batcher::Enqueue: null request or callback");
+  KILN_CHECK(request != nullptr && sink != nullptr, "Batcher::Enqueue: null request or sink");
   KILN_CHECK(batch_size >= 1, "Batcher::Enqueue: batch size ", batch_size);
+  if (request->cancelled()) {
+    return Status::Cancelled(
+        fmt::format("{}: the request was cancelled (the client went away)", state_->options.name));
+  }
   // The request's callback may destroy this Batcher before Enqueue returns: keep the state.
   const std::shared_ptr<State> keep = state_;
   State& s = *keep;
@@ -404,6 +464,9 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
   State::Instance* dispatched = nullptr;
   std::optional<Work> inline_work;
   bool wake_scheduler = false;
+  uint64_t id = 0;
+  // Held past the move into the queue: the cancellation is watched once the lock is released.
+  const std::shared_ptr<const Cancellation> cancellation = request->cancellation;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.stopping) {
@@ -415,13 +478,13 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
         s.policy.Admit(request->priority, request->timeout_us, now, counts);
     if (!admission.ok()) return admission.status().WithContext(s.options.name);
     Entry e;
-    e.id = s.next_id++;
+    e.id = id = s.next_id++;
     e.arrival_ns = now;
     e.admission = *admission;
     e.batch_size = batch_size;
     e.shape = std::move(shape);
     e.request = std::move(request);
-    e.done = std::move(done);
+    e.sink = std::move(sink);
     if (e.admission.deadline_ns != kNever) ++s.deadline_entries;
     const int64_t deadline_ns = e.admission.deadline_ns;
     s.levels[e.admission.level - 1].push_back(std::move(e));
@@ -446,6 +509,13 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& d
     }
   }
   if (wake_scheduler) s.cv.notify_one();
+  if (cancellation != nullptr) {
+    // Registered with no lock held (it may run at once). The request may have left the queue
+    // by then: CancelQueued then finds nothing, and the instance skips it if it has not run.
+    cancellation->OnCancel([weak = std::weak_ptr<State>(keep), id] {
+      if (std::shared_ptr<State> state = weak.lock()) state->CancelQueued(id);
+    });
+  }
   if (dispatched == nullptr) return Status::OK();
   if (!inline_work.has_value()) {
     dispatched->cv.notify_one();

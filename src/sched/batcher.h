@@ -3,11 +3,12 @@
 // Batcher: one model version's scheduler. It owns the request queue, one scheduling thread that
 // applies a BatchPolicy (sched/batch_policy.h), and one thread per model instance that runs the
 // batches it is handed through a BatchExecutor. Responses leave through each request's
-// InferCallback; the scheduling thread never runs a model and never blocks on I/O.
+// ResponseSink (sched/request.h); the scheduling thread never runs a model and never blocks on
+// I/O.
 //
 //   auto executor = std::make_shared<MyExecutor>();            // runs a batch on instance i
 //   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> b, Batcher::Create(options, executor));
-//   Status s = b->Enqueue(request, done, shape, batch_size);  // on error both are handed back
+//   Status s = b->Enqueue(request, sink, shape, batch_size);  // on error both are handed back
 //   ...
 //   b->Shutdown();  // refuses new requests, runs every queued one, joins the threads
 //
@@ -25,6 +26,12 @@
 // model (BatcherOptions::inline_max_ns) Enqueue runs a batch that goes to a free instance
 // itself, as that instance, instead of waking the instance's thread; the batch after it goes
 // back to the instance's thread.
+//
+// Cancellation: a queued request whose Cancellation is set is taken out of the queue at once
+// (on the cancelling thread) and answered CANCELLED; one already handed to an instance is
+// answered CANCELLED and left out when its batch is about to run (the safe point of a tensor
+// model); a request that has run is answered as usual. Both count as failures with reason
+// kCanceled.
 //
 // Statistics: per request success / fail with queue time (arrival to dispatch), the compute
 // times the executor reports, and total time (arrival to response); failures include expired
@@ -101,14 +108,15 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues `request` (REQUIRES: non-null) with `done` (REQUIRES: non-empty), whose input shapes
+  // Queues `request` (REQUIRES: non-null) with `sink` (REQUIRES: non-null), whose input shapes
   // are `shape` and whose batch size is `batch_size` (>= 1; 1 when the model has no batch dim).
-  // On OK the batcher owns both (`request` is reset, `done` moved from) and calls `done` exactly
-  // once, on one of its threads (or, with inline_max_ns, maybe on this one before returning). On
-  // error neither is touched (the caller answers): UNAVAILABLE after Shutdown began;
-  // RESOURCE_EXHAUSTED when the request's priority level is full.
-  Status Enqueue(std::unique_ptr<InferRequest>& request, InferCallback& done, BatchShape shape,
-                 int64_t batch_size);
+  // On OK the batcher owns both (both are reset) and calls sink->Finish exactly once, on one of
+  // its threads (or, with inline_max_ns, maybe on this one before returning; on cancellation,
+  // on the cancelling thread). On error neither is touched (the caller answers): UNAVAILABLE
+  // after Shutdown began; RESOURCE_EXHAUSTED when the request's priority level is full;
+  // CANCELLED when the request is cancelled already.
+  Status Enqueue(std::unique_ptr<InferRequest>& request, std::shared_ptr<ResponseSink>& sink,
+                 BatchShape shape, int64_t batch_size);
 
   // Refuses new requests, runs every queued request (every callback is called), then joins the
   // threads. Idempotent. Called from one of the batcher's own threads (a callback destroying the

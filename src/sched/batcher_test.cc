@@ -95,6 +95,26 @@ class FakeExecutor final : public BatchExecutor {
   bool concurrent_reached_ = true;
 };
 
+// A sink that fails the test when Finish is called twice or Send at all (tensor models send no
+// partial responses).
+class OnceSink final : public ResponseSink {
+ public:
+  OnceSink(InferCallback done, std::string id) : done_(std::move(done)), id_(std::move(id)) {}
+  void Send(InferResponse) override { ADD_FAILURE() << id_ << ": a partial response"; }
+  void Finish(Result<InferResponse> result) override {
+    if (finished_.exchange(true)) {
+      ADD_FAILURE() << id_ << ": Finish called twice";
+      return;
+    }
+    done_(std::move(result));
+  }
+
+ private:
+  InferCallback done_;
+  std::string id_;
+  std::atomic<bool> finished_{false};
+};
+
 // Collects callback results, in the order the callbacks ran.
 class Answers {
  public:
@@ -148,17 +168,20 @@ struct Fixture {
   }
 
   Status Enqueue(const std::string& id, uint64_t priority = 0, int64_t batch_size = 1,
-                 BatchShape shape = BatchShape{{{4}}}) {
+                 BatchShape shape = BatchShape{{{4}}},
+                 std::shared_ptr<const Cancellation> cancellation = nullptr) {
     auto request = std::make_unique<InferRequest>();
     request->id = id;
     request->priority = priority;
-    InferCallback done = answers.Callback(id);
-    Status s = batcher->Enqueue(request, done, std::move(shape), batch_size);
+    request->cancellation = std::move(cancellation);
+    std::shared_ptr<ResponseSink> sink = std::make_shared<OnceSink>(answers.Callback(id), id);
+    Status s = batcher->Enqueue(request, sink, std::move(shape), batch_size);
     if (s.ok()) {
       EXPECT_EQ(request, nullptr);
+      EXPECT_EQ(sink, nullptr);
     } else {
       EXPECT_NE(request, nullptr);  // handed back
-      EXPECT_TRUE(static_cast<bool>(done));
+      EXPECT_NE(sink, nullptr);
     }
     return s;
   }
@@ -302,6 +325,74 @@ TEST(BatcherTest, QueueFullHandsTheRequestBack) {
   EXPECT_FALSE(f.answers.has("refused"));
 }
 
+TEST(BatcherTest, CancelledQueuedRequestIsDroppedAndAnsweredAtOnce) {
+  Fixture f(Dynamic(1));
+  f.executor->Block("running");
+  ASSERT_TRUE(f.Enqueue("running").ok());
+  ASSERT_TRUE(f.executor->WaitRuns(1));
+  auto cancel = std::make_shared<Cancellation>();
+  ASSERT_TRUE(f.Enqueue("queued", 0, 1, BatchShape{{{4}}}, cancel).ok());
+  ASSERT_TRUE(f.Enqueue("next").ok());
+  EXPECT_EQ(f.batcher->queued(), 2u);
+  cancel->Cancel();  // the client went away while its request waited
+  ASSERT_TRUE(f.answers.Wait(1));
+  EXPECT_EQ(f.answers.order(), std::vector<std::string>{"queued"});
+  EXPECT_EQ(f.answers.status("queued").code(), StatusCode::kCancelled);
+  EXPECT_EQ(f.batcher->queued(), 1u);
+  cancel->Cancel();  // idempotent
+  f.executor->Release("running");
+  ASSERT_TRUE(f.answers.Wait(3));
+  EXPECT_TRUE(f.answers.status("next").ok());
+  for (const FakeExecutor::Run& run : f.executor->runs()) {
+    EXPECT_EQ(std::count(run.ids.begin(), run.ids.end(), "queued"), 0) << "a cancelled request ran";
+  }
+  const ModelStatistics stats = f.stats->Snapshot();
+  EXPECT_EQ(stats.failures[static_cast<size_t>(FailureReason::kCanceled)], 1u);
+  EXPECT_EQ(stats.inference.success.count, 2u);
+}
+
+TEST(BatcherTest, CancelledBeforeEnqueueIsHandedBack) {
+  Fixture f(Dynamic(1));
+  auto cancel = std::make_shared<Cancellation>();
+  cancel->Cancel();
+  Status s = f.Enqueue("late", 0, 1, BatchShape{{{4}}}, cancel);
+  EXPECT_EQ(s.code(), StatusCode::kCancelled);
+  f.batcher->Shutdown();
+  EXPECT_FALSE(f.answers.has("late"));
+}
+
+// A request cancelled after it was handed to an instance is answered CANCELLED and not run when
+// its batch has not started yet, and answered normally when it has; never both, never twice.
+TEST(BatcherTest, CancelAfterDispatchIsAnsweredOnceAndRunsAtMostOnce) {
+  Fixture f(Dynamic(1), 2);
+  int cancelled = 0, answered = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    auto cancel = std::make_shared<Cancellation>();
+    ASSERT_TRUE(f.Enqueue(id, 0, 1, BatchShape{{{4}}}, cancel).ok());
+    cancel->Cancel();
+    ASSERT_TRUE(f.answers.Wait(static_cast<size_t>(i) + 1));
+    const Status st = f.answers.status(id);
+    size_t ran = 0;
+    for (const FakeExecutor::Run& run : f.executor->runs()) {
+      ran += static_cast<size_t>(std::count(run.ids.begin(), run.ids.end(), id));
+    }
+    if (st.code() == StatusCode::kCancelled) {
+      ++cancelled;
+      EXPECT_EQ(ran, 0u) << id << " was answered CANCELLED but ran";
+    } else {
+      ++answered;
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(ran, 1u) << id;
+    }
+  }
+  f.batcher->Shutdown();
+  EXPECT_EQ(f.answers.order().size(), 200u);  // each exactly once
+  EXPECT_EQ(cancelled + answered, 200);
+  EXPECT_EQ(f.stats->Snapshot().failures[static_cast<size_t>(FailureReason::kCanceled)],
+            static_cast<uint64_t>(cancelled));
+}
+
 TEST(BatcherTest, PrioritiesOrderTheQueue) {
   BatchPolicyConfig c = Dynamic(1);
   c.priority_levels = 2;
@@ -396,7 +487,8 @@ TEST(BatcherTest, DestroyedFromItsOwnCallback) {
     keep.reset();  // the last owner: ~Batcher runs on the batcher's own thread
     done.set_value();
   };
-  ASSERT_TRUE(raw->Enqueue(request, callback, BatchShape{}, 1).ok());
+  std::shared_ptr<ResponseSink> sink = CallbackSink(std::move(callback));
+  ASSERT_TRUE(raw->Enqueue(request, sink, BatchShape{}, 1).ok());
   EXPECT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
 }
 
@@ -455,7 +547,8 @@ bool RunOne(Batcher& batcher) {
     here = std::this_thread::get_id() == caller && !returned.load();
     answered.set_value();
   };
-  EXPECT_TRUE(batcher.Enqueue(request, done, BatchShape{}, 1).ok());
+  std::shared_ptr<ResponseSink> sink = CallbackSink(done);
+  EXPECT_TRUE(batcher.Enqueue(request, sink, BatchShape{}, 1).ok());
   returned = true;
   EXPECT_EQ(answered.get_future().wait_for(kWait), std::future_status::ready);
   return here;
@@ -538,7 +631,8 @@ TEST(BatcherTest, DestroyedFromItsOwnInlineCallback) {
     keep.reset();  // the last owner: ~Batcher runs inside Enqueue's inline batch
     done.set_value();
   };
-  ASSERT_TRUE(raw->Enqueue(request, callback, BatchShape{}, 1).ok());
+  std::shared_ptr<ResponseSink> sink = CallbackSink(std::move(callback));
+  ASSERT_TRUE(raw->Enqueue(request, sink, BatchShape{}, 1).ok());
   EXPECT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
   EXPECT_EQ(executor->threads().back(), std::this_thread::get_id());
 }

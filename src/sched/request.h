@@ -3,12 +3,31 @@
 // Internal inference request and response: what server/ translates the wire protocols to and
 // from. Nothing here knows about HTTP, JSON or gRPC.
 //
-// Ownership: a request is handed to a model with std::unique_ptr (the model owns it from then
-// on); the response reaches the caller through an InferCallback, called exactly once, on any
-// thread, with either a response or an error Status.
+// The contract of one request, from the protocol down to the scheduler and the model:
+//   - the request is handed over with std::unique_ptr (the model owns it from then on);
+//   - its answers go to a ResponseSink: zero or more partial responses (Send; a generative
+//     model streams its tokens this way, a tensor model sends none), then exactly one final
+//     result (Finish: a last response or an error Status), on any thread, never concurrently;
+//   - flow control: a producer of partial responses reads the sink's backlog() (responses
+//     handed over that the consumer has not written yet) and pauses while it is too high;
+//   - cancellation travels the other way: the request may carry a Cancellation that the
+//     protocol sets when the client goes away (HTTP connection closed, gRPC call cancelled); the
+//     scheduler drops a cancelled request from its queue at once and skips it at the next safe
+//     point (for a tensor model: before its batch runs), answering it CANCELLED.
+//
+//   auto cancel = std::make_shared<Cancellation>();
+//   request->cancellation = cancel;
+//   model->Infer(std::move(request), sink);   // sink->Finish(...) exactly once
+//   cancel->Cancel();                          // the client left
+//
+// Identity: the request carries only the client's id; which model and version answered is
+// known where the request was routed (server/inference.h writes it onto the response once).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,15 +45,39 @@ struct RequestedOutput {
   std::string name;
 };
 
+// A request's cancellation: set once (Cancel), read anywhere (cancelled), and callbacks that
+// run once when it is set. Thread-safe.
+class Cancellation {
+ public:
+  Cancellation() = default;
+  Cancellation(const Cancellation&) = delete;
+  Cancellation& operator=(const Cancellation&) = delete;
+
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Sets it (idempotent) and runs the registered callbacks, on this thread, with no lock held.
+  void Cancel();
+  // Runs `fn` once when the cancellation is set: later, on the thread that sets it, or now, on
+  // this thread, when it is set already. `fn` must not block.
+  // (const: the holders of a request may watch its cancellation but only the protocol sets it.)
+  void OnCancel(std::function<void()> fn) const;
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  mutable std::vector<std::function<void()>> callbacks_;  // guarded by mu_; run once by Cancel
+};
+
 struct InferRequest {
-  std::string model_name;
-  int64_t model_version = -1;  // -1: the server picks (highest ready version)
-  std::string id;              // echoed in the response; may be empty
+  std::string id;  // the client's request id, echoed in the response; may be empty
   std::vector<InferInput> inputs;
   std::vector<RequestedOutput> outputs;  // empty: every model output, in model order
   // Scheduling parameters (the "priority" and "timeout" request parameters).
   uint64_t priority = 0;    // 0: the model's default priority level; 1 is the highest
   uint64_t timeout_us = 0;  // 0: the queue policy's default timeout (microseconds)
+  // Set when the client goes away; null: the request cannot be cancelled.
+  std::shared_ptr<const Cancellation> cancellation;
+
+  bool cancelled() const { return cancellation != nullptr && cancellation->cancelled(); }
 };
 
 struct InferOutput {
@@ -49,6 +92,24 @@ struct InferResponse {
   std::vector<InferOutput> outputs;  // requested order, or model order when none were requested
 };
 
+// Where one request's responses go (see the contract above). Implemented by the protocols (and
+// by CallbackSink); called by the scheduler and the model.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // A partial response, before Finish, in order.
+  virtual void Send(InferResponse partial) = 0;
+  // The final result, exactly once, after every Send.
+  virtual void Finish(Result<InferResponse> result) = 0;
+  // Partial responses handed to Send and not yet written out by the consumer.
+  virtual size_t backlog() const { return 0; }
+};
+
 using InferCallback = std::function<void(Result<InferResponse>)>;
+
+// A sink that hands the final result to `done` and each partial response to `partial` (dropped
+// when `partial` is empty): for callers that want a callback (tests, warmup, tools).
+std::shared_ptr<ResponseSink> CallbackSink(InferCallback done,
+                                           std::function<void(InferResponse)> partial = {});
 
 }  // namespace kiln

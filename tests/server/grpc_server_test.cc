@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "grpc_service.grpc.pb.h"
+#include "queue_model.h"
 #include "repo/model_manager.h"
 
 namespace kiln {
@@ -62,23 +63,32 @@ class FakeModel : public LoadedModel {
   const std::string& name() const override { return name_; }
   int64_t version() const override { return 1; }
   const ModelSignature& signature() const override { return signature_; }
-  void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override {
+  // A final response names the model, its version and the request (LoadedModel::Infer).
+  Result<InferResponse> Named(Result<InferResponse> r, const InferRequest& request) const {
+    if (r.ok()) {
+      r->model_name = name_;
+      r->model_version = 1;
+      r->id = request.id;
+    }
+    return r;
+  }
+  void Infer(std::unique_ptr<InferRequest> request, std::shared_ptr<ResponseSink> sink) override {
     ++calls;
     switch (behavior_) {
       case Behavior::kDouble:
-        done(DoubleIt(*request));
+        sink->Finish(Named(DoubleIt(*request), *request));
         return;
       case Behavior::kFail:
-        done(Status::ResourceExhausted("queue of model 'fail' is full"));
+        sink->Finish(Status::ResourceExhausted("queue of model 'fail' is full"));
         return;
       case Behavior::kDrop:
         return;
       case Behavior::kSlow: {
         std::lock_guard<std::mutex> lock(mu_);
         threads_.emplace_back([request = std::shared_ptr<InferRequest>(std::move(request)),
-                               done = std::move(done), this] {
+                               sink = std::move(sink), this] {
           std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
-          done(DoubleIt(*request));
+          sink->Finish(Named(DoubleIt(*request), *request));
         });
         return;
       }
@@ -95,8 +105,20 @@ class FakeModel : public LoadedModel {
   std::vector<std::thread> threads_;
 };
 
+ModelSignature QueueSignature() {
+  ModelSignature sig;
+  sig.name = "queue";
+  sig.platform = "onnxruntime_onnx";
+  sig.inputs = {{"INPUT", DataType::kFloat32, {-1}}};
+  sig.outputs = {{"OUTPUT", DataType::kFloat32, {-1}}};
+  return sig;
+}
+
 class FakeManager : public ModelManager {
  public:
+  // A real scheduler behind a held executor (queue_model.h), served as "queue".
+  std::shared_ptr<testing::QueueModel> queue =
+      std::make_shared<testing::QueueModel>("queue", QueueSignature());
   FakeManager() {
     for (auto [name, b] : {std::pair{"double", Behavior::kDouble},
                            {"slow", Behavior::kSlow},
@@ -109,6 +131,7 @@ class FakeManager : public ModelManager {
   Status LoadInitialModels() override { return Status::OK(); }
   Result<std::shared_ptr<LoadedModel>> GetModel(std::string_view name,
                                                 int64_t version) const override {
+    if (name == "queue") return std::shared_ptr<LoadedModel>(queue);
     auto it = models_.find(std::string(name));
     if (it == models_.end() || (version != -1 && version != 1)) {
       return Status::NotFound("Request for unknown model: '" + std::string(name) +
@@ -273,6 +296,59 @@ TEST_F(GrpcServerTest, StreamAnswersEveryRequestInBand) {
   EXPECT_EQ(good, sent_good);
   EXPECT_EQ(errors.size(), 4u);
   EXPECT_NE(errors["3"].find("nope"), std::string::npos) << errors["3"];
+}
+
+// A client that cancels its call: a queued request is dropped from the model's queue (never
+// run), a running one has its cancellation set; the server goes on serving.
+TEST_F(GrpcServerTest, CancelledCallsCancelTheirQueuedAndRunningRequests) {
+  testing::QueueModel& m = *manager_.queue;
+  m.executor().Hold(true);
+  grpc::ClientContext running_ctx, queued_ctx;
+  grpc::Status running_status, queued_status;
+  std::thread running([&] {
+    inference::ModelInferResponse r;
+    running_status = stub_->ModelInfer(&running_ctx, Request("queue", {1, 2}), &r);
+  });
+  ASSERT_TRUE(m.executor().WaitStarted(1));
+  std::thread queued([&] {
+    inference::ModelInferResponse r;
+    queued_status = stub_->ModelInfer(&queued_ctx, Request("queue", {3, 4}), &r);
+  });
+  for (int i = 0; i < 1000 && m.PendingRequestCount() == 0; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(m.PendingRequestCount(), 1u);
+  queued_ctx.TryCancel();
+  queued.join();
+  EXPECT_EQ(queued_status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(m.WaitCanceled(1)) << "the queued request was not dropped";
+  EXPECT_EQ(m.PendingRequestCount(), 0u);
+  running_ctx.TryCancel();
+  EXPECT_TRUE(m.executor().WaitRunningCancelled()) << "the running request was not cancelled";
+  m.executor().Hold(false);
+  running.join();
+  EXPECT_EQ(running_status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(m.executor().started(), 1);
+  inference::ModelInferResponse r;
+  ASSERT_TRUE(Infer(Request("queue", {5}), &r).ok());
+  EXPECT_EQ(Floats(r.raw_output_contents(0)), std::vector<float>{10});
+}
+
+// A cancelled stream cancels every request of it still queued or running.
+TEST_F(GrpcServerTest, CancelledStreamCancelsItsRequests) {
+  testing::QueueModel& m = *manager_.queue;
+  m.executor().Hold(true);
+  grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  ASSERT_TRUE(stream->Write(Request("queue", {1}, "a")));
+  ASSERT_TRUE(m.executor().WaitStarted(1));
+  ASSERT_TRUE(stream->Write(Request("queue", {2}, "b")));
+  for (int i = 0; i < 1000 && m.PendingRequestCount() == 0; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(m.PendingRequestCount(), 1u);
+  ctx.TryCancel();
+  EXPECT_TRUE(m.WaitCanceled(1)) << "the queued request of the stream was not dropped";
+  EXPECT_TRUE(m.executor().WaitRunningCancelled()) << "the running request was not cancelled";
+  m.executor().Hold(false);
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(m.executor().started(), 1);
 }
 
 TEST_F(GrpcServerTest, RepositoryLoadDoesNotBlockOtherCalls) {

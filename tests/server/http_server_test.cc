@@ -7,6 +7,7 @@
 // draining (StartDraining) and Stop() while an inference is in flight.
 #include "server/http/http_server.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <zlib.h>
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "queue_model.h"
 #include "repo/model_manager.h"
 
 namespace kiln {
@@ -57,9 +59,14 @@ Result<InferResponse> DoubleIt(const InferRequest& request) {
       request.inputs[0].tensor.dtype() != DataType::kFloat32) {
     return Status::InvalidArgument("expected one FP32 input 'INPUT'");
   }
+  // The model validates the requested outputs (LoadedModel::Infer), the server does not.
+  for (const RequestedOutput& o : request.outputs) {
+    if (o.name != "OUTPUT" && o.name != "NEGATED") {
+      return Status::InvalidArgument(fmt::format("unexpected inference output '{}'", o.name));
+    }
+  }
   const OwnedTensor& in = request.inputs[0].tensor;
   InferResponse response;
-  response.model_name = "ignored-by-the-server";
   for (const char* name : {"OUTPUT", "NEGATED"}) {
     bool wanted = request.outputs.empty();
     for (const RequestedOutput& o : request.outputs) wanted |= o.name == name;
@@ -91,6 +98,15 @@ class FakeModel : public LoadedModel {
   const std::string& name() const override { return name_; }
   int64_t version() const override { return version_; }
   const ModelSignature& signature() const override { return signature_; }
+  // A final response names the model, its version and the request (LoadedModel::Infer).
+  Result<InferResponse> Named(Result<InferResponse> r, const InferRequest& request) const {
+    if (r.ok()) {
+      r->model_name = name_;
+      r->model_version = version_;
+      r->id = request.id;
+    }
+    return r;
+  }
   // Numbers that identify the model: inference_count = 100 * version + calls so far.
   ModelStatistics Statistics() const override {
     ModelStatistics s;
@@ -101,24 +117,24 @@ class FakeModel : public LoadedModel {
     return s;
   }
 
-  void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override {
+  void Infer(std::unique_ptr<InferRequest> request, std::shared_ptr<ResponseSink> sink) override {
     ++calls_;
     switch (behavior_) {
       case Behavior::kDouble:
-        done(DoubleIt(*request));
+        sink->Finish(Named(DoubleIt(*request), *request));
         return;
       case Behavior::kFail:
-        done(failure_);
+        sink->Finish(failure_);
         return;
       case Behavior::kDrop:
-        return;  // `done` is destroyed without being called
+        return;  // `sink` is destroyed without being called
       case Behavior::kSlow: {
         std::lock_guard<std::mutex> lock(mu_);
         started_.fetch_add(1);
         threads_.emplace_back([this, request = std::shared_ptr<InferRequest>(std::move(request)),
-                               done = std::move(done)] {
+                               sink = std::move(sink)] {
           std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
-          done(DoubleIt(*request));
+          sink->Finish(Named(DoubleIt(*request), *request));
         });
         return;
       }
@@ -153,6 +169,9 @@ class FakeManager : public ModelManager {
     Add(std::make_shared<FakeModel>("drop", 1, FakeModel::Behavior::kDrop));
   }
   void Add(std::shared_ptr<FakeModel> m) { models_[m->name()][m->version()] = std::move(m); }
+  // A real scheduler behind a held executor (queue_model.h), served as "queue".
+  std::shared_ptr<testing::QueueModel> queue =
+      std::make_shared<testing::QueueModel>("queue", FloatSignature("queue", 8));
   FakeModel* Get(const std::string& name, int64_t version) {
     return models_.at(name).at(version).get();
   }
@@ -161,6 +180,7 @@ class FakeManager : public ModelManager {
   Result<std::shared_ptr<LoadedModel>> GetModel(std::string_view name,
                                                 int64_t version) const override {
     if (name == "loading") return Status::Unavailable("model 'loading' is not ready: LOADING");
+    if (name == "queue") return std::shared_ptr<LoadedModel>(queue);
     auto it = models_.find(std::string(name));
     if (it == models_.end()) {
       return Status::NotFound("Request for unknown model: '" + std::string(name) +
@@ -288,6 +308,22 @@ class Client {
   }
 
   // True when the server has closed the connection (EOF or reset, with nothing more to read).
+  // Sends a request and does not wait for its answer.
+  void SendOnly(const std::string& target, const std::string& body) {
+    http::request<http::string_body> req{http::verb::post, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(socket_, req);
+  }
+  // Closes the connection (the client goes away).
+  void Close() {
+    beast::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
   bool ClosedByPeer() {
     beast::error_code ec;
     char c;
@@ -946,6 +982,57 @@ TEST_F(HttpServerTest, StopWaitsForInFlightInference) {
   server_->Stop();  // idempotent
   // New connections are refused.
   EXPECT_THROW(Client late(port()), boost::system::system_error);
+}
+
+// A client that closes its connection before the answer: its queued request is dropped from the
+// model's queue (answered CANCELLED inside the server, never run), its running request's
+// cancellation is set; the server goes on serving.
+TEST_F(HttpServerTest, ClientThatLeavesCancelsItsQueuedAndRunningRequests) {
+  testing::QueueModel& m = *manager_.queue;
+  m.executor().Hold(true);
+  Client running(port());
+  running.SendOnly("/v2/models/queue/infer", InferBody({1, 2, 3, 4}, 1));
+  ASSERT_TRUE(m.executor().WaitStarted(1));
+  Client queued(port());
+  queued.SendOnly("/v2/models/queue/infer", InferBody({5, 6, 7, 8}, 1));
+  for (int i = 0; i < 500 && m.PendingRequestCount() == 0; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(m.PendingRequestCount(), 1u);
+  queued.Close();
+  EXPECT_TRUE(m.WaitCanceled(1)) << "the queued request was not dropped";
+  EXPECT_EQ(m.PendingRequestCount(), 0u);
+  running.Close();
+  EXPECT_TRUE(m.executor().WaitRunningCancelled()) << "the running request was not cancelled";
+  m.executor().Hold(false);
+  // Only the first request ran, and it knew it was cancelled when it finished.
+  for (int i = 0; i < 500 && m.executor().cancelled_when_released().empty(); ++i) {
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_EQ(m.executor().started(), 1);
+  EXPECT_EQ(m.executor().cancelled_when_released(), std::vector<bool>{true});
+  // A client that stays gets its answer.
+  Client stays(port());
+  Reply r = stays.Post("/v2/models/queue/infer", InferBody({1, 2, 3, 4}, 1));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("[2.0,4.0,6.0,8.0]"), std::string::npos) << r.body;
+  EXPECT_EQ(m.Statistics().failures[static_cast<size_t>(FailureReason::kCanceled)], 1u);
+}
+
+// Pipelining: the next request sent while the first is answered is not a disconnect.
+TEST_F(HttpServerTest, PipelinedRequestIsNotACancellation) {
+  testing::QueueModel& m = *manager_.queue;
+  m.executor().Hold(true);
+  Client c(port());
+  c.SendOnly("/v2/models/queue/infer", InferBody({1, 2, 3, 4}, 1));
+  ASSERT_TRUE(m.executor().WaitStarted(1));
+  c.SendOnly("/v2/models/queue/infer", InferBody({2, 2, 2, 2}, 1));
+  std::this_thread::sleep_for(50ms);
+  m.executor().Hold(false);
+  Reply first = c.Read();
+  Reply second = c.Read();
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(second.status, 200) << second.body;
+  EXPECT_NE(second.body.find("[4.0,4.0,4.0,4.0]"), std::string::npos) << second.body;
+  EXPECT_EQ(m.Statistics().failures[static_cast<size_t>(FailureReason::kCanceled)], 0u);
 }
 
 TEST_F(HttpServerTest, LifecycleErrors) {

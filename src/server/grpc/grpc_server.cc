@@ -27,8 +27,8 @@
 #include "grpc_service.grpc.pb.h"
 #include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
-#include "server/classification.h"
 #include "server/grpc/infer_grpc.h"
+#include "server/inference.h"
 #include "server/log_settings.h"
 #include "server/server_metadata.h"
 #include "server/status_map.h"
@@ -194,11 +194,18 @@ using Impl = GrpcServer::Impl;
 // The life of a call answered once: its first completion starts it (counted by CallStarted /
 // CallEnded; the next call of the same method is asked for while the server accepts), then
 // Handle() answers it; the completion after the answer ends it.
+//
+// A call that watches for cancellation (WatchDone, before the call is requested) also gets
+// gRPC's done notification (AsyncNotifyWhenDone): a cancelled call (the client went away, its
+// deadline passed) sets cancellation(). The object then lives until both the answer's
+// completion and the done notification have arrived; both come on this call's queue, whose one
+// thread runs them in turn. A call that never started gets no done notification.
 class OneAnswerCall : public Tag {
  public:
   void Proceed(bool ok) final {
     if (finishing_ || !ok) {
-      delete this;
+      answered_ = true;
+      MaybeDelete();
       return;
     }
     started_ = true;
@@ -215,12 +222,40 @@ class OneAnswerCall : public Tag {
   virtual void ListenAgain() = 0;
   virtual void Handle() = 0;
 
+  // Watches `ctx` (this call's context) for cancellation. REQUIRES: before the call is requested.
+  void WatchDone(grpc::ServerContext& ctx) {
+    watch_ = std::make_shared<Cancellation>();
+    watched_ctx_ = &ctx;
+    ctx.AsyncNotifyWhenDone(&done_tag_);
+  }
+  // Set when the watched call is cancelled; null unless WatchDone was called.
+  const std::shared_ptr<Cancellation>& cancellation() const { return watch_; }
+
   Impl* server_;
   grpc::ServerCompletionQueue* cq_;
   bool finishing_ = false;  // the answer was sent: the next completion is the last
 
  private:
-  bool started_ = false;  // the call arrived (it counts in CallStarted / CallEnded)
+  struct DoneTag final : Tag {
+    explicit DoneTag(OneAnswerCall* c) : call(c) {}
+    void Proceed(bool) override { call->OnDone(); }
+    OneAnswerCall* call;
+  };
+  void OnDone() {
+    done_ = true;
+    if (watched_ctx_->IsCancelled()) watch_->Cancel();
+    MaybeDelete();
+  }
+  void MaybeDelete() {
+    if (!started_ || (answered_ && (watch_ == nullptr || done_))) delete this;
+  }
+
+  bool started_ = false;   // the call arrived (it counts in CallStarted / CallEnded)
+  bool answered_ = false;  // the last completion of the call itself arrived
+  bool done_ = false;      // the done notification arrived
+  std::shared_ptr<Cancellation> watch_;
+  grpc::ServerContext* watched_ctx_ = nullptr;
+  DoneTag done_tag_{this};
 };
 
 // One unary call of one method. `Handler` fills the response and calls Finish (at once, or
@@ -233,12 +268,15 @@ class UnaryCall final : public OneAnswerCall {
                                       grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
   using Handler = void (*)(Impl*, UnaryCall*);
 
-  // Asks gRPC for the next call of this method on `cq`.
+  // Asks gRPC for the next call of this method on `cq`; with `watch_cancel` the call's
+  // cancellation() is set if the client cancels it.
   static void Listen(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request,
-                     Handler handler) {
-    auto* call = new UnaryCall(server, cq, request, handler);
+                     Handler handler, bool watch_cancel = false) {
+    auto* call = new UnaryCall(server, cq, request, handler, watch_cancel);
+    if (watch_cancel) call->WatchDone(call->ctx_);
     (server->service()->*request)(&call->ctx_, &call->request_, &call->responder_, cq, cq, call);
   }
+  using OneAnswerCall::cancellation;
 
   const Req& request() const { return request_; }
   Req* mutable_request() { return &request_; }
@@ -254,13 +292,19 @@ class UnaryCall final : public OneAnswerCall {
   void Finish(const Status& status) { Finish(ToGrpc(status)); }
 
  private:
-  UnaryCall(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request, Handler handler)
-      : OneAnswerCall(server, cq), request_fn_(request), handler_(handler), responder_(&ctx_) {}
-  void ListenAgain() override { Listen(server_, cq_, request_fn_, handler_); }
+  UnaryCall(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request, Handler handler,
+            bool watch_cancel)
+      : OneAnswerCall(server, cq),
+        request_fn_(request),
+        handler_(handler),
+        watch_cancel_(watch_cancel),
+        responder_(&ctx_) {}
+  void ListenAgain() override { Listen(server_, cq_, request_fn_, handler_, watch_cancel_); }
   void Handle() override { handler_(server_, this); }
 
   RequestFn request_fn_;
   Handler handler_;
+  bool watch_cancel_;
   grpc::ServerContext ctx_;
   Req request_;
   Resp response_;
@@ -269,75 +313,36 @@ class UnaryCall final : public OneAnswerCall {
 
 Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::string& name,
                                                   const std::string& version) {
-  if (name.empty()) return Status::InvalidArgument("the request names no model ('name' is empty)");
   KILN_ASSIGN_OR_RETURN(int64_t v, ParseModelVersion(version));
-  return server->manager()->GetModel(name, v);
+  return FindModel(*server->manager(), name, v);
 }
 
-// The model's answer to one request. A model that destroys its callback without calling it
-// (a broken LoadedModel contract) still gets the call answered, with INTERNAL, so no call and
-// no Stop ever waits for it.
-class InferCompletion {
+// The gRPC side of one inference (server/inference.h guarantees one Finish): the final result
+// goes to `done`, and the server counts it in flight until then (Stop waits for it).
+class GrpcInferSink final : public ResponseSink {
  public:
-  InferCompletion(Impl* server, std::string name, int64_t version,
-                  std::function<void(Result<InferResponse>)> done)
-      : server_(server), name_(std::move(name)), version_(version), done_(std::move(done)) {
+  GrpcInferSink(Impl* server, std::function<void(Result<InferResponse>)> done)
+      : server_(server), done_(std::move(done)) {
     server_->InferenceStarted();
   }
-  ~InferCompletion() {
-    if (done_) {
-      Deliver(Status::Internal(fmt::format(
-          "model '{}' version {} dropped the request without answering it", name_, version_)));
-    }
-  }
-  InferCompletion(const InferCompletion&) = delete;
-  InferCompletion& operator=(const InferCompletion&) = delete;
-
-  void Deliver(Result<InferResponse> result) {
-    std::function<void(Result<InferResponse>)> done = std::move(done_);
-    done_ = nullptr;
-    if (!done) return;
-    if (result.ok()) {
-      result->model_name = name_;
-      result->model_version = version_;
-    }
-    done(std::move(result));
+  // ModelInfer and ModelStreamInfer answer a tensor request once: a partial response has no
+  // message of its own yet.
+  void Send(InferResponse) override {}
+  void Finish(Result<InferResponse> result) override {
+    done_(std::move(result));
     server_->InferenceDone();
   }
 
  private:
   Impl* server_;
-  const std::string name_;
-  const int64_t version_;
   std::function<void(Result<InferResponse>)> done_;
 };
 
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
-// Replaces each output named in `class_counts` by its top-k classes (server/classification.h),
-// with the labels of the model's label_filename.
-Status ClassifyOutputs(const ModelSignature& signature,
-                       const std::vector<std::pair<std::string, int64_t>>& class_counts,
-                       InferResponse* response) {
-  for (const auto& [name, k] : class_counts) {
-    for (InferOutput& output : response->outputs) {
-      if (output.name != name) continue;
-      const auto labels = signature.output_labels.find(name);
-      Result<OwnedTensor> classes = Classify(output.tensor.view(), k, signature.max_batch_size > 0,
-                                             labels == signature.output_labels.end()
-                                                 ? std::span<const std::string>()
-                                                 : std::span<const std::string>(labels->second));
-      if (!classes.ok()) {
-        return Status::InvalidArgument(
-            fmt::format("output '{}': {}", name, classes.status().message()));
-      }
-      output.tensor = std::move(classes).value();
-    }
-  }
-  return Status::OK();
-}
-
-void StartInference(Impl* server, const inference::ModelInferRequest& msg,
-                    std::function<void(Result<InferResponse>)> done) {
+// `cancellation` (may be null) is set when the client goes away.
+void StartGrpcInference(Impl* server, const inference::ModelInferRequest& msg,
+                        std::shared_ptr<const Cancellation> cancellation,
+                        std::function<void(Result<InferResponse>)> done) {
   if (server->draining()) {
     done(Status::Unavailable("the server is shutting down: no new inference requests"));
     return;
@@ -353,31 +358,15 @@ void StartInference(Impl* server, const inference::ModelInferRequest& msg,
     done(request.status());
     return;
   }
-  std::shared_ptr<LoadedModel> loaded = std::move(model).value();
-  (*request)->model_name = loaded->name();
-  (*request)->model_version = loaded->version();
+  (*request)->cancellation = std::move(cancellation);
   // Classification extension: outputs asked for their top-k classes are replaced by them.
-  std::vector<std::pair<std::string, int64_t>> class_counts;
+  std::vector<ClassifyOutput> classify;
   for (const auto& out : msg.outputs()) {
     const Result<int64_t> k = ClassCount(out);  // checked by DecodeModelInferRequest
-    if (k.ok() && *k > 0) class_counts.emplace_back(out.name(), *k);
+    if (k.ok() && *k > 0) classify.push_back({out.name(), *k});
   }
-  if (!class_counts.empty()) {
-    done = [loaded, class_counts = std::move(class_counts),
-            done = std::move(done)](Result<InferResponse> result) mutable {
-      if (result.ok()) {
-        Status s = ClassifyOutputs(loaded->signature(), class_counts, &result.value());
-        if (!s.ok()) result = s;
-      }
-      done(std::move(result));
-    };
-  }
-  auto completion =
-      std::make_shared<InferCompletion>(server, loaded->name(), loaded->version(), std::move(done));
-  loaded->Infer(std::move(request).value(),
-                [completion = std::move(completion)](Result<InferResponse> result) {
-                  completion->Deliver(std::move(result));
-                });
+  StartInference(std::move(model).value(), std::move(request).value(), std::move(classify),
+                 std::make_shared<GrpcInferSink>(server, std::move(done)));
 }
 
 // ---- unary handlers ----
@@ -610,16 +599,17 @@ void HandleInfer(Impl* server, InferCall* call) {
     call->Finish(parsed);
     return;
   }
-  StartInference(server, *request, [call, request](Result<InferResponse> result) {
-    if (!result.ok()) {
-      call->Finish(result.status());
-      return;
-    }
-    inference::ModelInferResponse response;
-    Status s = EncodeModelInferResponse(*result, &response);
-    if (s.ok()) s = SerializeResponse(response, call->response());
-    call->Finish(s);
-  });
+  StartGrpcInference(server, *request, call->cancellation(),
+                     [call, request](Result<InferResponse> result) {
+                       if (!result.ok()) {
+                         call->Finish(result.status());
+                         return;
+                       }
+                       inference::ModelInferResponse response;
+                       Status s = EncodeModelInferResponse(*result, &response);
+                       if (s.ok()) s = SerializeResponse(response, call->response());
+                       call->Finish(s);
+                     });
 }
 
 using LogCall = UnaryCall<inference::LogSettingsRequest, inference::LogSettingsResponse>;
@@ -719,6 +709,7 @@ class StreamCall {
  public:
   static void Listen(Impl* server, grpc::ServerCompletionQueue* cq) {
     auto* call = new StreamCall(server, cq);
+    call->ctx_.AsyncNotifyWhenDone(&call->done_tag_);
     server->service()->RequestModelStreamInfer(&call->ctx_, &call->stream_, cq, cq,
                                                &call->accept_tag_);
   }
@@ -775,23 +766,24 @@ class StreamCall {
     const std::string id = request.id();
     const std::string model = request.model_name();
     const std::string version = request.model_version();
-    StartInference(server_, request, [this, id, model, version](Result<InferResponse> result) {
-      inference::ModelStreamInferResponse response;
-      Status status = result.status();
-      if (result.ok())
-        status = EncodeModelInferResponse(*result, response.mutable_infer_response());
-      if (!status.ok()) {
-        response.Clear();
-        response.set_error_message(std::string(status.message()));
-        auto* r = response.mutable_infer_response();
-        r->set_id(id);
-        r->set_model_name(model);
-        r->set_model_version(version);
-      }
-      (*response.mutable_infer_response()->mutable_parameters())["triton_final_response"]
-          .set_bool_param(true);
-      Enqueue(std::move(response));
-    });
+    StartGrpcInference(
+        server_, request, cancel_, [this, id, model, version](Result<InferResponse> result) {
+          inference::ModelStreamInferResponse response;
+          Status status = result.status();
+          if (result.ok())
+            status = EncodeModelInferResponse(*result, response.mutable_infer_response());
+          if (!status.ok()) {
+            response.Clear();
+            response.set_error_message(std::string(status.message()));
+            auto* r = response.mutable_infer_response();
+            r->set_id(id);
+            r->set_model_name(model);
+            r->set_model_version(version);
+          }
+          (*response.mutable_infer_response()->mutable_parameters())["triton_final_response"]
+              .set_bool_param(true);
+          Enqueue(std::move(response));
+        });
   }
 
   void Enqueue(const inference::ModelStreamInferResponse& response) {
@@ -819,8 +811,9 @@ class StreamCall {
     std::lock_guard<std::mutex> lock(mu_);
     outgoing_.pop_front();
     if (!ok) {
-      broken_ = true;  // the client is gone: drop what is left
+      broken_ = true;  // the client is gone: drop what is left, give up on what is running
       outgoing_.clear();
+      cancel_->Cancel();
     }
     if (!outgoing_.empty()) {
       stream_.Write(outgoing_.front(), &write_tag_);
@@ -837,7 +830,18 @@ class StreamCall {
     stream_.Finish(grpc::Status::OK, &finish_tag_);
   }
 
-  void OnFinish(bool) { delete this; }
+  // The stream's own last completion and gRPC's done notification (a cancelled stream cancels
+  // every request of it still queued or running) both come on this call's queue; the object
+  // lives until both have.
+  void OnFinish(bool) {
+    finished_ = true;
+    if (done_) delete this;
+  }
+  void OnDone(bool) {
+    done_ = true;
+    if (ctx_.IsCancelled()) cancel_->Cancel();
+    if (finished_) delete this;
+  }
 
   Impl* server_;
   grpc::ServerCompletionQueue* cq_;
@@ -849,6 +853,12 @@ class StreamCall {
   OpTag read_tag_{this, &StreamCall::OnRead};
   OpTag write_tag_{this, &StreamCall::OnWrite};
   OpTag finish_tag_{this, &StreamCall::OnFinish};
+  OpTag done_tag_{this, &StreamCall::OnDone};
+  // Shared by every request of the stream: set when the client cancels the stream or a write
+  // to it fails.
+  std::shared_ptr<Cancellation> cancel_ = std::make_shared<Cancellation>();
+  bool finished_ = false;  // OnFinish ran (CQ thread only)
+  bool done_ = false;      // OnDone ran (CQ thread only)
   std::mutex mu_;
   std::deque<grpc::ByteBuffer> outgoing_;  // serialized responses, front being written; mu_
   int pending_ = 0;                        // requests read and not yet answered; mu_
@@ -873,7 +883,9 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
   LoadCall::Listen(this, cq, &S::RequestRepositoryModelLoad, &HandleLoad);
   UnloadCall::Listen(this, cq, &S::RequestRepositoryModelUnload, &HandleUnload);
   // Several pending ModelInfer calls per queue, so a burst of clients is accepted at once.
-  for (int i = 0; i < 8; ++i) InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer);
+  for (int i = 0; i < 8; ++i) {
+    InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer, /*watch_cancel=*/true);
+  }
   StreamCall::Listen(this, cq);
   using namespace inference;  // the unimplemented RPCs' message types
   UnaryCall<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>::Listen(

@@ -3,11 +3,18 @@
 // and the endpoint handlers.
 //
 // NOTE on lifetimes and shutdown. Everything async holds a shared_ptr<Session>; the io_context
-// keeps running while it has work. An inference in flight holds an InferTicket (owned by the
-// model's callback) that carries the Session and a work guard on the io_context, so the io
-// threads cannot run out of work (and Stop cannot return) before the model answers. The
-// ticket posts the answer to the session's strand and drops both at once; a ticket destroyed
-// without being called answers INTERNAL instead of leaving the connection hanging. Stop() sets
+// keeps running while it has work. An inference in flight holds an HttpInferSink (the
+// ResponseSink of server/inference.h, which guarantees it exactly one Finish) that carries the
+// Session and a work guard on the io_context, so the io threads cannot run out of work (and
+// Stop cannot return) before the model answers. The sink posts the answer to the session's
+// strand and drops both at once.
+//
+// NOTE on cancellation. While its answer is pending, a session watches its socket for reading
+// (an async_wait, no data consumed). Readable then means the client closed the connection (a
+// zero-byte peek, or an error), or it sent its next request already (pipelining: the bytes stay
+// for the next read and the watch ends). A close sets the request's Cancellation, so a queued
+// request is dropped from its model's queue, and closes the session; the answer, when it comes,
+// finds the session closed and is discarded. Stop() sets
 // `stopping_`, closes the acceptor, tells every session (idle readers close at once; busy ones
 // close after their response is written), releases the main work guard and joins the threads:
 // they return exactly when the last connection is gone. A session checks `stopping_` before
@@ -15,7 +22,7 @@
 //
 // NOTE on lifecycle requests (repository load / unload): they block for as long as a model
 // takes to load or drain, so they run on a one-thread control pool, never on an io thread. The
-// task holds the Session and a work guard like an InferTicket and posts its answer back to the
+// task holds the Session and a work guard like an HttpInferSink and posts its answer back to the
 // session's strand. Stop joins the pool after the io threads: a load in progress is finished.
 //
 // NOTE on draining (StartDraining): readiness turns false and new inference and load requests
@@ -33,6 +40,7 @@
 #include "server/http/http_server.h"
 
 #include <fmt/format.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -47,6 +55,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <exception>
@@ -63,7 +72,6 @@
 #include "base/logging.h"
 #include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
-#include "server/classification.h"
 #include "server/http/compression.h"
 #include "server/http/config_json.h"
 #include "server/http/infer_json.h"
@@ -72,6 +80,7 @@
 #include "server/http/repository_json.h"
 #include "server/http/router.h"
 #include "server/http/stats_json.h"
+#include "server/inference.h"
 #include "server/json_writer.h"
 #include "server/listener.h"
 #include "server/server_metadata.h"
@@ -260,46 +269,34 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Response> response_;
   std::unique_ptr<char[]> linger_buffer_;
 
-  // The inference in flight: what the response echoes and how it is encoded.
-  std::string infer_model_name_;
-  int64_t infer_model_version_ = 0;
-  std::string infer_id_;
+  // Watches the socket while an answer is pending (NOTE on cancellation).
+  void WatchForDisconnect();
+  void OnReadableWhilePending(beast::error_code ec);
+
+  // The inference in flight: how the response is encoded, and its cancellation.
   ResponseEncoding infer_encoding_;
   ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
-  bool infer_batched_ = false;  // the model's max_batch_size > 0 (classification shape)
-  // Labels of the outputs requested with a class count.
-  std::unordered_map<std::string, std::vector<std::string>> infer_labels_;
+  std::shared_ptr<Cancellation> infer_cancel_;  // null: no inference pending
 };
 
-// Carries a Session and a work guard from Infer() to the model's callback; see the NOTE above.
-class InferTicket {
+// Carries a Session and a work guard from the model to the session's strand; see the NOTE
+// above. Finish is called exactly once (server/inference.h guarantees it).
+class HttpInferSink final : public ResponseSink {
  public:
-  InferTicket(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server)
+  HttpInferSink(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server)
       : session_(std::move(session)), work_(std::move(work)), server_(server) {
     server_->InferStarted();
   }
-  ~InferTicket() {
-    if (session_) {
-      Deliver(Status::Internal("the model released the request without answering it"));
-    }
-  }
-  InferTicket(const InferTicket&) = delete;
-  InferTicket& operator=(const InferTicket&) = delete;
+  HttpInferSink(const HttpInferSink&) = delete;
+  HttpInferSink& operator=(const HttpInferSink&) = delete;
 
-  void Deliver(Result<InferResponse> result) {
-    std::shared_ptr<Session> session;
-    std::optional<WorkGuard> work;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!session_) {
-        KILN_LOG_ERROR("a model called its inference callback more than once; ignored");
-        return;
-      }
-      session = std::move(session_);
-      work.emplace(std::move(*work_));
-      session_.reset();
-      work_.reset();
-    }
+  // The v2 infer endpoint answers once: a partial response has no HTTP encoding here.
+  void Send(InferResponse) override {}
+
+  void Finish(Result<InferResponse> result) override {
+    std::shared_ptr<Session> session = std::move(session_);
+    std::optional<WorkGuard> work = std::move(work_);
+    work_.reset();
     server_->InferFinished();
     net::any_io_executor ex = session->executor();
     net::post(ex, [session = std::move(session), result = std::move(result)]() mutable {
@@ -309,9 +306,8 @@ class InferTicket {
   }
 
  private:
-  std::mutex mu_;
-  std::shared_ptr<Session> session_;  // guarded by mu_
-  std::optional<WorkGuard> work_;     // guarded by mu_
+  std::shared_ptr<Session> session_;
+  std::optional<WorkGuard> work_;
   HttpServer::Impl* const server_;
 };
 
@@ -557,7 +553,7 @@ void Session::HandleInfer(const Route& route) {
   const ContentCoding response_coding =
       ChooseResponseCoding(ToStd(req[http::field::accept_encoding]));
   Result<std::shared_ptr<LoadedModel>> model =
-      server_->manager()->GetModel(route.model, route.version);
+      FindModel(*server_->manager(), route.model, route.version);
   if (!model.ok()) {
     SendError(model.status());
     return;
@@ -571,30 +567,45 @@ void Session::HandleInfer(const Route& route) {
     return;
   }
   std::unique_ptr<InferRequest> request = std::move(parsed->request);
-  const std::shared_ptr<LoadedModel>& loaded = *model;
-  request->model_name = loaded->name();
-  request->model_version = loaded->version();
-  if (Status s = CheckRequestedOutputs(*request, loaded->signature()); !s.ok()) {
-    SendError(s);
-    return;
-  }
-  infer_model_name_ = loaded->name();
-  infer_model_version_ = loaded->version();
-  infer_id_ = request->id;
   infer_encoding_ = std::move(parsed->encoding);
   infer_response_coding_ = response_coding;
-  infer_batched_ = loaded->signature().max_batch_size > 0;
-  infer_labels_.clear();
+  std::vector<ClassifyOutput> classify;
   for (const OutputEncoding& o : infer_encoding_.outputs) {
-    if (o.class_count == 0) continue;
-    const auto labels = loaded->signature().output_labels.find(o.name);
-    if (labels != loaded->signature().output_labels.end()) infer_labels_[o.name] = labels->second;
+    if (o.class_count > 0) classify.push_back({o.name, o.class_count});
   }
-  auto ticket =
-      std::make_shared<InferTicket>(shared_from_this(), server_->MakeWorkGuard(), server_);
-  loaded->Infer(std::move(request), [ticket = std::move(ticket)](Result<InferResponse> result) {
-    ticket->Deliver(std::move(result));
-  });
+  infer_cancel_ = std::make_shared<Cancellation>();
+  request->cancellation = infer_cancel_;
+  auto sink =
+      std::make_shared<HttpInferSink>(shared_from_this(), server_->MakeWorkGuard(), server_);
+  StartInference(std::move(model).value(), std::move(request), std::move(classify),
+                 std::move(sink));
+  // An answer given at once is already posted; otherwise watch for the client leaving.
+  if (infer_cancel_ != nullptr) WatchForDisconnect();
+}
+
+void Session::WatchForDisconnect() {
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      beast::bind_front_handler(&Session::OnReadableWhilePending, shared_from_this()));
+}
+
+void Session::OnReadableWhilePending(beast::error_code ec) {
+  if (ec == net::error::operation_aborted || infer_cancel_ == nullptr || state_ == State::kClosed) {
+    return;  // answered (the watch was cancelled) or closed meanwhile
+  }
+  if (!ec) {
+    char byte = 0;
+    const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;  // the next request, pipelined: it stays for the next read
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      WatchForDisconnect();  // nothing there after all
+      return;
+    }
+  }
+  // The client closed the connection (or it failed) before its answer: give up on it.
+  std::shared_ptr<Cancellation> cancel = std::move(infer_cancel_);
+  cancel->Cancel();
+  Close();
 }
 
 void Session::HandleStats(const Route& route) {
@@ -706,30 +717,17 @@ void Session::OnControlDone(const Status& status) {
 }
 
 void Session::OnInferDone(Result<InferResponse> result) {
+  if (infer_cancel_ != nullptr) {
+    infer_cancel_.reset();
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);  // ends the disconnect watch (operation_aborted)
+  }
   if (state_ == State::kClosed) return;
   if (!result.ok()) {
     SendError(result.status());
     return;
   }
   InferResponse& response = result.value();
-  response.model_name = infer_model_name_;
-  response.model_version = infer_model_version_;
-  response.id = infer_id_;
-  for (InferOutput& output : response.outputs) {
-    const int64_t k = infer_encoding_.ClassCount(output.name);
-    if (k == 0) continue;
-    const auto labels = infer_labels_.find(output.name);
-    Result<OwnedTensor> classes =
-        Classify(output.tensor.view(), k, infer_batched_,
-                 labels == infer_labels_.end() ? std::span<const std::string>()
-                                               : std::span<const std::string>(labels->second));
-    if (!classes.ok()) {
-      SendError(Status::InvalidArgument(
-          fmt::format("output '{}': {}", output.name, classes.status().message())));
-      return;
-    }
-    output.tensor = std::move(classes).value();
-  }
   EncodedInferResponse encoded;
   if (Status s = EncodeInferResponse(response, infer_encoding_, &encoded); !s.ok()) {
     SendError(s);

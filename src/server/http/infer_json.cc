@@ -832,24 +832,6 @@ Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& b
   return std::move(parsed.request);
 }
 
-Status CheckRequestedOutputs(const InferRequest& request, const ModelSignature& signature) {
-  std::unordered_set<std::string_view> requested;
-  for (const RequestedOutput& output : request.outputs) {
-    const bool known =
-        std::any_of(signature.outputs.begin(), signature.outputs.end(),
-                    [&](const TensorSpec& spec) { return spec.name == output.name; });
-    if (!known) {
-      return Status::InvalidArgument(fmt::format("unexpected inference output '{}' for model '{}'",
-                                                 output.name, signature.name));
-    }
-    if (!requested.insert(output.name).second) {
-      return Status::InvalidArgument(
-          fmt::format("output '{}' is requested more than once", output.name));
-    }
-  }
-  return Status::OK();
-}
-
 Status EncodeInferResponse(const InferResponse& response, const ResponseEncoding& encoding,
                            EncodedInferResponse* out) {
   std::string& body = out->body;

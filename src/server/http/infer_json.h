@@ -6,8 +6,6 @@
 //
 //   auto body = std::make_shared<const std::string>(std::move(http_body));
 //   KILN_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, json_bytes));
-//   parsed.request->model_name = ...;
-//   KILN_RETURN_IF_ERROR(CheckRequestedOutputs(*parsed.request, model->signature()));
 //   ...                                     // later, with the model's response:
 //   EncodedInferResponse encoded;
 //   Status s = EncodeInferResponse(response, parsed.encoding, &encoded);
@@ -111,9 +109,6 @@ Result<ParsedInferRequest> ParseRawBinaryInferRequest(std::shared_ptr<const std:
 
 // A body that is all JSON (no binary section). Nothing in the result refers to `body`.
 Result<std::unique_ptr<InferRequest>> ParseInferRequestJson(const std::string& body);
-
-// INVALID_ARGUMENT when a requested output is not an output of the model, or is requested twice.
-Status CheckRequestedOutputs(const InferRequest& request, const ModelSignature& signature);
 
 // Appends the response JSON (1.9): id (only when non-empty), model_name, model_version (as a
 // string), outputs with name/datatype/shape/data. INVALID_ARGUMENT for an FP16/BF16 output (no

@@ -70,8 +70,6 @@ TEST(InferJsonParseTest, FullRequest) {
   ASSERT_EQ(req.outputs.size(), 2u);
   EXPECT_EQ(req.outputs[0].name, "OUTPUT0");
   EXPECT_EQ(req.outputs[1].name, "OUTPUT1");
-  EXPECT_TRUE(req.model_name.empty());
-  EXPECT_EQ(req.model_version, -1);
   EXPECT_EQ(req.priority, 1u);
   EXPECT_EQ(req.timeout_us, 0u);
 }
@@ -369,24 +367,6 @@ TEST(InferJsonParseTest, PaddedBodyParsesInPlace) {
   auto r = Parse(body);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->inputs[0].tensor.data<int8_t>()[1], -2);
-}
-
-TEST(CheckRequestedOutputsTest, UnknownAndDuplicate) {
-  ModelSignature sig;
-  sig.name = "m";
-  sig.outputs = {{"OUTPUT0", DataType::kFloat32, {16}}, {"OUTPUT1", DataType::kFloat32, {16}}};
-  InferRequest req;
-  EXPECT_TRUE(CheckRequestedOutputs(req, sig).ok());
-  req.outputs = {{"OUTPUT1"}};
-  EXPECT_TRUE(CheckRequestedOutputs(req, sig).ok());
-  req.outputs = {{"OUTPUT1"}, {"NOPE"}};
-  Status s = CheckRequestedOutputs(req, sig);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("'NOPE'"), std::string::npos) << s.message();
-  req.outputs = {{"OUTPUT0"}, {"OUTPUT0"}};
-  s = CheckRequestedOutputs(req, sig);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("more than once"), std::string::npos) << s.message();
 }
 
 template <typename T>
