@@ -12,7 +12,10 @@ the runs alternate (A, B, A, B, ...; --repeats pairs); the reported number is th
                 HTTP JSON: throughput at equal p99, p99 at equal throughput (open loop)
   5. protocols  HTTP JSON vs HTTP binary vs gRPC on add_sub at concurrency 1, 16 and 64, and
                 kiln's added latency: its p50 at concurrency 1 minus that of kiln_null_server
-                (a stand-in that does no work) over the same protocol
+                (a stand-in that does no work) over the same protocol; then a large tensor, one
+                [1,3,224,224] FP32 image (600 KB binary, about 3 MB as JSON) into a model that
+                costs little (image_pool): p50 at concurrency 1 per protocol, and the time kiln
+                adds over the engine (p50 minus the server's own compute time)
 
 Scenarios 1-3 use `mlp`, a 3-layer 512-wide FP32 MLP generated here with onnx (batch-1 inference
 is matrix-vector work; batches turn it into matrix-matrix work). Scenario 4 needs Debian's
@@ -211,6 +214,31 @@ def make_mlp(path, width=512, layers=3):
     onnx.save(model, path)
 
 
+def make_image_pool(path, classes=1000):
+    """One [1,3,224,224] image -> GlobalAveragePool -> [1,3] x [3,classes]: a model whose
+    request is as large as MobileNetV2's and whose engine time is small, so what is measured is
+    the protocol's handling of a large tensor."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((3, classes)).astype(np.float32), "w")
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 3])
+    nodes = [helper.make_node("GlobalAveragePool", ["INPUT"], ["p"]),
+             helper.make_node("Constant", [], ["s"], value=shape),
+             helper.make_node("Reshape", ["p", "s"], ["f"]),
+             helper.make_node("MatMul", ["f", "w"], ["OUTPUT"])]
+    graph = helper.make_graph(
+        nodes, "image_pool",
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, [1, 3, 224, 224])],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, [1, classes])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
 def write_model(repo, name, onnx_path, io, max_batch=16, batching=None, instances=1):
     """repo/name/{config.pbtxt, 1/model.onnx}. io: [(kind, name, dims)]; batching: None (off) or
     dict(delay_us=.., preferred=[..])."""
@@ -372,6 +400,41 @@ def scenario_protocols(s):
         kiln_p50 = med[(proto, 1)]["p50_us"]
         md.append(f"| {proto} | {kiln_p50:.0f} | {floor['p50_us']:.0f} | "
                   f"{kiln_p50 - floor['p50_us']:.0f} |")
+    md += ["", *scenario_large_tensor(s)]
+    return md
+
+
+def scenario_large_tensor(s):
+    """One [1,3,224,224] FP32 input per request over each protocol, concurrency 1."""
+    protos = ("http-json", "http-binary", "grpc")
+    repo = os.path.join(s.tmp, "large_repo")
+    onnx_path = os.path.join(s.tmp, "image_pool.onnx")
+    make_image_pool(onnx_path)
+    write_model(repo, "image_pool", onnx_path,
+                [("in", "INPUT", [1, 3, 224, 224]), ("out", "OUTPUT", [1, 1000])], max_batch=0)
+    md = ["### A large tensor: one [1,3,224,224] FP32 input (image_pool), concurrency 1", "",
+          "Added over the engine: p50 minus the server's compute time per request (input "
+          "gathering, the run and output slicing), i.e. what reading, parsing, converting and "
+          "answering cost.", "",
+          "| protocol | infer/s | p50 us | p99 us | server compute us | added over the engine us |",
+          "|---|---|---|---|---|---|"]
+    sv = Server(s.args, "image_pool", repo)
+    try:
+        runs = {p: [] for p in protos}
+        for _ in range(s.args.repeats):
+            for proto in protos:
+                runs[proto].append(s.bench(sv, "image_pool", ("c", 1), proto,
+                                           label=f"image_pool {proto}"))
+        for proto in protos:
+            m = median_point(runs[proto])
+            compute = statistics.median(
+                p.get("server", {}).get("compute_input_us", 0) +
+                p.get("server", {}).get("compute_infer_us", 0) +
+                p.get("server", {}).get("compute_output_us", 0) for p in runs[proto])
+            md.append(f"| {proto} | {m['throughput']:.0f} | {m['p50_us']:.0f} | "
+                      f"{m['p99_us']:.0f} | {compute:.0f} | {m['p50_us'] - compute:.0f} |")
+    finally:
+        sv.stop()
     return md
 
 

@@ -57,12 +57,18 @@ class InferenceSink final : public ResponseSink {
 
   void Send(InferResponse partial) override {
     if (finished_.load(std::memory_order_acquire)) return;
-    Classified(partial);
+    if (Status s = Classified(partial); !s.ok()) {
+      // The request fails with the error; the model's own final answer is then dropped quietly.
+      failed_early_.store(true, std::memory_order_release);
+      Finish(std::move(s));
+      return;
+    }
     out_->Send(std::move(partial));
   }
 
   void Finish(Result<InferResponse> result) override {
     if (finished_.exchange(true, std::memory_order_acq_rel)) {
+      if (failed_early_.load(std::memory_order_acquire)) return;
       KILN_LOG_ERROR(
           "model '{}' version {} answered a request twice; the second answer is "
           "dropped",
@@ -87,6 +93,7 @@ class InferenceSink final : public ResponseSink {
   std::vector<ClassifyOutput> classify_;
   std::shared_ptr<ResponseSink> out_;
   std::atomic<bool> finished_{false};
+  std::atomic<bool> failed_early_{false};  // a partial response failed classification
 };
 
 }  // namespace

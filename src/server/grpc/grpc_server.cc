@@ -76,6 +76,25 @@ Status SerializeResponse(const Msg& msg, grpc::ByteBuffer* out) {
   return Status::Internal("cannot serialize the response: " + s.error_message());
 }
 
+// A message in wire form as gRPC's buffer, without joining it: the bytes kiln wrote are copied
+// into slices (they are small), and each borrowed output tensor becomes a slice over its own
+// memory that holds the tensor until gRPC has written it.
+grpc::ByteBuffer ToByteBuffer(WireMessage wire) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(wire.pieces().size());
+  for (WireMessage::Piece& p : wire.pieces()) {
+    if (!p.tensor.valid()) {
+      slices.emplace_back(p.bytes);
+      continue;
+    }
+    auto* held = new OwnedTensor(std::move(p.tensor));
+    slices.emplace_back(
+        held->raw_data(), held->size_bytes(),
+        [](void* tensor) { delete static_cast<OwnedTensor*>(tensor); }, held);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
 grpc::Status ToGrpc(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(GrpcStatusFor(status.code())),
@@ -340,9 +359,11 @@ class GrpcInferSink final : public ResponseSink {
 
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
 // `cancellation` (may be null) is set when the client goes away.
-void StartGrpcInference(Impl* server, const inference::ModelInferRequest& msg,
+// The request's numeric raw inputs borrow the message's bytes: `msg` lives until they are gone.
+void StartGrpcInference(Impl* server, std::shared_ptr<const inference::ModelInferRequest> msg_ptr,
                         std::shared_ptr<const Cancellation> cancellation,
                         std::function<void(Result<InferResponse>)> done) {
+  const inference::ModelInferRequest& msg = *msg_ptr;
   if (server->draining()) {
     done(Status::Unavailable("the server is shutting down: no new inference requests"));
     return;
@@ -353,7 +374,7 @@ void StartGrpcInference(Impl* server, const inference::ModelInferRequest& msg,
     done(model.status());
     return;
   }
-  Result<std::unique_ptr<InferRequest>> request = DecodeModelInferRequest(msg);
+  Result<std::unique_ptr<InferRequest>> request = DecodeModelInferRequest(msg, std::move(msg_ptr));
   if (!request.ok()) {
     done(request.status());
     return;
@@ -589,7 +610,8 @@ void HandleUnload(Impl* server, UnloadCall* call) {
 }
 
 // ModelInfer arrives raw (see Service): the request bytes are parsed here, and the response is
-// serialized into the call's response buffer. The parsed request lives until the model answers.
+// encoded straight into the call's response buffer. The parsed request lives as long as the
+// inputs that borrow its bytes.
 using InferCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>;
 void HandleInfer(Impl* server, InferCall* call) {
   auto request = std::make_shared<inference::ModelInferRequest>();
@@ -599,16 +621,19 @@ void HandleInfer(Impl* server, InferCall* call) {
     call->Finish(parsed);
     return;
   }
-  StartGrpcInference(server, *request, call->cancellation(),
-                     [call, request](Result<InferResponse> result) {
+  StartGrpcInference(server, std::move(request), call->cancellation(),
+                     [call](Result<InferResponse> result) {
                        if (!result.ok()) {
                          call->Finish(result.status());
                          return;
                        }
-                       inference::ModelInferResponse response;
-                       Status s = EncodeModelInferResponse(*result, &response);
-                       if (s.ok()) s = SerializeResponse(response, call->response());
-                       call->Finish(s);
+                       Result<WireMessage> wire = EncodeModelInferResponse(*result);
+                       if (!wire.ok()) {
+                         call->Finish(wire.status());
+                         return;
+                       }
+                       *call->response() = ToByteBuffer(std::move(wire).value());
+                       call->Finish(Status::OK());
                      });
 }
 
@@ -746,8 +771,8 @@ class StreamCall {
       MaybeFinishLocked();
       return;
     }
-    inference::ModelInferRequest request;
-    const Status parsed = ParseRawRequest(&incoming_, &request);
+    auto request = std::make_shared<inference::ModelInferRequest>();
+    const Status parsed = ParseRawRequest(&incoming_, request.get());
     incoming_.Clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -756,51 +781,66 @@ class StreamCall {
     stream_.Read(&incoming_, &read_tag_);
     if (!parsed.ok()) {
       // Answered in the stream, like any failed request; the stream goes on.
-      inference::ModelStreamInferResponse response;
-      response.set_error_message(std::string(parsed.message()));
-      (*response.mutable_infer_response()->mutable_parameters())["triton_final_response"]
-          .set_bool_param(true);
-      Enqueue(std::move(response));
+      Enqueue(ErrorResponse(parsed, "", "", ""));
       return;
     }
-    const std::string id = request.id();
-    const std::string model = request.model_name();
-    const std::string version = request.model_version();
-    StartGrpcInference(
-        server_, request, cancel_, [this, id, model, version](Result<InferResponse> result) {
-          inference::ModelStreamInferResponse response;
-          Status status = result.status();
-          if (result.ok())
-            status = EncodeModelInferResponse(*result, response.mutable_infer_response());
-          if (!status.ok()) {
-            response.Clear();
-            response.set_error_message(std::string(status.message()));
-            auto* r = response.mutable_infer_response();
-            r->set_id(id);
-            r->set_model_name(model);
-            r->set_model_version(version);
-          }
-          (*response.mutable_infer_response()->mutable_parameters())["triton_final_response"]
-              .set_bool_param(true);
-          Enqueue(std::move(response));
-        });
+    std::string id = request->id();
+    std::string model = request->model_name();
+    std::string version = request->model_version();
+    StartGrpcInference(server_, std::move(request), cancel_,
+                       [this, id = std::move(id), model = std::move(model),
+                        version = std::move(version)](Result<InferResponse> result) {
+                         Status status = result.status();
+                         if (status.ok()) {
+                           Result<WireMessage> wire =
+                               EncodeModelInferResponse(*result, FinalResponseHead());
+                           if (wire.ok()) {
+                             Enqueue(ToByteBuffer(std::move(wire).value().NestedAs(
+                                 inference::ModelStreamInferResponse::kInferResponseFieldNumber)));
+                             return;
+                           }
+                           status = wire.status();
+                         }
+                         Enqueue(ErrorResponse(status, id, model, version));
+                       });
   }
 
-  void Enqueue(const inference::ModelStreamInferResponse& response) {
+  // The inner response's parameters of every answer: each request of the stream has one.
+  static inference::ModelInferResponse FinalResponseHead() {
+    inference::ModelInferResponse head;
+    (*head.mutable_parameters())["triton_final_response"].set_bool_param(true);
+    return head;
+  }
+
+  // A failed request's answer in the stream: the error, and the request's identity.
+  static Result<grpc::ByteBuffer> ErrorResponse(const Status& status, const std::string& id,
+                                                const std::string& model,
+                                                const std::string& version) {
+    inference::ModelStreamInferResponse response;
+    response.set_error_message(std::string(status.message()));
+    inference::ModelInferResponse* r = response.mutable_infer_response();
+    *r = FinalResponseHead();
+    r->set_id(id);
+    r->set_model_name(model);
+    r->set_model_version(version);
     grpc::ByteBuffer bytes;
-    const Status serialized = SerializeResponse(response, &bytes);
+    KILN_RETURN_IF_ERROR(SerializeResponse(response, &bytes));
+    return bytes;
+  }
+
+  void Enqueue(Result<grpc::ByteBuffer> bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     --pending_;
     if (broken_) {
       MaybeFinishLocked();
       return;
     }
-    if (!serialized.ok()) {
-      KILN_LOG_ERROR("ModelStreamInfer: {}", serialized.message());
+    if (!bytes.ok()) {
+      KILN_LOG_ERROR("ModelStreamInfer: {}", bytes.status().message());
       MaybeFinishLocked();
       return;
     }
-    outgoing_.push_back(std::move(bytes));
+    outgoing_.push_back(std::move(bytes).value());
     if (!writing_) {
       writing_ = true;
       stream_.Write(outgoing_.front(), &write_tag_);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/raw_tensor.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
@@ -199,44 +200,10 @@ Status FillFromTyped(const InputTensor& in, DataType dtype, int64_t count, Owned
   return Status::Internal(fmt::format("input '{}': unhandled datatype", name));
 }
 
-// Splits raw BYTES data into its elements; the count must match exactly.
-Result<std::vector<std::string_view>> SplitRawBytes(std::string_view raw, std::string_view input,
-                                                    int64_t count) {
-  std::vector<std::string_view> elements;
-  size_t pos = 0;
-  while (pos < raw.size()) {
-    if (raw.size() - pos < 4) {
-      return Status::InvalidArgument(
-          fmt::format("input '{}': BYTES element {} has a truncated 4-byte length prefix", input,
-                      elements.size()));
-    }
-    uint32_t len = 0;
-    for (int b = 3; b >= 0; --b) {
-      len = (len << 8) | static_cast<unsigned char>(raw[pos + static_cast<size_t>(b)]);
-    }
-    pos += 4;
-    if (len > raw.size() - pos) {
-      return Status::InvalidArgument(
-          fmt::format("input '{}': BYTES element {} declares {} bytes but only {} remain", input,
-                      elements.size(), len, raw.size() - pos));
-    }
-    if (static_cast<int64_t>(elements.size()) >= count) {
-      return Status::InvalidArgument(fmt::format(
-          "input '{}': raw contents hold more than the {} BYTES elements its shape needs", input,
-          count));
-    }
-    elements.push_back(raw.substr(pos, len));
-    pos += len;
-  }
-  if (static_cast<int64_t>(elements.size()) != count) {
-    return Status::InvalidArgument(
-        fmt::format("input '{}': raw contents hold {} BYTES elements but its shape needs {}", input,
-                    elements.size(), count));
-  }
-  return elements;
-}
-
-Result<InferInput> DecodeInput(const InputTensor& in, const std::string* raw) {
+// One input. Raw contents are borrowed from the message (kept alive by `owner`) when `owner` is
+// set and the bytes are aligned for the datatype; copied otherwise.
+Result<InferInput> DecodeInput(const InputTensor& in, const std::string* raw,
+                               const std::shared_ptr<const void>& owner) {
   const std::string& name = in.name();
   const std::optional<DataType> dtype = DataTypeFromName(in.datatype());
   if (!dtype || *dtype == DataType::kInvalid) {
@@ -268,37 +235,20 @@ Result<InferInput> DecodeInput(const InputTensor& in, const std::string* raw) {
   KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(Dims(in)));
 
   if (raw != nullptr) {
-    if (*dtype == DataType::kBytes) {
-      KILN_ASSIGN_OR_RETURN(std::vector<std::string_view> elements,
-                            SplitRawBytes(*raw, name, *count));
-      KILN_ASSIGN_OR_RETURN(OwnedTensor tensor, OwnedTensor::Allocate(*dtype, shape));
-      auto* out = tensor.data<std::string>();
-      for (size_t i = 0; i < elements.size(); ++i) out[i].assign(elements[i]);
-      return InferInput{name, std::move(tensor)};
-    }
-    const size_t elem = DataTypeSize(*dtype);
-    const uint64_t want = static_cast<uint64_t>(*count);
-    if (want > raw->size() / elem || want * elem != raw->size()) {
-      return Status::InvalidArgument(fmt::format(
-          "unexpected size for input '{}': shape {} of {} needs {} bytes, raw_input_contents "
-          "holds {}",
-          name, DimsText(Dims(in)), DataTypeName(*dtype),
-          want <= std::numeric_limits<uint64_t>::max() / elem ? fmt::format("{}", want * elem)
-                                                              : std::string("too many"),
-          raw->size()));
-    }
-    if (*dtype == DataType::kBool) {
-      for (size_t i = 0; i < raw->size(); ++i) {
-        const auto b = static_cast<unsigned char>((*raw)[i]);
-        if (b > 1) {
-          return Status::InvalidArgument(
-              fmt::format("input '{}': BOOL element {} is {}; raw BOOL values are one byte, 0 or 1",
-                          name, i, b));
-        }
+    if (*dtype != DataType::kBytes) {
+      const size_t elem = DataTypeSize(*dtype);
+      const uint64_t want = static_cast<uint64_t>(*count);
+      if (want > raw->size() / elem || want * elem != raw->size()) {
+        return Status::InvalidArgument(fmt::format(
+            "unexpected size for input '{}': shape {} of {} needs {} bytes, raw_input_contents "
+            "holds {}",
+            name, DimsText(Dims(in)), DataTypeName(*dtype),
+            want <= std::numeric_limits<uint64_t>::max() / elem ? fmt::format("{}", want * elem)
+                                                                : std::string("too many"),
+            raw->size()));
       }
     }
-    KILN_ASSIGN_OR_RETURN(OwnedTensor tensor, OwnedTensor::Allocate(*dtype, shape));
-    if (!raw->empty()) std::memcpy(tensor.raw_data(), raw->data(), raw->size());
+    KILN_ASSIGN_OR_RETURN(OwnedTensor tensor, DecodeRawTensor(name, *dtype, shape, *raw, owner));
     return InferInput{name, std::move(tensor)};
   }
 
@@ -391,7 +341,8 @@ Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOut
                   output.name()));
 }
 
-Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRequest& msg) {
+Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRequest& msg,
+                                                              std::shared_ptr<const void> owner) {
   auto request = std::make_unique<InferRequest>();
   request->id = msg.id();
   KILN_RETURN_IF_ERROR(DecodeParameters(msg, request.get()));
@@ -426,7 +377,7 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRe
           in.name()));
     }
     KILN_ASSIGN_OR_RETURN(InferInput input,
-                          DecodeInput(in, raw ? &msg.raw_input_contents(i) : nullptr));
+                          DecodeInput(in, raw ? &msg.raw_input_contents(i) : nullptr, owner));
     request->inputs.push_back(std::move(input));
   }
 
@@ -452,50 +403,93 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRe
   return request;
 }
 
-Status EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out) {
-  out->Clear();
-  out->set_model_name(response.model_name);
-  out->set_model_version(std::to_string(response.model_version));
-  out->set_id(response.id);
-  uint64_t total = 0;
+void WireMessage::Append(std::string bytes) {
+  size_ += bytes.size();
+  pieces_.push_back(Piece{std::move(bytes), OwnedTensor()});
+}
+
+void WireMessage::AppendBorrowed(OwnedTensor tensor) {
+  size_ += tensor.size_bytes();
+  pieces_.push_back(Piece{std::string(), std::move(tensor)});
+}
+
+void WireMessage::AppendFieldHeader(int field, uint64_t length) {
+  // Tag (field number, wire type 2: length-delimited), then the length, both varints.
+  std::string header;
+  for (uint64_t v : {(static_cast<uint64_t>(field) << 3) | 2u, length}) {
+    while (v >= 0x80) {
+      header.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    header.push_back(static_cast<char>(v));
+  }
+  Append(std::move(header));
+}
+
+WireMessage WireMessage::NestedAs(int field) && {
+  WireMessage outer;
+  outer.AppendFieldHeader(field, size_);
+  outer.size_ += size_;
+  for (Piece& p : pieces_) outer.pieces_.push_back(std::move(p));
+  pieces_.clear();
+  size_ = 0;
+  return outer;
+}
+
+std::string WireMessage::Join() const {
+  std::string all;
+  all.reserve(size_);
+  for (const Piece& p : pieces_) all.append(p.data(), p.size());
+  return all;
+}
+
+Result<WireMessage> EncodeModelInferResponse(const InferResponse& response,
+                                             inference::ModelInferResponse head) {
+  head.set_model_name(response.model_name);
+  head.set_model_version(std::to_string(response.model_version));
+  head.set_id(response.id);
+  head.clear_outputs();
+  head.clear_raw_output_contents();
+  // Output metadata first, checking every output and the message size before any copy.
+  uint64_t raw_total = 0;
   for (const InferOutput& output : response.outputs) {
     const Tensor& t = output.tensor.view();
     if (!t.valid() || !t.device().is_cpu() || !t.is_contiguous()) {
       return Status::Internal(
           fmt::format("output '{}' is not a contiguous host tensor", output.name));
     }
-    auto* o = out->add_outputs();
+    auto* o = head.add_outputs();
     o->set_name(output.name);
     o->set_datatype(std::string(DataTypeName(t.dtype())));
     for (int64_t d : t.shape().dims()) o->add_shape(d);
-    std::string* raw = out->add_raw_output_contents();
-    if (t.dtype() == DataType::kBytes) {
-      const auto* s = t.data<const std::string>();
-      size_t bytes = 0;
-      for (int64_t i = 0; i < t.num_elements(); ++i) bytes += 4 + s[i].size();
-      total += bytes;
-      if (total > static_cast<uint64_t>(kMaxGrpcMessageBytes)) break;
-      raw->reserve(bytes);
-      for (int64_t i = 0; i < t.num_elements(); ++i) {
-        const auto len = static_cast<uint32_t>(s[i].size());
-        const char prefix[4] = {static_cast<char>(len & 0xff), static_cast<char>((len >> 8) & 0xff),
-                                static_cast<char>((len >> 16) & 0xff),
-                                static_cast<char>((len >> 24) & 0xff)};
-        raw->append(prefix, 4);
-        raw->append(s[i]);
-      }
-    } else {
-      total += t.size_bytes();
-      if (total > static_cast<uint64_t>(kMaxGrpcMessageBytes)) break;
-      raw->assign(static_cast<const char*>(t.raw_data()), t.size_bytes());
-    }
+    raw_total += RawTensorBytes(t) + 16;  // + at most a tag and a length
   }
-  if (total > static_cast<uint64_t>(kMaxGrpcMessageBytes)) {
-    out->Clear();
+  const size_t head_bytes = head.ByteSizeLong();
+  if (raw_total + head_bytes > static_cast<uint64_t>(kMaxGrpcMessageBytes)) {
     return Status::InvalidArgument(fmt::format(
         "the response's outputs exceed the largest gRPC message ({} bytes)", kMaxGrpcMessageBytes));
   }
-  return Status::OK();
+  WireMessage wire;
+  std::string bytes;
+  if (!head.SerializeToString(&bytes)) {
+    return Status::Internal("cannot serialize the response's metadata");
+  }
+  wire.Append(std::move(bytes));
+  constexpr int kRawField = inference::ModelInferResponse::kRawOutputContentsFieldNumber;
+  for (const InferOutput& output : response.outputs) {
+    const Tensor& t = output.tensor.view();
+    if (t.dtype() == DataType::kBytes) {
+      std::string raw;
+      raw.reserve(RawTensorBytes(t));
+      KILN_RETURN_IF_ERROR(AppendRawTensor(t, &raw));
+      wire.AppendFieldHeader(kRawField, raw.size());
+      wire.Append(std::move(raw));
+    } else {
+      wire.AppendFieldHeader(kRawField, t.size_bytes());
+      if (t.size_bytes() > 0) wire.AppendBorrowed(output.tensor);
+    }
+  }
+  return wire;
 }
 
 }  // namespace kiln

@@ -5,6 +5,9 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -175,33 +178,122 @@ TEST(DecodeModelInferRequest, RejectsBadInput) {
   }
 }
 
-TEST(EncodeModelInferResponse, RawOutputsIndexAligned) {
+TEST(DecodeModelInferRequest, RawContentsAreBorrowedWhenOwned) {
+  auto r = std::make_shared<ModelInferRequest>();
+  AddInput(r.get(), "a", "FP32", {256});
+  AddInput(r.get(), "b", "FP32", {256});
+  std::vector<float> v(256);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  r->add_raw_input_contents(std::string(reinterpret_cast<const char*>(v.data()), 1024));
+  r->add_raw_input_contents(std::string(reinterpret_cast<const char*>(v.data()), 1024));
+  const char* a_bytes = r->raw_input_contents(0).data();
+  auto borrowed = DecodeModelInferRequest(*r, r);
+  ASSERT_TRUE(borrowed.ok()) << borrowed.status().message();
+  // The tensor points into the message and keeps it alive.
+  EXPECT_EQ((*borrowed)->inputs[0].tensor.raw_data(), static_cast<const void*>(a_bytes));
+  const std::weak_ptr<ModelInferRequest> weak = r;
+  r.reset();
+  ASSERT_FALSE(weak.expired());
+  EXPECT_EQ((*borrowed)->inputs[1].tensor.data<float>()[255], 127.5f);
+  borrowed->reset();
+  EXPECT_TRUE(weak.expired());
+
+  // Without an owner the bytes are copied.
+  ModelInferRequest plain;
+  AddInput(&plain, "a", "FP32", {256});
+  plain.add_raw_input_contents(std::string(reinterpret_cast<const char*>(v.data()), 1024));
+  auto copied = DecodeModelInferRequest(plain);
+  ASSERT_TRUE(copied.ok());
+  EXPECT_NE((*copied)->inputs[0].tensor.raw_data(),
+            static_cast<const void*>(plain.raw_input_contents(0).data()));
+  EXPECT_EQ((*copied)->inputs[0].tensor.data<float>()[3], 1.5f);
+}
+
+InferResponse TwoOutputResponse() {
   InferResponse resp;
   resp.model_name = "m";
   resp.model_version = 3;
   resp.id = "i";
   auto f = OwnedTensor::Allocate(DataType::kFloat32, Shape{2});
-  ASSERT_TRUE(f.ok());
   f->data<float>()[0] = 1.5f;
   f->data<float>()[1] = -2.f;
   auto s = OwnedTensor::Allocate(DataType::kBytes, Shape{1});
-  ASSERT_TRUE(s.ok());
   s->data<std::string>()[0] = "xyz";
+  auto empty = OwnedTensor::Allocate(DataType::kInt64, Shape{0, 4});
   resp.outputs.push_back({"f", std::move(*f)});
   resp.outputs.push_back({"s", std::move(*s)});
+  resp.outputs.push_back({"e", std::move(*empty)});
+  return resp;
+}
+
+TEST(EncodeModelInferResponse, WireFormParsesAsTheMessage) {
+  const InferResponse resp = TwoOutputResponse();
+  inference::ModelInferResponse head;
+  (*head.mutable_parameters())["triton_final_response"].set_bool_param(true);
+  Result<WireMessage> wire = EncodeModelInferResponse(resp, head);
+  ASSERT_TRUE(wire.ok()) << wire.status().message();
+  const std::string bytes = wire->Join();
+  EXPECT_EQ(bytes.size(), wire->size());
+  // The float output's bytes are the output tensor's own memory, not a copy.
+  bool borrowed = false;
+  for (const WireMessage::Piece& p : wire->pieces()) {
+    borrowed |= p.data() == static_cast<const char*>(resp.outputs[0].tensor.raw_data());
+  }
+  EXPECT_TRUE(borrowed);
+
+  // Parsed by protobuf itself.
   inference::ModelInferResponse out;
-  ASSERT_TRUE(EncodeModelInferResponse(resp, &out).ok());
+  ASSERT_TRUE(out.ParseFromString(bytes));
+  EXPECT_EQ(out.model_name(), "m");
   EXPECT_EQ(out.model_version(), "3");
   EXPECT_EQ(out.id(), "i");
-  ASSERT_EQ(out.outputs_size(), 2);
-  ASSERT_EQ(out.raw_output_contents_size(), 2);
+  EXPECT_TRUE(out.parameters().at("triton_final_response").bool_param());
+  ASSERT_EQ(out.outputs_size(), 3);
+  ASSERT_EQ(out.raw_output_contents_size(), 3);
+  EXPECT_EQ(out.outputs(0).datatype(), "FP32");
   EXPECT_EQ(out.outputs(1).datatype(), "BYTES");
+  EXPECT_EQ(out.outputs(2).datatype(), "INT64");
+  EXPECT_EQ(out.outputs(2).shape_size(), 2);
+  EXPECT_EQ(out.outputs(2).shape(1), 4);
   EXPECT_FALSE(out.outputs(0).has_contents());
   float back[2];
   ASSERT_EQ(out.raw_output_contents(0).size(), sizeof(back));
   std::memcpy(back, out.raw_output_contents(0).data(), sizeof(back));
+  EXPECT_EQ(back[0], 1.5f);
   EXPECT_EQ(back[1], -2.f);
   EXPECT_EQ(out.raw_output_contents(1), std::string("\x03\0\0\0xyz", 7));
+  EXPECT_EQ(out.raw_output_contents(2), "");
+}
+
+TEST(EncodeModelInferResponse, NestsAsTheStreamResponse) {
+  // A payload over 127 bytes: the nested length takes a two-byte varint.
+  InferResponse resp;
+  resp.model_name = "m";
+  auto big = OwnedTensor::Allocate(DataType::kUint8, Shape{300});
+  for (int i = 0; i < 300; ++i) big->data<uint8_t>()[i] = static_cast<uint8_t>(i * 7);
+  resp.outputs.push_back({"y", std::move(*big)});
+  Result<WireMessage> wire = EncodeModelInferResponse(resp);
+  ASSERT_TRUE(wire.ok());
+  const uint64_t inner = wire->size();
+  WireMessage stream =
+      std::move(*wire).NestedAs(inference::ModelStreamInferResponse::kInferResponseFieldNumber);
+  EXPECT_EQ(stream.size(), inner + 3);  // tag byte + two length bytes
+  inference::ModelStreamInferResponse out;
+  ASSERT_TRUE(out.ParseFromString(stream.Join()));
+  EXPECT_EQ(out.error_message(), "");
+  ASSERT_EQ(out.infer_response().raw_output_contents_size(), 1);
+  const std::string& y = out.infer_response().raw_output_contents(0);
+  ASSERT_EQ(y.size(), 300u);
+  EXPECT_EQ(static_cast<uint8_t>(y[299]), static_cast<uint8_t>(299 * 7));
+}
+
+TEST(EncodeModelInferResponse, RefusesANonHostOrInvalidOutput) {
+  InferResponse resp;
+  resp.outputs.push_back({"y", OwnedTensor()});
+  Result<WireMessage> wire = EncodeModelInferResponse(resp);
+  ASSERT_FALSE(wire.ok());
+  EXPECT_EQ(wire.status().code(), StatusCode::kInternal);
+  EXPECT_NE(wire.status().message().find("output 'y'"), std::string::npos);
 }
 
 }  // namespace

@@ -49,6 +49,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -262,6 +263,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::optional<http::request_parser<http::empty_body>> header_parser_;
   std::optional<http::request_parser<http::string_body>> body_parser_;
+  // The Content-Length of the request being read; unset for a chunked body. A body of known
+  // length is read straight into the request's body string (one read of the socket into its
+  // final place, instead of the parser's small reads and copies through buffer_).
+  std::optional<uint64_t> content_length_;
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool head_request_ = false;
@@ -341,6 +346,8 @@ void Session::OnReadHeader(beast::error_code ec, size_t /*bytes*/) {
   head_request_ = req.method() == http::verb::head;
   const uint64_t limit = server_->options().max_request_bytes;
   const boost::optional<uint64_t> length = header_parser_->content_length();
+  content_length_.reset();
+  if (length) content_length_ = *length;
   if (length && *length > limit) {
     state_ = State::kBusy;
     SendHttpError(
@@ -382,12 +389,27 @@ void Session::DoReadBody() {
     return;
   }
   stream_.expires_after(kReadTimeout);
-  http::async_read(stream_, buffer_, *body_parser_,
-                   beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
+  if (!content_length_) {  // chunked: the parser decodes it
+    http::async_read(stream_, buffer_, *body_parser_,
+                     beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
+    return;
+  }
+  // What the header read already buffered is the body's start (bytes beyond the body are the
+  // next pipelined request and stay in buffer_); the rest is read into place in one operation.
+  std::string& body = body_parser_->get().body();
+  const auto length = static_cast<size_t>(*content_length_);
+  body.resize(length);
+  const size_t have = std::min(buffer_.size(), length);
+  net::buffer_copy(net::buffer(body.data(), have), buffer_.data());
+  buffer_.consume(have);
+  net::async_read(stream_, net::buffer(body.data() + have, length - have),
+                  beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
 }
 
 void Session::OnReadBody(beast::error_code ec, size_t /*bytes*/) {
   if (ec) {
+    // A body of known length cut short is a client that went away mid-request.
+    if (content_length_ && ec == net::error::eof) ec = http::error::partial_message;
     OnReadError(ec);
     return;
   }

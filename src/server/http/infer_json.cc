@@ -617,8 +617,18 @@ Status WriteOutputData(const InferOutput& output, JsonWriter* w) {
 // Parses body[0, json_bytes) as the JSON header and the rest as the binary section.
 Result<ParsedInferRequest> ParseBody(const std::string& body, size_t json_bytes,
                                      std::shared_ptr<const void> owner) {
-  dom::parser parser;
-  if (parser.allocate(std::max<size_t>(json_bytes, 1), kMaxJsonDepth) != simdjson::SUCCESS) {
+  // One parser per thread, kept between requests: its buffers (several bytes per byte of JSON)
+  // are allocated, and their pages faulted in, once rather than for every request. A body
+  // larger than kKeptParserBytes gets a parser of its own, freed after it, so that one huge
+  // request does not keep its buffers alive on the thread.
+  constexpr size_t kKeptParserBytes = size_t{16} << 20;
+  thread_local dom::parser kept_parser;
+  dom::parser one_off;
+  dom::parser& parser = json_bytes <= kKeptParserBytes ? kept_parser : one_off;
+  const size_t capacity = std::max<size_t>(json_bytes, 1);
+  if ((parser.capacity() < capacity || parser.max_depth() != kMaxJsonDepth) &&
+      parser.allocate(std::max(capacity, std::min(kKeptParserBytes, capacity * 2)),
+                      kMaxJsonDepth) != simdjson::SUCCESS) {
     return Status::ResourceExhausted("cannot allocate memory to parse the request body");
   }
   // In place when the allocation has the padding simdjson reads past the end (its content
