@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "graph/ir.h"
-#include "graph/kiln_ops.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "op/kiln_ops.h"
 #include "single_node.h"
 
 namespace kiln {

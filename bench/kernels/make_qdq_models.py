@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Writes ResNet-50 and MobileNetV2 (torchvision architectures, random weights) as FP32 ONNX
-models and as QDQ models in the format of graph/kiln_ops.h's INT8 section, for comparing kiln's
+models and as QDQ models in the format of op/kiln_ops.h's INT8 section, for comparing kiln's
 FP32 and INT8 throughput:
 
     /usr/bin/python3 bench/kernels/make_qdq_models.py /tmp/models

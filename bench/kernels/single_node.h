@@ -101,7 +101,8 @@ inline std::unique_ptr<Prepared> PrepareNode(const std::string& op, const std::s
   node.outputs.push_back(g.AddValue(std::move(out)));
   g.AddNode(std::move(node));
   const Node& n = g.nodes()[0];
-  KernelInfo info(g, n, g.OpsetFor(n.domain));
+  const NodeDesc desc = DescribeNode(g, n);
+  const KernelInfo info(desc);
   for (const KernelDef& def : KernelRegistry::Global().defs()) {
     if (def.provider != provider || def.op_type != op || def.domain != domain) continue;
     if (info.opset() < def.since_version || info.opset() > def.end_version) continue;

@@ -1,115 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "graph/ir.h"
 
-#include <fmt/format.h>
-
 namespace kiln {
-
-ValueType ValueType::Sequence(ValueType element) {
-  ValueType t;
-  t.kind = TypeKind::kSequence;
-  t.elem = std::make_shared<const ValueType>(std::move(element));
-  return t;
-}
-
-ValueType ValueType::Optional(ValueType contained) {
-  ValueType t;
-  t.kind = TypeKind::kOptional;
-  t.elem = std::make_shared<const ValueType>(std::move(contained));
-  return t;
-}
-
-std::string ValueType::ToString() const {
-  if (kind != TypeKind::kTensor) {
-    const char* name = kind == TypeKind::kSequence ? "seq" : "optional";
-    return fmt::format("{}({})", name, elem ? elem->ToString() : std::string("?"));
-  }
-  std::string out(DataTypeName(dtype));
-  if (!has_shape) return out + "[?]";
-  out += "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) out += ",";
-    if (dims[i].known())
-      out += std::to_string(dims[i].value);
-    else if (!dims[i].symbol.empty())
-      out += dims[i].symbol;
-    else
-      out += "?";
-  }
-  return out + "]";
-}
-
-Attribute Attribute::Int(std::string name, int64_t value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInt;
-  a.i = value;
-  return a;
-}
-
-Attribute Attribute::Ints(std::string name, std::vector<int64_t> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kInts;
-  a.ints = std::move(values);
-  return a;
-}
-
-Attribute Attribute::Float(std::string name, float value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloat;
-  a.f = value;
-  return a;
-}
-
-Attribute Attribute::Floats(std::string name, std::vector<float> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kFloats;
-  a.floats = std::move(values);
-  return a;
-}
-
-Attribute Attribute::String(std::string name, std::string value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttributeType::kString;
-  a.s = std::move(value);
-  return a;
-}
-
-const Attribute* Node::FindAttribute(std::string_view attr_name) const {
-  for (const Attribute& a : attributes) {
-    if (a.name == attr_name) return &a;
-  }
-  return nullptr;
-}
-
-int64_t Node::GetInt(std::string_view attr_name, int64_t default_value) const {
-  const Attribute* a = FindAttribute(attr_name);
-  return a && a->type == AttributeType::kInt ? a->i : default_value;
-}
-
-float Node::GetFloat(std::string_view attr_name, float default_value) const {
-  const Attribute* a = FindAttribute(attr_name);
-  return a && a->type == AttributeType::kFloat ? a->f : default_value;
-}
-
-std::string Node::GetString(std::string_view attr_name, std::string_view default_value) const {
-  const Attribute* a = FindAttribute(attr_name);
-  return a && a->type == AttributeType::kString ? a->s : std::string(default_value);
-}
-
-std::vector<int64_t> Node::GetInts(std::string_view attr_name) const {
-  const Attribute* a = FindAttribute(attr_name);
-  return a && a->type == AttributeType::kInts ? a->ints : std::vector<int64_t>{};
-}
-
-std::vector<float> Node::GetFloats(std::string_view attr_name) const {
-  const Attribute* a = FindAttribute(attr_name);
-  return a && a->type == AttributeType::kFloats ? a->floats : std::vector<float>{};
-}
 
 int Node::num_present_inputs() const {
   int n = static_cast<int>(inputs.size());
@@ -147,6 +39,29 @@ std::vector<int> Graph::Captures() const {
     if (v.producer < 0 && !v.is_constant() && !is_input[static_cast<size_t>(id)]) ids.push_back(id);
   }
   return ids;
+}
+
+NodeDesc DescribeNode(const Graph& graph, const Node& node) {
+  NodeDesc d;
+  d.name = node.name;
+  d.op_type = node.op_type;
+  d.domain = node.domain;
+  d.opset = graph.OpsetFor(node.domain);
+  d.attributes = node.attributes;
+  const auto describe = [&](int id, bool input) {
+    OperandDesc o;
+    if (id == kNoValue) return o;
+    const Value& v = graph.value(id);
+    o.present = true;
+    o.type = v.type;
+    if (input) o.constant = v.constant;
+    return o;
+  };
+  d.inputs.reserve(node.inputs.size());
+  for (int id : node.inputs) d.inputs.push_back(describe(id, true));
+  d.outputs.reserve(node.outputs.size());
+  for (int id : node.outputs) d.outputs.push_back(describe(id, false));
+  return d;
 }
 
 int64_t Graph::OpsetFor(std::string_view domain) const {

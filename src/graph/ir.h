@@ -26,6 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "op/attribute.h"
+#include "op/node_desc.h"
+#include "op/value_type.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -34,96 +37,12 @@ class Graph;
 
 inline constexpr int kNoValue = -1;
 
-// One dimension of a declared tensor type: a known size, a named symbol ("batch"), or unknown.
-struct Dim {
-  int64_t value = -1;  // >= 0 when known
-  std::string symbol;  // non-empty for a named symbolic dim
-  bool known() const { return value >= 0; }
-};
-
-// What kind of value a ValueType describes.
-enum class TypeKind : uint8_t {
-  kTensor,    // a tensor (the default, and the only kind most ops take)
-  kSequence,  // an ordered list of tensors of one element type
-  kOptional,  // a tensor or a sequence of tensors, or nothing ("none")
-};
-
-// Declared type of a value, as the model states or shape inference derived it.
-//
-// A tensor type has an element type and an (optional) shape: `has_shape == false` means the
-// rank itself is unknown. A sequence type has `elem`, the type of its elements (a tensor type);
-// an optional type has `elem`, the type of what it holds (a tensor or a sequence type). `elem`
-// is null when the model does not say; dtype/has_shape/dims are unused for those kinds. A
-// default-constructed ValueType is a tensor of unknown dtype and rank, which is also how a value
-// without any recorded type looks (IsUnknown()).
-struct ValueType {
-  TypeKind kind = TypeKind::kTensor;
-  DataType dtype = DataType::kInvalid;
-  bool has_shape = false;
-  std::vector<Dim> dims;
-  std::shared_ptr<const ValueType> elem;  // kSequence / kOptional only
-
-  static ValueType Sequence(ValueType element);
-  static ValueType Optional(ValueType contained);
-
-  bool is_tensor() const { return kind == TypeKind::kTensor; }
-  bool is_sequence() const { return kind == TypeKind::kSequence; }
-  bool is_optional() const { return kind == TypeKind::kOptional; }
-  // A tensor type with neither dtype nor shape: nothing is known, not even the kind.
-  bool IsUnknown() const {
-    return kind == TypeKind::kTensor && dtype == DataType::kInvalid && !has_shape;
-  }
-  // "FP32[batch,16]" / "FP32[?]" for tensors, "seq(FP32[?])", "optional(seq(INT64[2]))",
-  // "seq(?)" for a sequence of unknown elements: text for messages.
-  std::string ToString() const;
-};
-
 struct Value {
   std::string name;
   ValueType type;
   int producer = -1;                            // node id, or -1 for inputs/initializers
   std::shared_ptr<const OwnedTensor> constant;  // set for initializers
   bool is_constant() const { return constant != nullptr; }
-};
-
-enum class AttributeType : uint8_t {
-  kUndefined,
-  kFloat,
-  kInt,
-  kString,
-  kTensor,
-  kGraph,
-  kFloats,
-  kInts,
-  kStrings,
-  kTensors,
-  kGraphs,
-  kTypeProto,
-  kTypeProtos
-};
-
-struct Attribute {
-  std::string name;
-  AttributeType type = AttributeType::kUndefined;
-  float f = 0;
-  int64_t i = 0;
-  std::string s;  // raw bytes for STRING attributes
-  std::shared_ptr<const OwnedTensor> t;
-  std::shared_ptr<const Graph> g;
-  std::vector<float> floats;
-  std::vector<int64_t> ints;
-  std::vector<std::string> strings;
-  std::vector<std::shared_ptr<const OwnedTensor>> tensors;
-  std::vector<std::shared_ptr<const Graph>> graphs;
-  std::shared_ptr<const ValueType> tp;  // TYPE_PROTO (the Optional op's `type`)
-  std::vector<ValueType> tps;           // TYPE_PROTOS
-
-  // Attributes of one value (for passes that add or rewrite nodes).
-  static Attribute Int(std::string name, int64_t value);
-  static Attribute Ints(std::string name, std::vector<int64_t> values);
-  static Attribute Float(std::string name, float value);
-  static Attribute Floats(std::string name, std::vector<float> values);
-  static Attribute String(std::string name, std::string value);
 };
 
 struct Node {
@@ -138,13 +57,27 @@ struct Node {
   // Empty for nodes without subgraphs. The runtime feeds them after the explicit inputs.
   std::vector<int> implicit_inputs;
 
-  // nullptr when absent.
-  const Attribute* FindAttribute(std::string_view name) const;
-  int64_t GetInt(std::string_view name, int64_t default_value) const;
-  float GetFloat(std::string_view name, float default_value) const;
-  std::string GetString(std::string_view name, std::string_view default_value) const;
-  std::vector<int64_t> GetInts(std::string_view name) const;  // empty when absent
-  std::vector<float> GetFloats(std::string_view name) const;  // empty when absent
+  // nullptr when absent (op/attribute.h: the typed getters fall back on a wrong type too).
+  const Attribute* FindAttribute(std::string_view attr_name) const {
+    return kiln::FindAttribute(attributes, attr_name);
+  }
+  int64_t GetInt(std::string_view attr_name, int64_t default_value) const {
+    return GetIntAttribute(attributes, attr_name, default_value);
+  }
+  float GetFloat(std::string_view attr_name, float default_value) const {
+    return GetFloatAttribute(attributes, attr_name, default_value);
+  }
+  std::string GetString(std::string_view attr_name, std::string_view default_value) const {
+    return GetStringAttribute(attributes, attr_name, default_value);
+  }
+  // Empty when absent.
+  std::vector<int64_t> GetInts(std::string_view attr_name) const {
+    return GetIntsAttribute(attributes, attr_name);
+  }
+  // Empty when absent.
+  std::vector<float> GetFloats(std::string_view attr_name) const {
+    return GetFloatsAttribute(attributes, attr_name);
+  }
   // Number of inputs actually given (trailing omitted ones do not count).
   int num_present_inputs() const;
   bool has_input(int i) const {
@@ -193,5 +126,11 @@ class Graph {
   std::vector<Node> nodes_;
   std::map<std::string, int, std::less<>> value_by_name_;
 };
+
+// The description of `node` (a node of `graph`) that its kernel is built from: op, domain, the
+// opset `graph` imports for the domain, attributes, and per input and output slot its presence,
+// declared type and (inputs) constant data. Implicit inputs are not described. The description
+// shares the constants' data with `graph`.
+NodeDesc DescribeNode(const Graph& graph, const Node& node);
 
 }  // namespace kiln

@@ -2,10 +2,11 @@
 #pragma once
 // The kernel contract.
 //
-// A Kernel is built once per graph node from a KernelInfo (the node's attributes, declared
-// types and constant inputs) and may precompute or pre-pack anything that does not depend on the
-// runtime inputs. Compute() is const and thread-safe: several sessions (or several runs of one
-// session) may call it at once, each with its own KernelContext.
+// A Kernel is built once per graph node from a KernelInfo (the node's description, op/node_desc.h:
+// attributes, declared types and constant inputs; kernels never see the graph) and may precompute
+// or pre-pack anything that does not depend on the runtime inputs. Compute() is const and
+// thread-safe: several sessions (or several runs of one session) may call it at once, each with its
+// own KernelContext.
 //
 // Output memory comes from the context (AllocateOutput), so the runtime can later hand out
 // planned memory without kernels changing. Kernels never create threads.
@@ -28,39 +29,39 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
-#include "graph/ir.h"
+#include "op/node_desc.h"
 #include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
 
-// What a kernel factory may look at: the node, the graph it belongs to, and the opset in force.
-// Valid only during kernel construction.
+// What a kernel factory may look at: the description of the node (op, domain, opset in force,
+// attributes, and per operand slot its presence, declared type and constant data). Holds a
+// reference: valid only during kernel construction, while the description lives.
 class KernelInfo {
  public:
-  KernelInfo(const Graph& graph, const Node& node, int64_t opset)
-      : graph_(graph), node_(node), opset_(opset) {}
+  explicit KernelInfo(const NodeDesc& node) : node_(node) {}
 
-  const Graph& graph() const { return graph_; }
-  const Node& node() const { return node_; }
-  int64_t opset() const { return opset_; }
+  const NodeDesc& node() const { return node_; }
+  const std::string& op_type() const { return node_.op_type; }
+  int64_t opset() const { return node_.opset; }
   int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
   int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
   bool has_input(int i) const { return node_.has_input(i); }
+  bool has_output(int i) const { return node_.has_output(i); }
   // Declared type of input i (dtype kInvalid and no shape when absent or unknown).
   const ValueType& input_type(int i) const;
   const ValueType& output_type(int i) const;
-  // Data of input i when it is an initializer (constant), else nullptr.
+  // Data of input i when it is a constant (an initializer), else nullptr.
   const OwnedTensor* constant_input(int i) const;
 
  private:
-  const Graph& graph_;
-  const Node& node_;
-  int64_t opset_;
+  const NodeDesc& node_;
 };
 
 // Per-call state handed to Compute: the input views and the output slots.

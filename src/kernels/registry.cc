@@ -10,20 +10,16 @@ namespace kiln {
 
 const ValueType& KernelInfo::input_type(int i) const {
   static const ValueType kNone;
-  if (!has_input(i)) return kNone;
-  return graph_.value(node_.inputs[static_cast<size_t>(i)]).type;
+  return has_input(i) ? node_.inputs[static_cast<size_t>(i)].type : kNone;
 }
 
 const ValueType& KernelInfo::output_type(int i) const {
   static const ValueType kNone;
-  if (i >= num_outputs() || node_.outputs[static_cast<size_t>(i)] == kNoValue) return kNone;
-  return graph_.value(node_.outputs[static_cast<size_t>(i)]).type;
+  return has_output(i) ? node_.outputs[static_cast<size_t>(i)].type : kNone;
 }
 
 const OwnedTensor* KernelInfo::constant_input(int i) const {
-  if (!has_input(i)) return nullptr;
-  const Value& v = graph_.value(node_.inputs[static_cast<size_t>(i)]);
-  return v.constant.get();
+  return has_input(i) ? node_.inputs[static_cast<size_t>(i)].constant.get() : nullptr;
 }
 
 Result<Tensor> KernelContext::AllocateOutput(int i, DataType dtype, const Shape& shape) {
@@ -107,7 +103,7 @@ void KernelRegistry::Register(const KernelDef& def) {
 
 Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType device,
                                               std::string_view only_provider) const {
-  const Node& node = info.node();
+  const NodeDesc& node = info.node();
   const int64_t opset = info.opset();
   bool op_known = false;
   DataType dtype = DataType::kInvalid;
@@ -126,8 +122,7 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
   }
   const std::string where =
       node.name.empty() ? std::string() : fmt::format(" (node '{}')", node.name);
-  const std::string op =
-      node.domain.empty() ? node.op_type : fmt::format("{}.{}", node.domain, node.op_type);
+  const std::string op = node.QualifiedOp();
   if (!op_known) {
     return Status::InvalidArgument(
         fmt::format("op {} (opset {}) is not supported{}", op, opset, where));

@@ -5,19 +5,19 @@
 // residual Adds, channel counts that are not a multiple of the block (3, 17, 24), batch 1 and 2,
 // a graph output inside a region, and a value read both inside and outside a region.
 
-#include "kernels/cpu/layout.h"
-
 #include <gtest/gtest.h>
 
+#include "kernels/target.h"
 #include "opt/opt_test_util.h"
 
 namespace kiln::opt::testing {
 namespace {
 
-// The pass blocks where oneDNN has blocked kernels (AVX2 and up); below that it must leave the
-// graph as it is, which LayoutSelectionTest.BelowAvx2ChangesNothing checks.
+// The pass blocks where the CPU kernels report a channel block (oneDNN's blocked kernels, AVX2
+// and up; OptimizeAll passes their target); below that it must leave the graph as it is, which
+// LayoutSelectionTest.BelowAvx2ChangesNothing checks.
 #define KILN_REQUIRE_BLOCKED_LAYOUT()                                                     \
-  if (cpu::PreferredChannelBlock() == 0) {                                                \
+  if (KernelTargetFor(DeviceType::kCpu).channel_block == 0) {                             \
     GTEST_SKIP() << "no blocked layout below AVX2 (BelowAvx2ChangesNothing covers this)"; \
   }
 
@@ -132,7 +132,9 @@ TEST(LayoutSelectionTest, ChainRunsBlockedWithConversionsOnlyAtEdges) {
 }
 
 TEST(LayoutSelectionTest, BelowAvx2ChangesNothing) {
-  if (cpu::PreferredChannelBlock() != 0) GTEST_SKIP() << "this CPU has blocked kernels";
+  if (KernelTargetFor(DeviceType::kCpu).channel_block != 0) {
+    GTEST_SKIP() << "this CPU has blocked kernels";
+  }
   std::mt19937 rng(1);
   Chain c = MakeChain(rng);
   OptimizedGraph o = OptimizeAll(c.graph);
@@ -140,10 +142,38 @@ TEST(LayoutSelectionTest, BelowAvx2ChangesNothing) {
   EXPECT_EQ(CountOps(*o.graph, "ReorderToBlocked", "ai.kiln"), 0);
 }
 
+TEST(LayoutSelectionTest, BlocksByTheTargetItIsGiven) {
+  // The block is the target's, whatever this machine's kernels are: the rewrite is decided
+  // without hardware (the graphs are not run here).
+  std::mt19937 rng(1);
+  Chain c = MakeChain(rng);
+  for (int64_t block : {8, 16}) {
+    OptimizerOptions options;
+    options.target.channel_block = block;
+    Result<OptimizedGraph> o = OptimizeGraph(c.graph, options);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(CountBlockedConvs(*o->graph), 4) << "block " << block;
+    for (const Node& n : o->graph->nodes()) {
+      if (n.op_type == kFusedConvOp) EXPECT_EQ(n.GetInt(kAttrYBlock, 0), block);
+      if (n.op_type == kReorderToBlockedOp) EXPECT_EQ(n.GetInt(kAttrBlock, 0), block);
+    }
+  }
+  // No target (the default) and a block the kernels do not have select no blocked layout.
+  for (int64_t block : {0, 4}) {
+    OptimizerOptions options;
+    options.target.channel_block = block;
+    Result<OptimizedGraph> o = OptimizeGraph(c.graph, options);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(CountBlockedConvs(*o->graph), 0) << "block " << block;
+    EXPECT_EQ(CountOps(*o->graph, "ReorderToBlocked", "ai.kiln"), 0) << "block " << block;
+  }
+}
+
 TEST(LayoutSelectionTest, DisabledByName) {
   std::mt19937 rng(1);
   Chain c = MakeChain(rng);
   OptimizerOptions options;
+  options.target.channel_block = 8;
   options.disabled_passes = {"layout_selection"};
   Result<OptimizedGraph> o = OptimizeGraph(c.graph, options);
   ASSERT_TRUE(o.ok()) << o.status().ToString();

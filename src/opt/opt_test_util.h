@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "graph/ir.h"
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/optimizer.h"
 #include "runtime/session.h"
 
@@ -162,10 +162,17 @@ inline int CountOps(const Graph& g, std::string_view op, std::string_view domain
   return n;
 }
 
-// Runs the optimizer with every pass but `enabled` switched off.
+// The options kiln optimizes with for this machine's CPU kernels (the target they report).
+inline OptimizerOptions HostOptions() {
+  OptimizerOptions options;
+  options.target = KernelTargetFor(DeviceType::kCpu);
+  return options;
+}
+
+// Runs the optimizer for the host CPU with every pass but `enabled` switched off.
 inline OptimizedGraph OptimizeOnly(std::shared_ptr<const Graph> g,
                                    std::vector<std::string> enabled) {
-  OptimizerOptions options;
+  OptimizerOptions options = HostOptions();
   for (const PassInfo& p : ListPasses()) {
     if (std::find(enabled.begin(), enabled.end(), p.name) == enabled.end()) {
       options.disabled_passes.emplace_back(p.name);
@@ -176,8 +183,9 @@ inline OptimizedGraph OptimizeOnly(std::shared_ptr<const Graph> g,
   return std::move(r).value();
 }
 
+// Runs every pass for the host CPU.
 inline OptimizedGraph OptimizeAll(std::shared_ptr<const Graph> g) {
-  Result<OptimizedGraph> r = OptimizeGraph(std::move(g));
+  Result<OptimizedGraph> r = OptimizeGraph(std::move(g), HostOptions());
   KILN_CHECK(r.ok(), r.status().ToString());
   return std::move(r).value();
 }

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/pass.h"
 
 namespace kiln {

@@ -3,10 +3,11 @@
 // kiln's graph optimizer: an ordered pipeline of named passes (passes.inc) that rewrites a graph
 // into one that computes the same outputs faster: constant and shape folding, dead-code and
 // common-subexpression elimination, no-op removal, Conv+BatchNormalization folding, and fusions
-// into kiln's own operators (graph/kiln_ops.h, domain ai.kiln).
+// into kiln's own operators (op/kiln_ops.h, domain ai.kiln).
 //
 //   OptimizerOptions options;
 //   options.disabled_passes = {"attention_fusion"};
+//   options.target = KernelTargetFor(DeviceType::kCpu);  // the kernels it will run on
 //   KILN_ASSIGN_OR_RETURN(OptimizedGraph opt, OptimizeGraph(graph, options));
 //   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Create(opt.graph));
 //   fmt::print("{}", FormatPassReport(opt));
@@ -29,6 +30,7 @@
 
 #include "base/result.h"
 #include "graph/ir.h"
+#include "kernels/target.h"
 
 namespace kiln {
 
@@ -53,6 +55,11 @@ struct OptimizerOptions {
   // INVALID_ARGUMENT. Half weights halve the memory they take; the kernels expand them to FP32
   // as they use them and compute in FP32 (docs/quantization.md).
   std::string weight_precision;
+  // The kernels the graph will run on (kernels/target.h), for the passes that depend on them
+  // (layout_selection uses target.channel_block). The optimizer asks no backend itself: the
+  // caller passes KernelTargetFor(device). The default, channel_block 0, selects no blocked
+  // layout.
+  KernelTarget target;
 };
 
 struct PassInfo {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // qdq_fusion: QDQ graphs built as `kiln quantize` and the ONNX Runtime quantizer write them
-// (graph/kiln_ops.h's INT8 section states the contract) become QConv / QMatMul. Each test checks
+// (op/kiln_ops.h's INT8 section states the contract) become QConv / QMatMul. Each test checks
 // the structure (the INT8 op is there, no FP32 Conv / MatMul / Gemm is left, INT8 is kept
 // between consecutive quantized ops, constant folding left the INT8 weights alone) and the
 // numerics: the optimized graph on the default (fastest) kernels against the original graph on

@@ -157,14 +157,22 @@ class ControlFlowKernel : public Kernel {
   bool TakesNonTensorValues() const override { return true; }
 };
 
-Result<Subgraph> BuildSubgraph(const KernelInfo& info, std::string_view attr,
-                               const SessionOptions& options) {
-  const Node& node = info.node();
+// What building a control-flow kernel needs besides the node's description: the graph node itself
+// (its implicit inputs feed the subgraphs' captured values) and the options of the nested
+// sessions.
+struct CfContext {
+  const Graph& graph;
+  const Node& node;
+  const SessionOptions& options;
+};
+
+Result<Subgraph> BuildSubgraph(const CfContext& cf, std::string_view attr) {
+  const Node& node = cf.node;
   const Attribute* a = node.FindAttribute(attr);
   if (a == nullptr || a->type != AttributeType::kGraph || a->g == nullptr) {
     return CfError(node.op_type, fmt::format("graph attribute '{}' is missing", attr));
   }
-  SessionOptions sub = options;
+  SessionOptions sub = cf.options;
   sub.check_input_shapes = false;
   sub.memory_planning = false;  // a body runs inside its node; its values are the node's
   Result<std::unique_ptr<Session>> session = Session::Create(a->g, sub);
@@ -175,7 +183,7 @@ Result<Subgraph> BuildSubgraph(const KernelInfo& info, std::string_view attr,
     const std::string& name = a->g->value(capture).name;
     int index = -1;
     for (size_t j = 0; j < node.implicit_inputs.size(); ++j) {
-      if (info.graph().value(node.implicit_inputs[j]).name == name) {
+      if (cf.graph.value(node.implicit_inputs[j]).name == name) {
         index = static_cast<int>(node.inputs.size() + j);
       }
     }
@@ -549,14 +557,14 @@ class SequenceMapKernel final : public ControlFlowKernel {
   std::vector<DataType> output_dtypes_;
 };
 
-Result<std::unique_ptr<Kernel>> CreateIf(const KernelInfo& info, const SessionOptions& options) {
-  KILN_ASSIGN_OR_RETURN(Subgraph then_branch, BuildSubgraph(info, "then_branch", options));
-  KILN_ASSIGN_OR_RETURN(Subgraph else_branch, BuildSubgraph(info, "else_branch", options));
+Result<std::unique_ptr<Kernel>> CreateIf(const CfContext& cf) {
+  KILN_ASSIGN_OR_RETURN(Subgraph then_branch, BuildSubgraph(cf, "then_branch"));
+  KILN_ASSIGN_OR_RETURN(Subgraph else_branch, BuildSubgraph(cf, "else_branch"));
   return std::unique_ptr<Kernel>(new IfKernel(std::move(then_branch), std::move(else_branch)));
 }
 
-Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info, const SessionOptions& options) {
-  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(info, "body", options));
+Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info, const CfContext& cf) {
+  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(cf, "body"));
   const Graph& g = body.session->graph();
   const int num_carried = static_cast<int>(g.inputs.size()) - 2;
   if (num_carried < 0) return CfError("Loop", "the body needs at least 2 inputs (iter, cond)");
@@ -578,9 +586,9 @@ Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info, const Session
       new LoopKernel(std::move(body), num_carried, num_scan, std::move(scan_dtypes)));
 }
 
-Result<std::unique_ptr<Kernel>> CreateScan(const KernelInfo& info, const SessionOptions& options) {
-  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(info, "body", options));
-  const Node& node = info.node();
+Result<std::unique_ptr<Kernel>> CreateScan(const KernelInfo& info, const CfContext& cf) {
+  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(cf, "body"));
+  const NodeDesc& node = info.node();
   ScanKernel::Attrs a;
   a.batched = info.opset() < 9;
   a.num_scan_inputs = static_cast<int>(node.GetInt("num_scan_inputs", -1));
@@ -612,9 +620,8 @@ Result<std::unique_ptr<Kernel>> CreateScan(const KernelInfo& info, const Session
   return std::unique_ptr<Kernel>(new ScanKernel(std::move(body), std::move(a)));
 }
 
-Result<std::unique_ptr<Kernel>> CreateSequenceMap(const KernelInfo& info,
-                                                  const SessionOptions& options) {
-  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(info, "body", options));
+Result<std::unique_ptr<Kernel>> CreateSequenceMap(const KernelInfo& info, const CfContext& cf) {
+  KILN_ASSIGN_OR_RETURN(Subgraph body, BuildSubgraph(cf, "body"));
   const Graph& g = body.session->graph();
   if (g.inputs.empty() || info.num_inputs() != static_cast<int>(g.inputs.size())) {
     return CfError("SequenceMap", fmt::format("the node has {} inputs but the body takes {}; "
@@ -644,13 +651,15 @@ bool IsControlFlowOp(const Node& node) {
                                  node.op_type == "Scan" || node.op_type == "SequenceMap");
 }
 
-Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const KernelInfo& info,
+Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const Graph& graph, const Node& node,
+                                                        const KernelInfo& info,
                                                         const SessionOptions& options) {
-  const std::string& op = info.node().op_type;
-  if (op == "If") return CreateIf(info, options);
-  if (op == "Loop") return CreateLoop(info, options);
-  if (op == "Scan" && info.opset() >= 8) return CreateScan(info, options);
-  if (op == "SequenceMap" && info.opset() >= 17) return CreateSequenceMap(info, options);
+  const CfContext cf{graph, node, options};
+  const std::string& op = info.op_type();
+  if (op == "If") return CreateIf(cf);
+  if (op == "Loop") return CreateLoop(info, cf);
+  if (op == "Scan" && info.opset() >= 8) return CreateScan(info, cf);
+  if (op == "SequenceMap" && info.opset() >= 17) return CreateSequenceMap(info, cf);
   return Status::InvalidArgument(
       fmt::format("op {} (opset {}) is not supported", op, info.opset()));
 }

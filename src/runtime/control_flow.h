@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "base/result.h"
+#include "graph/ir.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
 
@@ -21,9 +22,12 @@ struct SessionOptions;
 // True for the ONNX-domain ops If, Loop, Scan and SequenceMap.
 bool IsControlFlowOp(const Node& node);
 
-// Builds the kernel, including nested sessions for every subgraph attribute. Errors name the
-// subgraph (e.g. an unsupported op inside a Loop body).
-Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const KernelInfo& info,
+// Builds the kernel of `node` (a node of `graph`, described by `info`), including nested
+// sessions for every subgraph attribute; the node's implicit inputs are matched to the
+// subgraphs' captured values. Errors name the subgraph (e.g. an unsupported op inside a Loop
+// body).
+Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const Graph& graph, const Node& node,
+                                                        const KernelInfo& info,
                                                         const SessionOptions& options);
 
 // The KernelDef reported for control-flow nodes (provider "runtime").

@@ -170,10 +170,10 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   std::vector<NodeKernel> kernels;
   kernels.reserve(static_cast<size_t>(graph->num_nodes()));
   for (const Node& node : graph->nodes()) {
-    const int64_t opset = graph->OpsetFor(node.domain);
-    KernelInfo info(*graph, node, opset);
+    const NodeDesc desc = DescribeNode(*graph, node);
+    const KernelInfo info(desc);
     if (IsControlFlowOp(node)) {
-      Result<std::unique_ptr<Kernel>> kernel = CreateControlFlowKernel(info, options);
+      Result<std::unique_ptr<Kernel>> kernel = CreateControlFlowKernel(*graph, node, info, options);
       if (!kernel.ok()) {
         return kernel.status().WithContext(fmt::format(
             "node '{}' (op {})", node.name.empty() ? node.op_type : node.name, node.op_type));
@@ -218,7 +218,7 @@ MemoryPlanStats Session::memory_plan_stats() const {
     p.planned_allocations = static_cast<int64_t>(e->plan.allocations.size());
     p.heap_nodes = std::count(e->plan.heap_nodes.begin(), e->plan.heap_nodes.end(), 1);
     {
-      std::lock_guard<std::mutex> lock(e->mu);
+      MutexLock lock(e->mu);
       p.idle_arenas = static_cast<int64_t>(e->idle.size());
     }
     stats.plans.push_back(std::move(p));

@@ -44,6 +44,7 @@ Status Optimize(const OptimizeOptions& opt) {
   OptimizerOptions options;
   options.disabled_passes = opt.disabled;
   options.max_iterations = opt.max_iterations;
+  options.target = KernelTargetFor(DeviceType::kCpu);
   options.weight_precision = opt.weight_precision == "auto" ? "" : opt.weight_precision;
   KILN_ASSIGN_OR_RETURN(OptimizedGraph result, OptimizeGraph(graph, options));
   KILN_RETURN_IF_ERROR(WriteOnnxModel(*result.graph, opt.out));

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/elementwise_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 
 Result<Activation> ReadActivation(const KernelInfo& info) {
-  const Node& node = info.node();
+  const NodeDesc& node = info.node();
   const std::string op = fmt::format("{}.{}", node.domain, node.op_type);
   std::string name;
   std::vector<float> params;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The fused activations of the ai.kiln operators (graph/kiln_ops.h): parsed once from the
+// The fused activations of the ai.kiln operators (op/kiln_ops.h): parsed once from the
 // `activation` / `activation_params` attributes, then applied either as oneDNN post-ops
 // (dnnl_util.h, AppendActivation) or elementwise by kiln's own code (ApplyActivation).
 

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <random>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/ref/broadcast.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

@@ -13,7 +13,7 @@
 // resolved by the same code as the reference kernel (ref/spatial.h), so both agree on auto_pad
 // and output sizes.
 //
-// Blocked layout (graph/kiln_ops.h, FusedConv x_block / y_block): a blocked X, Y or Z is handed to
+// Blocked layout (op/kiln_ops.h, FusedConv x_block / y_block): a blocked X, Y or Z is handed to
 // oneDNN as nChw8c / nChw16c memory of the logical [N, C, H, W] dims, which is exactly kiln's
 // [N, ceil(C/b), H, W, b] tensor, zero padding included. Those operands are fixed to that format
 // (never format_tag::any), so inside a blocked region a call runs the convolution alone: no
@@ -34,7 +34,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -42,6 +41,7 @@
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/spatial.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -453,7 +453,7 @@ Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
       }
     }
   }
-  // Half-precision weights are FusedConv's only (graph/kiln_ops.h); a plain Conv with a FLOAT16
+  // Half-precision weights are FusedConv's only (op/kiln_ops.h); a plain Conv with a FLOAT16
   // W is not FLOAT throughout and goes to the reference kernel's checks.
   ConstantWeight w = ConstantWeightInput(info, 1);
   if (!fused && w.half()) w = {};

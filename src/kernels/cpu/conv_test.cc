@@ -9,9 +9,9 @@
 
 #include <random>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_test_util.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -78,8 +78,8 @@ TEST(CpuRegistryTest, OnlyProviderRestrictsTheChoice) {
   ref::testing::OpTest t("Conv", 13);
   t.Input(RandomTensor(Shape({1, 3, 7, 7}), rng))
       .ConstInput(RandomTensor(Shape({4, 3, 3, 3}), rng));
-  auto g = t.BuildGraph();
-  KernelInfo info(*g, g->nodes()[0], 13);
+  const NodeDesc desc = t.Describe();
+  const KernelInfo info(desc);
   const KernelRegistry& reg = KernelRegistry::Global();
   EXPECT_EQ((*reg.Find(info, DeviceType::kCpu))->provider, "cpu");
   EXPECT_EQ((*reg.Find(info, DeviceType::kCpu, "ref"))->provider, "ref");
@@ -115,13 +115,13 @@ TEST(CpuConvTest, ErrorsAreStatuses) {
 }
 
 Activation ParseActivation(const std::string& name, const std::vector<float>& params) {
-  Graph g;
-  Node node;
+  NodeDesc node;
   node.op_type = "FusedConv";
   node.domain = std::string(kKilnDomain);
+  node.opset = 1;
   if (!name.empty()) node.attributes.push_back(StringAttr("activation", name));
   if (!params.empty()) node.attributes.push_back(FloatsAttr("activation_params", params));
-  KernelInfo info(g, node, 1);
+  const KernelInfo info(node);
   Result<Activation> a = ReadActivation(info);
   EXPECT_TRUE(a.ok()) << a.status().ToString();
   return a.ok() ? *a : Activation{};

@@ -42,7 +42,7 @@ std::string NodeLabel(const KernelInfo& info);
 std::shared_ptr<const OwnedTensor> ConstantFloatInput(const KernelInfo& info, int i);
 
 // Input i as a shared constant when it is a FLOAT, FLOAT16 or BFLOAT16 initializer (a weight the
-// Fused ops may hold in half precision, graph/kiln_ops.h), with its dtype; else a null tensor
+// Fused ops may hold in half precision, op/kiln_ops.h), with its dtype; else a null tensor
 // (dtype kInvalid).
 struct ConstantWeight {
   std::shared_ptr<const OwnedTensor> tensor;

@@ -63,26 +63,25 @@ CpuKernelInfo DescribeCpuKernels() {
 namespace cpu {
 
 std::string NodeLabel(const KernelInfo& info) {
-  const Node& node = info.node();
-  const std::string op =
-      node.domain.empty() ? node.op_type : fmt::format("{}.{}", node.domain, node.op_type);
-  return fmt::format("node '{}' ({})", node.name.empty() ? node.op_type : node.name, op);
+  const NodeDesc& node = info.node();
+  return fmt::format("node '{}' ({})", node.name.empty() ? node.op_type : node.name,
+                     node.QualifiedOp());
 }
 
 std::shared_ptr<const OwnedTensor> ConstantFloatInput(const KernelInfo& info, int i) {
   if (!info.has_input(i)) return nullptr;
-  const Value& v = info.graph().value(info.node().inputs[static_cast<size_t>(i)]);
-  if (v.constant == nullptr || v.constant->dtype() != DataType::kFloat32) return nullptr;
-  return v.constant;
+  const std::shared_ptr<const OwnedTensor>& c = info.node().inputs[static_cast<size_t>(i)].constant;
+  if (c == nullptr || c->dtype() != DataType::kFloat32) return nullptr;
+  return c;
 }
 
 ConstantWeight ConstantWeightInput(const KernelInfo& info, int i) {
   if (!info.has_input(i)) return {};
-  const Value& v = info.graph().value(info.node().inputs[static_cast<size_t>(i)]);
-  if (v.constant == nullptr) return {};
-  const DataType dt = v.constant->dtype();
+  const std::shared_ptr<const OwnedTensor>& c = info.node().inputs[static_cast<size_t>(i)].constant;
+  if (c == nullptr) return {};
+  const DataType dt = c->dtype();
   if (dt != DataType::kFloat32 && dt != DataType::kFloat16 && dt != DataType::kBFloat16) return {};
-  return {v.constant, dt};
+  return {c, dt};
 }
 
 bool SupportsConv(const KernelInfo& info) {

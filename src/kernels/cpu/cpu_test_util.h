@@ -100,9 +100,8 @@ class KernelCase {
 
   // The provider of the kernel the registry picks for this node.
   std::string PickedProvider() const {
-    auto g = test_.BuildGraph();
-    const Node& node = g->nodes()[0];
-    KernelInfo info(*g, node, g->OpsetFor(node.domain));
+    const NodeDesc desc = test_.Describe();
+    const KernelInfo info(desc);
     Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
     return def.ok() ? std::string((*def)->provider) : "error: " + def.status().ToString();
   }
@@ -115,17 +114,16 @@ class KernelCase {
     return r.ok() ? std::move(r).value() : OwnedTensor();
   }
 
-  // A kernel built for this node by `provider`, with the graph it was built from.
+  // A kernel built for this node by `provider`, with the description it was built from.
   struct Prepared {
-    std::shared_ptr<const Graph> graph;
+    NodeDesc node;
     std::unique_ptr<Kernel> kernel;
   };
   Result<Prepared> Prepare(std::string_view provider) const {
     Prepared p;
-    p.graph = test_.BuildGraph();
-    const Node& node = p.graph->nodes()[0];
-    const int64_t opset = p.graph->OpsetFor(node.domain);
-    KernelInfo info(*p.graph, node, opset);
+    p.node = test_.Describe();
+    const int64_t opset = p.node.opset;
+    const KernelInfo info(p.node);
     const KernelDef* found = nullptr;
     for (const KernelDef& def : KernelRegistry::Global().defs()) {
       if (def.provider != provider || def.op_type != op_ || def.domain != domain_) continue;
@@ -143,7 +141,6 @@ class KernelCase {
 
   // Runs a prepared kernel on this case's inputs (thread-safe: Compute is const).
   Result<OwnedTensor> Execute(const Prepared& p) const {
-    const Node& node = p.graph->nodes()[0];
     std::vector<Tensor> inputs;
     size_t feed = 0;
     for (size_t i = 0; i < kinds_.size(); ++i) {
@@ -152,14 +149,14 @@ class KernelCase {
           inputs.push_back(feeds_[feed++].view());
           break;
         case kConst:
-          inputs.push_back(p.graph->value(node.inputs[i]).constant->view());
+          inputs.push_back(p.node.inputs[i].constant->view());
           break;
         case kOmitted:
           inputs.push_back(Tensor());
           break;
       }
     }
-    std::vector<OwnedTensor> outputs(node.outputs.size());
+    std::vector<OwnedTensor> outputs(p.node.outputs.size());
     KernelContext ctx(inputs, outputs, PoisonedHostAllocator());
     KILN_RETURN_IF_ERROR(p.kernel->Compute(ctx));
     return outputs[0];

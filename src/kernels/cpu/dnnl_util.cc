@@ -176,7 +176,7 @@ Status DnnlError(std::string_view what, const dnnl::error& e) {
 
 const uint16_t* PackedWeights::GetHalf(const dnnl::memory::desc& user, const void* data,
                                        const dnnl::memory::desc& format) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const HalfBuffer& b : packed_half_) {
     if (b.format == format) return b.data.get();
   }

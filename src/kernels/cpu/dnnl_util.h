@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/result.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/ref/spatial.h"
@@ -64,7 +64,7 @@ dnnl::memory::dims ToDims(std::span<const int64_t> dims);
 // Plain row-major format tag for rank 1..5 (a, ab, abc, abcd, abcde).
 dnnl::memory::format_tag PlainTag(int rank);
 // Channel-blocked format tag for rank 3..5 and block 8 or 16 (aBc8b ... aBcde16b: oneDNN's
-// nCw8c / nChw16c / nCdhw16c), the layout of kiln's blocked tensors (graph/kiln_ops.h).
+// nCw8c / nChw16c / nCdhw16c), the layout of kiln's blocked tensors (op/kiln_ops.h).
 // REQUIRES: 3 <= rank <= 5, block 8 or 16.
 dnnl::memory::format_tag BlockedTag(int rank, int64_t block);
 
@@ -115,22 +115,22 @@ class PlanCache {
 
   // The plan for `key`, building it with build() -> Result<std::shared_ptr<Plan>> when absent.
   template <typename Build>
-  Result<std::shared_ptr<const Plan>> Get(const Key& key, Build&& build) const {
+  Result<std::shared_ptr<const Plan>> Get(const Key& key, Build&& build) const KILN_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = plans_.find(key);
       if (it != plans_.end()) return it->second;
     }
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, build());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (plans_.size() >= kMaxPlans) plans_.clear();
     plans_.emplace(key, plan);
     return std::shared_ptr<const Plan>(std::move(plan));
   }
 
  private:
-  mutable std::mutex mu_;
-  mutable std::map<Key, std::shared_ptr<const Plan>> plans_;
+  mutable Mutex mu_;
+  mutable std::map<Key, std::shared_ptr<const Plan>> plans_ KILN_GUARDED_BY(mu_);
 };
 
 // A constant weight tensor reordered into the formats primitives asked for, shared by every plan
@@ -155,8 +155,8 @@ class PackedWeights {
   // outlives this object). Returns `data` in `format`, reordering it the first time that format is
   // asked for. May throw dnnl::error (call inside CatchDnnl).
   dnnl::memory Get(const dnnl::memory::desc& user, const void* data,
-                   const dnnl::memory::desc& format) const {
-    std::lock_guard<std::mutex> lock(mu_);
+                   const dnnl::memory::desc& format) const KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     for (const auto& [desc, mem] : packed_) {
       if (desc == format) return mem;
     }
@@ -176,11 +176,11 @@ class PackedWeights {
   // object). Returns the 16-bit packed copy in `format` (format.get_size() / 4 elements), built
   // the first time that format is asked for. May throw dnnl::error or std::bad_alloc.
   const uint16_t* GetHalf(const dnnl::memory::desc& user, const void* data,
-                          const dnnl::memory::desc& format) const;
+                          const dnnl::memory::desc& format) const KILN_EXCLUDES(mu_);
 
   // Bytes of packed copies held (FP32 or 16-bit), for memory accounting and tests.
-  size_t resident_bytes() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t resident_bytes() const KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return resident_bytes_;
   }
 
@@ -190,10 +190,10 @@ class PackedWeights {
     std::unique_ptr<uint16_t[]> data;
   };
   DataType storage_;
-  mutable std::mutex mu_;
-  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
-  mutable std::vector<HalfBuffer> packed_half_;
-  mutable size_t resident_bytes_ = 0;
+  mutable Mutex mu_;
+  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_ KILN_GUARDED_BY(mu_);
+  mutable std::vector<HalfBuffer> packed_half_ KILN_GUARDED_BY(mu_);
+  mutable size_t resident_bytes_ KILN_GUARDED_BY(mu_) = 0;
 };
 
 // Widens the 16-bit weights `half` (of `storage`, FLOAT16 or BFLOAT16) into the calling thread's

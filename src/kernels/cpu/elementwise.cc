@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/elementwise_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

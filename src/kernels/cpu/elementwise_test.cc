@@ -12,10 +12,10 @@
 #include <limits>
 #include <random>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/cpu/elementwise_kernels.h"
 #include "kernels/cpu/isa.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

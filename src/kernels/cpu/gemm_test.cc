@@ -19,8 +19,8 @@
 #include <random>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

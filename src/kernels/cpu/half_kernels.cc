@@ -24,13 +24,7 @@ namespace {
 // Elements per parallel chunk: below this a conversion is cheaper than waking the team.
 constexpr int64_t kGrain = int64_t{1} << 15;
 
-bool HasF16C() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c") != 0;
-  }();
-  return has;
-}
+bool HasF16C() { return CpuHasF16C(); }
 
 }  // namespace
 

@@ -15,11 +15,11 @@
 #include <random>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/half_kernels.h"
 #include "kernels/cpu/isa.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -70,7 +70,7 @@ TEST(HalfKernelsTest, EveryPathMatchesDtypeFunctions) {
   const bool avx2 = DetectedIsa() >= Isa::kAvx2;
   const std::vector<Path> paths = {
       {"scalar", &scalar::Fp16ToFloat, &scalar::Bf16ToFloat, true},
-      {"avx2", &avx2::Fp16ToFloat, &avx2::Bf16ToFloat, avx2 && __builtin_cpu_supports("f16c")},
+      {"avx2", &avx2::Fp16ToFloat, &avx2::Bf16ToFloat, avx2 && CpuHasF16C()},
       {"avx512", &avx512::Fp16ToFloat, &avx512::Bf16ToFloat, DetectedIsa() >= Isa::kAvx512},
   };
   for (const Path& p : paths) {

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kernels/cpu/isa.h"
 
+#include <cpuid.h>
+
 #include <atomic>
-#include <cstdlib>
+
+#include "base/settings.h"
 
 namespace kiln::cpu {
 namespace {
@@ -17,15 +20,6 @@ Isa Detect() {
   return Isa::kAvx2;
 }
 
-// The CPU's level lowered to KILN_CPU_ISA's.
-Isa DetectWithEnvironment() {
-  const Isa cpu = Detect();
-  const char* env = std::getenv("KILN_CPU_ISA");
-  Isa cap = Isa::kAvx512;
-  if (env != nullptr) (void)ParseIsa(env, &cap);
-  return static_cast<int>(cap) < static_cast<int>(cpu) ? cap : cpu;
-}
-
 std::atomic<int>& Cap() {
   static std::atomic<int> cap{static_cast<int>(Isa::kAvx512)};
   return cap;
@@ -33,9 +27,23 @@ std::atomic<int>& Cap() {
 
 }  // namespace
 
+bool CpuHasF16C() {
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
+  return has;
+}
+
+// The CPU's level lowered to the KILN_CPU_ISA setting's (base/settings.h; CheckSettings refuses
+// a value ParseIsa does not know).
 Isa DetectedIsa() {
-  static const Isa isa = DetectWithEnvironment();
-  return isa;
+  static const Isa cpu = Detect();
+  Isa cap = Isa::kAvx512;
+  if (const std::string_view setting = SettingValue(Setting::kCpuIsa); !setting.empty()) {
+    (void)ParseIsa(setting, &cap);
+  }
+  return static_cast<int>(cap) < static_cast<int>(cpu) ? cap : cpu;
 }
 
 Isa ActiveIsa() {

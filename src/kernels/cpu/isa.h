@@ -10,12 +10,13 @@
 //   if (cpu::ActiveIsa() >= cpu::Isa::kAvx2) avx2::AddF32(...); else scalar::AddF32(...);
 //
 // The levels are ordered: kScalar (baseline x86-64) < kAvx2 (AVX2 and FMA) < kAvx512 (AVX-512
-// F, BW, DQ and VL, the Skylake-SP set). DetectedIsa() is the CPU's level lowered, read once at
-// first use, by the environment variable KILN_CPU_ISA=scalar|avx2|avx512 (to run a lower
-// level's code on a machine that has a higher one: `make test` runs the kernel tests at every
-// level this way, together with ONEDNN_MAX_CPU_ISA for oneDNN; see docs/kernels.md; an unknown
-// value is ignored). ActiveIsa() is DetectedIsa() capped further by SetMaxIsa() (tests force a
-// path with ScopedMaxIsa; no cap lifts the environment's).
+// F, BW, DQ and VL, the Skylake-SP set). DetectedIsa() is the CPU's level lowered by the setting
+// KILN_CPU_ISA=scalar|avx2|avx512 (base/settings.h: read from the environment once, at first use;
+// to run a lower level's code on a machine that has a higher one: `make test` runs the kernel
+// tests at every level this way, together with ONEDNN_MAX_CPU_ISA for oneDNN; see
+// docs/kernels.md; `kiln` refuses an unknown value at start-up). ActiveIsa() is DetectedIsa()
+// capped further by SetMaxIsa() (tests force a path with ScopedMaxIsa; no cap lifts the
+// environment's).
 //
 // Thread safety: all functions are thread-safe (an atomic cap); changing the cap while kernels
 // run is allowed and takes effect at their next Compute.
@@ -31,6 +32,9 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 Isa DetectedIsa();
 // min(DetectedIsa(), cap).
 Isa ActiveIsa();
+// Whether the CPU has F16C (the FP16 <-> FP32 conversions; CPUID leaf 1, ECX bit 29), read
+// with <cpuid.h> (clang before 16 does not know __builtin_cpu_supports("f16c")).
+bool CpuHasF16C();
 // Caps the ISA the kernels may use; SetMaxIsa(Isa::kAvx512) lifts the cap.
 void SetMaxIsa(Isa cap);
 // "scalar", "avx2", "avx512".

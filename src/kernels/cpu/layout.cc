@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// ai.kiln ReorderToBlocked / ReorderFromBlocked (graph/kiln_ops.h) on oneDNN reorders: plain
+// ai.kiln ReorderToBlocked / ReorderFromBlocked (op/kiln_ops.h) on oneDNN reorders: plain
 // [N, C, spatial...] <-> blocked [N, ceil(C/b), spatial..., b] (nCw8c ... nCdhw16c), FP32, rank
 // 3 to 5, block 8 or 16. The optimizer's layout_selection pass puts them at the edges of blocked
 // conv regions.
@@ -18,11 +18,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

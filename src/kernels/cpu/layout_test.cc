@@ -2,7 +2,7 @@
 // The blocked channel layout's CPU kernels (layout.cc; conv.cc with FusedConv x_block / y_block)
 // against the reference kernels, on random shapes with channel counts that are and are not a
 // multiple of the block, batch > 1, ranks 3 to 5. The blocked form of a tensor is built here by
-// a direct loop from the definition in graph/kiln_ops.h, so the padding checks do not rely on
+// a direct loop from the definition in op/kiln_ops.h, so the padding checks do not rely on
 // either kernel under test.
 
 #include "kernels/cpu/layout.h"
@@ -13,8 +13,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_test_util.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

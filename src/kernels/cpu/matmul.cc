@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/settings.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -210,8 +211,7 @@ enum class OpKind { kMatMul, kGemm };
 // oneDNN everywhere, to measure what batch invariance costs (docs/kernels.md).
 bool UseKilnGemm() {
   static const bool use = [] {
-    const char* env = std::getenv("KILN_CPU_GEMM");
-    if (env != nullptr && std::string_view(env) == "onednn") return false;
+    if (SettingValue(Setting::kCpuGemm) == "onednn") return false;
     const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
     const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
     return (isa & avx512) != avx512;
@@ -589,15 +589,16 @@ Result<std::unique_ptr<Kernel>> Make(const KernelInfo& info, OpKind kind, bool f
     KILN_ASSIGN_OR_RETURN(beta, attrs.Float("beta", 1.0f));
     if (fused) {
       // The reference Gemm checks opset-dependent rules; ai.kiln has C optional.
-      KernelInfo as_gemm(info.graph(), info.node(), 13);
-      KILN_ASSIGN_OR_RETURN(reference, ref::CreateGemm(as_gemm));
+      NodeDesc as_gemm = info.node();
+      as_gemm.opset = 13;
+      KILN_ASSIGN_OR_RETURN(reference, ref::CreateGemm(KernelInfo(as_gemm)));
     } else {
       KILN_ASSIGN_OR_RETURN(reference, ref::CreateGemm(info));
     }
   } else {
     KILN_ASSIGN_OR_RETURN(reference, ref::CreateMatMul(info));
   }
-  // Half-precision weights are the fused ops' only (graph/kiln_ops.h); a plain MatMul / Gemm
+  // Half-precision weights are the fused ops' only (op/kiln_ops.h); a plain MatMul / Gemm
   // with a FLOAT16 B goes to the reference kernel's checks.
   ConstantWeight b = ConstantWeightInput(info, 1);
   if (!fused && b.half()) b = {};

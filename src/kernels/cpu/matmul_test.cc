@@ -10,9 +10,9 @@
 #include <random>
 #include <thread>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_test_util.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -196,7 +196,7 @@ TEST(CpuMatMulTest, OneKernelManyBatchSizes) {
   c.Input(RandomTensor(Shape({1, 64}), rng)).ConstInput(b);
   Result<KernelCase::Prepared> p = c.Prepare("cpu");
   ASSERT_TRUE(p.ok());
-  const Tensor b_view = p->graph->value(p->graph->nodes()[0].inputs[1]).constant->view();
+  const Tensor b_view = p->node.inputs[1].constant->view();
   for (int round = 0; round < 2; ++round) {
     for (int64_t rows : {1, 7, 17, 32, 3}) {
       OwnedTensor a = RandomTensor(Shape({rows, 64}), rng);

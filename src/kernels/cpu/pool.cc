@@ -175,7 +175,7 @@ class GlobalPoolKernel final : public Kernel {
 bool SupportsPool(const KernelInfo& info) {
   // MaxPool's Indices output stays with the reference kernel.
   for (int i = 1; i < info.num_outputs(); ++i) {
-    if (info.node().outputs[static_cast<size_t>(i)] != kNoValue) return false;
+    if (info.has_output(i)) return false;
   }
   return true;
 }

@@ -81,8 +81,8 @@ TEST(CpuPoolTest, IndicesOutputStaysOnReference) {
   std::mt19937 rng(3);
   t.Input(RandomTensor(Shape({1, 1, 4, 4}), rng)).Attr(IntsAttr("kernel_shape", {2, 2}));
   t.Outputs({true, true});
-  auto g = t.BuildGraph();
-  KernelInfo info(*g, g->nodes()[0], 12);
+  const NodeDesc desc = t.Describe();
+  const KernelInfo info(desc);
   Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
   ASSERT_TRUE(def.ok());
   EXPECT_EQ((*def)->provider, "ref");

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// INT8 kernels on oneDNN: ai.kiln QConv / QMatMul (graph/kiln_ops.h), ONNX QLinearConv /
+// INT8 kernels on oneDNN: ai.kiln QConv / QMatMul (op/kiln_ops.h), ONNX QLinearConv /
 // QLinearMatMul (the same kernels: QConv and QMatMul take their inputs in the same order) and
 // ConvInteger / MatMulInteger (INT32 output); plus QuantizeLinear, DequantizeLinear and
 // DynamicQuantizeLinear and ai.kiln QAdd on kiln's own AVX2 loops (quantized_kernels.h).
@@ -11,7 +11,7 @@
 // channels); an FP32 bias divided by x_scale * w_scale[c] into accumulator units; Relu / Clip as
 // eltwise post-ops with their bounds divided by y_scale; x and y zero points as runtime zero points
 // of the primitive (oneDNN adds the destination zero point after the post-ops). That is the
-// reference order of graph/kiln_ops.h up to FP32 rounding: within 1 in the last place of a
+// reference order of op/kiln_ops.h up to FP32 rounding: within 1 in the last place of a
 // quantized output. Per input shape a plan holds the primitive, the reorders between kiln's
 // plain layouts (NCHW; row-major) and the layouts oneDNN prefers, and W packed once (shared by
 // all plans of a kernel). MatMul flattens A's leading dims into M ([P*M, K] x [K, N]).
@@ -42,13 +42,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "graph/kiln_ops.h"
+#include "base/mutex.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -57,6 +56,7 @@
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/spatial.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -241,8 +241,7 @@ Result<QParams> ReadParams(const KernelInfo& info, QOp op) {
   const Slots s = SlotsOf(op);
   QParams p;
   p.op = op;
-  const Value& wv = info.graph().value(info.node().inputs[static_cast<size_t>(s.w)]);
-  p.w = wv.constant;
+  p.w = info.node().inputs[static_cast<size_t>(s.w)].constant;
   p.channels = IsConv(op) ? p.w->shape().dim(0) : p.w->shape().dim(1);
   if (const OwnedTensor* z = ConstAt(info, s.xzp)) p.x_zp_const = ScalarInt(*z);
   if (IsInteger(op)) return p;
@@ -771,12 +770,12 @@ class DynamicQuantizeLinearKernel final : public Kernel {
     const float* px = x.data<const float>();
     const int64_t n = x.num_elements();
     // The range always includes 0; NaNs are skipped (MinMaxF32 ignores them).
-    std::mutex mu;
+    Mutex mu;
     float lo = 0, hi = 0;
     ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) {
       float l = 0, h = 0;
       MinMaxF32(px + b, e - b, &l, &h);
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       lo = std::min(lo, l);
       hi = std::max(hi, h);
     });

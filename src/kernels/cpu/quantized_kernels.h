@@ -20,7 +20,7 @@ void DequantizeS8ToF32(const int8_t* x, float scale, int32_t zero_point, float* 
 // *lo = min(0, min x), *hi = max(0, max x), NaNs ignored.
 void MinMaxF32(const float* x, int64_t n, float* lo, float* hi);
 
-// ai.kiln QAdd (graph/kiln_ops.h) on n elements: A, B and Y are UINT8, or INT8 when their
+// ai.kiln QAdd (op/kiln_ops.h) on n elements: A, B and Y are UINT8, or INT8 when their
 // `*_signed` flag is set; [lo, hi] are the activation's bounds (+-inf: none).
 struct QAddParams {
   float a_scale = 1, b_scale = 1, y_scale = 1;

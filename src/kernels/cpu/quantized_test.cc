@@ -17,11 +17,11 @@
 #include <set>
 #include <thread>
 
-#include "graph/kiln_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/quantized_kernels.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {

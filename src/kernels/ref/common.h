@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -82,7 +83,7 @@ inline Status RequireInputs(const KernelInfo& info, int n) {
   for (int i = 0; i < n; ++i) {
     if (!info.has_input(i)) return OpError(info.node().op_type, "required input {} is missing", i);
   }
-  if (info.num_outputs() < 1 || info.node().outputs[0] == kNoValue) {
+  if (!info.has_output(0)) {
     return OpError(info.node().op_type, "output 0 is missing");
   }
   return Status::OK();
@@ -91,7 +92,7 @@ inline Status RequireInputs(const KernelInfo& info, int n) {
 // Factory-side check that no output at index >= n is present.
 inline Status LimitOutputs(const KernelInfo& info, int n, std::string_view why) {
   for (int i = n; i < info.num_outputs(); ++i) {
-    if (info.node().outputs[static_cast<size_t>(i)] != kNoValue) {
+    if (info.has_output(i)) {
       return OpError(info.node().op_type, "output {} is not supported: {}", i, why);
     }
   }
@@ -123,6 +124,43 @@ Status DispatchAll(DataType dtype, std::string_view op, F&& f) {
   return DispatchType<float, double, Float16, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
                       uint16_t, uint32_t, uint64_t, bool, std::string>(dtype, op,
                                                                        std::forward<F>(f));
+}
+
+// Element `i` of `t` as a double, for every numeric dtype (DispatchNumeric's; 16-bit floats
+// widened exactly, 64-bit integers rounded to the nearest double) and BOOL (0 or 1). BYTES and
+// invalid tensors read as NaN: a kernel that takes only some dtypes checks them first.
+// REQUIRES: t is on the CPU and contiguous, 0 <= i < t.num_elements().
+inline double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DataType::kFloat32:
+      return static_cast<double>(t.data<const float>()[i]);
+    case DataType::kFloat64:
+      return t.data<const double>()[i];
+    case DataType::kFloat16:
+      return static_cast<double>(Float16ToFloat(t.data<const Float16>()[i]));
+    case DataType::kBFloat16:
+      return static_cast<double>(BFloat16ToFloat(t.data<const BFloat16>()[i]));
+    case DataType::kInt8:
+      return static_cast<double>(t.data<const int8_t>()[i]);
+    case DataType::kInt16:
+      return static_cast<double>(t.data<const int16_t>()[i]);
+    case DataType::kInt32:
+      return static_cast<double>(t.data<const int32_t>()[i]);
+    case DataType::kInt64:
+      return static_cast<double>(t.data<const int64_t>()[i]);
+    case DataType::kUint8:
+      return static_cast<double>(t.data<const uint8_t>()[i]);
+    case DataType::kUint16:
+      return static_cast<double>(t.data<const uint16_t>()[i]);
+    case DataType::kUint32:
+      return static_cast<double>(t.data<const uint32_t>()[i]);
+    case DataType::kUint64:
+      return static_cast<double>(t.data<const uint64_t>()[i]);
+    case DataType::kBool:
+      return t.data<const bool>()[i] ? 1.0 : 0.0;
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
+  }
 }
 
 // 16-bit floats are computed in float: MathType<T> is the type arithmetic on T uses, ToMath and
@@ -268,7 +306,7 @@ class AttrReader {
     return OpError(op(), "attribute '{}' must be {}", name, want);
   }
 
-  const Node& node_;
+  const NodeDesc& node_;
   int64_t opset_;
 };
 

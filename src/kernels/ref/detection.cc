@@ -34,12 +34,6 @@
 namespace kiln::ref {
 namespace {
 
-// Reads element i of a float tensor of dtype FP32 or FP64 as double.
-double ReadFloat(const Tensor& t, int64_t i) {
-  if (t.dtype() == DataType::kFloat64) return t.data<const double>()[i];
-  return static_cast<double>(t.data<const float>()[i]);
-}
-
 // --- NonMaxSuppression --------------------------------------------------------------------------
 
 struct Box {
@@ -260,10 +254,10 @@ class RoiAlignKernel final : public Kernel {
       const double offset = half_pixel_ ? 0.5 : 0.0;
       std::vector<BilinearTap> taps;
       for (int64_t ri = 0; ri < r; ++ri) {
-        const double sx = ReadFloat(rois, ri * 4 + 0) * spatial_scale_ - offset;
-        const double sy = ReadFloat(rois, ri * 4 + 1) * spatial_scale_ - offset;
-        const double ex = ReadFloat(rois, ri * 4 + 2) * spatial_scale_ - offset;
-        const double ey = ReadFloat(rois, ri * 4 + 3) * spatial_scale_ - offset;
+        const double sx = ElementAsDouble(rois, ri * 4 + 0) * spatial_scale_ - offset;
+        const double sy = ElementAsDouble(rois, ri * 4 + 1) * spatial_scale_ - offset;
+        const double ex = ElementAsDouble(rois, ri * 4 + 2) * spatial_scale_ - offset;
+        const double ey = ElementAsDouble(rois, ri * 4 + 3) * spatial_scale_ - offset;
         double roi_w = ex - sx, roi_h = ey - sy;
         if (!half_pixel_) {
           roi_w = std::max(roi_w, 1.0);
@@ -393,7 +387,7 @@ class GridSampleKernel final : public Kernel {
         for (int64_t i = 0; i < ho; ++i) {
           for (int64_t j = 0; j < wo; ++j) {
             const int64_t g = ((b * ho + i) * wo + j) * 2;
-            const double gx = ReadFloat(grid, g), gy = ReadFloat(grid, g + 1);
+            const double gx = ElementAsDouble(grid, g), gy = ElementAsDouble(grid, g + 1);
             for (int64_t ci = 0; ci < c; ++ci) {
               const T* plane = px + (b * c + ci) * h * w;
               auto at = [&](int64_t yy, int64_t xx) -> double {

@@ -125,7 +125,7 @@ TEST(ElementwiseTest, MixedDtypesAreInvalidArgument) {
 
 TEST(ElementwiseTest, LegacyBroadcastAttributesAreRejected) {
   // Opset 1-6's `broadcast`/`axis` are rewritten by the importer's version adapter
-  // (graph/onnx/version_adapter_test.cc); from opset 7 they do not exist.
+  // (tests/onnx/version_adapter_test.cc); from opset 7 they do not exist.
   ExpectInvalid(OpTest("Add", 7)
                     .Attr(IntAttr("broadcast", 1))
                     .Input(MakeTensor<float>({2}, {1, 2}))

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reference kernels of kiln's own operators (domain ai.kiln, graph/kiln_ops.h): FusedConv,
+// Reference kernels of kiln's own operators (domain ai.kiln, op/kiln_ops.h): FusedConv,
 // FusedGemm, FusedMatMul, LayerNormalization, Gelu, Attention. They define the numerics the fast
 // kernels (src/kernels/cpu) are tested against, so they are written to be obviously right, not
 // fast.
@@ -13,7 +13,7 @@
 // Attention are direct loops; Attention accumulates in double and subtracts the row maximum
 // before exp, as the reference Softmax does.
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -120,7 +120,7 @@ double ApplyAct(const Activation& a, double x) {
 }
 
 // The attributes of `node` except the named ones.
-std::vector<Attribute> AttributesWithout(const Node& node,
+std::vector<Attribute> AttributesWithout(const NodeDesc& node,
                                          std::initializer_list<std::string_view> drop) {
   std::vector<Attribute> out;
   for (const Attribute& a : node.attributes) {
@@ -229,22 +229,22 @@ class FusedKernel final : public Kernel {
 Result<std::unique_ptr<Kernel>> CreateFused(const KernelInfo& info, std::string_view core_op,
                                             int64_t core_opset, int num_core_inputs, int bias_input,
                                             int z_input, KernelFactory factory) {
-  const Node& node = info.node();
+  const NodeDesc& node = info.node();
   if (info.num_inputs() > z_input + 1) {
     return OpError(node.op_type, "takes at most {} inputs, got {}", z_input + 1, info.num_inputs());
   }
   KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "fused ops have one output"));
   KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
-  Node core;
+  NodeDesc core;
   core.name = node.name;
   core.op_type = std::string(core_op);
+  core.opset = core_opset;
   for (int i = 0; i < num_core_inputs && i < info.num_inputs(); ++i) {
     core.inputs.push_back(node.inputs[static_cast<size_t>(i)]);
   }
-  core.outputs = {node.outputs.empty() ? kNoValue : node.outputs[0]};
+  core.outputs = {node.outputs.empty() ? OperandDesc() : node.outputs[0]};
   core.attributes = AttributesWithout(node, {"activation", "activation_params"});
-  KernelInfo core_info(info.graph(), core, core_opset);
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(core_info));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(KernelInfo(core)));
   return std::unique_ptr<Kernel>(std::make_unique<FusedKernel>(
       node.op_type, std::move(kernel), num_core_inputs, bias_input, z_input, std::move(act)));
 }
@@ -394,7 +394,7 @@ class AttentionKernel final : public Kernel {
 // NOTE on the approach: the integer core is the ONNX reference ConvInteger / MatMulInteger
 // kernel (X, W, x_zero_point, w_zero_point), giving the int32 accumulator; the INT32 bias, the
 // scales, the activation and the requantization are then applied elementwise here, exactly in
-// the order graph/kiln_ops.h states.
+// the order op/kiln_ops.h states.
 
 // [N, d1, ..., dk] -> [N, dk, d1, ..., dk-1] (`to_first`) or back, for 1-byte elements: QConv's
 // channels-last X and Y.
@@ -581,7 +581,7 @@ class QuantizedKernel final : public Kernel {
 };
 
 Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool conv) {
-  const Node& node = info.node();
+  const NodeDesc& node = info.node();
   KILN_RETURN_IF_ERROR(RequireInputs(info, 5));
   if (info.num_inputs() > 9) {
     return OpError(node.op_type, "takes at most 9 inputs, got {}", info.num_inputs());
@@ -598,17 +598,18 @@ Result<std::unique_ptr<Kernel>> CreateQuantized(const KernelInfo& info, bool con
       }
     }
   }
-  Node core;
+  NodeDesc core;
   core.name = node.name;
   core.op_type = conv ? "ConvInteger" : "MatMulInteger";
+  core.opset = 10;
   auto in = [&](int i) {
-    return i < info.num_inputs() ? node.inputs[static_cast<size_t>(i)] : kNoValue;
+    return i < info.num_inputs() ? node.inputs[static_cast<size_t>(i)] : OperandDesc();
   };
   core.inputs = {in(0), in(3), in(2), in(5)};
-  core.outputs = {node.outputs.empty() ? kNoValue : node.outputs[0]};
+  core.outputs = {node.outputs.empty() ? OperandDesc() : node.outputs[0]};
   core.attributes = AttributesWithout(
       node, {"activation", "activation_params", "x_channels_last", "y_channels_last"});
-  KernelInfo core_info(info.graph(), core, 10);
+  const KernelInfo core_info(core);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
                         conv ? CreateConvInteger(core_info) : CreateMatMulInteger(core_info));
   const bool x_channels_last = conv && node.GetInt("x_channels_last", 0) != 0;
@@ -839,9 +840,9 @@ Result<std::unique_ptr<Kernel>> CreateBlockedFusedConv(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(int64_t y_block, ReadBlock(info, kAttrYBlock, false));
   KILN_ASSIGN_OR_RETURN(int64_t group, AttrReader(info).Int("group", 1));
   if (group < 1) return OpError(kFusedConvOp, "attribute 'group' is {}, expected >= 1", group);
-  Node plain = info.node();
+  NodeDesc plain = info.node();
   plain.attributes = AttributesWithout(info.node(), {kAttrXBlock, kAttrYBlock});
-  KernelInfo plain_info(info.graph(), plain, info.opset());
+  const KernelInfo plain_info(plain);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
                         CreateFused(plain_info, "Conv", 13, 3, -1, 3, &CreateConv));
   return std::unique_ptr<Kernel>(
@@ -879,9 +880,10 @@ Result<std::unique_ptr<Kernel>> CreateKilnFusedMatMul(const KernelInfo& info) {
 Result<std::unique_ptr<Kernel>> CreateKilnLayerNormalization(const KernelInfo& info) {
   KILN_RETURN_IF_ERROR(RequireInputs(info, 2));
   KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "ai.kiln LayerNormalization has one output"));
-  Node core = info.node();
+  NodeDesc core = info.node();
   core.domain.clear();
-  KernelInfo core_info(info.graph(), core, 17);
+  core.opset = 17;
+  const KernelInfo core_info(core);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, CreateLayerNormalization(core_info));
   return std::unique_ptr<Kernel>(std::make_unique<KilnLayerNormKernel>(std::move(kernel)));
 }

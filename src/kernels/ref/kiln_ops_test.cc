@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reference kernels of the ai.kiln operators: each expected value is worked out here from the
-// operator's definition in graph/kiln_ops.h (by hand for small cases, or by a naive formula
+// operator's definition in op/kiln_ops.h (by hand for small cases, or by a naive formula
 // written in the test), never taken from the kernel's own output.
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 
 #include <gtest/gtest.h>
 

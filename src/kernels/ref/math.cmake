@@ -11,4 +11,4 @@ kiln_test(ref_math_test
     ${CMAKE_CURRENT_LIST_DIR}/math_unary_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/math_binary_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/cast_test.cc
-  LIBS kiln_runtime kiln_kernels)
+  LIBS kiln_kernels)

@@ -223,7 +223,7 @@ TEST(GemmTest, OptionalCFromOpset11) {
 
 TEST(GemmTest, LegacyBroadcastAttributeIsRejected) {
   // Opset 6's `broadcast` is dropped by the importer's version adapter
-  // (graph/onnx/version_adapter_test.cc); from opset 7 it does not exist.
+  // (tests/onnx/version_adapter_test.cc); from opset 7 it does not exist.
   ExpectInvalid(OpTest("Gemm", 7)
                     .Attr(IntAttr("broadcast", 1))
                     .Input(MakeTensor<float>({2, 2}, {1, 2, 3, 4}))

@@ -17,4 +17,4 @@ kiln_test(ref_misc_test
     ${CMAKE_CURRENT_LIST_DIR}/loss_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/signal_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/random_test.cc
-  LIBS kiln_runtime kiln_kernels)
+  LIBS kiln_kernels)

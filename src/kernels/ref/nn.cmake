@@ -16,4 +16,4 @@ kiln_test(ref_nn_test
     ${CMAKE_CURRENT_LIST_DIR}/nn_misc_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/conv_transpose_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/einsum_test.cc
-  LIBS kiln_runtime kiln_kernels)
+  LIBS kiln_kernels)

@@ -177,7 +177,7 @@ Result<std::unique_ptr<Kernel>> CreateMaxPool(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(WindowAttrs window, ReadWindowAttrs(attrs, true));
   KILN_ASSIGN_OR_RETURN(window.ceil_mode, attrs.Bool("ceil_mode", false));
   KILN_ASSIGN_OR_RETURN(bool column_major, attrs.Bool("storage_order", false));
-  const bool want_indices = info.num_outputs() > 1 && info.node().outputs[1] != kNoValue;
+  const bool want_indices = info.has_output(1);
   return std::make_unique<PoolKernel>("MaxPool", PoolKind::kMax, std::move(window), false,
                                       column_major, want_indices);
 }

@@ -89,19 +89,6 @@ void Store(const Tensor& y, int64_t i, double v) {
   }
 }
 
-double ReadProbability(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DataType::kFloat32:
-      return static_cast<double>(t.data<const float>()[i]);
-    case DataType::kFloat64:
-      return t.data<const double>()[i];
-    case DataType::kFloat16:
-      return static_cast<double>(Float16ToFloat(t.data<const Float16>()[i]));
-    default:
-      return 0.0;
-  }
-}
-
 class RandomKernel final : public Kernel {
  public:
   explicit RandomKernel(RandomOptions o) : o_(std::move(o)) {}
@@ -150,7 +137,7 @@ class RandomKernel final : public Kernel {
         std::uniform_real_distribution<double> d(0.0, 1.0);
         const Tensor& x = ctx.input(0);
         for (int64_t i = 0; i < n; ++i) {
-          const double p = ReadProbability(x, i);
+          const double p = ElementAsDouble(x, i);
           Store(y, i, d(engine) < p ? 1.0 : 0.0);
         }
         break;
@@ -172,7 +159,7 @@ Result<std::unique_ptr<Kernel>> CreateRandom(const KernelInfo& info, Dist dist, 
   o.op = op;
   if (like || dist == Dist::kBernoulli) {
     KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
-  } else if (info.num_outputs() < 1 || info.node().outputs[0] == kNoValue) {
+  } else if (!info.has_output(0)) {
     return OpError(op, "output 0 is missing");
   }
   if (attrs.Has("dtype")) {

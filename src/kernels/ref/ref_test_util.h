@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helpers for the reference kernel tests: host tensors from value lists, attribute
-// builders, and OpTest, which wraps one node in a kiln Graph and runs it through Session (so the
-// registry lookup, the factory and Compute are all exercised).
+// builders, and OpTest, which describes one node (op/node_desc.h, as the runtime would), looks
+// its reference kernel up in the registry, builds it and runs Compute on the given inputs (so the
+// registry lookup, the factory and Compute are all exercised, with no graph and no session).
 //
 //   OpTest t("Add", 13);
 //   t.Input(MakeTensor<float>({2}, {1, 2})).Input(MakeTensor<float>({}, {10}));
@@ -11,6 +12,7 @@
 //
 // Ops on sequences and optionals take ValueInput()s and run with RunValues().
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,8 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "graph/ir.h"
-#include "runtime/session.h"
+#include "kernels/kernel.h"
+#include "kernels/registry.h"
+#include "op/node_desc.h"
 #include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
@@ -111,8 +114,9 @@ inline Attribute TensorAttr(std::string name, OwnedTensor t) {
   return a;
 }
 
-// One node of `op` at `opset` in a graph of its own. Inputs are graph inputs (declared with their
-// dtype and unknown shape) or initializers; every present output is a graph output.
+// One node of `op` at `opset`, run on the reference kernels. Inputs are fed values (declared with
+// their dtype and unknown shape) or constants; every present output is returned. Errors of the
+// factory and of Compute are prefixed "node 'node' (Op): " as the runtime prefixes them.
 class OpTest {
  public:
   OpTest(std::string op, int64_t opset) : op_(std::move(op)), opset_(opset) {}
@@ -131,7 +135,7 @@ class OpTest {
     inputs_.push_back({std::move(t), true, false, std::nullopt, RuntimeValue(), ValueType()});
     return *this;
   }
-  // An omitted optional input (kNoValue).
+  // An omitted optional input.
   OpTest& OmittedInput() {
     inputs_.push_back({OwnedTensor(), false, true, std::nullopt, RuntimeValue(), ValueType()});
     return *this;
@@ -165,85 +169,101 @@ class OpTest {
     return *this;
   }
 
-  std::shared_ptr<const Graph> BuildGraph() const {
-    auto g = std::make_shared<Graph>();
-    g->opset_imports[""] = opset_;
-    if (!domain_.empty()) g->opset_imports[domain_] = domain_opset_;
-    Node node;
-    node.name = "node";
-    node.op_type = op_;
-    node.domain = domain_;
-    node.attributes = attrs_;
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      const InputSpec& in = inputs_[i];
-      if (in.omitted) {
-        node.inputs.push_back(kNoValue);
-        continue;
+  // The node's description, as the runtime hands it to a kernel factory.
+  NodeDesc Describe() const {
+    NodeDesc d;
+    d.name = "node";
+    d.op_type = op_;
+    d.domain = domain_;
+    d.opset = domain_.empty() ? opset_ : domain_opset_;
+    d.attributes = attrs_;
+    for (const InputSpec& in : inputs_) {
+      OperandDesc o;
+      if (!in.omitted) {
+        o.present = true;
+        o.type.dtype = in.declared.value_or(in.tensor.dtype());
+        if (in.value.valid()) o.type = in.value_type;
+        if (in.constant) o.constant = std::make_shared<const OwnedTensor>(in.tensor);
       }
-      Value v;
-      v.name = "in" + std::to_string(i);
-      v.type.dtype = in.declared.value_or(in.tensor.dtype());
-      if (in.value.valid()) v.type = in.value_type;
-      if (in.constant) v.constant = std::make_shared<const OwnedTensor>(in.tensor);
-      const int id = g->AddValue(std::move(v));
-      if (!in.constant) g->inputs.push_back(id);
-      node.inputs.push_back(id);
+      d.inputs.push_back(std::move(o));
     }
     for (size_t i = 0; i < outputs_.size(); ++i) {
-      if (!outputs_[i]) {
-        node.outputs.push_back(kNoValue);
-        continue;
-      }
-      Value v;
-      v.name = "out" + std::to_string(i);
-      if (i == 0) v.type.dtype = output_type_;
+      OperandDesc o;
+      o.present = outputs_[i];
+      if (o.present && i == 0) o.type.dtype = output_type_;
       for (const auto& [index, type] : output_value_types_) {
-        if (static_cast<size_t>(index) == i) v.type = type;
+        if (o.present && static_cast<size_t>(index) == i) o.type = type;
       }
-      const int id = g->AddValue(std::move(v));
-      g->outputs.push_back(id);
-      node.outputs.push_back(id);
+      d.outputs.push_back(std::move(o));
     }
-    g->AddNode(std::move(node));
-    return g;
+    return d;
   }
 
-  // Sessions of these tests run the reference kernels only (the fast CPU kernels have their own
-  // tests, against these).
-  static SessionOptions RefOnly() {
-    SessionOptions options;
-    options.kernel_provider = "ref";
-    return options;
+  // The reference kernel for the node (registry lookup and factory).
+  Result<std::unique_ptr<Kernel>> Build() const {
+    const NodeDesc desc = Describe();
+    const KernelInfo info(desc);
+    KILN_ASSIGN_OR_RETURN(const KernelDef* def,
+                          KernelRegistry::Global().Find(info, DeviceType::kCpu, "ref"));
+    Result<std::unique_ptr<Kernel>> kernel = def->create(info);
+    if (!kernel.ok()) return kernel.status().WithContext(Label());
+    return kernel;
   }
 
-  // Session::Create's status (registry lookup and factory).
-  Status Create() const {
-    Result<std::unique_ptr<Session>> s = Session::Create(BuildGraph(), RefOnly());
-    return s.ok() ? Status::OK() : s.status();
-  }
+  // Build()'s status.
+  Status Create() const { return Build().status(); }
 
-  // Creates the session and runs it once.
+  // Builds the kernel and runs it once; every present output must be a tensor.
   Result<std::vector<OwnedTensor>> Run() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                          Session::Create(BuildGraph(), RefOnly()));
-    std::vector<Tensor> feeds;
-    for (const InputSpec& in : inputs_) {
-      if (!in.omitted && !in.constant) feeds.push_back(in.tensor.view());
+    KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> values, RunValues());
+    std::vector<OwnedTensor> out;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!values[i].is_tensor()) {
+        return Status::Unimplemented(
+            fmt::format("{}: output {} is a {}, not a tensor", Label(), i, values[i].Describe()));
+      }
+      out.push_back(values[i].tensor());
     }
-    return session->Run(feeds);
+    return out;
   }
 
-  // Creates the session and runs it once over RuntimeValues (tensor inputs are fed as tensor
-  // values).
+  // Builds the kernel and runs it once over values (sequences and nones only for kernels that
+  // take them, as the runtime does); returns every present output.
   Result<std::vector<RuntimeValue>> RunValues() const {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                          Session::Create(BuildGraph(), RefOnly()));
-    std::vector<RuntimeValue> feeds;
-    for (const InputSpec& in : inputs_) {
-      if (in.omitted || in.constant) continue;
-      feeds.push_back(in.value.valid() ? in.value : RuntimeValue(in.tensor));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, Build());
+    const bool takes_values = kernel->TakesNonTensorValues();
+    std::vector<Tensor> inputs(inputs_.size());
+    std::vector<const RuntimeValue*> values(inputs_.size(), nullptr);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const InputSpec& in = inputs_[i];
+      if (in.omitted) continue;
+      if (!in.value.valid()) {
+        inputs[i] = in.tensor.view();
+      } else if (in.value.is_tensor()) {
+        inputs[i] = in.value.tensor().view();
+      } else if (takes_values) {
+        values[i] = &in.value;
+      } else {
+        return Status::InvalidArgument(fmt::format("{}: input {} is a {}; the kernel takes tensors",
+                                                   Label(), i, in.value.Describe()));
+      }
     }
-    return session->RunValues(feeds);
+    std::vector<OwnedTensor> outputs(outputs_.size());
+    std::vector<RuntimeValue> output_values(takes_values ? outputs_.size() : 0);
+    KernelContext ctx(inputs, values, outputs, output_values);
+    if (Status s = kernel->Compute(ctx); !s.ok()) return s.WithContext(Label());
+    std::vector<RuntimeValue> results;
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (!outputs_[o]) continue;
+      if (outputs[o].valid()) {
+        results.emplace_back(std::move(outputs[o]));
+      } else if (takes_values && output_values[o].valid()) {
+        results.push_back(std::move(output_values[o]));
+      } else {
+        return Status::Internal(fmt::format("{}: output {} was not produced", Label(), o));
+      }
+    }
+    return results;
   }
 
   // RunValues' output 0, failing the test (and returning an invalid value) on error.
@@ -282,6 +302,8 @@ class OpTest {
   }
 
  private:
+  std::string Label() const { return fmt::format("node 'node' ({})", op_); }
+
   struct InputSpec {
     OwnedTensor tensor;
     bool constant = false;

@@ -498,7 +498,7 @@ Result<std::unique_ptr<Kernel>> CreateOptional(const KernelInfo& info) {
                    "without input 0 the attribute 'type' must say what the empty "
                    "optional would hold");
   }
-  if (info.num_outputs() < 1 || info.node().outputs[0] == kNoValue) {
+  if (!info.has_output(0)) {
     return OpError("Optional", "output 0 is missing");
   }
   return Make<OptionalKernel>();

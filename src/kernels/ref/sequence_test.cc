@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for the sequence and optional reference kernels (sequence.cc), each run through Session
+// Tests for the sequence and optional reference kernels (sequence.cc), each run through OpTest
 // (registry lookup, factory, Compute) on hand-built values: results, the sharing of elements
 // that are passed on, positions at both ends and out of range, and the error for each kind of
 // bad input (wrong dtype, wrong kind of value, bad attributes).
@@ -489,26 +489,8 @@ TEST(IdentityOnValuesTest, PassesSequencesAndNonesOnAndCopiesTensors) {
   ASSERT_TRUE(t.is_tensor());
   ExpectTensor<int64_t>(t.tensor(), Shape{2}, {5, 6});
   EXPECT_NE(t.tensor().raw_data(), x.raw_data());
-  // The tensor Run of the same graph works as before.
+  // The tensor Run of the same node works too.
   ExpectTensor<int64_t>(OpTest("Identity", 16).Input(x).RunOne(), Shape{2}, {5, 6});
-}
-
-TEST(IdentityOnValuesTest, TensorKernelsRefuseSequences) {
-  // Opset 13 Identity and Relu take tensors only: the runtime refuses a sequence by name.
-  ExpectInvalid(OpTest("Identity", 13).ValueInput(FloatSeq({{1}})).RunValuesStatus(),
-                {"node 'node' (Identity)", "input 0 ('in0') is a sequence of 1 FP32 tensor",
-                 "takes tensors only"});
-  ExpectInvalid(OpTest("Relu", 14).ValueInput(RuntimeValue::None()).RunValuesStatus(),
-                {"(Relu)", "is a none"});
-}
-
-TEST(IdentityOnValuesTest, TensorRunNamesANonTensorOutput) {
-  Result<std::vector<OwnedTensor>> r = OpTest("SequenceEmpty", 11).Run();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("graph output 'out0' is a sequence of 0 FP32 tensors"),
-            std::string::npos)
-      << r.status().message();
 }
 
 }  // namespace

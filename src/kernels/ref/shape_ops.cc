@@ -561,7 +561,7 @@ Result<std::unique_ptr<Kernel>> CreateSplit(const KernelInfo& info) {
   // Negative axes are accepted at every opset (PyTorch exports them before opset 11 too).
   KILN_ASSIGN_OR_RETURN(int64_t axis, attrs.Int("axis", 0));
   for (int i = 0; i < info.num_outputs(); ++i) {
-    if (info.node().outputs[static_cast<size_t>(i)] == kNoValue) {
+    if (!info.has_output(i)) {
       return OpError("Split", "output {} is missing; every output must be present", i);
     }
   }

@@ -105,22 +105,6 @@ Result<double> ReadFloatScalar(const KernelContext& ctx, int i, std::string_view
   }
 }
 
-// Reads element i of a numeric tensor as double.
-double ReadAsDouble(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DataType::kFloat32:
-      return static_cast<double>(t.data<const float>()[i]);
-    case DataType::kFloat64:
-      return t.data<const double>()[i];
-    case DataType::kFloat16:
-      return static_cast<double>(Float16ToFloat(t.data<const Float16>()[i]));
-    case DataType::kBFloat16:
-      return static_cast<double>(BFloat16ToFloat(t.data<const BFloat16>()[i]));
-    default:
-      return 0.0;
-  }
-}
-
 // Largest window / matrix / transform length accepted (keeps O(n^2) loops and allocations sane).
 constexpr int64_t kMaxLength = int64_t{1} << 24;
 
@@ -326,8 +310,8 @@ class DftKernel final : public Kernel {
         std::fill(in.begin(), in.end(), 0.0);
         for (int64_t n = 0; n < std::min(size, len); ++n) {
           const int64_t base = ((o * size + n) * inner + i) * comp;
-          in[static_cast<size_t>(2 * n)] = ReadAsDouble(x, base);
-          if (complex_in) in[static_cast<size_t>(2 * n + 1)] = ReadAsDouble(x, base + 1);
+          in[static_cast<size_t>(2 * n)] = ElementAsDouble(x, base);
+          if (complex_in) in[static_cast<size_t>(2 * n + 1)] = ElementAsDouble(x, base + 1);
         }
         Dft(in, len, bins, inverse_, spec);
         for (int64_t k = 0; k < bins; ++k) {
@@ -399,10 +383,10 @@ class StftKernel final : public Kernel {
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t f = 0; f < frames; ++f) {
         for (int64_t n = 0; n < frame; ++n) {
-          const double wn = window != nullptr ? ReadAsDouble(*window, n) : 1.0;
+          const double wn = window != nullptr ? ElementAsDouble(*window, n) : 1.0;
           const int64_t base = (b * length + f * step + n) * comp;
-          in[static_cast<size_t>(2 * n)] = ReadAsDouble(x, base) * wn;
-          in[static_cast<size_t>(2 * n + 1)] = complex_in ? ReadAsDouble(x, base + 1) * wn : 0.0;
+          in[static_cast<size_t>(2 * n)] = ElementAsDouble(x, base) * wn;
+          in[static_cast<size_t>(2 * n + 1)] = complex_in ? ElementAsDouble(x, base + 1) * wn : 0.0;
         }
         Dft(in, frame, bins, /*inverse=*/false, spec);
         std::copy(spec.begin(), spec.end(),

@@ -13,4 +13,4 @@ kiln_test(ref_tensor_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/shape_ops_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gather_scatter_test.cc
-  LIBS kiln_runtime kiln_kernels)
+  LIBS kiln_kernels)

@@ -62,12 +62,6 @@ std::string_view OpName(Optimizer kind) {
 // Tensors per optimized variable among the inputs (X, G and the state).
 int GroupCount(Optimizer kind) { return kind == Optimizer::kAdam ? 4 : 3; }
 
-// The only value of a one-element FLOAT or DOUBLE tensor (R).
-double ScalarAsDouble(const Tensor& t) {
-  return t.dtype() == DataType::kFloat32 ? static_cast<double>(t.data<const float>()[0])
-                                         : t.data<const double>()[0];
-}
-
 class OptimizerKernel final : public Kernel {
  public:
   // `num_tensors`: n, the number of optimized tensors.
@@ -93,7 +87,7 @@ class OptimizerKernel final : public Kernel {
       return OpError(op, "T must be one INT64 value, got {}{}", DataTypeName(t.dtype()),
                      t.shape().ToString());
     }
-    const double rate = ScalarAsDouble(r);
+    const double rate = ElementAsDouble(r, 0);
     const int64_t step = t.data<const int64_t>()[0];
     const DataType dtype = ctx.input(2).dtype();
     for (int g = 0; g < k; ++g) {

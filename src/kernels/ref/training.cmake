@@ -4,4 +4,4 @@
 target_sources(kiln_kernels PRIVATE ${CMAKE_CURRENT_LIST_DIR}/training.cc)
 
 kiln_test(ref_training_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/training_test.cc
-  LIBS kiln_runtime kiln_kernels)
+  LIBS kiln_kernels)

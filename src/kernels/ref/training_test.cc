@@ -327,9 +327,9 @@ TEST(TrainingTest, RunErrors) {
 }
 
 TEST(TrainingTest, DirectComputeWithTooFewInputsIsAnError) {
-  // Driven without a Session, a kernel built for five inputs is handed four.
-  std::shared_ptr<const Graph> graph = Momentum("standard", 0, 0).BuildGraph();
-  const KernelInfo info(*graph, graph->node(0), 1);
+  // Driven directly, a kernel built for five inputs is handed four.
+  const NodeDesc desc = Momentum("standard", 0, 0).Describe();
+  const KernelInfo info(desc);
   Result<const KernelDef*> def = KernelRegistry::Global().Find(info, DeviceType::kCpu);
   ASSERT_TRUE(def.ok()) << def.status().ToString();
   Result<std::unique_ptr<Kernel>> kernel = (*def)->create(info);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // bias_activation_fusion: Conv / Gemm / MatMul followed by a bias Add, a residual Add and an
-// activation becomes ai.kiln FusedConv / FusedGemm / FusedMatMul (graph/kiln_ops.h).
+// activation becomes ai.kiln FusedConv / FusedGemm / FusedMatMul (op/kiln_ops.h).
 //
 // NOTE: matched forward from the core node, each step only through a value with one reader that
 // is not a graph output:
@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 

@@ -260,7 +260,8 @@ class ConstantFoldingPass final : public Pass {
       }
       if (too_big) continue;
       const Graph& g = ed.graph();
-      KernelInfo info(g, node, g.OpsetFor(node.domain));
+      const NodeDesc desc = DescribeNode(g, node);
+      const KernelInfo info(desc);
       Result<const KernelDef*> def = registry.Find(info, DeviceType::kCpu);
       if (!def.ok()) continue;
       Result<std::unique_ptr<Kernel>> kernel = (*def)->create(info);

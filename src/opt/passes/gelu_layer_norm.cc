@@ -19,7 +19,7 @@
 
 #include <algorithm>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 

@@ -2,7 +2,7 @@
 // half_weights: with a half weight precision (OptimizerOptions::weight_precision "fp16" / "bf16",
 // or auto-detected from a model that stores its weights so), the constant weights of Conv,
 // MatMul, Gemm and their ai.kiln Fused forms are stored as FLOAT16 / BFLOAT16 initializers,
-// halving their memory; the kernels widen them to FP32 as they use them (graph/kiln_ops.h).
+// halving their memory; the kernels widen them to FP32 as they use them (op/kiln_ops.h).
 //
 // NOTE: a weight (Conv / FusedConv W, MatMul / FusedMatMul B, Gemm / FusedGemm B: input 1) is
 // narrowed when it is a FLOAT initializer of at least kMinElements elements (smaller ones save
@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <map>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/optimizer.h"
 #include "opt/pass.h"
 

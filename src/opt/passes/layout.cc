@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // layout_selection: chains of 2-D convolutions run in oneDNN's channel-blocked layout
-// (nChw16c / nChw8c; graph/kiln_ops.h) instead of converting to and from NCHW around every conv.
+// (nChw16c / nChw8c; op/kiln_ops.h) instead of converting to and from NCHW around every conv.
 //
 // NOTE on the approach.
 //   1. Candidates, in topological order: Conv / FusedConv (not yet blocked) with a constant FP32
@@ -22,12 +22,10 @@
 //      the region (read by a node outside it, or a graph output) is recomputed from its twin by
 //      ReorderFromBlocked under its original name and id, so readers outside and graph outputs
 //      are untouched.
-// The block is the CPU kernels' (cpu::PreferredChannelBlock): 16 where oneDNN runs AVX-512 code
-// (its native block there; its 8-blocked kernels are AVX2 ones), 8 with AVX2; below AVX2 the
-// pass changes nothing. Idempotent:
-// blocked FusedConvs are never candidates again.
-
-#include "kernels/cpu/layout.h"
+// The block is the target's (OptimizerOptions::target.channel_block, kernels/target.h): for the
+// CPU 16 where oneDNN runs AVX-512 code (its native block there; its 8-blocked kernels are AVX2
+// ones), 8 with AVX2; with 0 (below AVX2, or no target given) the pass changes nothing.
+// Idempotent: blocked FusedConvs are never candidates again.
 
 #include <fmt/format.h>
 
@@ -36,7 +34,7 @@
 #include <optional>
 #include <vector>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 
@@ -113,9 +111,9 @@ struct UnionFind {
 
 class LayoutSelectionPass final : public Pass {
  public:
-  Result<int> Run(GraphEditor& ed, const OptimizerOptions&) const override {
-    const int64_t block = cpu::PreferredChannelBlock();
-    if (block == 0) return 0;
+  Result<int> Run(GraphEditor& ed, const OptimizerOptions& options) const override {
+    const int64_t block = options.target.channel_block;
+    if (block != 8 && block != 16) return 0;
     const std::vector<int> order = ed.LiveNodes();
     const size_t num_nodes = ed.graph().nodes().size();
     // Candidates: node -> channels of its output; conv facts per conv.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // qdq_fusion: QuantizeLinear / DequantizeLinear (QDQ) patterns around Conv, MatMul, Gemm and
-// residual Adds become the INT8 ai.kiln ops QConv / QMatMul / QAdd (graph/kiln_ops.h).
+// residual Adds become the INT8 ai.kiln ops QConv / QMatMul / QAdd (op/kiln_ops.h).
 //
 // NOTE: matched from the core node:
 //   X:    DequantizeLinear(x_q, x_scale, x_zero_point?) with a scalar FP32 constant scale and a
@@ -47,7 +47,7 @@
 #include <optional>
 #include <set>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 

@@ -257,9 +257,9 @@ TEST(VersionAdapterTest, StepsCoverEverySchemaChangeBeforeOpset7) {
   // has a step, and nothing else does.
   std::set<std::pair<std::string, int>> needed;
   for (const auto& [op, vs] : versions) {
-    auto at = [&](int opset) {
+    auto at = [&op_versions = vs](int opset) {  // (clang 14 cannot capture a structured binding)
       int v = 0;
-      for (int x : vs) {
+      for (int x : op_versions) {
         if (x <= opset) v = x;
       }
       return v;

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// KernelTarget: what the kernels of one device built into this binary want of the graphs they
+// run, as plain data. The optimizer decides its target-dependent rewrites by it
+// (OptimizerOptions::target, opt/optimizer.h) without knowing any backend; whoever optimizes a
+// graph for a device (the model loader, kiln's tools) asks KernelTargetFor(device) and passes the
+// answer on.
+//
+//   OptimizerOptions options;
+//   options.target = KernelTargetFor(DeviceType::kCpu);
+//   KILN_ASSIGN_OR_RETURN(OptimizedGraph opt, OptimizeGraph(graph, options));
+
+#include <cstdint>
+
+#include "tensor/device.h"
+
+namespace kiln {
+
+struct KernelTarget {
+  DeviceType device = DeviceType::kCpu;
+  // The channel block of the blocked layout (op/kiln_ops.h) the device's convolutions run
+  // fastest on: 8 or 16; 0 when no blocked layout pays (layout_selection then changes nothing).
+  int64_t channel_block = 0;
+};
+
+// The target of this machine's kernels for `device`. CPU: the block oneDNN's dispatch ISA runs
+// natively (16 with AVX-512, 8 with AVX2, 0 below; ONEDNN_MAX_CPU_ISA caps it). A device without
+// kernels here gets the defaults (no blocked layout). Thread-safe.
+KernelTarget KernelTargetFor(DeviceType device);
+
+}  // namespace kiln
