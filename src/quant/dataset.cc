@@ -110,6 +110,36 @@ Result<OwnedTensor> FirstRows(const OwnedTensor& t, int64_t n) {
   return out;
 }
 
+// Sets data.num_samples from the inputs: INVALID_ARGUMENT when they differ (`inputs_where`
+// introduces them, "inputs in 'DIR'") or, with `no_samples` as the message, when there are none.
+Status CountSamples(Dataset& data, const Graph& graph, const std::string& inputs_where,
+                    const std::string& no_samples) {
+  data.num_samples = data.inputs.empty() ? 0 : data.inputs[0].shape().dim(0);
+  for (size_t i = 1; i < data.inputs.size(); ++i) {
+    if (data.inputs[i].shape().dim(0) != data.num_samples) {
+      return Status::InvalidArgument(
+          fmt::format("{} hold different sample counts: '{}' {} and '{}' {}", inputs_where,
+                      graph.value(graph.inputs[0]).name, data.num_samples,
+                      graph.value(graph.inputs[i]).name, data.inputs[i].shape().dim(0)));
+    }
+  }
+  if (data.num_samples == 0) return Status::InvalidArgument(no_samples);
+  return Status::OK();
+}
+
+// Keeps the first `max_samples` samples (and labels) when max_samples > 0.
+Status KeepFirstSamples(Dataset& data, int64_t max_samples) {
+  if (max_samples <= 0 || data.num_samples <= max_samples) return Status::OK();
+  for (OwnedTensor& t : data.inputs) {
+    KILN_ASSIGN_OR_RETURN(t, FirstRows(t, max_samples));
+  }
+  if (data.labels) {
+    KILN_ASSIGN_OR_RETURN(data.labels, FirstRows(*data.labels, max_samples));
+  }
+  data.num_samples = max_samples;
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<OwnedTensor> LoadLabels(const std::string& file) {
@@ -214,18 +244,8 @@ Result<Dataset> LoadDataset(const std::string& dir, const Graph& graph, int64_t 
     data.inputs.push_back(std::move(t));
     data.layout = "per-sample";
   }
-  data.num_samples = data.inputs.empty() ? 0 : data.inputs[0].shape().dim(0);
-  for (size_t i = 1; i < data.inputs.size(); ++i) {
-    if (data.inputs[i].shape().dim(0) != data.num_samples) {
-      return Status::InvalidArgument(
-          fmt::format("inputs in '{}' hold different sample counts: '{}' {} and '{}' {}", dir,
-                      graph.value(graph.inputs[0]).name, data.num_samples,
-                      graph.value(graph.inputs[i]).name, data.inputs[i].shape().dim(0)));
-    }
-  }
-  if (data.num_samples == 0) {
-    return Status::InvalidArgument(fmt::format("'{}' holds no samples", dir));
-  }
+  KILN_RETURN_IF_ERROR(CountSamples(data, graph, fmt::format("inputs in '{}'", dir),
+                                    fmt::format("'{}' holds no samples", dir)));
   const fs::path labels = root / "labels.npy";
   if (fs::exists(labels, ec)) {
     KILN_ASSIGN_OR_RETURN(OwnedTensor l, LoadLabels(labels.string()));
@@ -236,15 +256,27 @@ Result<Dataset> LoadDataset(const std::string& dir, const Graph& graph, int64_t 
     }
     data.labels = std::move(l);
   }
-  if (max_samples > 0 && data.num_samples > max_samples) {
-    for (OwnedTensor& t : data.inputs) {
-      KILN_ASSIGN_OR_RETURN(t, FirstRows(t, max_samples));
-    }
-    if (data.labels) {
-      KILN_ASSIGN_OR_RETURN(data.labels, FirstRows(*data.labels, max_samples));
-    }
-    data.num_samples = max_samples;
+  KILN_RETURN_IF_ERROR(KeepFirstSamples(data, max_samples));
+  return data;
+}
+
+Result<Dataset> MakeDataset(std::vector<InputSamples> inputs, const Graph& graph,
+                            const std::string& source, int64_t max_samples) {
+  if (inputs.size() != graph.inputs.size()) {
+    return Status::InvalidArgument(fmt::format("{} hold {} inputs but the model has {}", source,
+                                               inputs.size(), graph.inputs.size()));
   }
+  Dataset data;
+  data.dir = source;
+  data.layout = "stacked";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(OwnedTensor t, ToFloat32(std::move(inputs[i].samples)));
+    KILN_RETURN_IF_ERROR(CheckStacked(t, graph.value(graph.inputs[i]), inputs[i].file));
+    data.inputs.push_back(std::move(t));
+  }
+  KILN_RETURN_IF_ERROR(
+      CountSamples(data, graph, source, fmt::format("{}: no samples (dim 0 is 0)", source)));
+  KILN_RETURN_IF_ERROR(KeepFirstSamples(data, max_samples));
   return data;
 }
 

@@ -38,7 +38,7 @@
 namespace kiln::quant {
 
 struct Dataset {
-  std::string dir;
+  std::string dir;                    // where the data came from (MakeDataset: its `source`)
   std::vector<OwnedTensor> inputs;    // one per graph input, in graph-input order: [N, ...]
   std::optional<OwnedTensor> labels;  // INT64 [N]
   int64_t num_samples = 0;
@@ -48,6 +48,19 @@ struct Dataset {
 // Loads the dataset in `dir` for the inputs of `graph`. `max_samples` > 0 keeps the first that
 // many samples.
 Result<Dataset> LoadDataset(const std::string& dir, const Graph& graph, int64_t max_samples = 0);
+
+// The samples of one graph input, stacked on axis 0, and the file they were read from.
+struct InputSamples {
+  std::string file;
+  OwnedTensor samples;  // [N, ...]
+};
+
+// A dataset (no labels) from tensors already read, one per graph input in graph-input order, with
+// the checks of the stacked layout: FP64 data for a FP32 input converted, dtype and declared dims
+// (the batch dim aside) matched, equal sample counts, at least one sample. `source` says where the
+// data came from (Dataset::dir, and the messages); `max_samples` > 0 keeps the first samples.
+Result<Dataset> MakeDataset(std::vector<InputSamples> inputs, const Graph& graph,
+                            const std::string& source, int64_t max_samples = 0);
 
 // Labels from a .npy / .pb file: integers of any width, [N] or [N, 1], returned as INT64 [N].
 Result<OwnedTensor> LoadLabels(const std::string& path);

@@ -37,6 +37,7 @@ Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph,
                                              const std::string& weight_precision) {
   OptimizerOptions opt_options;
   opt_options.weight_precision = weight_precision;
+  opt_options.target = KernelTargetFor(DeviceType::kCpu);
   KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(std::move(graph), opt_options));
   SessionOptions options;
   options.intra_op_threads = threads;
@@ -319,17 +320,32 @@ Status CheckHalfOptions(const QuantizeOptions& o) {
   return Status::OK();
 }
 
-// QuantizeModel for fp16 / bf16: half-precision weights, no calibration.
-Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dtype,
-                                    std::chrono::steady_clock::time_point start) {
-  KILN_RETURN_IF_ERROR(CheckHalfOptions(options));
+// FP32 and the written half-precision model on `options.data_dir`, into `report`.
+Status EvaluateHalf(const QuantizeOptions& options, DataType dtype,
+                    const std::shared_ptr<const Graph>& graph, QuantizeReport& report) {
   const LogFn& log = options.log;
-  QuantizeReport report;
-  report.precision = std::string(HalfPrecisionName(dtype));
-  report.model = options.model;
-  report.out = options.out;
+  RunOptions run_options;
+  run_options.batch_size = options.batch_size;
+  run_options.threads = options.threads;
+  KILN_ASSIGN_OR_RETURN(Dataset eval, LoadDataset(options.data_dir, *graph, options.eval_samples));
+  report.eval_dir = options.data_dir;
+  report.eval_labels = eval.labels.has_value();
+  Log(log,
+      fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples, report.eval_dir));
+  KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
+  report.fp32 = fp32.metrics;
+  // The written file, as kiln loads it.
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
+  Log(log, fmt::format("{} on {} samples", DataTypeName(dtype), eval.num_samples));
+  KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(written, eval, run_options, &fp32.run.output.view(),
+                                               log, report.precision));
+  report.quantized = e.metrics;
+  return Status::OK();
+}
 
-  KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
+// The FP32 model a half-precision conversion starts from: not quantized, not half already.
+Result<std::shared_ptr<Graph>> ImportHalfSource(const QuantizeOptions& options,
+                                                const std::string& source_bytes) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
                         ImportOnnxModelFromString(source_bytes, options.model));
   if (HasQdq(*imported)) {
@@ -342,6 +358,21 @@ Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dty
         fmt::format("'{}' already holds {} initializers; convert its FP32 source", options.model,
                     DataTypeName(*held)));
   }
+  return imported;
+}
+
+// QuantizeModel for fp16 / bf16: half-precision weights, no calibration.
+Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dtype,
+                                    std::chrono::steady_clock::time_point start) {
+  KILN_RETURN_IF_ERROR(CheckHalfOptions(options));
+  const LogFn& log = options.log;
+  QuantizeReport report;
+  report.precision = std::string(HalfPrecisionName(dtype));
+  report.model = options.model;
+  report.out = options.out;
+
+  KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported, ImportHalfSource(options, source_bytes));
   Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, PrepareGraph(imported));
   KILN_ASSIGN_OR_RETURN(HalfWeights half, ConvertWeightsToHalf(*graph, dtype));
@@ -366,49 +397,26 @@ Result<QuantizeReport> QuantizeHalf(const QuantizeOptions& options, DataType dty
   if (options.data_dir.empty()) {
     report.evaluated = false;
   } else {
-    RunOptions run_options;
-    run_options.batch_size = options.batch_size;
-    run_options.threads = options.threads;
-    KILN_ASSIGN_OR_RETURN(Dataset eval,
-                          LoadDataset(options.data_dir, *graph, options.eval_samples));
-    report.eval_dir = options.data_dir;
-    report.eval_labels = eval.labels.has_value();
-    Log(log,
-        fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples, report.eval_dir));
-    KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
-    report.fp32 = fp32.metrics;
-    // The written file, as kiln loads it.
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
-    Log(log, fmt::format("{} on {} samples", DataTypeName(dtype), eval.num_samples));
-    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(written, eval, run_options,
-                                                 &fp32.run.output.view(), log, report.precision));
-    report.quantized = e.metrics;
+    KILN_RETURN_IF_ERROR(EvaluateHalf(options, dtype, graph, report));
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
-}  // namespace
-
-Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+// The settings QuantizeModel checks before reading anything; the precision dispatch aside.
+Status CheckQuantizeOptions(const QuantizeOptions& options) {
   if (options.model.empty()) return Status::InvalidArgument("no model given");
   if (options.out.empty()) return Status::InvalidArgument("--out is required");
-  {
-    std::error_code ec;
-    if (fs::equivalent(options.model, options.out, ec)) {
-      return Status::InvalidArgument(fmt::format(
-          "--out '{}' is the model itself; write the quantized model elsewhere", options.out));
-    }
+  std::error_code ec;
+  if (fs::equivalent(options.model, options.out, ec)) {
+    return Status::InvalidArgument(fmt::format(
+        "--out '{}' is the model itself; write the quantized model elsewhere", options.out));
   }
-  if (options.precision != "int8") {
-    const std::optional<DataType> half = HalfTypeFromPrecision(options.precision);
-    if (!half) {
-      return Status::InvalidArgument(
-          fmt::format("unknown --precision '{}' (expected int8, fp16 or bf16)", options.precision));
-    }
-    return QuantizeHalf(options, *half, start);
-  }
+  return Status::OK();
+}
+
+// The INT8 settings, checked before reading anything; the weight range they ask for.
+Result<Int8Target> CheckInt8Options(const QuantizeOptions& options) {
   if (options.calib_dir.empty()) {
     return Status::InvalidArgument("--calib-dir is required with --precision int8 (the default)");
   }
@@ -424,7 +432,10 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
       !(options.percentile > 0 && options.percentile <= 100)) {
     return Status::InvalidArgument("--percentile must be in (0, 100]");
   }
-  const LogFn& log = options.log;
+  return target;
+}
+
+QuantizeReport NewInt8Report(const QuantizeOptions& options, const Int8Target& target) {
   QuantizeReport report;
   report.model = options.model;
   report.out = options.out;
@@ -434,142 +445,199 @@ Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
   report.activation_type = options.activation_type;
   report.target = target;
   report.budget = options.max_accuracy_drop;
+  return report;
+}
 
-  KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
-                        ImportOnnxModelFromString(source_bytes, options.model));
-  RunOptions run_options;
-  run_options.batch_size = options.batch_size;
-  run_options.threads = options.threads;
-  KILN_ASSIGN_OR_RETURN(
-      Calibrated calibrated,
-      PrepareAndCalibrate(imported, fmt::format("'{}'", options.model), options.calib_dir,
-                          options.method, options.percentile, options.activation_type,
-                          options.calib_samples, run_options, log));
-  const std::shared_ptr<const Graph>& graph = calibrated.graph;
-  const std::vector<QuantizableLayer>& layers = calibrated.layers;
-  const std::map<int, ActivationParams>& params = calibrated.params;
-  report.calib_samples = calibrated.samples;
-  if (static_cast<size_t>(options.keep_fp32) >= layers.size()) {
-    return Status::InvalidArgument(fmt::format(
-        "--keep-fp32 {} keeps every one of the model's {} quantizable layers in FP32: nothing "
-        "left to quantize",
-        options.keep_fp32, layers.size()));
-  }
-
-  // Evaluation data and the FP32 reference outputs.
-  Dataset eval;
-  if (!options.data_dir.empty()) {
-    KILN_ASSIGN_OR_RETURN(eval, LoadDataset(options.data_dir, *graph, options.eval_samples));
-    report.eval_dir = options.data_dir;
-  } else {
-    KILN_ASSIGN_OR_RETURN(eval, LoadDataset(options.calib_dir, *graph, options.eval_samples));
-    report.eval_dir = options.calib_dir;
-  }
-  report.eval_labels = eval.labels.has_value();
-  report.budget_unit = report.eval_labels ? "top-1 points" : "output error points";
-  Log(log,
-      fmt::format("FP32 reference on {} samples from '{}'", eval.num_samples, report.eval_dir));
-  KILN_ASSIGN_OR_RETURN(Evaluation fp32, Evaluate(graph, eval, run_options, nullptr, log));
-  const Tensor& ref = fp32.run.output.view();
-  report.fp32 = fp32.metrics;
-
-  Log(log, fmt::format("weights: {}", target.note));
+// The calibrated graph and what every candidate INT8 model is measured on: the evaluation set
+// (data_dir, else the calibration set) and the FP32 outputs on it.
+struct Int8Candidates {
+  Calibrated calibrated;
   QdqOptions qdq_options;
-  qdq_options.per_channel = options.per_channel;
-  qdq_options.weight_max = target.weight_max;
-  auto build = [&](const std::vector<bool>& quantize) -> Result<QdqResult> {
-    return InsertQdq(*graph, layers, quantize, params, qdq_options);
-  };
+  RunOptions run_options;
+  Dataset eval;
+  Evaluation fp32;
+
+  size_t num_layers() const { return calibrated.layers.size(); }
+  // The model with the layers where `quantize` is true in INT8.
+  Result<QdqResult> Build(const std::vector<bool>& quantize) const {
+    return InsertQdq(*calibrated.graph, calibrated.layers, quantize, calibrated.params,
+                     qdq_options);
+  }
+  // Its metrics on the evaluation set, against the labels and the FP32 outputs.
+  Result<Metrics> Measure(const std::vector<bool>& quantize) const {
+    KILN_ASSIGN_OR_RETURN(QdqResult q, Build(quantize));
+    KILN_ASSIGN_OR_RETURN(Evaluation e,
+                          Evaluate(q.graph, eval, run_options, &fp32.run.output.view()));
+    return e.metrics;
+  }
+};
+
+// Loads the evaluation set and measures FP32 on it (report: eval_dir, labels, fp32, budget unit).
+Status EvaluateFp32(const QuantizeOptions& options, Int8Candidates& c, QuantizeReport& report) {
+  const Graph& graph = *c.calibrated.graph;
+  report.eval_dir = options.data_dir.empty() ? options.calib_dir : options.data_dir;
+  KILN_ASSIGN_OR_RETURN(c.eval, LoadDataset(report.eval_dir, graph, options.eval_samples));
+  report.eval_labels = c.eval.labels.has_value();
+  report.budget_unit = report.eval_labels ? "top-1 points" : "output error points";
+  Log(options.log,
+      fmt::format("FP32 reference on {} samples from '{}'", c.eval.num_samples, report.eval_dir));
+  KILN_ASSIGN_OR_RETURN(c.fp32,
+                        Evaluate(c.calibrated.graph, c.eval, c.run_options, nullptr, options.log));
+  report.fp32 = c.fp32.metrics;
+  return Status::OK();
+}
+
+// Each layer quantized alone: its accuracy drop (labels) and output error into report.layers.
+// Returns the layer indices, most sensitive first (accuracy drop, then output error).
+Result<std::vector<size_t>> MeasureSensitivities(const Int8Candidates& c, QuantizeReport& report,
+                                                 const LogFn& log) {
+  const size_t n = c.num_layers();
+  Log(log, fmt::format("sensitivity: {} layers, each quantized alone", n));
+  std::vector<std::pair<double, double>> keys(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<bool> only(n, false);
+    only[i] = true;
+    KILN_ASSIGN_OR_RETURN(Metrics m, c.Measure(only));
+    LayerReport& lr = report.layers[i];
+    if (report.eval_labels) lr.accuracy_drop = report.fp32.top1.value_or(0) - m.top1.value_or(0);
+    lr.output_error = 100.0 * (1.0 - m.mean_cosine);
+    keys[i] = {lr.accuracy_drop.value_or(0), *lr.output_error};
+    Log(log, fmt::format("  [{}/{}] {} ({}): output error {:.4f}{}", i + 1, n, lr.name, lr.op_type,
+                         *lr.output_error,
+                         lr.accuracy_drop ? fmt::format(", top-1 drop {:.2f}", *lr.accuracy_drop)
+                                          : std::string()));
+  }
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return keys[a] > keys[b]; });
+  return order;
+}
+
+// For --max-accuracy-drop: keeps the most sensitive layers (`order`) in FP32, one more at a
+// time, until the drop fits the budget. FAILED_PRECONDITION when it never does.
+Result<std::vector<bool>> FitAccuracyBudget(const Int8Candidates& c,
+                                            const std::vector<size_t>& order, double budget,
+                                            const QuantizeReport& report, const LogFn& log) {
   // Drop of a candidate against FP32, in the budget's unit.
   auto drop_of = [&](const Metrics& m) {
     if (report.eval_labels) return report.fp32.top1.value_or(0) - m.top1.value_or(0);
     return 100.0 * (1.0 - m.mean_cosine);
   };
-
-  report.layers.resize(layers.size());
-  for (size_t i = 0; i < layers.size(); ++i) {
-    report.layers[i].name = layers[i].name;
-    report.layers[i].op_type = layers[i].op_type;
+  double drop = 0;
+  for (size_t kept = 0; kept < order.size(); ++kept) {
+    std::vector<bool> trial(c.num_layers(), true);
+    for (size_t k = 0; k < kept; ++k) trial[order[k]] = false;
+    KILN_ASSIGN_OR_RETURN(Metrics m, c.Measure(trial));
+    drop = drop_of(m);
+    Log(log, fmt::format("  {} layer(s) in FP32: drop {:.3f} {}", kept, drop, report.budget_unit));
+    if (drop <= budget) return trial;
   }
-  std::vector<bool> quantize(layers.size(), true);
+  return Status::FailedPrecondition(fmt::format(
+      "cannot meet --max-accuracy-drop {} ({}): with all but one layer in FP32 the drop is still "
+      "{:.3f}; nothing written",
+      budget, report.budget_unit, drop));
+}
+
+// Which layers go INT8: all, unless sensitivities are measured and --keep-fp32 or
+// --max-accuracy-drop keep the most sensitive ones in FP32.
+Result<std::vector<bool>> ChooseInt8Layers(const QuantizeOptions& options, const Int8Candidates& c,
+                                           QuantizeReport& report) {
+  std::vector<bool> quantize(c.num_layers(), true);
   const bool need_sensitivity =
       options.sensitivity || options.keep_fp32 > 0 || options.max_accuracy_drop.has_value();
-  if (need_sensitivity) {
-    Log(log, fmt::format("sensitivity: {} layers, each quantized alone", layers.size()));
-    std::vector<std::pair<double, double>> keys(layers.size());
-    for (size_t i = 0; i < layers.size(); ++i) {
-      std::vector<bool> only(layers.size(), false);
-      only[i] = true;
-      KILN_ASSIGN_OR_RETURN(QdqResult q, build(only));
-      KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(q.graph, eval, run_options, &ref));
-      LayerReport& lr = report.layers[i];
-      if (report.eval_labels) {
-        lr.accuracy_drop = report.fp32.top1.value_or(0) - e.metrics.top1.value_or(0);
-      }
-      lr.output_error = 100.0 * (1.0 - e.metrics.mean_cosine);
-      keys[i] = {lr.accuracy_drop.value_or(0), *lr.output_error};
-      Log(log, fmt::format("  [{}/{}] {} ({}): output error {:.4f}{}", i + 1, layers.size(),
-                           lr.name, lr.op_type, *lr.output_error,
-                           lr.accuracy_drop ? fmt::format(", top-1 drop {:.2f}", *lr.accuracy_drop)
-                                            : std::string()));
+  if (!need_sensitivity) return quantize;
+  KILN_ASSIGN_OR_RETURN(std::vector<size_t> order, MeasureSensitivities(c, report, options.log));
+  if (options.keep_fp32 > 0) {
+    for (size_t k = 0; k < order.size() && k < static_cast<size_t>(options.keep_fp32); ++k) {
+      quantize[order[k]] = false;
     }
-    // Most sensitive first: accuracy drop, then output error.
-    std::vector<size_t> order(layers.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return keys[a] > keys[b]; });
-    if (options.keep_fp32 > 0) {
-      for (size_t k = 0; k < order.size() && k < static_cast<size_t>(options.keep_fp32); ++k) {
-        quantize[order[k]] = false;
-      }
-    } else if (options.max_accuracy_drop) {
-      bool met = false;
-      double drop = 0;
-      for (size_t kept = 0; kept < order.size(); ++kept) {
-        std::vector<bool> trial(layers.size(), true);
-        for (size_t k = 0; k < kept; ++k) trial[order[k]] = false;
-        KILN_ASSIGN_OR_RETURN(QdqResult q, build(trial));
-        KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(q.graph, eval, run_options, &ref));
-        drop = drop_of(e.metrics);
-        Log(log,
-            fmt::format("  {} layer(s) in FP32: drop {:.3f} {}", kept, drop, report.budget_unit));
-        if (drop <= *options.max_accuracy_drop) {
-          quantize = trial;
-          met = true;
-          break;
-        }
-      }
-      if (!met) {
-        return Status::FailedPrecondition(fmt::format(
-            "cannot meet --max-accuracy-drop {} ({}): with all but one layer in FP32 the drop "
-            "is still {:.3f}; nothing written",
-            *options.max_accuracy_drop, report.budget_unit, drop));
-      }
-    }
+  } else if (options.max_accuracy_drop) {
+    return FitAccuracyBudget(c, order, *options.max_accuracy_drop, report, options.log);
   }
+  return quantize;
+}
 
-  KILN_ASSIGN_OR_RETURN(QdqResult final_q, build(quantize));
+// Exports the chosen model with its metadata to options.out (report: layers, sizes).
+Status WriteInt8Model(const QuantizeOptions& options, const Int8Candidates& c,
+                      const std::vector<bool>& quantize, const std::string& source_bytes,
+                      QuantizeReport& report) {
+  KILN_ASSIGN_OR_RETURN(QdqResult final_q, c.Build(quantize));
   report.qdq_pairs = final_q.qdq_pairs;
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (size_t i = 0; i < c.num_layers(); ++i) {
     report.layers[i].quantized = quantize[i];
     report.layers[i].q = final_q.layers[i];
   }
   KILN_ASSIGN_OR_RETURN(std::string bytes, ExportOnnxModel(*final_q.graph));
   std::vector<std::pair<std::string, std::string>> metadata =
       SourceMetadata(options.model, source_bytes, CalibrationMethodName(options.method));
-  metadata.emplace_back(std::string(kTargetCpuKey), target.cpu);
-  metadata.emplace_back(std::string(kWeightBitsKey), std::to_string(target.weight_bits));
+  metadata.emplace_back(std::string(kTargetCpuKey), report.target.cpu);
+  metadata.emplace_back(std::string(kWeightBitsKey), std::to_string(report.target.weight_bits));
   AppendMetadata(bytes, metadata);
   KILN_RETURN_IF_ERROR(WriteFile(options.out, bytes, "quantized model"));
   report.fp32_bytes = static_cast<int64_t>(source_bytes.size());
   report.out_bytes = FileSize(options.out);
-  Log(log, fmt::format("wrote {}", options.out));
+  Log(options.log, fmt::format("wrote {}", options.out));
+  return Status::OK();
+}
 
+// Imports the FP32 model, prepares and calibrates it, and measures FP32 on the evaluation set.
+Result<Int8Candidates> CalibrateInt8(const QuantizeOptions& options,
+                                     const std::string& source_bytes, QuantizeReport& report) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> imported,
+                        ImportOnnxModelFromString(source_bytes, options.model));
+  Int8Candidates c;
+  c.run_options.batch_size = options.batch_size;
+  c.run_options.threads = options.threads;
+  KILN_ASSIGN_OR_RETURN(
+      c.calibrated,
+      PrepareAndCalibrate(imported, fmt::format("'{}'", options.model), options.calib_dir,
+                          options.method, options.percentile, options.activation_type,
+                          options.calib_samples, c.run_options, options.log));
+  report.calib_samples = c.calibrated.samples;
+  const size_t num_layers = c.num_layers();
+  if (static_cast<size_t>(options.keep_fp32) >= num_layers) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-fp32 {} keeps every one of the model's {} quantizable layers in FP32: nothing "
+        "left to quantize",
+        options.keep_fp32, num_layers));
+  }
+  KILN_RETURN_IF_ERROR(EvaluateFp32(options, c, report));
+  Log(options.log, fmt::format("weights: {}", report.target.note));
+  c.qdq_options.per_channel = options.per_channel;
+  c.qdq_options.weight_max = report.target.weight_max;
+  report.layers.resize(num_layers);
+  for (size_t i = 0; i < num_layers; ++i) {
+    report.layers[i].name = c.calibrated.layers[i].name;
+    report.layers[i].op_type = c.calibrated.layers[i].op_type;
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<QuantizeReport> QuantizeModel(const QuantizeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(CheckQuantizeOptions(options));
+  if (options.precision != "int8") {
+    const std::optional<DataType> half = HalfTypeFromPrecision(options.precision);
+    if (!half) {
+      return Status::InvalidArgument(
+          fmt::format("unknown --precision '{}' (expected int8, fp16 or bf16)", options.precision));
+    }
+    return QuantizeHalf(options, *half, start);
+  }
+  KILN_ASSIGN_OR_RETURN(Int8Target target, CheckInt8Options(options));
+  QuantizeReport report = NewInt8Report(options, target);
+  KILN_ASSIGN_OR_RETURN(std::string source_bytes, ReadFile(options.model, "model file"));
+  KILN_ASSIGN_OR_RETURN(Int8Candidates c, CalibrateInt8(options, source_bytes, report));
+  KILN_ASSIGN_OR_RETURN(std::vector<bool> quantize, ChooseInt8Layers(options, c, report));
+  KILN_RETURN_IF_ERROR(WriteInt8Model(options, c, quantize, source_bytes, report));
   // The written file, as kiln loads it.
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> written, ImportOnnxModel(options.out));
-  Log(log, fmt::format("INT8 on {} samples", eval.num_samples));
-  KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, eval, run_options, &ref, log));
+  Log(options.log, fmt::format("INT8 on {} samples", c.eval.num_samples));
+  KILN_ASSIGN_OR_RETURN(Evaluation int8, Evaluate(written, c.eval, c.run_options,
+                                                  &c.fp32.run.output.view(), options.log));
   report.quantized = int8.metrics;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
@@ -766,76 +834,118 @@ std::string QuantizeReportJson(const QuantizeReport& r) {
 
 // --- validate -----------------------------------------------------------------------------------
 
-Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
+namespace {
+
+using Metadata = std::map<std::string, std::string>;
+
+// What ValidateModel measures, decided from the model, its metadata and the options.
+struct ValidatePlan {
+  std::string precision;                // "fp32" / "int8" / "fp16" / "bf16"
+  bool quantized = false;               // the model holds QDQ nodes
+  std::optional<DataType> stored_half;  // the model's weights are half (metadata or initializers)
+  bool written_half = false;            // ... recorded by `kiln quantize --precision`
+  std::optional<DataType> half;         // the precision validated is fp16 / bf16
+  bool converted_at_load = false;       // a FP32 model validated as fp16/bf16
+  bool alone = false;                   // a half model with no FP32 reference to compare with
+};
+
+Status CheckValidateOptions(const ValidateOptions& options) {
   if (options.model.empty()) return Status::InvalidArgument("no model given");
-  if (options.data_dir.empty()) return Status::InvalidArgument("--data is required");
-  const std::optional<DataType> requested_half = HalfTypeFromPrecision(options.precision);
+  if (options.data_dir.empty() && !options.load_inputs) {
+    return Status::InvalidArgument(
+        "no data given: --data DIR, or the inputs' files with --input NAME=FILE, --inputs or "
+        "--inputs-dir");
+  }
+  if (!options.data_dir.empty() && options.load_inputs) {
+    return Status::InvalidArgument(
+        "--data and input files (--input, --inputs, --inputs-dir) exclude each other: give the "
+        "samples one way");
+  }
   if (options.precision != "auto" && options.precision != "fp32" && options.precision != "int8" &&
-      !requested_half) {
+      !HalfTypeFromPrecision(options.precision)) {
     return Status::InvalidArgument(fmt::format(
         "unknown --precision '{}' (expected auto, fp32, int8, fp16 or bf16)", options.precision));
   }
-  const LogFn& log = options.log;
-  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(options.model, "model file"));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph,
-                        ImportOnnxModelFromString(bytes, options.model));
-  KILN_ASSIGN_OR_RETURN(auto props, ReadMetadata(bytes));
-  const bool quantized = HasQdq(*graph);
+  return Status::OK();
+}
+
+// The precision to validate: the requested one, else what the model holds.
+ValidatePlan DetectPrecision(const ValidateOptions& options, const Graph& graph,
+                             const Metadata& props) {
+  ValidatePlan plan;
+  plan.quantized = HasQdq(graph);
   // A half-precision model: by the method `kiln quantize` recorded, else by its initializers.
-  std::optional<DataType> stored_half;
   if (auto m = props.find(std::string(kMethodKey)); m != props.end()) {
-    stored_half = HalfTypeFromPrecision(m->second);
+    plan.stored_half = HalfTypeFromPrecision(m->second);
   }
-  const bool written_half = stored_half.has_value();  // by `kiln quantize --precision`
-  if (!stored_half) stored_half = HalfInitializerType(*graph);
-  ValidateReport report;
-  report.model = options.model;
+  plan.written_half = plan.stored_half.has_value();
+  if (!plan.stored_half) plan.stored_half = HalfInitializerType(graph);
   if (options.precision != "auto") {
-    report.precision = options.precision;
-  } else if (quantized) {
-    report.precision = "int8";
-  } else if (stored_half) {
-    report.precision = std::string(HalfPrecisionName(*stored_half));
+    plan.precision = options.precision;
+  } else if (plan.quantized) {
+    plan.precision = "int8";
+  } else if (plan.stored_half) {
+    plan.precision = std::string(HalfPrecisionName(*plan.stored_half));
   } else {
-    report.precision = "fp32";
+    plan.precision = "fp32";
   }
-  if (report.precision == "int8" && !quantized) {
+  plan.half = HalfTypeFromPrecision(plan.precision);
+  plan.converted_at_load = plan.half.has_value() && !plan.stored_half;
+  // A half-precision model from elsewhere (no recorded source, no --reference) is measured alone.
+  plan.alone = plan.half && !plan.converted_at_load && options.reference.empty() &&
+               props.count(std::string(kSourceKey)) == 0;
+  return plan;
+}
+
+// The requested precision must be the model's.
+Status CheckPrecisionFits(const ValidateOptions& options, const ValidatePlan& plan) {
+  const std::string& model = options.model;
+  const bool requested_half = HalfTypeFromPrecision(options.precision).has_value();
+  if (plan.precision == "int8" && !plan.quantized) {
     return Status::InvalidArgument(fmt::format(
         "'{}' has no QuantizeLinear/DequantizeLinear nodes: it is not an INT8 (QDQ) model; "
         "quantize it with `kiln quantize` or validate it with --precision fp32",
-        options.model));
+        model));
   }
-  if ((report.precision == "fp32" || requested_half) && quantized) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' is a quantized (QDQ) model; validate it with --precision int8", options.model));
-  }
-  if ((report.precision == "fp32" || report.precision == "int8") && stored_half) {
+  if ((plan.precision == "fp32" || requested_half) && plan.quantized) {
     return Status::InvalidArgument(
-        fmt::format("'{}' stores its weights in {}; validate it with --precision {}", options.model,
-                    DataTypeName(*stored_half), HalfPrecisionName(*stored_half)));
+        fmt::format("'{}' is a quantized (QDQ) model; validate it with --precision int8", model));
   }
-  const std::optional<DataType> half = HalfTypeFromPrecision(report.precision);
-  if (half && stored_half && *half != *stored_half) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' stores its weights in {}, not {}; validate it with --precision {}", options.model,
-        DataTypeName(*stored_half), DataTypeName(*half), HalfPrecisionName(*stored_half)));
+  if ((plan.precision == "fp32" || plan.precision == "int8") && plan.stored_half) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' stores its weights in {}; validate it with --precision {}", model,
+                    DataTypeName(*plan.stored_half), HalfPrecisionName(*plan.stored_half)));
   }
-  // A FP32 model validated as fp16/bf16: converted in memory and compared with itself.
-  report.converted_at_load = half.has_value() && !stored_half;
-  if (report.converted_at_load && !options.reference.empty()) {
+  if (plan.half && plan.stored_half && *plan.half != *plan.stored_half) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' stores its weights in {}, not {}; validate it with --precision {}", model,
+                    DataTypeName(*plan.stored_half), DataTypeName(*plan.half),
+                    HalfPrecisionName(*plan.stored_half)));
+  }
+  if (plan.converted_at_load && !options.reference.empty()) {
     return Status::InvalidArgument(fmt::format(
         "--reference applies to a converted (INT8, FP16 or BF16) model; '{}' is FP32 and is "
         "compared with itself converted to {}",
-        options.model, DataTypeName(*half)));
+        model, DataTypeName(*plan.half)));
   }
-  // Only for the layout `kiln quantize` writes: another model's half tensors may be computed in.
-  if (half && (written_half || report.converted_at_load)) {
-    report.compute_note = HalfComputeNote(*half, DetectCpuHalfSupport());
+  return Status::OK();
+}
+
+// The samples: the data directory, or the input files the caller read; labels from
+// `options.labels` when given.
+Result<Dataset> LoadValidateData(const ValidateOptions& options, const Graph& graph) {
+  Dataset data;
+  if (options.load_inputs) {
+    KILN_ASSIGN_OR_RETURN(std::vector<InputSamples> inputs, options.load_inputs(graph));
+    std::vector<std::string> files;
+    for (const InputSamples& in : inputs) files.push_back(in.file);
+    KILN_ASSIGN_OR_RETURN(data,
+                          MakeDataset(std::move(inputs), graph,
+                                      fmt::format("the input files ({})", fmt::join(files, ", ")),
+                                      options.max_samples));
+  } else {
+    KILN_ASSIGN_OR_RETURN(data, LoadDataset(options.data_dir, graph, options.max_samples));
   }
-  // A half-precision model from elsewhere (no recorded source, no --reference) is measured alone.
-  const bool alone = half && !report.converted_at_load && options.reference.empty() &&
-                     props.count(std::string(kSourceKey)) == 0;
-  KILN_ASSIGN_OR_RETURN(Dataset data, LoadDataset(options.data_dir, *graph, options.max_samples));
   if (!options.labels.empty()) {
     // A labels file given explicitly: load it through a dataset-shaped check.
     KILN_ASSIGN_OR_RETURN(OwnedTensor l, LoadLabels(options.labels));
@@ -845,92 +955,145 @@ Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
           fmt::format("'{}' holds {} labels but the inputs hold {} samples", options.labels,
                       l.shape().dim(0), data.num_samples));
     }
+    if (l.shape().dim(0) > data.num_samples) {  // --max-samples: the first samples' labels
+      KILN_ASSIGN_OR_RETURN(
+          l, OwnedTensor::CopyOf(Tensor(DataType::kInt64, Shape{data.num_samples}, l.raw_data())));
+    }
     data.labels = std::move(l);
   }
+  return data;
+}
+
+// The FP32 model a converted one is compared with: `options.reference`, else the source its
+// metadata records, which must still exist and hash the same.
+Result<std::string> ReferencePath(const ValidateOptions& options, const Metadata& props) {
+  if (!options.reference.empty()) return options.reference;
+  auto it = props.find(std::string(kSourceKey));
+  if (it == props.end()) {
+    return Status::FailedPrecondition(fmt::format(
+        "'{}' does not record its FP32 source (metadata {}); pass --reference FP32_MODEL",
+        options.model, kSourceKey));
+  }
+  const std::string& path = it->second;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return Status::NotFound(fmt::format(
+        "the FP32 source recorded in '{}', '{}', does not exist (moved or deleted?); pass "
+        "--reference FP32_MODEL",
+        options.model, path));
+  }
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "model file"));
+  auto h = props.find(std::string(kSourceHashKey));
+  if (h != props.end() && h->second != ContentHash(bytes)) {
+    return Status::FailedPrecondition(fmt::format(
+        "the FP32 source recorded in '{}', '{}', changed since it was quantized (content "
+        "hash {} recorded, {} now); pass --reference FP32_MODEL to compare with it anyway",
+        options.model, path, h->second, ContentHash(bytes)));
+  }
+  return path;
+}
+
+// The FP32 side of a validation: evaluates the reference model (none for fp32 and for a half
+// model measured alone) into `report`. For a FP32 model validated as fp16/bf16, `*evaluated`
+// becomes the model converted as `kiln quantize --precision` would write it.
+Result<std::optional<Evaluation>> EvaluateReference(
+    const ValidateOptions& options, const ValidatePlan& plan, const Metadata& props,
+    const std::shared_ptr<const Graph>& graph, const Dataset& data, const RunOptions& run_options,
+    ValidateReport& report, std::shared_ptr<const Graph>* evaluated) {
+  const LogFn& log = options.log;
+  if (plan.alone) {
+    Log(log, fmt::format("'{}' records no FP32 source and no --reference is given: measured alone",
+                         options.model));
+    return std::optional<Evaluation>();
+  }
+  if (plan.precision == "fp32") return std::optional<Evaluation>();
+  std::shared_ptr<const Graph> ref_graph = graph;
+  if (plan.converted_at_load) {
+    report.reference_model = options.model;
+    Log(log, fmt::format("FP32 '{}' on {} samples", options.model, data.num_samples));
+  } else {
+    KILN_ASSIGN_OR_RETURN(report.reference_model, ReferencePath(options, props));
+    KILN_ASSIGN_OR_RETURN(ref_graph, ImportOnnxModel(report.reference_model));
+    Log(log,
+        fmt::format("FP32 reference '{}' on {} samples", report.reference_model, data.num_samples));
+  }
+  KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(ref_graph, data, run_options, nullptr, log));
+  report.reference = e.metrics;
+  if (plan.converted_at_load) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> prepared, PrepareGraph(graph));
+    KILN_ASSIGN_OR_RETURN(HalfWeights h, ConvertWeightsToHalf(*prepared, *plan.half));
+    Log(log, fmt::format("{} weight tensors converted to {} at load", h.tensors,
+                         DataTypeName(*plan.half)));
+    *evaluated = std::move(h.graph);
+  }
+  return std::optional<Evaluation>(std::move(e));
+}
+
+// More timed passes, FP32 and the converted model alternating; the median time of each gives
+// the reported items/s.
+Status TimeRepeatedPasses(const ValidateOptions& options, const Dataset& data,
+                          const RunOptions& run_options, const Evaluation& e,
+                          const std::optional<Evaluation>& reference, ValidateReport& report) {
+  Log(options.log, fmt::format("timing {} passes", options.repeat));
+  std::vector<double> seconds = {e.run.seconds};
+  std::vector<double> ref_seconds;
+  if (reference) ref_seconds.push_back(reference->run.seconds);
+  for (int r = 1; r < options.repeat; ++r) {
+    if (reference) {
+      KILN_ASSIGN_OR_RETURN(RunResult rr, RunDataset(*reference->session, data, run_options));
+      ref_seconds.push_back(rr.seconds);
+    }
+    KILN_ASSIGN_OR_RETURN(RunResult rr, RunDataset(*e.session, data, run_options));
+    seconds.push_back(rr.seconds);
+  }
+  const auto rate = [&](const std::vector<double>& v) {
+    const double m = Median(v);
+    return m > 0 ? static_cast<double>(data.num_samples) / m : 0.0;
+  };
+  report.metrics.items_per_s = rate(seconds);
+  if (report.reference) report.reference->items_per_s = rate(ref_seconds);
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<ValidateReport> ValidateModel(const ValidateOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckValidateOptions(options));
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(options.model, "model file"));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph,
+                        ImportOnnxModelFromString(bytes, options.model));
+  KILN_ASSIGN_OR_RETURN(Metadata props, ReadMetadata(bytes));
+  const ValidatePlan plan = DetectPrecision(options, *graph, props);
+  KILN_RETURN_IF_ERROR(CheckPrecisionFits(options, plan));
+  ValidateReport report;
+  report.model = options.model;
+  report.precision = plan.precision;
+  report.converted_at_load = plan.converted_at_load;
+  // Only for the layout `kiln quantize` writes: another model's half tensors may be computed in.
+  if (plan.half && (plan.written_half || plan.converted_at_load)) {
+    report.compute_note = HalfComputeNote(*plan.half, DetectCpuHalfSupport());
+  }
+  KILN_ASSIGN_OR_RETURN(Dataset data, LoadValidateData(options, *graph));
   report.labels = data.labels.has_value();
   RunOptions run_options;
   run_options.batch_size = options.batch_size;
   run_options.threads = options.threads;
   run_options.max_samples = data.num_samples;
 
-  std::optional<Evaluation> reference;
   std::shared_ptr<const Graph> evaluated = graph;
-  if (report.converted_at_load) {
-    report.reference_model = options.model;
-    Log(log, fmt::format("FP32 '{}' on {} samples", options.model, data.num_samples));
-    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(graph, data, run_options, nullptr, log));
-    reference = std::move(e);
-    report.reference = reference->metrics;
-    // The model as `kiln quantize --precision` would write it.
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> prepared, PrepareGraph(graph));
-    KILN_ASSIGN_OR_RETURN(HalfWeights h, ConvertWeightsToHalf(*prepared, *half));
-    Log(log,
-        fmt::format("{} weight tensors converted to {} at load", h.tensors, DataTypeName(*half)));
-    evaluated = std::move(h.graph);
-  } else if (alone) {
-    Log(log, fmt::format("'{}' records no FP32 source and no --reference is given: measured "
-                         "alone",
-                         options.model));
-  } else if (report.precision != "fp32") {
-    std::string ref_path = options.reference;
-    if (ref_path.empty()) {
-      auto it = props.find(std::string(kSourceKey));
-      if (it == props.end()) {
-        return Status::FailedPrecondition(fmt::format(
-            "'{}' does not record its FP32 source (metadata {}); pass --reference FP32_MODEL",
-            options.model, kSourceKey));
-      }
-      ref_path = it->second;
-      std::error_code ec;
-      if (!fs::exists(ref_path, ec)) {
-        return Status::NotFound(fmt::format(
-            "the FP32 source recorded in '{}', '{}', does not exist (moved or deleted?); pass "
-            "--reference FP32_MODEL",
-            options.model, ref_path));
-      }
-      KILN_ASSIGN_OR_RETURN(std::string ref_bytes, ReadFile(ref_path, "model file"));
-      auto h = props.find(std::string(kSourceHashKey));
-      if (h != props.end() && h->second != ContentHash(ref_bytes)) {
-        return Status::FailedPrecondition(fmt::format(
-            "the FP32 source recorded in '{}', '{}', changed since it was quantized (content "
-            "hash {} recorded, {} now); pass --reference FP32_MODEL to compare with it anyway",
-            options.model, ref_path, h->second, ContentHash(ref_bytes)));
-      }
-    }
-    report.reference_model = ref_path;
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> ref_graph, ImportOnnxModel(ref_path));
-    Log(log, fmt::format("FP32 reference '{}' on {} samples", ref_path, data.num_samples));
-    KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(ref_graph, data, run_options, nullptr, log));
-    reference = std::move(e);
-    report.reference = reference->metrics;
-  }
-  Log(log, fmt::format("{} '{}' on {} samples from '{}'", report.precision, options.model,
-                       data.num_samples, options.data_dir));
-  KILN_ASSIGN_OR_RETURN(Evaluation e, Evaluate(evaluated, data, run_options,
-                                               reference ? &reference->run.output.view() : nullptr,
-                                               log, half ? report.precision : std::string()));
+  KILN_ASSIGN_OR_RETURN(
+      std::optional<Evaluation> reference,
+      EvaluateReference(options, plan, props, graph, data, run_options, report, &evaluated));
+  Log(options.log, fmt::format("{} '{}' on {} samples from {}", report.precision, options.model,
+                               data.num_samples,
+                               options.load_inputs ? data.dir : fmt::format("'{}'", data.dir)));
+  KILN_ASSIGN_OR_RETURN(
+      Evaluation e,
+      Evaluate(evaluated, data, run_options, reference ? &reference->run.output.view() : nullptr,
+               options.log, plan.half ? report.precision : std::string()));
   report.metrics = e.metrics;
   if (options.repeat > 1) {
-    // More timed passes, FP32 and the converted model alternating; the median time of each is
-    // reported.
-    Log(log, fmt::format("timing {} passes", options.repeat));
-    std::vector<double> seconds = {e.run.seconds};
-    std::vector<double> ref_seconds;
-    if (reference) ref_seconds.push_back(reference->run.seconds);
-    for (int r = 1; r < options.repeat; ++r) {
-      if (reference) {
-        KILN_ASSIGN_OR_RETURN(RunResult rr, RunDataset(*reference->session, data, run_options));
-        ref_seconds.push_back(rr.seconds);
-      }
-      KILN_ASSIGN_OR_RETURN(RunResult rr, RunDataset(*e.session, data, run_options));
-      seconds.push_back(rr.seconds);
-    }
-    const auto rate = [&](const std::vector<double>& v) {
-      const double m = Median(v);
-      return m > 0 ? static_cast<double>(data.num_samples) / m : 0.0;
-    };
-    report.metrics.items_per_s = rate(seconds);
-    if (report.reference) report.reference->items_per_s = rate(ref_seconds);
+    KILN_RETURN_IF_ERROR(TimeRepeatedPasses(options, data, run_options, e, reference, report));
   }
   return report;
 }

@@ -27,11 +27,11 @@
 // nodes (half_precision.h), writes the model with the same metadata (method "fp16" / "bf16"),
 // and, only with `data_dir`, measures FP32 and the written model on it.
 //
-// ValidateModel: accuracy and speed of one model on a dataset; for a quantized (INT8 or
-// half-precision) model, side by side with its FP32 reference (`reference`, else the one
-// recorded in the metadata, which must still exist and hash the same). A FP32 model validated
-// as fp16/bf16 is converted in memory, as `kiln quantize` would write it, and compared with
-// itself in FP32.
+// ValidateModel: accuracy and speed of one model on a dataset (a directory, or input files the
+// caller read); for a quantized (INT8 or half-precision) model, side by side with its FP32
+// reference (`reference`, else the one recorded in the metadata, which must still exist and hash
+// the same). A FP32 model validated as fp16/bf16 is converted in memory, as `kiln quantize` would
+// write it, and compared with itself in FP32.
 //
 // Progress goes to `log` (one line per step; the tools print it on stderr).
 //
@@ -179,7 +179,12 @@ Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
 
 struct ValidateOptions {
   std::string model;
+  // The samples: a data directory (dataset.h layouts), or, exclusive with it, `load_inputs`:
+  // called with the model's imported graph, it returns every graph input's samples stacked on
+  // axis 0, read by the caller (`kiln validate --input / --inputs / --inputs-dir`); they are
+  // checked as the stacked layout is (MakeDataset) and labels then come from `labels` only.
   std::string data_dir;
+  std::function<Result<std::vector<InputSamples>>(const Graph& graph)> load_inputs;
   std::string labels;     // optional labels file overriding DIR/labels.npy
   std::string reference;  // FP32 model; default: the quantized model's recorded source
   // auto / fp32 / int8 / fp16 / bf16. auto: int8 for a QDQ model, fp16/bf16 for a model whose

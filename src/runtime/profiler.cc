@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/profiler.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
-#include "graph/kiln_ops.h"
+#include "base/check.h"
+#include "op/kiln_ops.h"
 
 namespace kiln {
 
@@ -90,6 +93,92 @@ double NodeFlops(const Node& node, std::span<const Tensor> inputs,
     if (op == kAttentionOp) return AttentionFlops(inputs);
   }
   return 0;
+}
+
+double NearestRankPercentile(std::span<const double> sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t rank =
+      static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+double GflopsPerSecond(double flops, int64_t ns) {
+  return ns > 0 ? flops / static_cast<double>(ns) : 0.0;  // FLOP/ns = GFLOP/s
+}
+
+double RunsSummary::PercentOfNodeTime(int64_t ns) const {
+  return node_total_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(node_total_ns)
+                           : 0.0;
+}
+
+namespace {
+
+void SummarizeLatency(std::span<const RunProfile> runs, RunsSummary* s) {
+  std::vector<double> latency_ms;
+  latency_ms.reserve(runs.size());
+  for (const RunProfile& run : runs) {
+    const double ms = static_cast<double>(run.end_ns - run.start_ns) / 1e6;
+    latency_ms.push_back(ms);
+    s->total_ms += ms;
+  }
+  s->runs = static_cast<int64_t>(runs.size());
+  if (latency_ms.empty()) return;
+  std::sort(latency_ms.begin(), latency_ms.end());
+  s->median_ms = NearestRankPercentile(latency_ms, 50);
+  s->p99_ms = NearestRankPercentile(latency_ms, 99);
+  s->mean_ms = s->total_ms / static_cast<double>(latency_ms.size());
+  s->min_ms = latency_ms.front();
+  s->max_ms = latency_ms.back();
+  s->runs_per_s = s->total_ms > 0 ? static_cast<double>(runs.size()) / (s->total_ms / 1e3) : 0;
+}
+
+void SummarizeNodes(const Graph& graph, std::span<const RunProfile> runs, RunsSummary* s) {
+  std::vector<NodeSummary> per_node(static_cast<size_t>(graph.num_nodes()));
+  for (size_t n = 0; n < per_node.size(); ++n) per_node[n].node = static_cast<int>(n);
+  for (const RunProfile& run : runs) {
+    for (const NodeTiming& t : run.nodes) {
+      KILN_CHECK(t.node >= 0 && t.node < graph.num_nodes(), "node ", t.node, " of a RunProfile ",
+                 "is not in a graph of ", graph.num_nodes(), " nodes");
+      NodeSummary& n = per_node[static_cast<size_t>(t.node)];
+      ++n.calls;
+      n.total_ns += t.duration_ns;
+      n.flops += t.flops;
+      s->node_total_ns += t.duration_ns;
+      s->flops += t.flops;
+    }
+  }
+  std::erase_if(per_node, [](const NodeSummary& n) { return n.calls == 0; });
+  std::stable_sort(
+      per_node.begin(), per_node.end(),
+      [](const NodeSummary& a, const NodeSummary& b) { return a.total_ns > b.total_ns; });
+  s->nodes = std::move(per_node);
+}
+
+void SummarizeOpTypes(const Graph& graph, RunsSummary* s) {
+  std::vector<OpTypeSummary>& per_op = s->op_types;
+  for (const NodeSummary& n : s->nodes) {
+    const std::string& op = graph.node(n.node).op_type;
+    auto it = std::find_if(per_op.begin(), per_op.end(),
+                           [&](const OpTypeSummary& o) { return o.op_type == op; });
+    if (it == per_op.end()) it = per_op.insert(per_op.end(), OpTypeSummary{op});
+    it->nodes += 1;
+    it->calls += n.calls;
+    it->total_ns += n.total_ns;
+    it->flops += n.flops;
+  }
+  std::stable_sort(
+      per_op.begin(), per_op.end(),
+      [](const OpTypeSummary& a, const OpTypeSummary& b) { return a.total_ns > b.total_ns; });
+}
+
+}  // namespace
+
+RunsSummary SummarizeRuns(const Graph& graph, std::span<const RunProfile> runs) {
+  RunsSummary s;
+  SummarizeLatency(runs, &s);
+  SummarizeNodes(graph, runs, &s);
+  SummarizeOpTypes(graph, &s);
+  return s;
 }
 
 }  // namespace kiln

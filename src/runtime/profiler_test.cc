@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/kiln_ops.h"
+#include "op/kiln_ops.h"
 #include "runtime/session.h"
 
 namespace kiln {
@@ -123,6 +123,106 @@ TEST(RunWithProfileTest, TimesEveryNodeInOrder) {
   // Plain runs leave a profile alone.
   ASSERT_TRUE((*s)->Run(in).ok());
   EXPECT_EQ(profile.nodes.size(), 3u);
+}
+
+TEST(NearestRankPercentileTest, PicksTheValueAtTheCeilingRank) {
+  const std::vector<double> v = {1, 2, 3, 4, 5};
+  EXPECT_EQ(NearestRankPercentile(v, 50), 3);   // rank ceil(2.5) = 3
+  EXPECT_EQ(NearestRankPercentile(v, 30), 2);   // rank ceil(1.5) = 2
+  EXPECT_EQ(NearestRankPercentile(v, 99), 5);   // rank ceil(4.95) = 5
+  EXPECT_EQ(NearestRankPercentile(v, 100), 5);  // rank 5
+  EXPECT_EQ(NearestRankPercentile(v, 0), 1);    // rank 0, clamped to 1
+  EXPECT_EQ(NearestRankPercentile({}, 50), 0);
+  EXPECT_EQ(GflopsPerSecond(3000, 1500), 2.0);  // 3000 FLOPs in 1.5 us
+  EXPECT_EQ(GflopsPerSecond(3000, 0), 0);
+}
+
+// Nodes a (Conv), b (Relu), c (Conv), d (Add); d never runs.
+std::shared_ptr<Graph> FourNodeGraph() {
+  auto g = std::make_shared<Graph>();
+  const char* ops[] = {"Conv", "Relu", "Conv", "Add"};
+  const char* names[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; ++i) {
+    Node n;
+    n.name = names[i];
+    n.op_type = ops[i];
+    g->AddNode(std::move(n));
+  }
+  return g;
+}
+
+RunProfile MakeRun(int64_t start_ns, int64_t end_ns, std::vector<NodeTiming> nodes) {
+  RunProfile r;
+  r.start_ns = start_ns;
+  r.end_ns = end_ns;
+  r.nodes = std::move(nodes);
+  return r;
+}
+
+TEST(SummarizeRunsTest, SumsPerNodeAndPerOpTypeAndTakesLatencyPercentiles) {
+  const std::shared_ptr<Graph> g = FourNodeGraph();
+  // Four runs of 4, 1, 3 and 2 ms. a and c run every time (100 ns each, 1000 and 500 FLOPs); b
+  // runs in the first two only, 400 ns each.
+  std::vector<RunProfile> runs;
+  const int64_t ms = 1000000;
+  const int64_t lengths_ms[] = {4, 1, 3, 2};
+  for (int r = 0; r < 4; ++r) {
+    const int64_t t0 = 10 * ms * r;
+    std::vector<NodeTiming> nodes = {{0, t0, 100, 1000}, {2, t0 + 200, 100, 500}};
+    if (r < 2) nodes.insert(nodes.begin() + 1, NodeTiming{1, t0 + 100, 400, 0});
+    runs.push_back(MakeRun(t0, t0 + lengths_ms[r] * ms, nodes));
+  }
+  const RunsSummary s = SummarizeRuns(*g, runs);
+  EXPECT_EQ(s.runs, 4);
+  // Sorted latencies 1, 2, 3, 4: median rank ceil(2) = 2, p99 rank ceil(3.96) = 4.
+  EXPECT_DOUBLE_EQ(s.median_ms, 2);
+  EXPECT_DOUBLE_EQ(s.p99_ms, 4);
+  EXPECT_DOUBLE_EQ(s.mean_ms, 2.5);
+  EXPECT_DOUBLE_EQ(s.min_ms, 1);
+  EXPECT_DOUBLE_EQ(s.max_ms, 4);
+  EXPECT_DOUBLE_EQ(s.total_ms, 10);
+  EXPECT_DOUBLE_EQ(s.runs_per_s, 400);  // 4 runs in 10 ms
+  EXPECT_EQ(s.node_total_ns, 4 * 100 + 2 * 400 + 4 * 100);
+  EXPECT_EQ(s.flops, 4 * 1000 + 4 * 500);
+
+  // b 800 ns first; a and c tie at 400 ns and keep graph order; d never ran.
+  ASSERT_EQ(s.nodes.size(), 3u);
+  EXPECT_EQ(s.nodes[0].node, 1);
+  EXPECT_EQ(s.nodes[0].calls, 2);
+  EXPECT_EQ(s.nodes[0].total_ns, 800);
+  EXPECT_EQ(s.nodes[0].flops, 0);
+  EXPECT_EQ(s.nodes[1].node, 0);
+  EXPECT_EQ(s.nodes[1].calls, 4);
+  EXPECT_EQ(s.nodes[1].total_ns, 400);
+  EXPECT_EQ(s.nodes[1].flops, 4000);
+  EXPECT_EQ(s.nodes[2].node, 2);
+  EXPECT_EQ(s.nodes[2].flops, 2000);
+  EXPECT_DOUBLE_EQ(s.PercentOfNodeTime(800), 50);
+  EXPECT_DOUBLE_EQ(s.PercentOfNodeTime(400), 25);
+
+  // Relu 800 ns and Conv (a + c) 800 ns tie: Relu appears first in `nodes`.
+  ASSERT_EQ(s.op_types.size(), 2u);
+  EXPECT_EQ(s.op_types[0].op_type, "Relu");
+  EXPECT_EQ(s.op_types[0].nodes, 1);
+  EXPECT_EQ(s.op_types[0].calls, 2);
+  EXPECT_EQ(s.op_types[0].total_ns, 800);
+  EXPECT_EQ(s.op_types[1].op_type, "Conv");
+  EXPECT_EQ(s.op_types[1].nodes, 2);
+  EXPECT_EQ(s.op_types[1].calls, 8);
+  EXPECT_EQ(s.op_types[1].total_ns, 800);
+  EXPECT_EQ(s.op_types[1].flops, 6000);
+  EXPECT_DOUBLE_EQ(GflopsPerSecond(s.op_types[1].flops, s.op_types[1].total_ns), 7.5);
+}
+
+TEST(SummarizeRunsTest, NoRunsGiveZeros) {
+  const std::shared_ptr<Graph> g = FourNodeGraph();
+  const RunsSummary s = SummarizeRuns(*g, {});
+  EXPECT_EQ(s.runs, 0);
+  EXPECT_EQ(s.median_ms, 0);
+  EXPECT_EQ(s.runs_per_s, 0);
+  EXPECT_TRUE(s.nodes.empty());
+  EXPECT_TRUE(s.op_types.empty());
+  EXPECT_EQ(s.PercentOfNodeTime(5), 0);
 }
 
 }  // namespace

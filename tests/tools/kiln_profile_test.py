@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Black-box test of `kiln profile`: generates a small CNN (Conv, Relu, Conv, Relu,
-GlobalAveragePool, Flatten, Gemm, Softmax; symbolic batch) and a model with a symbolic non-batch
-dim, runs the command, and checks the JSON report (fields, consistency, FLOP counts computed here
-from the shapes), the Chrome trace (structure Perfetto reads), the text table, and the errors.
+GlobalAveragePool, Flatten, Gemm, Softmax; symbolic batch), a model with a symbolic non-batch
+dim, a NonZero model (output shape set by the data) and a two-input Add, runs the command, and
+checks the JSON report (fields, consistency, FLOP counts computed here from the shapes), the
+Chrome trace (structure Perfetto reads), the text table, inputs read from files (--input,
+--inputs, --inputs-dir: what the runs feed, the shapes they give), and the errors.
 
 Usage: kiln_profile_test.py --kiln build/kiln
 """
@@ -63,6 +65,148 @@ def make_seq_model(path):
     onnx.save(model, path)
 
 
+def make_nonzero_model(path):
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["y"], name="nonzero")], "nonzero",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, "n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, path)
+
+
+def make_add_model(path):
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")], "add",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, path)
+
+
+def profile_json(kiln, args, what):
+    """Runs profile --json; the report, or {} after a recorded failure."""
+    r = run(kiln, args + ["--iterations", "2", "--warmup", "1", "--threads", "1", "--json"])
+    check(r.returncode == 0, f"{what}: exits 0 ({r.stderr.strip()})")
+    if r.returncode != 0:
+        return {}
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        check(False, f"{what}: stdout is JSON ({e})")
+        return {}
+
+
+def check_file_inputs(kiln, tmp, cnn, seq):
+    """Inputs read from files are what every run feeds."""
+    rng = np.random.default_rng(1)
+    # The CNN with a batch of 3 from a file: the reported shapes and the memory plan follow it.
+    x3 = os.path.join(tmp, "x3.npy")
+    np.save(x3, rng.standard_normal((3, 3, 16, 16)).astype(np.float32))
+    rep = profile_json(kiln, [cnn, "--input", f"x={x3}", "--no-optimize"], "--input x=FILE")
+    if rep:
+        check(rep["inputs"] == [{"name": "x", "dtype": "FP32", "shape": [3, 3, 16, 16],
+                                 "data": "file", "file": x3}], f"file input reported ({rep['inputs']})")
+        check(rep["batch"] == 3, f"batch from the file's first dim ({rep['batch']})")
+        check(rep["outputs"] == [{"name": "y", "dtype": "FP32", "shape": [3, 10]}],
+              f"outputs for 3 items ({rep['outputs']})")
+        want = 4 * (2 * 3 * 8 * 16 * 16 + 2 * 3 * 16 * 7 * 7 + 3 * 16 + 3 * 10)
+        got = rep["memory_plan"]["unplanned_bytes"]
+        check(got == want, f"memory plan of the file's shape: unplanned {got} == {want}")
+    # The same file as .pb through --inputs-dir (ONNX test data layout) and through --inputs.
+    tdir = os.path.join(tmp, "test_data_set_0")
+    os.makedirs(tdir, exist_ok=True)
+    with open(os.path.join(tdir, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(np.load(x3), "x").SerializeToString())
+    rep = profile_json(kiln, [cnn, "--inputs-dir", tdir], "--inputs-dir with input_0.pb")
+    if rep:
+        check(rep["inputs"][0]["shape"] == [3, 3, 16, 16]
+              and rep["inputs"][0]["file"] == os.path.join(tdir, "input_0.pb"),
+              f"--inputs-dir input reported ({rep['inputs']})")
+    rep = profile_json(kiln, [cnn, "--inputs", x3], "--inputs FILE")
+    if rep:
+        check(rep["inputs"][0]["file"] == x3, "--inputs input reported")
+
+    # NonZero: the output's shape is set by the data, so it shows what the runs were fed.
+    nz = os.path.join(tmp, "nonzero.onnx")
+    make_nonzero_model(nz)
+    data = np.zeros((5, 4), dtype=np.float32)
+    data[0, 1], data[2, 3], data[4, 0] = 1.5, -2.0, 7.0
+    nz_in = os.path.join(tmp, "nz_in.npy")
+    np.save(nz_in, data)
+    want_count = int(np.count_nonzero(data))
+    rep = profile_json(kiln, [nz, "--input", f"x={nz_in}"], "NonZero on a file")
+    if rep:
+        check(rep["outputs"] == [{"name": "y", "dtype": "INT64", "shape": [2, want_count]}],
+              f"NonZero of the file: [2, {want_count}] ({rep['outputs']})")
+    rep = profile_json(kiln, [nz, "--batch", "5"], "NonZero on random data")
+    if rep:
+        # Random floats in [-1, 1) are all non-zero: every one of the 5 x 4 elements counts.
+        check(rep["outputs"] == [{"name": "y", "dtype": "INT64", "shape": [2, 20]}],
+              f"NonZero of random data: [2, 20] ({rep['outputs']})")
+
+    # A file resolves a symbolic dim that would otherwise need --shape.
+    s_in = os.path.join(tmp, "seq_in.npy")
+    np.save(s_in, np.ones((2, 5, 4), dtype=np.float32))
+    rep = profile_json(kiln, [seq, "--input", f"x={s_in}"], "symbolic dims from a file")
+    if rep:
+        check(rep["inputs"][0]["shape"] == [2, 5, 4] and rep["batch"] == 2
+              and rep["outputs"][0]["shape"] == [2, 5, 4],
+              f"file shape used ({rep['inputs']}, batch {rep['batch']})")
+
+    # One input from a file, the other random.
+    add = os.path.join(tmp, "add.onnx")
+    make_add_model(add)
+    a_in = os.path.join(tmp, "a_in.npy")
+    np.save(a_in, np.ones((3, 4), dtype=np.float32))
+    rep = profile_json(kiln, [add, "--input", f"a={a_in}", "--batch", "3"], "one file, one random")
+    if rep:
+        check([i["data"] for i in rep["inputs"]] == ["file", "random"]
+              and [i["shape"] for i in rep["inputs"]] == [[3, 4], [3, 4]],
+              f"a from the file, b random ({rep['inputs']})")
+
+    # The text report names the file.
+    r = run(kiln, [cnn, "--input", f"x={x3}", "--iterations", "2", "--warmup", "0"])
+    check(r.returncode == 0 and f"x FP32[3,3,16,16] from {x3}" in r.stdout
+          and "y FP32[3,10]" in r.stdout, "table names the input file and the output shape")
+
+    # Errors name the input and the problem.
+    wrong_dim = os.path.join(tmp, "wrong_dim.npy")
+    np.save(wrong_dim, np.zeros((3, 3, 16, 15), dtype=np.float32))
+    wrong_rank = os.path.join(tmp, "wrong_rank.npy")
+    np.save(wrong_rank, np.zeros((3, 16, 16), dtype=np.float32))
+    wrong_type = os.path.join(tmp, "wrong_type.npy")
+    np.save(wrong_type, np.zeros((3, 3, 16, 16), dtype=np.int64))
+    garbage = os.path.join(tmp, "garbage.txt")
+    with open(garbage, "w") as f:
+        f.write("not a tensor")
+    errors = [
+        ("wrong dim", [cnn, "--input", f"x={wrong_dim}"],
+         f"input 'x' from '{wrong_dim}': expected shape FP32[batch,3,16,16], got [3,3,16,15] "
+         "(dim 3 differs)"),
+        ("wrong rank", [cnn, "--input", f"x={wrong_rank}"],
+         f"input 'x' from '{wrong_rank}': expected shape FP32[batch,3,16,16] (rank 4), got "
+         "[3,16,16]"),
+        ("wrong dtype", [cnn, "--input", f"x={wrong_type}"],
+         f"input 'x' from '{wrong_type}': expected datatype FP32, got INT64"),
+        ("unknown input", [cnn, "--input", f"nope={x3}"], "model has no input 'nope' (inputs: x)"),
+        ("not NAME=PATH", [cnn, "--input", x3], "is not NAME=PATH"),
+        ("input twice", [cnn, "--input", f"x={x3}", "--inputs", x3], "input 'x' is given twice"),
+        ("too many files", [cnn, "--inputs", f"{x3},{x3}"], "has 1 inputs but 2 files were given"),
+        ("missing file", [cnn, "--input", "x=" + os.path.join(tmp, "none.npy")], "none.npy"),
+        ("unknown format", [cnn, "--input", f"x={garbage}"], ".npy"),
+        ("not a directory", [cnn, "--inputs-dir", os.path.join(tmp, "nodir")],
+         "is not a directory"),
+        ("--shape for a file input", [cnn, "--input", f"x={x3}", "--shape", "x:3,3,16,16"],
+         "--shape applies to random inputs only"),
+    ]
+    for what, args, needle in errors:
+        r = run(kiln, args + ["--iterations", "1", "--warmup", "0"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and lines[0].startswith("kiln profile: ")
+              and needle in lines[0], f"error, {what}: {r.stderr.strip()!r}")
+
+
 def run(kiln, args):
     return subprocess.run([kiln, "profile"] + args, capture_output=True, text=True, timeout=120)
 
@@ -100,8 +244,10 @@ def main():
             want = batch * report["runs_per_s"]
             check(abs(report["items_per_s"] - want) <= 1e-3 * want,
                   f"items_per_s {report['items_per_s']} == batch x runs/s {want}")
-            check(report["inputs"] == [{"name": "x", "dtype": "FP32", "shape": [batch, 3, 16, 16]}],
-                  f"inputs {report['inputs']}")
+            check(report["inputs"] == [{"name": "x", "dtype": "FP32", "shape": [batch, 3, 16, 16],
+                                        "data": "random"}], f"inputs {report['inputs']}")
+            check(report.get("outputs") == [{"name": "y", "dtype": "FP32", "shape": [batch, 10]}],
+                  f"outputs {report.get('outputs')}")
             mp = report["memory_plan"]
             check(mp["planned"] and 0 < mp["arena_bytes"] <= mp["unplanned_bytes"],
                   f"memory plan arena {mp['arena_bytes']} <= unplanned {mp['unplanned_bytes']}")
@@ -203,6 +349,8 @@ def main():
         check(r.returncode == 1 and "rank 2" in r.stderr, "wrong --shape rank named")
         r = run(args.kiln, [os.path.join(tmp, "missing.onnx")])
         check(r.returncode == 1 and r.stderr.startswith("kiln profile:"), "missing model fails")
+
+        check_file_inputs(args.kiln, tmp, cnn, seq)
 
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0

@@ -140,6 +140,16 @@ def main():
         return 1
 
     with tempfile.TemporaryDirectory() as tmp:
+        # A bad environment setting (src/base/settings.h) stops the command, naming it.
+        d = os.path.join(node, CASES[0])
+        env = dict(os.environ, KILN_CPU_ISA="avx3")
+        r = subprocess.run([a.kiln, "run", os.path.join(d, "model.onnx"), "--inputs-dir",
+                            os.path.join(d, "test_data_set_0"), "--output-dir",
+                            os.path.join(tmp, "bad_env")],
+                           capture_output=True, text=True, timeout=120, env=env)
+        check(r.returncode == 2 and "KILN_CPU_ISA='avx3' is not one of scalar, avx2, avx512"
+              in r.stderr, f"KILN_CPU_ISA=avx3 refused: exit {r.returncode}: {r.stderr.strip()}")
+
         # --inputs-dir with .pb files: every case.
         for case in CASES:
             d = os.path.join(node, case)

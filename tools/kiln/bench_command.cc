@@ -13,15 +13,58 @@
 #include "tools/kiln/commands.h"
 
 namespace kiln::tools {
+namespace {
+
+// The command line as a shell would take it back (arguments with special characters quoted), for
+// the reports.
+std::string QuotedCommandLine(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) line += ' ';
+    std::string a = argv[i];
+    bool plain = !a.empty() && a.find_first_of(" \t\"'$\\`*?") == std::string::npos;
+    line += plain ? a : "'" + a + "'";
+  }
+  return line;
+}
+
+// The load and how it is measured: levels, arrivals, windows, stability, client threads, seed.
+void AddLoadFlags(CLI::App& cmd, bench::BenchOptions& opt) {
+  cmd.add_option("--concurrency-range", opt.concurrency_range,
+                 "Closed loop START[:END[:STEP]]; STEP may be xN (factor), e.g. 1:64:x2 "
+                 "(default 1)");
+  cmd.add_option("--request-rate-range", opt.request_rate_range,
+                 "Open loop, requests/s START[:END[:STEP]]; STEP may be xN");
+  cmd.add_option("--request-distribution", opt.distribution,
+                 "Open-loop arrivals: constant or poisson")
+      ->check(CLI::IsMember({"constant", "poisson"}))
+      ->capture_default_str();
+  cmd.add_option("-p,--measurement-interval", opt.measurement_interval_ms, "Measurement window, ms")
+      ->capture_default_str();
+  cmd.add_option("--warmup-interval", opt.warmup_ms,
+                 "Load before the first window at each level, not measured, ms")
+      ->capture_default_str();
+  cmd.add_option("-s,--stability-percentage", opt.stability_pct,
+                 "Stable when throughput and the stabilising latency of the last 3 windows are "
+                 "within this %")
+      ->capture_default_str();
+  cmd.add_option("-r,--max-trials", opt.max_trials, "Most windows per level")
+      ->capture_default_str();
+  cmd.add_option("--percentile", opt.percentile,
+                 "Stabilise on this latency percentile (default: the average)");
+  cmd.add_option("--max-threads", opt.threads,
+                 "Client event-loop threads (default: min(slots, max(1, cores/2)))");
+  cmd.add_option("--max-connections", opt.max_connections,
+                 "Open loop: most connections (HTTP) or calls (gRPC) in flight")
+      ->capture_default_str();
+  cmd.add_option("--seed", opt.seed, "Seed of the random inputs and Poisson arrivals")
+      ->capture_default_str();
+}
+}  // namespace
 
 CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
   auto opt = std::make_shared<bench::BenchOptions>();
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0) opt->command_line += ' ';
-    std::string a = argv[i];
-    bool plain = !a.empty() && a.find_first_of(" \t\"'$\\`*?") == std::string::npos;
-    opt->command_line += plain ? a : "'" + a + "'";
-  }
+  opt->command_line = QuotedCommandLine(argc, argv);
   auto input_format = std::make_shared<std::string>("binary");
   auto output_format = std::make_shared<std::string>("binary");
   CLI::App* cmd = app.add_subcommand(
@@ -54,36 +97,7 @@ CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
                   "<input>.npy files");
   cmd->add_option("--string-length", opt->string_length, "Length of random BYTES elements")
       ->capture_default_str();
-  cmd->add_option("--concurrency-range", opt->concurrency_range,
-                  "Closed loop START[:END[:STEP]]; STEP may be xN (factor), e.g. 1:64:x2 "
-                  "(default 1)");
-  cmd->add_option("--request-rate-range", opt->request_rate_range,
-                  "Open loop, requests/s START[:END[:STEP]]; STEP may be xN");
-  cmd->add_option("--request-distribution", opt->distribution,
-                  "Open-loop arrivals: constant or poisson")
-      ->check(CLI::IsMember({"constant", "poisson"}))
-      ->capture_default_str();
-  cmd->add_option("-p,--measurement-interval", opt->measurement_interval_ms,
-                  "Measurement window, ms")
-      ->capture_default_str();
-  cmd->add_option("--warmup-interval", opt->warmup_ms,
-                  "Load before the first window at each level, not measured, ms")
-      ->capture_default_str();
-  cmd->add_option("-s,--stability-percentage", opt->stability_pct,
-                  "Stable when throughput and the stabilising latency of the last 3 windows are "
-                  "within this %")
-      ->capture_default_str();
-  cmd->add_option("-r,--max-trials", opt->max_trials, "Most windows per level")
-      ->capture_default_str();
-  cmd->add_option("--percentile", opt->percentile,
-                  "Stabilise on this latency percentile (default: the average)");
-  cmd->add_option("--max-threads", opt->threads,
-                  "Client event-loop threads (default: min(slots, max(1, cores/2)))");
-  cmd->add_option("--max-connections", opt->max_connections,
-                  "Open loop: most connections (HTTP) or calls (gRPC) in flight")
-      ->capture_default_str();
-  cmd->add_option("--seed", opt->seed, "Seed of the random inputs and Poisson arrivals")
-      ->capture_default_str();
+  AddLoadFlags(*cmd, *opt);
   cmd->add_option("-f,--latency-report-file", opt->csv_file, "CSV file (perf_analyzer columns)");
   cmd->add_option("--json", opt->json_file, "JSON file: one object per measured point");
   cmd->add_option("--report", opt->report_file,

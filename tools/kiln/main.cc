@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/logging.h"
+#include "base/settings.h"
 #include "tools/kiln/commands.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +32,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  // Environment settings (base/settings.h, docs/settings.md): a bad value stops every command.
+  if (kiln::Status s = kiln::CheckSettings(); !s.ok()) {
+    std::fprintf(stderr, "kiln: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   for (CLI::App* sub : app.get_subcommands()) {
     auto it = commands.find(sub->get_name());

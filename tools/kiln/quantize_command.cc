@@ -72,6 +72,56 @@ Status Quantize(QuantizeFlags& f) {
   return Status::OK();
 }
 
+// The INT8 settings: calibration method, weight and activation ranges, mixed precision. Returns
+// them, to refuse them by name with --precision fp16/bf16.
+std::vector<CLI::Option*> AddInt8Flags(CLI::App& cmd, QuantizeFlags& f) {
+  CLI::Option* method =
+      cmd.add_option("--method", f.method,
+                     "Calibration method: minmax (observed range), percentile (clip the tails, see "
+                     "--percentile) or entropy (KL divergence, TensorRT's method)")
+          ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
+          ->capture_default_str();
+  CLI::Option* percentile =
+      cmd.add_option("--percentile", f.options.percentile,
+                     "Percentile of values kept by --method percentile (each tail clipped at "
+                     "100 - P percent)")
+          ->check(CLI::Range(50.0, 100.0))
+          ->capture_default_str();
+  CLI::Option* per_channel =
+      cmd.add_flag("--per-channel", f.options.per_channel,
+                   "Quantize weights per output channel (one scale per channel; needs opset 13) "
+                   "instead of one scale per tensor");
+  CLI::Option* symmetric =
+      cmd.add_flag("--symmetric-activations", f.symmetric,
+                   "Quantize activations to int8 with zero point 0 instead of asymmetric uint8");
+  CLI::Option* target =
+      cmd.add_option(
+             "--target-cpu", f.options.target_cpu,
+             "CPUs the INT8 model is for: avx2 (7-bit weights in [-64, 64]: exact and full "
+             "speed on every AVX2 CPU), vnni (8-bit weights for CPUs with VNNI dot products, "
+             "AVX512-VNNI or AVX-VNNI: exact elsewhere too, at about half the INT8 speed), "
+             "or native (this CPU's class)")
+          ->check(CLI::IsMember({"native", "avx2", "vnni"}))
+          ->capture_default_str();
+  auto* keep = cmd.add_option("--keep-fp32", f.options.keep_fp32,
+                              "Keep the N most sensitive layers in FP32 (measures every layer's "
+                              "sensitivity first)")
+                   ->check(CLI::NonNegativeNumber);
+  CLI::Option* max_drop =
+      cmd.add_option(
+             "--max-accuracy-drop", f.max_drop,
+             "Keep as many of the most sensitive layers in FP32 as needed for the INT8 model "
+             "to lose at most X top-1 points on the evaluation data (with labels; without, X "
+             "bounds the output error, 100 * (1 - mean cosine) against FP32)")
+          ->check(CLI::NonNegativeNumber)
+          ->excludes(keep);
+  CLI::Option* sensitivity =
+      cmd.add_flag("--sensitivity", f.options.sensitivity,
+                   "Measure every layer's sensitivity for the report even without --keep-fp32 or "
+                   "--max-accuracy-drop");
+  return {method, percentile, per_channel, symmetric, target, keep, max_drop, sensitivity};
+}
+
 }  // namespace
 
 CommandMain AddQuantizeCommand(CLI::App& app) {
@@ -101,51 +151,7 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
                   "(or FP16/BF16) in the report, and the data for sensitivity; default: the "
                   "calibration data (agreement with FP32 only, unless it has labels); fp16/bf16 "
                   "without --data: no evaluation");
-  CLI::Option* method =
-      cmd->add_option(
-             "--method", f->method,
-             "Calibration method: minmax (observed range), percentile (clip the tails, see "
-             "--percentile) or entropy (KL divergence, TensorRT's method)")
-          ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
-          ->capture_default_str();
-  CLI::Option* percentile =
-      cmd->add_option("--percentile", f->options.percentile,
-                      "Percentile of values kept by --method percentile (each tail clipped at "
-                      "100 - P percent)")
-          ->check(CLI::Range(50.0, 100.0))
-          ->capture_default_str();
-  CLI::Option* per_channel =
-      cmd->add_flag("--per-channel", f->options.per_channel,
-                    "Quantize weights per output channel (one scale per channel; needs opset 13) "
-                    "instead of one scale per tensor");
-  CLI::Option* symmetric =
-      cmd->add_flag("--symmetric-activations", f->symmetric,
-                    "Quantize activations to int8 with zero point 0 instead of asymmetric uint8");
-  CLI::Option* target =
-      cmd->add_option(
-             "--target-cpu", f->options.target_cpu,
-             "CPUs the INT8 model is for: avx2 (7-bit weights in [-64, 64]: exact and full "
-             "speed on every AVX2 CPU), vnni (8-bit weights for CPUs with VNNI dot products, "
-             "AVX512-VNNI or AVX-VNNI: exact elsewhere too, at about half the INT8 speed), "
-             "or native (this CPU's class)")
-          ->check(CLI::IsMember({"native", "avx2", "vnni"}))
-          ->capture_default_str();
-  auto* keep = cmd->add_option("--keep-fp32", f->options.keep_fp32,
-                               "Keep the N most sensitive layers in FP32 (measures every layer's "
-                               "sensitivity first)")
-                   ->check(CLI::NonNegativeNumber);
-  CLI::Option* max_drop =
-      cmd->add_option(
-             "--max-accuracy-drop", f->max_drop,
-             "Keep as many of the most sensitive layers in FP32 as needed for the INT8 model "
-             "to lose at most X top-1 points on the evaluation data (with labels; without, X "
-             "bounds the output error, 100 * (1 - mean cosine) against FP32)")
-          ->check(CLI::NonNegativeNumber)
-          ->excludes(keep);
-  CLI::Option* sensitivity =
-      cmd->add_flag("--sensitivity", f->options.sensitivity,
-                    "Measure every layer's sensitivity for the report even without --keep-fp32 or "
-                    "--max-accuracy-drop");
+  std::vector<CLI::Option*> int8_only = AddInt8Flags(*cmd, *f);
   cmd->add_option("--batch-size", f->options.batch_size,
                   "Samples per run (a model with a fixed batch dim uses its own)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
@@ -165,8 +171,9 @@ CommandMain AddQuantizeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the report as one JSON object instead of text");
   cmd->add_flag("--quiet", f->quiet, "No progress lines on stderr");
-  f->int8_only = {calib,  method, percentile, per_channel, symmetric,
-                  target, keep,   max_drop,   sensitivity, calib_samples};
+  int8_only.insert(int8_only.begin(), calib);  // refused in this order
+  int8_only.push_back(calib_samples);
+  f->int8_only = std::move(int8_only);
   return [f] {
     Status s = Quantize(*f);
     if (!s.ok()) {

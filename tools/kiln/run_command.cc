@@ -2,9 +2,10 @@
 // `kiln run`: import a model, optimize its graph (opt/optimizer.h; --no-optimize skips it,
 // --disable-pass NAME switches one pass off, --weight-precision fp16 holds weights in half), read
 // its inputs from tensor files (.pb TensorProto or .npy), run it once, write every output to a
-// file. Used by people checking a model and by the ONNX conformance runner. Inputs and outputs
-// declared as sequences or optionals are .pb SequenceProto / OptionalProto files (the model's
-// declared type says which), as in the ONNX backend test data.
+// file (the input flags: tools/kiln/input_files.h). Used by people checking a model and by the
+// ONNX conformance runner. Inputs and outputs declared as sequences or optionals are .pb
+// SequenceProto / OptionalProto files (the model's declared type says which), as in the ONNX
+// backend test data.
 //
 //   kiln run model.onnx --input x=x.npy --output-dir out/
 //   kiln run model.onnx --inputs-dir test_data_set_0 --output-dir out/   # input_0.pb, ...
@@ -17,7 +18,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +26,7 @@
 #include "opt/optimizer.h"
 #include "runtime/session.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/input_files.h"
 
 namespace kiln::tools {
 namespace {
@@ -34,9 +35,7 @@ namespace fs = std::filesystem;
 
 struct RunOptions {
   std::string model;
-  std::vector<std::string> named_inputs;  // NAME=PATH
-  std::vector<std::string> input_list;    // positional, graph-input order
-  std::string inputs_dir;
+  InputFileFlags inputs;
   std::string output_dir;
   std::string output_format = "pb";
   int threads = 0;  // intra-op threads; 0: the machine's hardware threads
@@ -45,84 +44,22 @@ struct RunOptions {
   std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
 };
 
-// Files input_0.<ext>, input_1.<ext>, ... in `dir`, in index order (.pb or .npy).
-Result<std::vector<std::string>> ListInputsDir(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return Status::NotFound(fmt::format("--inputs-dir '{}' is not a directory", dir));
-  }
-  std::vector<std::string> files;
-  for (int i = 0;; ++i) {
-    const std::string pb = fmt::format("{}/input_{}.pb", dir, i);
-    const std::string npy = fmt::format("{}/input_{}.npy", dir, i);
-    if (fs::exists(pb, ec))
-      files.push_back(pb);
-    else if (fs::exists(npy, ec))
-      files.push_back(npy);
-    else
-      break;
-  }
-  return files;
-}
-
 Status RunModel(const RunOptions& opt) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, ImportOnnxModel(opt.model));
   if (!opt.no_optimize) {
     OptimizerOptions options;
     options.disabled_passes = opt.disabled_passes;
     options.weight_precision = opt.weight_precision == "auto" ? "" : opt.weight_precision;
+    options.target = KernelTargetFor(DeviceType::kCpu);
     KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(graph, options));
     graph = optimized.graph;
   }
   SessionOptions session_options;
   session_options.intra_op_threads = opt.threads;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph, session_options));
-  const size_t num_inputs = graph->inputs.size();
-
-  std::vector<RuntimeValue> values(num_inputs);
-  auto set_input = [&](size_t index, const std::string& path) -> Status {
-    const Value& input = graph->value(graph->inputs[index]);
-    if (values[index].valid()) {
-      return Status::InvalidArgument(fmt::format("input '{}' is given twice", input.name));
-    }
-    KILN_ASSIGN_OR_RETURN(values[index], ReadValueFile(path, input.type));
-    return Status::OK();
-  };
-
-  std::vector<std::string> positional = opt.input_list;
-  if (!opt.inputs_dir.empty()) {
-    KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListInputsDir(opt.inputs_dir));
-    positional.insert(positional.end(), files.begin(), files.end());
-  }
-  if (positional.size() > num_inputs) {
-    return Status::InvalidArgument(fmt::format("model '{}' has {} inputs but {} files were given",
-                                               opt.model, num_inputs, positional.size()));
-  }
-  for (size_t i = 0; i < positional.size(); ++i) KILN_RETURN_IF_ERROR(set_input(i, positional[i]));
-  for (const std::string& spec : opt.named_inputs) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument(fmt::format("--input '{}' is not NAME=PATH", spec));
-    }
-    const std::string name = spec.substr(0, eq);
-    size_t index = num_inputs;
-    for (size_t i = 0; i < num_inputs; ++i) {
-      if (graph->value(graph->inputs[i]).name == name) index = i;
-    }
-    if (index == num_inputs) {
-      std::vector<std::string> names;
-      for (int id : graph->inputs) names.push_back(graph->value(id).name);
-      return Status::InvalidArgument(
-          fmt::format("model has no input '{}' (inputs: {})", name, fmt::join(names, ", ")));
-    }
-    KILN_RETURN_IF_ERROR(set_input(index, spec.substr(eq + 1)));
-  }
-  for (size_t i = 0; i < num_inputs; ++i) {
-    if (!values[i].valid()) {
-      return Status::InvalidArgument(
-          fmt::format("no data for input '{}'", graph->value(graph->inputs[i]).name));
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(InputFiles files, ReadInputFiles(opt.inputs, *graph, opt.model));
+  KILN_RETURN_IF_ERROR(RequireEveryInput(files, *graph));
+  const std::vector<RuntimeValue>& values = files.values;
 
   KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outputs, session->RunValues(values));
 
@@ -147,15 +84,7 @@ CommandMain AddRunCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a model once on inputs read from files and write its outputs to files");
   cmd->add_option("model", opt->model, "ONNX model file")->required();
-  cmd->add_option("--input", opt->named_inputs,
-                  "NAME=PATH: the data of graph input NAME from a .pb (ONNX TensorProto; "
-                  "SequenceProto or OptionalProto for such inputs) or .npy file; repeatable");
-  cmd->add_option("--inputs", opt->input_list,
-                  "Comma-separated files for the graph inputs in graph-input order")
-      ->delimiter(',');
-  cmd->add_option("--inputs-dir", opt->inputs_dir,
-                  "Directory holding input_0.pb, input_1.pb, ... (or .npy) in graph-input order "
-                  "(the layout of ONNX's test data sets)");
+  AddInputFileOptions(*cmd, opt->inputs, "");
   cmd->add_option("--output-dir", opt->output_dir,
                   "Directory that receives output_0.<fmt>, output_1.<fmt>, ... in graph-output "
                   "order (created if missing)")

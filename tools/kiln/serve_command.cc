@@ -161,7 +161,14 @@ bool DrainAndStop(ModelManager* manager, HttpServer* server, GrpcServer* grpc,
   return false;
 }
 
-int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
+// Logs `status` and returns `exit_code`: how a start-up step fails.
+int Fail(const Status& status, int exit_code = 1) {
+  KILN_LOG_ERROR("{}", status.message());
+  return exit_code;
+}
+
+// --log-* flags; 2 (bad flags) on error, else 0.
+int ConfigureLogging(const ServeOptions& opt) {
   LogSettings log;
   log.file = opt.log_file;
   log.info = opt.log_info;
@@ -172,55 +179,57 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
     KILN_LOG_ERROR("--log-format must be 'default' or 'ISO8601', got '{}'", opt.log_format);
     return 2;
   }
-  if (Status st = ApplyLogSettings(log); !st.ok()) {
-    KILN_LOG_ERROR("{}", st.message());
-    return 2;
-  }
-  Result<ModelControlMode> mode = ParseControlMode(opt.model_control_mode);
-  if (!mode.ok()) {
-    KILN_LOG_ERROR("{}", mode.status().message());
-    return 1;
-  }
-  if (Status s = CheckControlFlags(opt, *mode); !s.ok()) {
-    KILN_LOG_ERROR("{}", s.message());
-    return 1;
-  }
+  if (Status st = ApplyLogSettings(log); !st.ok()) return Fail(st, 2);
+  return 0;
+}
+
+// The model control mode, after the checks of the flags that go with it and with gRPC.
+Result<ModelControlMode> CheckServeFlags(const ServeOptions& opt,
+                                         [[maybe_unused]] const CLI::App& cmd) {
+  KILN_ASSIGN_OR_RETURN(ModelControlMode mode, ParseControlMode(opt.model_control_mode));
+  KILN_RETURN_IF_ERROR(CheckControlFlags(opt, mode));
 #ifndef KILN_HAVE_GRPC
   if (opt.allow_grpc && (cmd.count("--grpc-port") > 0 || cmd.count("--grpc-address") > 0)) {
-    KILN_LOG_ERROR(
+    return Status::InvalidArgument(
         "this build has no gRPC server (gRPC was not found at configure time; run "
         "scripts/install-deps and reconfigure); drop --grpc-port / --grpc-address or "
         "pass --allow-grpc=false");
-    return 1;
   }
 #endif
+  return mode;
+}
 
-  // Block the shutdown signals before any thread starts so every thread inherits the mask and
-  // only the waits below see them.
+// Blocks the shutdown signals before any thread starts so every thread inherits the mask and
+// only the waits of the main thread see them.
+sigset_t BlockShutdownSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
+// The model manager with the models to load at start loaded (a model that fails is logged and
+// the others are served).
+Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, ModelControlMode mode) {
   ModelManagerOptions mopt;
   mopt.repository_path = opt.model_repository;
-  mopt.control_mode = *mode;
+  mopt.control_mode = mode;
   mopt.startup_models = opt.load_models;
-  mopt.repository_poll_secs = *mode == ModelControlMode::kPoll ? opt.repository_poll_secs : 0;
+  mopt.repository_poll_secs = mode == ModelControlMode::kPoll ? opt.repository_poll_secs : 0;
   mopt.workers_per_model = opt.model_workers;
   mopt.instance_options.cpu_threads = opt.model_thread_budget;
   mopt.instance_options.intra_op_threads = opt.intra_op_threads;
   mopt.instance_options.inline_max_ns = opt.inline_execution_us * 1000;
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
-  Result<std::unique_ptr<ModelManager>> manager = ModelManager::Create(mopt);
-  if (!manager.ok()) {
-    KILN_LOG_ERROR("{}", manager.status().message());
-    return 1;
-  }
-  Status load = (*manager)->LoadInitialModels();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelManager> manager, ModelManager::Create(mopt));
+  Status load = manager->LoadInitialModels();
   if (!load.ok()) KILN_LOG_ERROR("some models failed to load: {}", load.message());
+  return manager;
+}
 
+Result<std::unique_ptr<HttpServer>> MakeHttpServer(const ServeOptions& opt, ModelManager* manager) {
   HttpServerOptions hopt;
   hopt.address = opt.http_address;
   hopt.port = opt.http_port;
@@ -228,92 +237,231 @@ int Serve(const ServeOptions& opt, [[maybe_unused]] const CLI::App& cmd) {
   hopt.max_request_bytes = opt.max_request_bytes;
   hopt.max_connections = opt.http_max_connections;
   hopt.server_version = KILN_VERSION;
-  Result<std::unique_ptr<HttpServer>> server = HttpServer::Create(hopt, manager->get());
-  if (!server.ok()) {
-    KILN_LOG_ERROR("{}", server.status().message());
-    return 1;
-  }
-  Status started = (*server)->Start();
-  if (!started.ok()) {
-    KILN_LOG_ERROR("{}", started.message());
-    (*manager)->Shutdown();
-    return 1;
-  }
-  KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
-                opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
+  return HttpServer::Create(hopt, manager);
+}
 
-  GrpcServer* grpc = nullptr;
+// The gRPC listener: null without --allow-grpc, and in a build without gRPC.
 #ifdef KILN_HAVE_GRPC
-  std::unique_ptr<GrpcServer> grpc_owner;
-  if (opt.allow_grpc) {
-    GrpcServerOptions gopt;
-    gopt.address = opt.grpc_address;
-    gopt.port = opt.grpc_port;
-    gopt.server_version = KILN_VERSION;
-    Result<std::unique_ptr<GrpcServer>> created = GrpcServer::Create(gopt, manager->get());
-    Status grpc_started = created.ok() ? (*created)->Start() : created.status();
-    if (!grpc_started.ok()) {
-      KILN_LOG_ERROR("{}", grpc_started.message());
-      (*server)->StartDraining();
-      (*manager)->Shutdown();
-      (*server)->Stop();
-      return 1;
-    }
-    grpc_owner = std::move(created).value();
-    grpc = grpc_owner.get();
-    KILN_LOG_INFO("serving KServe v2 gRPC on {}:{}", opt.grpc_address, grpc->port());
-  }
+using GrpcHolder = std::unique_ptr<GrpcServer>;
+
+Result<GrpcHolder> StartGrpc(const ServeOptions& opt, ModelManager* manager) {
+  if (!opt.allow_grpc) return GrpcHolder();
+  GrpcServerOptions gopt;
+  gopt.address = opt.grpc_address;
+  gopt.port = opt.grpc_port;
+  gopt.server_version = KILN_VERSION;
+  KILN_ASSIGN_OR_RETURN(GrpcHolder grpc, GrpcServer::Create(gopt, manager));
+  KILN_RETURN_IF_ERROR(grpc->Start());
+  KILN_LOG_INFO("serving KServe v2 gRPC on {}:{}", opt.grpc_address, grpc->port());
+  return grpc;
+}
+#else
+struct GrpcHolder {
+  GrpcServer* get() const { return nullptr; }
+};
+
+Result<GrpcHolder> StartGrpc(const ServeOptions&, ModelManager*) { return GrpcHolder(); }
 #endif
 
-  // Prometheus metrics: its own listener, serving until the drain is over.
-  std::unique_ptr<MetricsServer> metrics;
-  if (opt.allow_metrics) {
-    MetricsServerOptions metrics_options;
-    metrics_options.address = opt.metrics_address;
-    metrics_options.port = opt.metrics_port;
-    auto cpu = std::make_shared<CpuUtilizationSampler>();
-    ModelManager* model_manager = manager->get();
-    Result<std::unique_ptr<MetricsServer>> created =
-        MetricsServer::Create(metrics_options, [model_manager, cpu] {
-          const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
-          return RenderMetrics(models, {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes()});
-        });
-    Status metrics_started = created.ok() ? (*created)->Start() : created.status();
-    if (!metrics_started.ok()) {
-      KILN_LOG_ERROR("{}", metrics_started.message());
-      (*server)->StartDraining();
-      (*manager)->Shutdown();
-      (*server)->Stop();
-      return 1;
-    }
-    metrics = std::move(created).value();
-    KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
-                  metrics->port());
-  }
-  // Ready only once every listener is up, so a client that waits for readiness finds them all.
-  (*server)->SetReady(true);
-  SetGrpcReady(grpc);
+// Prometheus metrics on their own listener, serving until the drain is over; null without
+// --allow-metrics.
+Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
+                                                    ModelManager* model_manager) {
+  if (!opt.allow_metrics) return std::unique_ptr<MetricsServer>();
+  MetricsServerOptions metrics_options;
+  metrics_options.address = opt.metrics_address;
+  metrics_options.port = opt.metrics_port;
+  auto cpu = std::make_shared<CpuUtilizationSampler>();
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetricsServer> metrics,
+      MetricsServer::Create(metrics_options, [model_manager, cpu] {
+        const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
+        return RenderMetrics(models, {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes()});
+      }));
+  KILN_RETURN_IF_ERROR(metrics->Start());
+  KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
+                metrics->port());
+  return metrics;
+}
 
+// A listener after HTTP failed to start: HTTP drains and stops, the models shut down; exit 1.
+int AbortAfterHttp(const Status& status, ModelManager* manager, HttpServer* server) {
+  KILN_LOG_ERROR("{}", status.message());
+  server->StartDraining();
+  manager->Shutdown();
+  server->Stop();
+  return 1;
+}
+
+// Waits for SIGINT / SIGTERM, then turns readiness off, drains and stops. Returns the exit code
+// (0), or does not return when the drain timed out (std::_Exit with worker threads still
+// running).
+int ServeUntilSignal(const ServeOptions& opt, const sigset_t& signals, ModelManager* manager,
+                     HttpServer* server, GrpcServer* grpc, MetricsServer* metrics) {
   const int sig = WaitForSignal(signals);
   KILN_LOG_INFO(
       "received {}: not ready any more; draining {} in-flight request(s) for at most "
       "{} s",
-      SignalName(sig), (*server)->InferencesInFlight() + GrpcInFlight(grpc), opt.exit_timeout_secs);
-  (*server)->StartDraining();
+      SignalName(sig), server->InferencesInFlight() + GrpcInFlight(grpc), opt.exit_timeout_secs);
+  server->StartDraining();
   DrainGrpc(grpc);
-  const bool drained = DrainAndStop(manager->get(), server->get(), grpc, signals,
-                                    std::chrono::seconds(opt.exit_timeout_secs));
+  const bool drained =
+      DrainAndStop(manager, server, grpc, signals, std::chrono::seconds(opt.exit_timeout_secs));
   if (drained) {
     if (metrics != nullptr) metrics->Stop();
     KILN_LOG_INFO("stopped");
     return 0;
   }
   KILN_LOG_WARN("exit timeout: {} inference request(s) abandoned unanswered",
-                (*server)->InferencesInFlight() + GrpcInFlight(grpc));
+                server->InferencesInFlight() + GrpcInFlight(grpc));
   spdlog::default_logger()->flush();
   std::fflush(nullptr);
   // Worker and io threads may still be running: leave without running destructors under them.
   std::_Exit(0);
+}
+
+int Serve(const ServeOptions& opt, const CLI::App& cmd) {
+  if (int code = ConfigureLogging(opt); code != 0) return code;
+  Result<ModelControlMode> mode = CheckServeFlags(opt, cmd);
+  if (!mode.ok()) return Fail(mode.status());
+  const sigset_t signals = BlockShutdownSignals();
+  Result<std::unique_ptr<ModelManager>> manager = StartModels(opt, *mode);
+  if (!manager.ok()) return Fail(manager.status());
+  Result<std::unique_ptr<HttpServer>> server = MakeHttpServer(opt, manager->get());
+  if (!server.ok()) return Fail(server.status());
+  if (Status started = (*server)->Start(); !started.ok()) {
+    Fail(started);
+    (*manager)->Shutdown();
+    return 1;
+  }
+  KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
+                opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
+  Result<GrpcHolder> grpc = StartGrpc(opt, manager->get());
+  if (!grpc.ok()) return AbortAfterHttp(grpc.status(), manager->get(), server->get());
+  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(opt, manager->get());
+  if (!metrics.ok()) return AbortAfterHttp(metrics.status(), manager->get(), server->get());
+  // Ready only once every listener is up, so a client that waits for readiness finds them all.
+  (*server)->SetReady(true);
+  SetGrpcReady(grpc->get());
+  return ServeUntilSignal(opt, signals, manager->get(), server->get(), grpc->get(), metrics->get());
+}
+
+// --http-*, --grpc-*, --metrics-*: the three listeners.
+void AddListenerFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--http-address", opt.http_address, "Address the HTTP server binds")
+      ->capture_default_str();
+  cmd.add_option("--http-port", opt.http_port, "HTTP port (0 picks a free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--http-thread-count", opt.http_thread_count,
+                 "HTTP I/O threads (0 = number of cores, at least 2)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--http-max-connections", opt.http_max_connections,
+                 "Most HTTP connections open at once; beyond it a connection gets 503 and is "
+                 "closed (0 = no limit; the default stays under the usual 1024 open files)")
+      ->capture_default_str();
+  cmd.add_option("--allow-grpc", opt.allow_grpc,
+                 "Serve KServe v2 gRPC (inference.GRPCInferenceService and grpc.health.v1)")
+      ->capture_default_str();
+  cmd.add_option("--grpc-address", opt.grpc_address, "Address the gRPC server binds")
+      ->capture_default_str();
+  cmd.add_option("--grpc-port", opt.grpc_port, "gRPC port (0 picks a free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--metrics-port", opt.metrics_port,
+                 "Port of the Prometheus metrics endpoint (GET /metrics); 0 picks a free port")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--allow-metrics", opt.allow_metrics,
+                 "Serve Prometheus metrics on --metrics-port (--allow-metrics=false: no listener)")
+      ->capture_default_str();
+  cmd.add_option("--metrics-address", opt.metrics_address,
+                 "Address the metrics endpoint listens on")
+      ->capture_default_str();
+}
+
+// Which models load when, and how long a shutdown waits for them.
+void AddModelControlFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--model-control-mode", opt.model_control_mode,
+                 "none: load every model at start, ignore later repository changes (load/unload "
+                 "requests fail); poll: load every model at start, then rescan the repository "
+                 "every --repository-poll-secs and load added, reload changed and unload "
+                 "removed models and versions; explicit: load the --load-model models at start, "
+                 "then load/unload on POST /v2/repository/models/{name}/load|unload")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}))
+      ->capture_default_str();
+  cmd.add_option("--repository-poll-secs", opt.repository_poll_secs,
+                 "Seconds between two repository scans with --model-control-mode=poll (0: no "
+                 "rescans)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--load-model", opt.load_models,
+                 "With --model-control-mode=explicit: a model to load at start; repeatable; "
+                 "--load-model=* (alone) loads every model of the repository")
+      ->allow_extra_args(false);
+  cmd.add_option("--exit-timeout-secs", opt.exit_timeout_secs,
+                 "On SIGINT/SIGTERM: readiness turns false and new inference is refused (503) "
+                 "at once; queued and in-flight requests get this many seconds to finish, then "
+                 "the process exits 0 (logging how many requests it abandoned)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+// --log-*, as the reference server names them.
+void AddLogFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--log-verbose", opt.log_verbose,
+                 "Log verbosity: 0 info, 1 debug, 2 trace (changeable at run time: "
+                 "POST /v2/logging {\"log_verbose_level\": N})")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--log-info", opt.log_info, "Log info lines (true/false; also /v2/logging)")
+      ->capture_default_str();
+  cmd.add_option("--log-warning", opt.log_warning,
+                 "Log warning lines (true/false; also /v2/logging)")
+      ->capture_default_str();
+  cmd.add_option("--log-error", opt.log_error, "Log error lines (true/false; also /v2/logging)")
+      ->capture_default_str();
+  cmd.add_option("--log-format", opt.log_format,
+                 "Log line format: 'default' (local time) or 'ISO8601' (UTC); also /v2/logging")
+      ->capture_default_str();
+  cmd.add_option("--log-file", opt.log_file,
+                 "Append the log to this file instead of standard error (fixed at start)");
+}
+
+// Request size, instances and their threads, inline execution.
+void AddLimitAndInstanceFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--max-request-bytes", opt.max_request_bytes,
+                 "Largest accepted HTTP request body; larger requests get an error and the "
+                 "connection is closed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--model-workers", opt.model_workers,
+                 "Instances per model version for instance groups that do not set `count` "
+                 "(each instance runs one batch at a time on its own thread)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd.add_option("--model-thread-budget", opt.model_thread_budget,
+                 "Threads one model's instances may use together: a model starts at most this "
+                 "many instances (with a warning when its config asks for more) and splits the "
+                 "threads between them (each instance's runs use budget / instances intra-op "
+                 "threads); 0 = the machine's hardware threads")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd.add_option("--intra-op-threads", opt.intra_op_threads,
+                 "Threads each instance's session runs use (0 = split --model-thread-budget "
+                 "between the instances; N > 0 caps the instances at budget / N)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd.add_flag("--allow-thread-oversubscription", opt.allow_thread_oversubscription,
+               "Start every configured instance even past --model-thread-budget");
+  cmd.add_option("--inline-execution-us", opt.inline_execution_us,
+                 "A model whose runs take at most this long on average runs a request that "
+                 "finds an instance free on the protocol thread that received it, saving the "
+                 "hand-off to the instance's thread (lower latency for small models); 0 = "
+                 "always hand off")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -326,108 +474,10 @@ CommandMain AddServeCommand(CLI::App& app) {
                   "Model repository directory: <repo>/<model>/[config.pbtxt] and "
                   "<repo>/<model>/<version>/model.onnx")
       ->required();
-  cmd->add_option("--http-address", opt->http_address, "Address the HTTP server binds")
-      ->capture_default_str();
-  cmd->add_option("--http-port", opt->http_port, "HTTP port (0 picks a free port)")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  cmd->add_option("--http-thread-count", opt->http_thread_count,
-                  "HTTP I/O threads (0 = number of cores, at least 2)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--http-max-connections", opt->http_max_connections,
-                  "Most HTTP connections open at once; beyond it a connection gets 503 and is "
-                  "closed (0 = no limit; the default stays under the usual 1024 open files)")
-      ->capture_default_str();
-  cmd->add_option("--allow-grpc", opt->allow_grpc,
-                  "Serve KServe v2 gRPC (inference.GRPCInferenceService and grpc.health.v1)")
-      ->capture_default_str();
-  cmd->add_option("--grpc-address", opt->grpc_address, "Address the gRPC server binds")
-      ->capture_default_str();
-  cmd->add_option("--grpc-port", opt->grpc_port, "gRPC port (0 picks a free port)")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  cmd->add_option("--metrics-port", opt->metrics_port,
-                  "Port of the Prometheus metrics endpoint (GET /metrics); 0 picks a free port")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  cmd->add_option("--allow-metrics", opt->allow_metrics,
-                  "Serve Prometheus metrics on --metrics-port (--allow-metrics=false: no listener)")
-      ->capture_default_str();
-  cmd->add_option("--metrics-address", opt->metrics_address,
-                  "Address the metrics endpoint listens on")
-      ->capture_default_str();
-  cmd->add_option("--model-control-mode", opt->model_control_mode,
-                  "none: load every model at start, ignore later repository changes (load/unload "
-                  "requests fail); poll: load every model at start, then rescan the repository "
-                  "every --repository-poll-secs and load added, reload changed and unload "
-                  "removed models and versions; explicit: load the --load-model models at start, "
-                  "then load/unload on POST /v2/repository/models/{name}/load|unload")
-      ->check(CLI::IsMember({"none", "poll", "explicit"}))
-      ->capture_default_str();
-  cmd->add_option("--repository-poll-secs", opt->repository_poll_secs,
-                  "Seconds between two repository scans with --model-control-mode=poll (0: no "
-                  "rescans)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--load-model", opt->load_models,
-                  "With --model-control-mode=explicit: a model to load at start; repeatable; "
-                  "--load-model=* (alone) loads every model of the repository")
-      ->allow_extra_args(false);
-  cmd->add_option("--exit-timeout-secs", opt->exit_timeout_secs,
-                  "On SIGINT/SIGTERM: readiness turns false and new inference is refused (503) "
-                  "at once; queued and in-flight requests get this many seconds to finish, then "
-                  "the process exits 0 (logging how many requests it abandoned)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--log-verbose", opt->log_verbose,
-                  "Log verbosity: 0 info, 1 debug, 2 trace (changeable at run time: "
-                  "POST /v2/logging {\"log_verbose_level\": N})")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--log-info", opt->log_info, "Log info lines (true/false; also /v2/logging)")
-      ->capture_default_str();
-  cmd->add_option("--log-warning", opt->log_warning,
-                  "Log warning lines (true/false; also /v2/logging)")
-      ->capture_default_str();
-  cmd->add_option("--log-error", opt->log_error, "Log error lines (true/false; also /v2/logging)")
-      ->capture_default_str();
-  cmd->add_option("--log-format", opt->log_format,
-                  "Log line format: 'default' (local time) or 'ISO8601' (UTC); also /v2/logging")
-      ->capture_default_str();
-  cmd->add_option("--log-file", opt->log_file,
-                  "Append the log to this file instead of standard error (fixed at start)");
-  cmd->add_option("--max-request-bytes", opt->max_request_bytes,
-                  "Largest accepted HTTP request body; larger requests get an error and the "
-                  "connection is closed")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--model-workers", opt->model_workers,
-                  "Instances per model version for instance groups that do not set `count` "
-                  "(each instance runs one batch at a time on its own thread)")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
-  cmd->add_option("--model-thread-budget", opt->model_thread_budget,
-                  "Threads one model's instances may use together: a model starts at most this "
-                  "many instances (with a warning when its config asks for more) and splits the "
-                  "threads between them (each instance's runs use budget / instances intra-op "
-                  "threads); 0 = the machine's hardware threads")
-      ->check(CLI::Range(0, 4096))
-      ->capture_default_str();
-  cmd->add_option("--intra-op-threads", opt->intra_op_threads,
-                  "Threads each instance's session runs use (0 = split --model-thread-budget "
-                  "between the instances; N > 0 caps the instances at budget / N)")
-      ->check(CLI::Range(0, 4096))
-      ->capture_default_str();
-  cmd->add_flag("--allow-thread-oversubscription", opt->allow_thread_oversubscription,
-                "Start every configured instance even past --model-thread-budget");
-  cmd->add_option("--inline-execution-us", opt->inline_execution_us,
-                  "A model whose runs take at most this long on average runs a request that "
-                  "finds an instance free on the protocol thread that received it, saving the "
-                  "hand-off to the instance's thread (lower latency for small models); 0 = "
-                  "always hand off")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
-      ->capture_default_str();
+  AddListenerFlags(*cmd, *opt);
+  AddModelControlFlags(*cmd, *opt);
+  AddLogFlags(*cmd, *opt);
+  AddLimitAndInstanceFlags(*cmd, *opt);
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }
 

@@ -7,28 +7,63 @@
 //   kiln validate model.int8.onnx --data val/ --precision int8 [--reference model.onnx] --json
 //   kiln validate model.fp16.onnx --data val/            # auto: fp16, reference from metadata
 //   kiln validate model.onnx --data val/ --precision bf16  # FP32 model converted at load
+//   kiln validate model.int8.onnx --input image=val.npy --labels val_labels.npy
+//   kiln validate model.int8.onnx --inputs-dir test_data_set_0   # input_0.pb, ...
+//
+// The samples come from --data DIR (the dataset layouts of quant/dataset.h) or, instead, from
+// input files as `kiln run` reads them (--input NAME=FILE, --inputs, --inputs-dir;
+// tools/kiln/input_files.h): each file holds all the samples of one graph input stacked on axis 0
+// (a model with a fixed batch dim takes any sample count), and labels come from --labels only.
 //
 // Progress goes to stderr, the result to stdout (a table, or one JSON object with --json).
 // Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
+
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "quant/quantizer.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/input_files.h"
 
 namespace kiln::tools {
 namespace {
 
 struct ValidateFlags {
   quant::ValidateOptions options;
+  InputFileFlags inputs;  // the samples from files instead of --data
   bool json = false;
   bool quiet = false;
 };
 
+// The samples of every input of `graph` from the files `flags` name: tensors, one file each.
+Result<std::vector<quant::InputSamples>> ReadSamples(const InputFileFlags& flags,
+                                                     const Graph& graph, const std::string& model) {
+  KILN_ASSIGN_OR_RETURN(InputFiles files, ReadInputFiles(flags, graph, model));
+  KILN_RETURN_IF_ERROR(RequireEveryInput(files, graph));
+  std::vector<quant::InputSamples> samples;
+  for (size_t i = 0; i < files.values.size(); ++i) {
+    const RuntimeValue& value = files.values[i];
+    if (!value.is_tensor()) {
+      return Status::InvalidArgument(
+          fmt::format("input '{}' from '{}' is a {}; kiln validate reads tensors only",
+                      graph.value(graph.inputs[i]).name, files.paths[i], value.Describe()));
+    }
+    samples.push_back({files.paths[i], value.tensor()});
+  }
+  return samples;
+}
+
 Status Validate(ValidateFlags& f) {
+  if (!f.inputs.empty()) {
+    f.options.load_inputs = [inputs = f.inputs, model = f.options.model](const Graph& graph) {
+      return ReadSamples(inputs, graph, model);
+    };
+  }
   if (!f.quiet) {
     f.options.log = [](std::string_view line) {
       std::fprintf(stderr, "kiln validate: %.*s\n", static_cast<int>(line.size()), line.data());
@@ -56,10 +91,14 @@ CommandMain AddValidateCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--data", f->options.data_dir,
                   "Data directory: inputs.npy (or <input_name>.npy per input), samples stacked on "
-                  "axis 0, or one .npy/.pb file per sample; labels.npy (INT64 [N]) for accuracy")
-      ->required();
+                  "axis 0, or one .npy/.pb file per sample; labels.npy (INT64 [N]) for accuracy. "
+                  "Required unless the samples come from --input / --inputs / --inputs-dir");
+  AddInputFileOptions(*cmd, f->inputs,
+                      "instead of --data: each file holds every sample of its input stacked on "
+                      "axis 0 (labels from --labels)");
   cmd->add_option("--labels", f->options.labels,
-                  "Labels file (.npy/.pb, integers [N]) instead of DIR/labels.npy");
+                  "Labels file (.npy/.pb, integers [N]) instead of DIR/labels.npy; with input "
+                  "files, the only source of labels");
   cmd->add_option("--precision", f->options.precision,
                   "fp32; int8 (a QDQ model from `kiln quantize`, compared with its FP32 "
                   "reference); fp16 or bf16 (a half-precision model, compared with its FP32 "
