@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 
+#include "base/mutex.h"
+
 namespace kiln {
 namespace {
 
@@ -61,10 +63,11 @@ class SeverityFilterSink final : public spdlog::sinks::base_sink<std::mutex> {
 };
 
 struct LogState {
-  std::mutex mu;
-  LogSettings settings;
-  bool quiet = false;  // SetLogVerbosity's quiet: info off regardless of settings.info
-  std::shared_ptr<SeverityFilterSink> filter;
+  Mutex mu;
+  LogSettings settings KILN_GUARDED_BY(mu);
+  // SetLogVerbosity's quiet: info off regardless of settings.info.
+  bool quiet KILN_GUARDED_BY(mu) = false;
+  std::shared_ptr<SeverityFilterSink> filter KILN_GUARDED_BY(mu);
 };
 
 LogState& State() {
@@ -86,8 +89,7 @@ std::unique_ptr<spdlog::formatter> Formatter(LogFormat format) {
   return std::make_unique<spdlog::pattern_formatter>("%Y-%m-%d %H:%M:%S.%e %^%L%$ %v");
 }
 
-// REQUIRES: state.mu held.
-Status ApplyLocked(LogState& state, const LogSettings& settings) {
+Status ApplyLocked(LogState& state, const LogSettings& settings) KILN_REQUIRES(state.mu) {
   if (state.filter == nullptr || settings.file != state.settings.file) {
     std::shared_ptr<spdlog::sinks::sink> target;
     if (settings.file.empty()) {
@@ -133,19 +135,19 @@ bool ParseLogFormat(std::string_view name, LogFormat* format) {
 
 LogSettings GetLogSettings() {
   LogState& state = State();
-  std::lock_guard<std::mutex> lock(state.mu);
+  MutexLock lock(state.mu);
   return state.settings;
 }
 
 Status ApplyLogSettings(const LogSettings& settings) {
   LogState& state = State();
-  std::lock_guard<std::mutex> lock(state.mu);
+  MutexLock lock(state.mu);
   return ApplyLocked(state, settings);
 }
 
 void SetLogVerbosity(int verbose, bool quiet) {
   LogState& state = State();
-  std::lock_guard<std::mutex> lock(state.mu);
+  MutexLock lock(state.mu);
   LogSettings s = state.settings;
   s.verbose_level = verbose > 0 ? static_cast<uint32_t>(verbose) : 0;
   state.quiet = quiet;

@@ -17,11 +17,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "bench/schedule.h"
 
@@ -56,11 +56,11 @@ struct LoadConfig {
 class SampleSink {
  public:
   void Add(const Sample& s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     samples_.push_back(s);
   }
   void AddError(const Sample& s, const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     samples_.push_back(s);
     if (first_errors_.size() < 16 && first_errors_.count(s.status) == 0) {
       first_errors_[s.status] = message;
@@ -68,16 +68,16 @@ class SampleSink {
   }
   // Moves everything collected so far into `out` (appending).
   void Take(std::vector<Sample>& out, std::map<int, std::string>& errors) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     out.insert(out.end(), samples_.begin(), samples_.end());
     samples_.clear();
     for (auto& [k, v] : first_errors_) errors.emplace(k, v);
   }
 
  private:
-  std::mutex mu_;
-  std::vector<Sample> samples_;
-  std::map<int, std::string> first_errors_;
+  Mutex mu_;
+  std::vector<Sample> samples_ KILN_GUARDED_BY(mu_);
+  std::map<int, std::string> first_errors_ KILN_GUARDED_BY(mu_);
 };
 
 class LoadEngine {

@@ -303,7 +303,7 @@ Result<OwnedTensor> GatherInput(const BatchingPlan& plan, size_t input,
 
 Result<OwnedTensor> SliceOutput(const BatchingPlan& plan, size_t output,
                                 const OwnedTensor& batch_output, int64_t row,
-                                const InferRequest& request) {
+                                const InferRequest& request, Allocator& allocator) {
   KILN_CHECK(output < plan.outputs.size(), "SliceOutput: output ", output, " out of range");
   if (!plan.batching) return batch_output;
   const BatchingPlan::Output& spec = plan.outputs[output];
@@ -330,7 +330,7 @@ Result<OwnedTensor> SliceOutput(const BatchingPlan& plan, size_t output,
   }
   if (row == 0 && b == t.dim(0) && box == src_dims) return batch_output;
   KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(box));
-  KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(t.dtype(), shape));
+  KILN_ASSIGN_OR_RETURN(OwnedTensor out, OwnedTensor::Allocate(t.dtype(), shape, allocator));
   const int64_t row_elements = Product(std::span<const int64_t>(src_dims).subspan(1));
   CopyBox(t, row * row_elements, src_dims, out.view(), 0, box, box);
   return out;

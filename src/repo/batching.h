@@ -10,7 +10,8 @@
 //   BatchShape shape = RequestBatchShape(plan, request);      // equal shapes may share a batch
 //   KILN_ASSIGN_OR_RETURN(OwnedTensor x, GatherInput(plan, i, requests, shape, allocator));
 //   ...                                                       // run the model
-//   KILN_ASSIGN_OR_RETURN(OwnedTensor y, SliceOutput(plan, o, batch_output, row, *request));
+//   KILN_ASSIGN_OR_RETURN(OwnedTensor y, SliceOutput(plan, o, batch_output, row, *request,
+//   allocator));
 //
 // Semantics (docs/batching.md):
 //   - Batching models (max_batch_size > 0): a request's batch size is dim 0 of its inputs; the
@@ -94,9 +95,11 @@ Result<OwnedTensor> GatherInput(const BatchingPlan& plan, size_t input,
 // that belongs to `request`: rows [row, row + RequestBatchSize) with the crops applied. A
 // non-batching model's output is returned as it is (shared, no copy); so is a batching one's
 // when the request owns every row and nothing is cropped. INTERNAL when the output has fewer
-// rows than that or a cropped dim is smaller than the request's size.
+// rows than that or a cropped dim is smaller than the request's size. A copy is allocated from
+// `allocator` (the instance's, as GatherInput's; it must outlive the tensor): RESOURCE_EXHAUSTED
+// when it refuses.
 Result<OwnedTensor> SliceOutput(const BatchingPlan& plan, size_t output,
                                 const OwnedTensor& batch_output, int64_t row,
-                                const InferRequest& request);
+                                const InferRequest& request, Allocator& allocator);
 
 }  // namespace kiln

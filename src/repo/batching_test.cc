@@ -241,39 +241,67 @@ TEST(BatchingTest, GatherRaggedIsFlat) {
             (std::vector<std::string>{"a", "bb", "ccc", "", "e"}));
 }
 
+// Host memory that counts what it hands out.
+class CountingAllocator final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes, size_t alignment) override {
+    ++allocations;
+    return HostAllocator().Allocate(bytes, alignment);
+  }
+  void Free(void* ptr, size_t bytes) override { HostAllocator().Free(ptr, bytes); }
+  Device device() const override { return HostAllocator().device(); }
+  int allocations = 0;
+};
+
+// Refuses every allocation.
+class RefusingAllocator final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes, size_t) override {
+    return Status::ResourceExhausted(fmt::format("refused {} bytes", bytes));
+  }
+  void Free(void*, size_t) override {}
+  Device device() const override { return HostAllocator().device(); }
+};
+
 TEST(BatchingTest, SliceOutputCropsAndShares) {
+  CountingAllocator allocator;
   const BatchingPlan plan = MakeBatchingPlan(ParseConfigOrDie(kPadded)).value();
   auto a = Request({FloatInput("tokens", {1, 3, 2}, Iota(6, 0)), FloatInput("scale", {1, 1}, {1})});
   auto b =
       Request({FloatInput("tokens", {2, 4, 2}, Iota(16, 0)), FloatInput("scale", {2, 1}, {1, 1})});
   OwnedTensor out = OwnedTensor::Allocate(DataType::kFloat32, Shape{3, 4, 2}).value();
   for (int i = 0; i < 24; ++i) out.data<float>()[i] = static_cast<float>(i);
-  Result<OwnedTensor> ya = SliceOutput(plan, 0, out, 0, *a);
+  Result<OwnedTensor> ya = SliceOutput(plan, 0, out, 0, *a, allocator);
   ASSERT_TRUE(ya.ok()) << ya.status().ToString();
   EXPECT_EQ(ya->shape(), (Shape{1, 3, 2}));  // cropped from 4 tokens to a's 3
   EXPECT_EQ(FloatValues(*ya), (std::vector<float>{0, 1, 2, 3, 4, 5}));
-  Result<OwnedTensor> yb = SliceOutput(plan, 0, out, 1, *b);
+  Result<OwnedTensor> yb = SliceOutput(plan, 0, out, 1, *b, allocator);
   ASSERT_TRUE(yb.ok());
   EXPECT_EQ(yb->shape(), (Shape{2, 4, 2}));
   EXPECT_EQ(FloatValues(*yb), Iota(16, 8));
 
   OwnedTensor sums = OwnedTensor::Allocate(DataType::kFloat32, Shape{3, 1}).value();
   for (int i = 0; i < 3; ++i) sums.data<float>()[i] = static_cast<float>(i + 1);
-  Result<OwnedTensor> sb = SliceOutput(plan, 1, sums, 1, *b);
+  Result<OwnedTensor> sb = SliceOutput(plan, 1, sums, 1, *b, allocator);
   ASSERT_TRUE(sb.ok());
   EXPECT_EQ(FloatValues(*sb), (std::vector<float>{2, 3}));
   // The only request of a batch, nothing to crop: the batch output itself.
   OwnedTensor own = OwnedTensor::Allocate(DataType::kFloat32, Shape{2, 1}).value();
-  Result<OwnedTensor> whole = SliceOutput(plan, 1, own, 0, *b);
+  Result<OwnedTensor> whole = SliceOutput(plan, 1, own, 0, *b, allocator);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->raw_data(), own.raw_data());
+  // The three copies above (ya, yb, sb) came from the allocator given; the shared one did not.
+  EXPECT_EQ(allocator.allocations, 3);
+  RefusingAllocator refusing;
+  Result<OwnedTensor> refused = SliceOutput(plan, 0, out, 1, *b, refusing);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
 
-  Result<OwnedTensor> short_rows = SliceOutput(plan, 1, sums, 2, *b);
+  Result<OwnedTensor> short_rows = SliceOutput(plan, 1, sums, 2, *b, allocator);
   EXPECT_EQ(short_rows.status().code(), StatusCode::kInternal);
   EXPECT_THAT(short_rows.status().message(),
               HasSubstr("output 'sum' has shape [3,1]: fewer than the 4 rows of the batch"));
   OwnedTensor narrow = OwnedTensor::Allocate(DataType::kFloat32, Shape{3, 2, 2}).value();
-  Result<OwnedTensor> bad_crop = SliceOutput(plan, 0, narrow, 0, *a);
+  Result<OwnedTensor> bad_crop = SliceOutput(plan, 0, narrow, 0, *a, allocator);
   EXPECT_EQ(bad_crop.status().code(), StatusCode::kInternal);
   EXPECT_THAT(bad_crop.status().message(), HasSubstr("cannot crop dim 0 to 3"));
 }

@@ -170,6 +170,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   if (optimization.enabled) {
     OptimizerOptions optimizer_options;
     optimizer_options.disabled_passes = optimization.disabled_passes;
+    optimizer_options.target = KernelTargetFor(DeviceType::kCpu);
     // optimization { precision } fp32 / fp16 / bf16 is how the weights are held; "" keeps the
     // model's own (auto); int8 quantized the graph before this point and keeps auto too.
     const std::string& precision = config.optimization().precision();

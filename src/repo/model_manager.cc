@@ -26,18 +26,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "repo/loaded_model.h"
 #include "repo/model_config.h"
 #include "repo/model_manager_impl.h"
@@ -146,16 +145,17 @@ class ModelManagerImpl final : public ModelManager {
       : options_(std::move(options)), loader_(std::move(loader)) {}
   ~ModelManagerImpl() override { Shutdown(); }
 
-  Status LoadInitialModels() override;
+  Status LoadInitialModels() override KILN_EXCLUDES(ops_mu_, mu_);
   Result<std::shared_ptr<LoadedModel>> GetModel(std::string_view name,
-                                                int64_t version) const override;
-  std::vector<int64_t> ReadyVersions(std::string_view name) const override;
-  std::vector<ModelIndexEntry> Index() const override;
-  bool AllModelsReady() const override;
-  void Shutdown() override;
-  Status LoadModel(std::string_view name, const ModelLoadOptions& options) override;
-  Status UnloadModel(std::string_view name) override;
-  Status Poll() override;
+                                                int64_t version) const override KILN_EXCLUDES(mu_);
+  std::vector<int64_t> ReadyVersions(std::string_view name) const override KILN_EXCLUDES(mu_);
+  std::vector<ModelIndexEntry> Index() const override KILN_EXCLUDES(mu_);
+  bool AllModelsReady() const override KILN_EXCLUDES(mu_);
+  void Shutdown() override KILN_EXCLUDES(shutdown_mu_, mu_);
+  Status LoadModel(std::string_view name, const ModelLoadOptions& options) override
+      KILN_EXCLUDES(ops_mu_, mu_);
+  Status UnloadModel(std::string_view name) override KILN_EXCLUDES(ops_mu_, mu_);
+  Status Poll() override KILN_EXCLUDES(ops_mu_, mu_);
 
  private:
   struct VersionEntry {
@@ -198,39 +198,43 @@ class ModelManagerImpl final : public ModelManager {
                                                        int64_t version,
                                                        const fs::path& model_dir) const;
 
-  // Lifecycle operations. REQUIRES: ops_mu_ held.
+  // Lifecycle operations, under ops_mu_ (they take mu_ themselves).
   // Loads or reloads `name` and publishes the result; appends one message per failure
   // ("version 3: ..." or the model-level reason) to `failures`.
   // `dir_override`: load from this directory instead of the repository's (files sent with the
   // request); null: the repository.
   void LoadLocked(const std::string& name, const inference::ModelConfig* override_config,
-                  std::vector<std::string>* failures, const fs::path* dir_override = nullptr);
+                  std::vector<std::string>* failures, const fs::path* dir_override = nullptr)
+      KILN_REQUIRES(ops_mu_) KILN_EXCLUDES(mu_);
   // Unloads every version of `name`; `forget` also drops the model from the index.
-  void UnloadLocked(const std::string& name, bool forget);
-  Status PollLocked();
+  void UnloadLocked(const std::string& name, bool forget) KILN_REQUIRES(ops_mu_) KILN_EXCLUDES(mu_);
+  Status PollLocked() KILN_REQUIRES(ops_mu_) KILN_EXCLUDES(mu_);
 
   // Publishes `load` as the state of `name`. Moves the models that stop serving to `retired`
-  // and returns the versions shown as UNLOADING meanwhile. REQUIRES: mu_ held.
-  std::vector<int64_t> PublishLocked(const std::string& name, ModelLoad& load, Retired* retired);
+  // and returns the versions shown as UNLOADING meanwhile.
+  std::vector<int64_t> PublishLocked(const std::string& name, ModelLoad& load, Retired* retired)
+      KILN_REQUIRES(mu_);
   // Waits until each model is held only by `models`, shuts it down (drains), frees it.
-  void Retire(Retired models) const;
+  void Retire(Retired models) const KILN_EXCLUDES(mu_);
   // Marks the given UNLOADING versions of `name` UNAVAILABLE "unloaded" (after Retire).
-  void MarkUnloaded(const std::string& name, const std::vector<int64_t>& versions);
+  void MarkUnloaded(const std::string& name, const std::vector<int64_t>& versions)
+      KILN_EXCLUDES(mu_);
 
-  void PollLoop();
+  void PollLoop() KILN_EXCLUDES(ops_mu_, mu_);
 
   const ModelManagerOptions options_;
   const GraphLoader loader_;
 
-  std::mutex shutdown_mu_;  // serializes Shutdown callers
-  std::mutex ops_mu_;       // serializes lifecycle operations; acquired before mu_, never after
-  mutable std::mutex mu_;
-  std::condition_variable poll_cv_;                        // with mu_: wakes the poll thread
-  std::map<std::string, ModelEntry, std::less<>> models_;  // guarded by mu_
-  bool initial_load_started_ = false;                      // guarded by mu_
-  bool initial_load_done_ = false;                         // guarded by mu_
-  bool shut_down_ = false;                                 // guarded by mu_
-  std::thread poll_thread_;                                // guarded by mu_
+  Mutex shutdown_mu_;  // serializes Shutdown callers
+  // Serializes lifecycle operations; acquired before mu_, never after.
+  Mutex ops_mu_ KILN_ACQUIRED_BEFORE(mu_);
+  mutable Mutex mu_;
+  CondVar poll_cv_;  // with mu_: wakes the poll thread
+  std::map<std::string, ModelEntry, std::less<>> models_ KILN_GUARDED_BY(mu_);
+  bool initial_load_started_ KILN_GUARDED_BY(mu_) = false;
+  bool initial_load_done_ KILN_GUARDED_BY(mu_) = false;
+  bool shut_down_ KILN_GUARDED_BY(mu_) = false;
+  std::thread poll_thread_ KILN_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -494,7 +498,7 @@ void ModelManagerImpl::Retire(Retired models) const {
 
 void ModelManagerImpl::MarkUnloaded(const std::string& name, const std::vector<int64_t>& versions) {
   if (versions.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return;
   for (int64_t version : versions) {
@@ -513,7 +517,7 @@ void ModelManagerImpl::LoadLocked(const std::string& name,
                                   const fs::path* dir_override) {
   Reuse reuse;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ModelEntry& e = models_[name];
     if (shut_down_) {
       const std::string why = "the server shut down before the model was loaded";
@@ -553,7 +557,7 @@ void ModelManagerImpl::LoadLocked(const std::string& name,
   Retired retired;
   std::vector<int64_t> unloading;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     unloading = PublishLocked(name, load, &retired);
     if (override_config != nullptr && load.config != nullptr) {
       models_[name].config_overridden = true;
@@ -585,7 +589,7 @@ void ModelManagerImpl::UnloadLocked(const std::string& name, bool forget) {
   Retired retired;
   std::vector<int64_t> unloading;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = models_.find(name);
     if (it == models_.end()) return;
     ModelEntry& e = it->second;
@@ -608,7 +612,7 @@ void ModelManagerImpl::UnloadLocked(const std::string& name, bool forget) {
   Retire(std::move(retired));
   MarkUnloaded(name, unloading);
   if (forget) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = models_.find(name);
     if (it != models_.end() && !it->second.should_load) models_.erase(it);
   }
@@ -616,14 +620,14 @@ void ModelManagerImpl::UnloadLocked(const std::string& name, bool forget) {
 
 Status ModelManagerImpl::LoadInitialModels() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
     if (initial_load_started_) {
       return Status::FailedPrecondition("LoadInitialModels was already called");
     }
     initial_load_started_ = true;
   }
-  std::lock_guard<std::mutex> ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> dirs, ListModelDirs(options_.repository_path));
 
   std::vector<std::string> to_load;
@@ -638,7 +642,7 @@ Status ModelManagerImpl::LoadInitialModels() {
   }
 
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const std::string& d : dirs) models_[d];
     for (const std::string& m : to_load) {
       ModelEntry& e = models_[m];
@@ -654,7 +658,7 @@ Status ModelManagerImpl::LoadInitialModels() {
       const std::string why =
           fmt::format("model '{}' is not in the repository {}", name, options_.repository_path);
       KILN_LOG_ERROR("failed to load model '{}': {}", name, why);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ModelEntry& e = models_[name];
       e.state = ModelState::kUnavailable;
       e.reason = why;
@@ -669,7 +673,7 @@ Status ModelManagerImpl::LoadInitialModels() {
   }
 
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     initial_load_done_ = true;
     if (options_.control_mode == ModelControlMode::kPoll && options_.repository_poll_secs > 0 &&
         !shut_down_) {
@@ -785,9 +789,9 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
           fmt::format("load failed for model '{}': {}", name, s.message()));
     }
   }
-  std::lock_guard<std::mutex> ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
   }
   if (!options.files.empty()) {
@@ -829,9 +833,9 @@ Status ModelManagerImpl::UnloadModel(std::string_view name) {
   if (options_.control_mode != ModelControlMode::kExplicit) {
     return Status::Unavailable(std::string(kControlModeError));
   }
-  std::lock_guard<std::mutex> ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
   }
   UnloadLocked(std::string(name), /*forget=*/false);
@@ -842,13 +846,13 @@ Status ModelManagerImpl::Poll() {
   if (options_.control_mode != ModelControlMode::kPoll) {
     return Status::FailedPrecondition("the repository is polled only in model control mode poll");
   }
-  std::lock_guard<std::mutex> ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   return PollLocked();
 }
 
 Status ModelManagerImpl::PollLocked() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
   }
   Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
@@ -867,7 +871,7 @@ Status ModelManagerImpl::PollLocked() {
     bool known = false;
     bool changed = true;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (shut_down_) break;
       auto it = models_.find(name);
       known = it != models_.end() && it->second.seen.has_value();
@@ -882,7 +886,7 @@ Status ModelManagerImpl::PollLocked() {
   }
   std::vector<std::string> removed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, e] : models_) {
       if (!std::binary_search(dirs->begin(), dirs->end(), name)) removed.push_back(name);
     }
@@ -898,22 +902,22 @@ Status ModelManagerImpl::PollLocked() {
 
 void ModelManagerImpl::PollLoop() {
   const auto interval = std::chrono::seconds(options_.repository_poll_secs);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!shut_down_) {
-    poll_cv_.wait_for(lock, interval, [this] { return shut_down_; });
+    poll_cv_.WaitFor(mu_, interval, [this]() KILN_REQUIRES(mu_) { return shut_down_; });
     if (shut_down_) break;
-    lock.unlock();
+    lock.Unlock();
     {
-      std::lock_guard<std::mutex> ops(ops_mu_);
+      MutexLock ops(ops_mu_);
       (void)PollLocked();  // failures are logged and recorded in the index
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelManagerImpl::GetModel(std::string_view name,
                                                                 int64_t version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {
     return Status::NotFound(fmt::format("Request for unknown model: '{}' is not found", name));
@@ -948,7 +952,7 @@ Result<std::shared_ptr<LoadedModel>> ModelManagerImpl::GetModel(std::string_view
 
 std::vector<int64_t> ModelManagerImpl::ReadyVersions(std::string_view name) const {
   std::vector<int64_t> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return out;
   for (const auto& [version, v] : it->second.versions) {
@@ -962,7 +966,7 @@ std::vector<ModelIndexEntry> ModelManagerImpl::Index() const {
   // server's index, which lists the repository on every call.
   Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
   std::vector<ModelIndexEntry> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> names;
   for (const auto& [name, e] : models_) names.push_back(name);
   if (dirs.ok()) {
@@ -988,7 +992,7 @@ std::vector<ModelIndexEntry> ModelManagerImpl::Index() const {
 }
 
 bool ModelManagerImpl::AllModelsReady() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_ || !initial_load_done_) return false;
   for (const auto& [name, e] : models_) {
     if (!e.should_load) continue;
@@ -1007,11 +1011,11 @@ bool ModelManagerImpl::AllModelsReady() const {
 }
 
 void ModelManagerImpl::Shutdown() {
-  std::lock_guard<std::mutex> serialize(shutdown_mu_);
+  MutexLock serialize(shutdown_mu_);
   std::vector<std::shared_ptr<LoadedModelImpl>> models;
   std::thread poll_thread;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     poll_thread = std::move(poll_thread_);
@@ -1024,10 +1028,10 @@ void ModelManagerImpl::Shutdown() {
       }
     }
   }
-  poll_cv_.notify_all();
+  poll_cv_.NotifyAll();
   for (const auto& m : models) m->Shutdown();  // drains queued requests, joins workers
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, e] : models_) {
       for (auto& [version, v] : e.versions) {
         if (v.model) {

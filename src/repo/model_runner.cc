@@ -196,7 +196,8 @@ Status ModelRunner::Execute(std::span<const InferRequest* const> requests, const
     response.id = request.id;
     Status s;
     const auto emit = [&](size_t o) -> Status {
-      KILN_ASSIGN_OR_RETURN(OwnedTensor t, SliceOutput(plan_, o, batch_outputs[o], row, request));
+      KILN_ASSIGN_OR_RETURN(OwnedTensor t,
+                            SliceOutput(plan_, o, batch_outputs[o], row, request, *allocator_));
       response.outputs.push_back({outputs_[o].name, std::move(t)});
       return Status::OK();
     };

@@ -40,7 +40,8 @@ namespace kiln {
 using OutputLabels = std::map<std::string, std::vector<std::string>, std::less<>>;
 
 struct ModelRunnerOptions {
-  // Where batch input tensors are assembled; nullptr: HostAllocator(). Must outlive the runner.
+  // Where batch input tensors are assembled and requests' sliced outputs are allocated; nullptr:
+  // HostAllocator(). Must outlive the runner and every response it answered.
   Allocator* allocator = nullptr;
   // Executions and batch sizes are recorded here; nullptr: not recorded.
   std::shared_ptr<StatsCollector> stats;

@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <fstream>
 #include <random>
 #include <semaphore>
 #include <sstream>
 #include <thread>
 
+#include "base/mutex.h"
 #include "kernels/registry.h"
 #include "repo/model_manager.h"
 #include "repo/repo_test_util.h"
@@ -47,14 +47,18 @@ struct Tally {
   std::atomic<int> unavailable{0};
   std::atomic<int> timed_out{0};
   std::atomic<int> queue_full{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string first_unexpected;  // guarded by mu
+  Mutex mu;
+  CondVar cv;  // with mu: notified on every answer
+  std::string first_unexpected KILN_GUARDED_BY(mu);
 
   void Answer() {
     answered.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu);
-    cv.notify_all();
+    MutexLock lock(mu);
+    cv.NotifyAll();
+  }
+  std::string FirstUnexpected() {
+    MutexLock lock(mu);
+    return first_unexpected;
   }
 };
 
@@ -71,7 +75,7 @@ void Classify(Tally& tally, const Status& s) {
       return;
     default: {
       tally.unexpected++;
-      std::lock_guard<std::mutex> lock(tally.mu);
+      MutexLock lock(tally.mu);
       if (tally.first_unexpected.empty()) tally.first_unexpected = s.ToString();
     }
   }
@@ -194,9 +198,9 @@ TEST(ServingStressTest, ManyClientsSeveralModelsShutdownInTheMiddle) {
   }
 
   {  // Shut down in the middle: clients are still sending.
-    std::unique_lock<std::mutex> lock(tally.mu);
-    tally.cv.wait_for(lock, std::chrono::seconds(120),
-                      [&] { return tally.answered.load() >= kAnsweredBeforeShutdown; });
+    MutexLock lock(tally.mu);
+    tally.cv.WaitFor(tally.mu, std::chrono::seconds(120),
+                     [&] { return tally.answered.load() >= kAnsweredBeforeShutdown; });
   }
   manager->Shutdown();
   const int answered_at_shutdown = tally.answered.load();
@@ -205,7 +209,7 @@ TEST(ServingStressTest, ManyClientsSeveralModelsShutdownInTheMiddle) {
   EXPECT_EQ(tally.answered.load(), tally.sent.load());
   EXPECT_EQ(tally.twice.load(), 0);
   EXPECT_EQ(tally.wrong.load(), 0);
-  EXPECT_EQ(tally.unexpected.load(), 0) << tally.first_unexpected;
+  EXPECT_EQ(tally.unexpected.load(), 0) << tally.FirstUnexpected();
   EXPECT_GT(tally.ok.load(), 0);
   EXPECT_GE(answered_at_shutdown, kAnsweredBeforeShutdown);
   EXPECT_GT(tally.unavailable.load(), 0);  // the clients saw the shutdown

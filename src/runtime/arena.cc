@@ -6,21 +6,21 @@
 namespace kiln {
 
 bool RunAllocator::EndRun() {
-  std::lock_guard<std::mutex> lock(lifetime_mu_);
+  MutexLock lock(lifetime_mu_);
   if (live_blocks_ == 0) return true;
   orphaned_ = true;
   return false;
 }
 
 void RunAllocator::BlockAllocated() {
-  std::lock_guard<std::mutex> lock(lifetime_mu_);
+  MutexLock lock(lifetime_mu_);
   ++live_blocks_;
 }
 
 void RunAllocator::BlockFreed() {
   bool destroy = false;
   {
-    std::lock_guard<std::mutex> lock(lifetime_mu_);
+    MutexLock lock(lifetime_mu_);
     --live_blocks_;
     destroy = orphaned_ && live_blocks_ == 0;
   }
@@ -32,7 +32,7 @@ void RunAllocator::BlockFreed() {
 Result<void*> RecordingAllocator::Allocate(size_t bytes, size_t alignment) {
   KILN_ASSIGN_OR_RETURN(void* p, base_.Allocate(bytes, alignment));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     RecordedAllocation r;
     r.bytes = bytes;
     r.alignment = alignment;
@@ -47,7 +47,7 @@ Result<void*> RecordingAllocator::Allocate(size_t bytes, size_t alignment) {
 
 void RecordingAllocator::Free(void* ptr, size_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = live_.find(ptr);
     if (it != live_.end()) {
       records_[it->second].free_tick = tick_++;
@@ -59,18 +59,18 @@ void RecordingAllocator::Free(void* ptr, size_t bytes) {
 }
 
 void RecordingAllocator::BeginNode(int node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   node_ = node;
 }
 
 void RecordingAllocator::MarkValue(const void* ptr, int value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = live_.find(ptr);
   if (it != live_.end()) records_[it->second].value = value;
 }
 
 std::vector<RecordedAllocation> RecordingAllocator::records() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return records_;
 }
 
@@ -85,7 +85,7 @@ Result<std::unique_ptr<PlannedAllocator>> PlannedAllocator::Create(const MemoryP
 PlannedAllocator::~PlannedAllocator() { base_.Free(arena_, arena_bytes_); }
 
 void PlannedAllocator::BeginRun(const MemoryPlan* plan) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   plan_ = plan;
   node_ = -1;
   ordinal_ = 0;
@@ -93,19 +93,19 @@ void PlannedAllocator::BeginRun(const MemoryPlan* plan) {
 }
 
 void PlannedAllocator::BeginNode(int node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   node_ = node;
   ordinal_ = 0;
 }
 
 int64_t PlannedAllocator::fallbacks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return fallbacks_;
 }
 
 Result<void*> PlannedAllocator::Allocate(size_t bytes, size_t alignment) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const int ordinal = ordinal_++;
     const MemoryPlan* plan = plan_;
     if (plan != nullptr && node_ >= 0 && static_cast<size_t>(node_) + 1 < plan->node_begin.size() &&
@@ -137,7 +137,7 @@ Result<void*> PlannedAllocator::Allocate(size_t bytes, size_t alignment) {
 void PlannedAllocator::Free(void* ptr, size_t bytes) {
   char* p = static_cast<char*>(ptr);
   if (p >= arena_ && p < arena_ + arena_bytes_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const size_t offset = static_cast<size_t>(p - arena_);
     auto it =
         std::find_if(live_.begin(), live_.end(), [&](const auto& b) { return b.first == offset; });
@@ -154,27 +154,27 @@ void PlannedAllocator::Free(void* ptr, size_t bytes) {
 // ---- PlanCache ----
 
 std::shared_ptr<PlanEntry> PlanCache::Find(const std::vector<int64_t>& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const std::shared_ptr<PlanEntry>& e : entries_) {
-    if (e->key == key) {
-      e->last_used = ++clock_;
-      return e;
+  MutexLock lock(mu_);
+  for (Cached& c : entries_) {
+    if (c.entry->key == key) {
+      c.last_used = ++clock_;
+      return c.entry;
     }
   }
   return nullptr;
 }
 
 std::shared_ptr<PlanEntry> PlanCache::Insert(std::vector<int64_t> key, MemoryPlan plan) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const std::shared_ptr<PlanEntry>& e : entries_) {
-    if (e->key == key) {
-      e->last_used = ++clock_;
-      return e;
+  MutexLock lock(mu_);
+  for (Cached& c : entries_) {
+    if (c.entry->key == key) {
+      c.last_used = ++clock_;
+      return c.entry;
     }
   }
   if (capacity_ > 0 && entries_.size() >= capacity_) {
     auto lru = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-      return a->last_used < b->last_used;
+      return a.last_used < b.last_used;
     });
     entries_.erase(lru);
     evictions_.fetch_add(1, std::memory_order_relaxed);
@@ -182,22 +182,27 @@ std::shared_ptr<PlanEntry> PlanCache::Insert(std::vector<int64_t> key, MemoryPla
   auto e = std::make_shared<PlanEntry>();
   e->key = std::move(key);
   e->plan = std::move(plan);
-  e->last_used = ++clock_;
-  entries_.push_back(e);
+  entries_.push_back({e, ++clock_});
   return e;
 }
 
 std::vector<std::shared_ptr<PlanEntry>> PlanCache::Entries() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::shared_ptr<PlanEntry>> out = entries_;
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a->last_used > b->last_used; });
+  std::vector<Cached> cached;
+  {
+    MutexLock lock(mu_);
+    cached = entries_;
+  }
+  std::sort(cached.begin(), cached.end(),
+            [](const Cached& a, const Cached& b) { return a.last_used > b.last_used; });
+  std::vector<std::shared_ptr<PlanEntry>> out;
+  out.reserve(cached.size());
+  for (Cached& c : cached) out.push_back(std::move(c.entry));
   return out;
 }
 
 Result<std::unique_ptr<PlannedAllocator>> AcquireArena(PlanEntry& entry, Allocator& base) {
   {
-    std::lock_guard<std::mutex> lock(entry.mu);
+    MutexLock lock(entry.mu);
     if (!entry.idle.empty()) {
       std::unique_ptr<PlannedAllocator> a = std::move(entry.idle.back());
       entry.idle.pop_back();
@@ -217,7 +222,7 @@ void ReleaseArena(PlanEntry& entry, std::unique_ptr<PlannedAllocator> arena) {
     arena.release();  // orphaned: deletes itself when its last block is freed
     return;
   }
-  std::lock_guard<std::mutex> lock(entry.mu);
+  MutexLock lock(entry.mu);
   entry.idle.push_back(std::move(arena));
 }
 

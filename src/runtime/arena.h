@@ -24,10 +24,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/result.h"
 #include "runtime/memory_plan.h"
 #include "tensor/buffer.h"
@@ -42,18 +42,18 @@ class RunAllocator : public Allocator {
   // Called once when the run is over. True: no block is live and the caller keeps ownership (to
   // delete or reuse it). False: blocks are still live; the caller must give up ownership
   // (unique_ptr::release) and the allocator deletes itself when the last one is freed.
-  bool EndRun();
+  bool EndRun() KILN_EXCLUDES(lifetime_mu_);
 
  protected:
   // Counts blocks in and out; Free implementations call BlockFreed() last, outside their lock,
   // and must not touch `this` afterwards.
-  void BlockAllocated();
-  void BlockFreed();
+  void BlockAllocated() KILN_EXCLUDES(lifetime_mu_);
+  void BlockFreed() KILN_EXCLUDES(lifetime_mu_);
 
  private:
-  std::mutex lifetime_mu_;
-  int64_t live_blocks_ = 0;
-  bool orphaned_ = false;
+  Mutex lifetime_mu_;
+  int64_t live_blocks_ KILN_GUARDED_BY(lifetime_mu_) = 0;
+  bool orphaned_ KILN_GUARDED_BY(lifetime_mu_) = false;
 };
 
 class RecordingAllocator final : public RunAllocator {
@@ -72,11 +72,11 @@ class RecordingAllocator final : public RunAllocator {
 
  private:
   Allocator& base_;
-  mutable std::mutex mu_;
-  int node_ = -1;
-  int64_t tick_ = 0;
-  std::vector<RecordedAllocation> records_;
-  std::unordered_map<const void*, size_t> live_;  // block -> index in records_
+  mutable Mutex mu_;
+  int node_ KILN_GUARDED_BY(mu_) = -1;
+  int64_t tick_ KILN_GUARDED_BY(mu_) = 0;
+  std::vector<RecordedAllocation> records_ KILN_GUARDED_BY(mu_);
+  std::unordered_map<const void*, size_t> live_ KILN_GUARDED_BY(mu_);  // block -> index in records_
 };
 
 class PlannedAllocator final : public RunAllocator {
@@ -103,21 +103,21 @@ class PlannedAllocator final : public RunAllocator {
   Allocator& base_;
   char* const arena_;
   const size_t arena_bytes_;
-  mutable std::mutex mu_;
-  const MemoryPlan* plan_ = nullptr;
-  int node_ = -1;
-  int ordinal_ = 0;  // requests of node_ so far
-  int64_t fallbacks_ = 0;
-  std::vector<std::pair<size_t, size_t>> live_;  // [offset, end) of the arena blocks in use
+  mutable Mutex mu_;
+  const MemoryPlan* plan_ KILN_GUARDED_BY(mu_) = nullptr;
+  int node_ KILN_GUARDED_BY(mu_) = -1;
+  int ordinal_ KILN_GUARDED_BY(mu_) = 0;  // requests of node_ so far
+  int64_t fallbacks_ KILN_GUARDED_BY(mu_) = 0;
+  // [offset, end) of the arena blocks in use.
+  std::vector<std::pair<size_t, size_t>> live_ KILN_GUARDED_BY(mu_);
 };
 
-// A cached plan with its pool of arenas.
+// A cached plan with its pool of arenas. `key` and `plan` are fixed once the entry is cached.
 struct PlanEntry {
   std::vector<int64_t> key;
   MemoryPlan plan;
-  std::mutex mu;
-  std::vector<std::unique_ptr<PlannedAllocator>> idle;  // arenas no run is using
-  uint64_t last_used = 0;                               // guarded by the cache's lock
+  Mutex mu;
+  std::vector<std::unique_ptr<PlannedAllocator>> idle KILN_GUARDED_BY(mu);  // arenas no run uses
 };
 
 // The plans of one session, keyed by input signature, least recently used evicted first.
@@ -127,18 +127,22 @@ class PlanCache {
 
   size_t capacity() const { return capacity_; }
   // The entry for `key`, or null.
-  std::shared_ptr<PlanEntry> Find(const std::vector<int64_t>& key);
+  std::shared_ptr<PlanEntry> Find(const std::vector<int64_t>& key) KILN_EXCLUDES(mu_);
   // Adds a plan (keeping an entry already there for the same key) and returns the entry.
-  std::shared_ptr<PlanEntry> Insert(std::vector<int64_t> key, MemoryPlan plan);
+  std::shared_ptr<PlanEntry> Insert(std::vector<int64_t> key, MemoryPlan plan) KILN_EXCLUDES(mu_);
   // Every cached entry, most recently used first.
-  std::vector<std::shared_ptr<PlanEntry>> Entries() const;
+  std::vector<std::shared_ptr<PlanEntry>> Entries() const KILN_EXCLUDES(mu_);
   int64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
 
  private:
+  struct Cached {
+    std::shared_ptr<PlanEntry> entry;
+    uint64_t last_used = 0;  // clock_ at the entry's last Find or Insert
+  };
   const size_t capacity_;
-  mutable std::mutex mu_;
-  uint64_t clock_ = 0;
-  std::vector<std::shared_ptr<PlanEntry>> entries_;
+  mutable Mutex mu_;
+  uint64_t clock_ KILN_GUARDED_BY(mu_) = 0;
+  std::vector<Cached> entries_ KILN_GUARDED_BY(mu_);
   std::atomic<int64_t> evictions_{0};
 };
 

@@ -128,7 +128,10 @@ TEST(ArenaTest, ArenaWithALiveBlockAtTheEndIsOrphanedAndFreesItselfLater) {
   raw->BeginNode(0);
   void* a = *raw->Allocate(1000, 64);
   ReleaseArena(*entry, std::move(arena).value());
-  EXPECT_TRUE(entry->idle.empty());  // not reusable while `a` lives
+  {
+    MutexLock lock(entry->mu);
+    EXPECT_TRUE(entry->idle.empty());  // not reusable while `a` lives
+  }
   EXPECT_EQ(base.live.load(), 1);
   raw->Free(a, 1000);  // the last block: the arena goes with it
   EXPECT_EQ(base.live.load(), 0);
@@ -136,6 +139,7 @@ TEST(ArenaTest, ArenaWithALiveBlockAtTheEndIsOrphanedAndFreesItselfLater) {
   Result<std::unique_ptr<PlannedAllocator>> clean = AcquireArena(*entry, base);
   ASSERT_TRUE(clean.ok());
   ReleaseArena(*entry, std::move(clean).value());
+  MutexLock lock(entry->mu);
   EXPECT_EQ(entry->idle.size(), 1u);
 }
 

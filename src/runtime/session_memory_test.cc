@@ -8,10 +8,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "base/mutex.h"
 #include "runtime/session.h"
 
 namespace kiln {
@@ -381,7 +381,7 @@ TEST(SessionThreadsTest, RunsSetTheCallingThreadsOpenMpThreadCount) {
   EXPECT_EQ(MakeSession(MlpGraph(), {})->intra_op_threads(), omp_get_num_procs());
 
   // Each thread keeps the budget of the session it ran, whatever the other thread does.
-  std::mutex mu;
+  Mutex mu;
   std::vector<int> seen(2, -1);
   std::vector<int> team(2, -1);
   const auto work = [&](const Session& s, int slot) {
@@ -393,7 +393,7 @@ TEST(SessionThreadsTest, RunsSetTheCallingThreadsOpenMpThreadCount) {
 #pragma omp single
       n = omp_get_num_threads();
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     seen[static_cast<size_t>(slot)] = omp_get_max_threads();
     team[static_cast<size_t>(slot)] = n;
   };

@@ -413,7 +413,7 @@ TEST(BatchPolicyTest, CandidatePrefixDecidesLikeTheWholeQueue) {
     if (config.max_batch_size > 0 && pick(2) == 0) {
       config.preferred_batch_sizes = {1 + pick(static_cast<int>(config.max_batch_size))};
     }
-    config.max_queue_delay_us = static_cast<uint64_t>(pick(3) * 100);
+    config.max_queue_delay_us = static_cast<uint64_t>(pick(3)) * 100;
     config.preserve_ordering = pick(3) == 0;
     if (pick(2) == 0) {
       config.priority_levels = 2;

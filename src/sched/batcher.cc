@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <optional>
@@ -54,9 +53,12 @@ uint64_t Elapsed(int64_t from_ns, int64_t to_ns) {
 
 struct Batcher::State {
   struct Instance {
-    std::condition_variable cv;
-    std::optional<Work> work;  // guarded by mu
-    bool busy = false;         // guarded by mu: has work or is running it
+    CondVar cv;  // with mu: the instance's thread waits on it for work
+  };
+  // What an instance has been handed (State::slots).
+  struct Slot {
+    std::optional<Work> work;
+    bool busy = false;  // has work or is running it
   };
 
   State(BatcherOptions o, std::shared_ptr<BatchExecutor> e)
@@ -64,7 +66,9 @@ struct Batcher::State {
         policy(options.policy),
         clock(options.clock != nullptr ? options.clock : &SteadyClock()),
         executor(std::move(e)),
-        levels(policy.num_levels()) {
+        levels(policy.num_levels()),
+        slots(static_cast<size_t>(options.num_instances)),
+        free_instances(options.num_instances) {
     for (int i = 0; i < options.num_instances; ++i) {
       instances.push_back(std::make_unique<Instance>());
     }
@@ -75,61 +79,65 @@ struct Batcher::State {
   const Clock* const clock;
   const std::shared_ptr<BatchExecutor> executor;
 
-  mutable std::mutex mu;
-  std::condition_variable cv;             // the scheduling thread waits on it
-  std::vector<std::deque<Entry>> levels;  // guarded by mu; [level - 1], id order
-  size_t queued = 0;                      // guarded by mu
-  uint64_t next_id = 1;                   // guarded by mu
-  bool stopping = false;                  // guarded by mu
-  bool scheduler_done = false;            // guarded by mu: no more work will be handed out
-  std::vector<std::unique_ptr<Instance>> instances;  // slots guarded by mu
-  int free_instances = 0;                            // guarded by mu
+  mutable Mutex mu;
+  CondVar cv;  // with mu: the scheduling thread waits on it
+  std::vector<std::deque<Entry>> levels KILN_GUARDED_BY(mu);  // [level - 1], id order
+  size_t queued KILN_GUARDED_BY(mu) = 0;
+  uint64_t next_id KILN_GUARDED_BY(mu) = 1;
+  bool stopping KILN_GUARDED_BY(mu) = false;
+  bool scheduler_done KILN_GUARDED_BY(mu) = false;   // no more work will be handed out
+  std::vector<std::unique_ptr<Instance>> instances;  // [instance index]; fixed at construction
+  std::vector<Slot> slots KILN_GUARDED_BY(mu);       // [instance index]
+  int free_instances KILN_GUARDED_BY(mu) = 0;
 
-  std::mutex order_mu;
-  uint64_t next_to_deliver = 1;        // guarded by order_mu
-  std::map<uint64_t, Delivery> ready;  // guarded by order_mu
-  bool delivering = false;             // guarded by order_mu
+  Mutex order_mu;
+  uint64_t next_to_deliver KILN_GUARDED_BY(order_mu) = 1;
+  std::map<uint64_t, Delivery> ready KILN_GUARDED_BY(order_mu);
+  bool delivering KILN_GUARDED_BY(order_mu) = false;
 
-  int64_t deadline_entries = 0;        // guarded by mu: queued requests with a deadline
-  bool scheduler_waiting = false;      // guarded by mu: the scheduling thread sleeps
-  int64_t scheduler_wake_ns = kNever;  // guarded by mu: ... until then
-  std::vector<QueueEntry> view;        // guarded by mu: scratch for the policy's view
-  int64_t exec_average_ns = -1;        // guarded by mu: moving average of Execute; -1: none yet
-  int inline_runs = 0;                 // guarded by mu: batches running on Enqueue's caller
-  std::condition_variable inline_cv;   // Shutdown waits on it for inline_runs == 0
+  int64_t deadline_entries KILN_GUARDED_BY(mu) = 0;        // queued requests with a deadline
+  bool scheduler_waiting KILN_GUARDED_BY(mu) = false;      // the scheduling thread sleeps
+  int64_t scheduler_wake_ns KILN_GUARDED_BY(mu) = kNever;  // ... until then
+  std::vector<QueueEntry> view KILN_GUARDED_BY(mu);        // scratch for the policy's view
+  int64_t exec_average_ns KILN_GUARDED_BY(mu) = -1;  // moving average of Execute; -1: none yet
+  int inline_runs KILN_GUARDED_BY(mu) = 0;           // batches running on Enqueue's caller
+  CondVar inline_cv;  // with mu: Shutdown waits on it for inline_runs == 0
 
   // One policy decision, under mu.
   struct Step {
-    std::vector<Entry> expired;      // moved out of the queue; answer them without the lock
-    Instance* dispatched = nullptr;  // the instance handed a batch (to be notified)
-    bool expired_left = false;       // take_expired was false and some requests expired
-    int64_t wake_at_ns = kNever;     // the policy's next decision time
+    std::vector<Entry> expired;   // moved out of the queue; answer them without the lock
+    int dispatched = -1;          // the instance handed a batch (to be notified); -1: none
+    bool expired_left = false;    // take_expired was false and some requests expired
+    int64_t wake_at_ns = kNever;  // the policy's next decision time
   };
+  Instance& instance(int index) const { return *instances[static_cast<size_t>(index)]; }
+  Slot& slot(int index) KILN_REQUIRES(mu) { return slots[static_cast<size_t>(index)]; }
   // The policy's view of the queue (only the part a decision depends on).
-  void BuildViewLocked(bool instance_free);
-  // Decides at `now`: moves the batch to a free instance (`prefer` when it is free) and, when
-  // `take_expired`, the expired requests into the step; otherwise leaves the queue unchanged
-  // when some expired.
-  Step ScheduleLocked(int64_t now, Instance* prefer, bool take_expired);
+  void BuildViewLocked(bool instance_free) KILN_REQUIRES(mu);
+  // Decides at `now`: moves the batch to a free instance (`prefer` when it is free; -1: any)
+  // and, when `take_expired`, the expired requests into the step; otherwise leaves the queue
+  // unchanged when some expired.
+  Step ScheduleLocked(int64_t now, int prefer, bool take_expired) KILN_REQUIRES(mu);
   // The scheduling thread sleeps past `wake_at_ns`, or must see that shutdown can finish.
-  bool SchedulerMustWakeLocked(int64_t wake_at_ns) const;
+  bool SchedulerMustWakeLocked(int64_t wake_at_ns) const KILN_REQUIRES(mu);
   // Answers requests that expired in the queue (no lock held).
-  void AnswerExpired(std::vector<Entry> expired, int64_t now);
+  void AnswerExpired(std::vector<Entry> expired, int64_t now) KILN_EXCLUDES(mu, order_mu);
   // Answers CANCELLED requests the client gave up on (no lock held), keeping the delivery order.
-  void AnswerCancelled(std::vector<Entry> cancelled, int64_t now);
+  void AnswerCancelled(std::vector<Entry> cancelled, int64_t now) KILN_EXCLUDES(mu, order_mu);
   // The request `id` was cancelled: drops it from the queue and answers it when it is still
   // queued; a request already handed to an instance is skipped before its batch runs.
-  void CancelQueued(uint64_t id);
+  void CancelQueued(uint64_t id) KILN_EXCLUDES(mu, order_mu);
   // Runs `work` on instance `index`, records it and delivers the responses (no lock held).
-  void RunWork(int index, Work work);
-  // `self` finished its batch (under mu): it is free, and takes the next batch when the policy
+  void RunWork(int index, Work work) KILN_EXCLUDES(mu, order_mu);
+  // Instance `self` finished its batch: it is free, and takes the next batch when the policy
   // has one; that batch runs on self's thread (woken unless `own_thread`, the caller being it).
-  void InstanceFreeLocked(Instance& self, std::unique_lock<std::mutex>& lock, bool own_thread);
-  void SchedulerLoop();
-  void InstanceLoop(int index);
+  // Releases mu while it answers expired requests, and holds it again on return.
+  void InstanceFreeLocked(int self, bool own_thread) KILN_REQUIRES(mu) KILN_EXCLUDES(order_mu);
+  void SchedulerLoop() KILN_EXCLUDES(mu, order_mu);
+  void InstanceLoop(int index) KILN_EXCLUDES(mu, order_mu);
   // Calls the callbacks of `items` (sorted by id), in id order across threads when
   // preserve_ordering is set.
-  void Deliver(std::vector<Delivery> items);
+  void Deliver(std::vector<Delivery> items) KILN_EXCLUDES(mu, order_mu);
   void RecordFailure(FailureReason reason, int64_t arrival_ns, int64_t now_ns) {
     if (options.stats) {
       options.stats->RecordFailure(reason, Elapsed(arrival_ns, now_ns), WallClockMs());
@@ -156,8 +164,7 @@ void Batcher::State::BuildViewLocked(bool instance_free) {
   }
 }
 
-Batcher::State::Step Batcher::State::ScheduleLocked(int64_t now, Instance* prefer,
-                                                    bool take_expired) {
+Batcher::State::Step Batcher::State::ScheduleLocked(int64_t now, int prefer, bool take_expired) {
   Step step;
   const bool instance_free = free_instances > 0;
   BuildViewLocked(instance_free);
@@ -171,7 +178,7 @@ Batcher::State::Step Batcher::State::ScheduleLocked(int64_t now, Instance* prefe
 
   // Move the expired and the batch members out of the queue (each level is in id order).
   std::vector<Entry> batch(d.batch.size());
-  const auto take = [&](uint64_t id) -> Entry {
+  const auto take = [&](uint64_t id) KILN_REQUIRES(mu) -> Entry {
     for (std::deque<Entry>& level : levels) {
       auto it = std::lower_bound(level.begin(), level.end(), id,
                                  [](const Entry& e, uint64_t v) { return e.id < v; });
@@ -188,14 +195,14 @@ Batcher::State::Step Batcher::State::ScheduleLocked(int64_t now, Instance* prefe
   for (uint64_t id : d.expired) step.expired.push_back(take(id));
   for (size_t i = 0; i < d.batch.size(); ++i) batch[i] = take(d.batch[i]);
   if (!batch.empty()) {
-    Instance* target = prefer != nullptr && !prefer->busy ? prefer : nullptr;
-    for (size_t i = 0; target == nullptr && i < instances.size(); ++i) {
-      if (!instances[i]->busy) target = instances[i].get();
+    int target = prefer >= 0 && !slot(prefer).busy ? prefer : -1;
+    for (int i = 0; target < 0 && i < static_cast<int>(slots.size()); ++i) {
+      if (!slot(i).busy) target = i;
     }
-    KILN_CHECK(target != nullptr, "the policy chose a batch with no free instance");
-    target->busy = true;
+    KILN_CHECK(target >= 0, "the policy chose a batch with no free instance");
+    slot(target).busy = true;
     --free_instances;
-    target->work = Work{std::move(batch), std::move(d.shape), now};
+    slot(target).work = Work{std::move(batch), std::move(d.shape), now};
     step.dispatched = target;
   }
   return step;
@@ -248,7 +255,7 @@ void Batcher::State::AnswerCancelled(std::vector<Entry> cancelled, int64_t now) 
 void Batcher::State::CancelQueued(uint64_t id) {
   std::vector<Entry> found;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     for (std::deque<Entry>& level : levels) {
       auto it = std::lower_bound(level.begin(), level.end(), id,
                                  [](const Entry& e, uint64_t v) { return e.id < v; });
@@ -262,31 +269,31 @@ void Batcher::State::CancelQueued(uint64_t id) {
   }
   // The scheduling thread's timer may have been the cancelled request's; it wakes at that time
   // anyway and finds nothing to do. Shutdown waits for queued == 0, which this may have reached.
-  if (!found.empty()) cv.notify_one();
+  if (!found.empty()) cv.NotifyOne();
   AnswerCancelled(std::move(found), clock->NowNs());
 }
 
 void Batcher::State::SchedulerLoop() {
-  std::unique_lock<std::mutex> lock(mu);
+  MutexLock lock(mu);
   for (;;) {
     const int64_t now = clock->NowNs();
-    Step step = ScheduleLocked(now, nullptr, /*take_expired=*/true);
-    if (step.dispatched != nullptr || !step.expired.empty()) {
-      lock.unlock();
-      if (step.dispatched != nullptr) step.dispatched->cv.notify_one();
+    Step step = ScheduleLocked(now, -1, /*take_expired=*/true);
+    if (step.dispatched >= 0 || !step.expired.empty()) {
+      lock.Unlock();
+      if (step.dispatched >= 0) instance(step.dispatched).cv.NotifyOne();
       AnswerExpired(std::move(step.expired), now);
-      lock.lock();
+      lock.Lock();
       continue;  // another instance may be free
     }
     if (stopping && queued == 0) break;
     scheduler_waiting = true;
     scheduler_wake_ns = step.wake_at_ns;
-    clock->WaitUntil(cv, lock, step.wake_at_ns);
+    clock->WaitUntil(cv, mu, step.wake_at_ns);
     scheduler_waiting = false;
   }
   scheduler_done = true;
-  lock.unlock();
-  for (const auto& inst : instances) inst->cv.notify_all();
+  lock.Unlock();
+  for (const auto& inst : instances) inst->cv.NotifyAll();
 }
 
 void Batcher::State::RunWork(int index, Work work) {
@@ -311,7 +318,7 @@ void Batcher::State::RunWork(int index, Work work) {
              " outcomes for ", work.entries.size(), " requests");
   const int64_t now = clock->NowNs();
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     const int64_t took = now - started;
     exec_average_ns = exec_average_ns < 0 ? took : (exec_average_ns * 7 + took) / 8;
   }
@@ -339,49 +346,49 @@ void Batcher::State::RunWork(int index, Work work) {
   Deliver(std::move(items));
 }
 
-void Batcher::State::InstanceFreeLocked(Instance& self, std::unique_lock<std::mutex>& lock,
-                                        bool own_thread) {
-  self.busy = false;
+void Batcher::State::InstanceFreeLocked(int self, bool own_thread) {
+  slot(self).busy = false;
   ++free_instances;
   for (;;) {
     const int64_t at = clock->NowNs();
-    Step step = ScheduleLocked(at, &self, /*take_expired=*/true);
+    Step step = ScheduleLocked(at, self, /*take_expired=*/true);
     // `self` got the next batch: its own thread runs it (already awake when own_thread).
-    const bool wake_self = step.dispatched == &self && !own_thread;
+    const bool wake_self = step.dispatched == self && !own_thread;
     if (!step.expired.empty()) {
-      lock.unlock();
-      if (step.dispatched != nullptr && (step.dispatched != &self || wake_self)) {
-        step.dispatched->cv.notify_one();
+      mu.Unlock();
+      if (step.dispatched >= 0 && (step.dispatched != self || wake_self)) {
+        instance(step.dispatched).cv.NotifyOne();
       }
       AnswerExpired(std::move(step.expired), at);
-      lock.lock();
-      if (step.dispatched != nullptr) return;
+      mu.Lock();
+      if (step.dispatched >= 0) return;
       continue;
     }
-    if (wake_self) self.cv.notify_one();
-    if (step.dispatched == nullptr && SchedulerMustWakeLocked(step.wake_at_ns)) {
-      cv.notify_one();
+    if (wake_self) instance(self).cv.NotifyOne();
+    if (step.dispatched < 0 && SchedulerMustWakeLocked(step.wake_at_ns)) {
+      cv.NotifyOne();
     }
     return;
   }
 }
 
 void Batcher::State::InstanceLoop(int index) {
-  Instance& self = *instances[static_cast<size_t>(index)];
+  Instance& self = instance(index);
   for (;;) {
     Work work;
     {
-      std::unique_lock<std::mutex> lock(mu);
-      self.cv.wait(lock, [&] { return self.work.has_value() || scheduler_done; });
-      if (!self.work.has_value()) return;
-      work = std::move(*self.work);
-      self.work.reset();
+      MutexLock lock(mu);
+      self.cv.Wait(
+          mu, [&]() KILN_REQUIRES(mu) { return slot(index).work.has_value() || scheduler_done; });
+      if (!slot(index).work.has_value()) return;
+      work = std::move(*slot(index).work);
+      slot(index).work.reset();
     }
     RunWork(index, std::move(work));
     // Free again: take the next batch here when the policy has one, without a round trip
     // through the scheduling thread; wake that thread only when its timer must change.
-    std::unique_lock<std::mutex> lock(mu);
-    InstanceFreeLocked(self, lock, /*own_thread=*/true);
+    MutexLock lock(mu);
+    InstanceFreeLocked(index, /*own_thread=*/true);
   }
 }
 
@@ -392,7 +399,7 @@ void Batcher::State::Deliver(std::vector<Delivery> items) {
     }
     return;
   }
-  std::unique_lock<std::mutex> lock(order_mu);
+  MutexLock lock(order_mu);
   for (Delivery& d : items) {
     const uint64_t id = d.id;
     ready.emplace(id, std::move(d));
@@ -410,11 +417,11 @@ void Batcher::State::Deliver(std::vector<Delivery> items) {
       delivering = false;
       return;
     }
-    lock.unlock();
+    lock.Unlock();
     for (Delivery& d : run) {
       if (d.sink) d.sink->Finish(std::move(d.result));
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -431,9 +438,8 @@ Result<std::unique_ptr<Batcher>> Batcher::Create(BatcherOptions options,
     return s.WithContext(options.name);
   }
   auto state = std::make_shared<State>(std::move(options), std::move(executor));
-  state->free_instances = state->options.num_instances;
   std::unique_ptr<Batcher> batcher(new Batcher(state));
-  std::lock_guard<std::mutex> lock(batcher->threads_mu_);
+  MutexLock lock(batcher->threads_mu_);
   try {
     batcher->threads_.emplace_back([state] { state->SchedulerLoop(); });
     for (int i = 0; i < state->options.num_instances; ++i) {
@@ -461,14 +467,14 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, std::shared_ptr<
   const std::shared_ptr<State> keep = state_;
   State& s = *keep;
   const int64_t now = s.clock->NowNs();
-  State::Instance* dispatched = nullptr;
+  int dispatched = -1;
   std::optional<Work> inline_work;
   bool wake_scheduler = false;
   uint64_t id = 0;
   // Held past the move into the queue: the cancellation is watched once the lock is released.
   const std::shared_ptr<const Cancellation> cancellation = request->cancellation;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     if (s.stopping) {
       return Status::Unavailable(fmt::format("{} is shutting down", s.options.name));
     }
@@ -492,23 +498,23 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, std::shared_ptr<
     // A free instance takes the request from here when the policy runs it now; the
     // scheduling thread is woken only when its timer must change or requests expired.
     if (s.free_instances > 0) {
-      State::Step step = s.ScheduleLocked(now, nullptr, /*take_expired=*/false);
+      State::Step step = s.ScheduleLocked(now, -1, /*take_expired=*/false);
       dispatched = step.dispatched;
       wake_scheduler = s.scheduler_waiting &&
                        (step.expired_left ||
-                        (step.dispatched == nullptr && s.SchedulerMustWakeLocked(step.wake_at_ns)));
+                        (step.dispatched < 0 && s.SchedulerMustWakeLocked(step.wake_at_ns)));
       // A fast model runs the batch right here: no hand-off to the instance's thread.
-      if (dispatched != nullptr && s.options.inline_max_ns > 0 && s.exec_average_ns >= 0 &&
+      if (dispatched >= 0 && s.options.inline_max_ns > 0 && s.exec_average_ns >= 0 &&
           s.exec_average_ns <= s.options.inline_max_ns) {
-        inline_work = std::move(*dispatched->work);
-        dispatched->work.reset();
+        inline_work = std::move(*s.slot(dispatched).work);
+        s.slot(dispatched).work.reset();
         ++s.inline_runs;
       }
     } else {
       wake_scheduler = s.SchedulerMustWakeLocked(deadline_ns);
     }
   }
-  if (wake_scheduler) s.cv.notify_one();
+  if (wake_scheduler) s.cv.NotifyOne();
   if (cancellation != nullptr) {
     // Registered with no lock held (it may run at once). The request may have left the queue
     // by then: CancelQueued then finds nothing, and the instance skips it if it has not run.
@@ -516,32 +522,28 @@ Status Batcher::Enqueue(std::unique_ptr<InferRequest>& request, std::shared_ptr<
       if (std::shared_ptr<State> state = weak.lock()) state->CancelQueued(id);
     });
   }
-  if (dispatched == nullptr) return Status::OK();
+  if (dispatched < 0) return Status::OK();
   if (!inline_work.has_value()) {
-    dispatched->cv.notify_one();
+    s.instance(dispatched).cv.NotifyOne();
     return Status::OK();
   }
-  const int index =
-      static_cast<int>(std::find_if(s.instances.begin(), s.instances.end(),
-                                    [&](const auto& inst) { return inst.get() == dispatched; }) -
-                       s.instances.begin());
   const void* outer = t_inline_state;
   t_inline_state = &s;
-  s.RunWork(index, std::move(*inline_work));
+  s.RunWork(dispatched, std::move(*inline_work));
   t_inline_state = outer;
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.InstanceFreeLocked(*dispatched, lock, /*own_thread=*/false);
-  if (--s.inline_runs == 0) s.inline_cv.notify_all();
+  MutexLock lock(s.mu);
+  s.InstanceFreeLocked(dispatched, /*own_thread=*/false);
+  if (--s.inline_runs == 0) s.inline_cv.NotifyAll();
   return Status::OK();
 }
 
 void Batcher::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->stopping = true;
   }
-  state_->cv.notify_all();
-  std::lock_guard<std::mutex> lock(threads_mu_);
+  state_->cv.NotifyAll();
+  MutexLock lock(threads_mu_);
   const bool on_own_thread =
       std::any_of(threads_.begin(), threads_.end(),
                   [](const std::thread& t) { return t.get_id() == std::this_thread::get_id(); });
@@ -558,13 +560,14 @@ void Batcher::Shutdown() {
   // Batches running on Enqueue's callers finish before Shutdown returns, unless this is one of
   // them (a callback shutting its own batcher down).
   if (!on_own_thread && t_inline_state != state_.get()) {
-    std::unique_lock<std::mutex> state_lock(state_->mu);
-    state_->inline_cv.wait(state_lock, [&] { return state_->inline_runs == 0; });
+    MutexLock state_lock(state_->mu);
+    state_->inline_cv.Wait(state_->mu,
+                           [&]() KILN_REQUIRES(state_->mu) { return state_->inline_runs == 0; });
   }
 }
 
 size_t Batcher::queued() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->queued;
 }
 

@@ -48,12 +48,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/result.h"
 #include "sched/batch_policy.h"
 #include "sched/clock.h"
@@ -121,7 +121,7 @@ class Batcher {
   // Refuses new requests, runs every queued request (every callback is called), then joins the
   // threads. Idempotent. Called from one of the batcher's own threads (a callback destroying the
   // last owner), it returns at once and the threads drain the queue and exit by themselves.
-  void Shutdown();
+  void Shutdown() KILN_EXCLUDES(threads_mu_);
 
   // Requests queued and not yet handed to an instance.
   size_t queued() const;
@@ -132,8 +132,8 @@ class Batcher {
   explicit Batcher(std::shared_ptr<State> state);
 
   std::shared_ptr<State> state_;
-  std::mutex threads_mu_;
-  std::vector<std::thread> threads_;  // guarded by threads_mu_; empty once shut down
+  Mutex threads_mu_;
+  std::vector<std::thread> threads_ KILN_GUARDED_BY(threads_mu_);  // empty once shut down
 };
 
 }  // namespace kiln

@@ -6,10 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <future>
 #include <set>
 #include <thread>
+
+#include "base/mutex.h"
 
 namespace kiln {
 namespace {
@@ -30,18 +31,18 @@ class FakeExecutor final : public BatchExecutor {
                                       const BatchShape& shape) override {
     std::vector<std::string> ids;
     for (const InferRequest* r : requests) ids.push_back(r->id);
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     runs_.push_back({instance, ids, shape});
     if (++running_ >= need_concurrent_) concurrent_reached_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [&] {
+    cv_.NotifyAll();
+    cv_.Wait(mu_, [&]() KILN_REQUIRES(mu_) {
       for (const std::string& id : ids) {
         if (blocked_.count(id)) return false;
       }
       return concurrent_reached_;
     });
     --running_;
-    lock.unlock();
+    lock.Unlock();
     std::vector<RequestOutcome> out;
     for (const InferRequest* r : requests) {
       RequestOutcome o;
@@ -61,38 +62,38 @@ class FakeExecutor final : public BatchExecutor {
   }
 
   void Block(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     blocked_.insert(id);
   }
   void Release(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     blocked_.erase(id);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   // Every Execute waits until `n` run at the same time.
   void NeedConcurrent(int n) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     need_concurrent_ = n;
     concurrent_reached_ = false;
   }
   // Waits until `n` batches have started; false after kWait.
   bool WaitRuns(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kWait, [&] { return runs_.size() >= n; });
+    MutexLock lock(mu_);
+    return cv_.WaitFor(mu_, kWait, [&]() KILN_REQUIRES(mu_) { return runs_.size() >= n; });
   }
   std::vector<Run> runs() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return runs_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Run> runs_;
-  std::set<std::string> blocked_;
-  int running_ = 0;
-  int need_concurrent_ = 0;
-  bool concurrent_reached_ = true;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<Run> runs_ KILN_GUARDED_BY(mu_);
+  std::set<std::string> blocked_ KILN_GUARDED_BY(mu_);
+  int running_ KILN_GUARDED_BY(mu_) = 0;
+  int need_concurrent_ KILN_GUARDED_BY(mu_) = 0;
+  bool concurrent_reached_ KILN_GUARDED_BY(mu_) = true;
 };
 
 // A sink that fails the test when Finish is called twice or Send at all (tensor models send no
@@ -120,36 +121,36 @@ class Answers {
  public:
   InferCallback Callback(const std::string& name) {
     return [this, name](Result<InferResponse> r) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       order_.push_back(name);
       results_.emplace(name, std::move(r));
-      cv_.notify_all();
+      cv_.NotifyAll();
     };
   }
   bool Wait(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kWait, [&] { return order_.size() >= n; });
+    MutexLock lock(mu_);
+    return cv_.WaitFor(mu_, kWait, [&]() KILN_REQUIRES(mu_) { return order_.size() >= n; });
   }
   std::vector<std::string> order() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return order_;
   }
   bool has(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return results_.count(name) > 0;
   }
   Status status(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = results_.find(name);
     if (it == results_.end()) return Status::NotFound("no answer for " + name);
     return it->second.ok() ? Status::OK() : it->second.status();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> order_;
-  std::map<std::string, Result<InferResponse>> results_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::string> order_ KILN_GUARDED_BY(mu_);
+  std::map<std::string, Result<InferResponse>> results_ KILN_GUARDED_BY(mu_);
 };
 
 struct Fixture {
@@ -482,7 +483,8 @@ TEST(BatcherTest, DestroyedFromItsOwnCallback) {
   std::promise<void> done;
   auto request = std::make_unique<InferRequest>();
   Batcher* raw = batcher.get();
-  InferCallback callback = [&done, keep = std::move(batcher)](Result<InferResponse> r) mutable {
+  InferCallback callback = [&done,
+                            keep = std::move(batcher)](const Result<InferResponse>& r) mutable {
     EXPECT_TRUE(r.ok());
     keep.reset();  // the last owner: ~Batcher runs on the batcher's own thread
     done.set_value();
@@ -501,10 +503,10 @@ class ThreadRecordingExecutor final : public BatchExecutor {
   std::vector<RequestOutcome> Execute(int, std::span<const InferRequest* const> requests,
                                       const BatchShape&) override {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       threads_.push_back(std::this_thread::get_id());
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return !hold_; });
+      cv_.NotifyAll();
+      cv_.Wait(mu_, [&]() KILN_REQUIRES(mu_) { return !hold_; });
     }
     if (clock_ != nullptr) clock_->Advance(cost_ns_);
     std::vector<RequestOutcome> out(requests.size());
@@ -512,26 +514,26 @@ class ThreadRecordingExecutor final : public BatchExecutor {
     return out;
   }
   std::vector<std::thread::id> threads() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return threads_;
   }
   void Hold(bool hold) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     hold_ = hold;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   bool WaitRuns(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kWait, [&] { return threads_.size() >= n; });
+    MutexLock lock(mu_);
+    return cv_.WaitFor(mu_, kWait, [&]() KILN_REQUIRES(mu_) { return threads_.size() >= n; });
   }
 
  private:
   FakeClock* clock_;
   int64_t cost_ns_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::thread::id> threads_;
-  bool hold_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::thread::id> threads_ KILN_GUARDED_BY(mu_);
+  bool hold_ KILN_GUARDED_BY(mu_) = false;
 };
 
 // Enqueues one request and waits for its answer; true when `done` ran on this thread, inside
@@ -542,7 +544,7 @@ bool RunOne(Batcher& batcher) {
   std::atomic<bool> returned{false};
   bool here = false;
   const std::thread::id caller = std::this_thread::get_id();
-  InferCallback done = [&](Result<InferResponse> r) {
+  InferCallback done = [&](const Result<InferResponse>& r) {
     EXPECT_TRUE(r.ok());
     here = std::this_thread::get_id() == caller && !returned.load();
     answered.set_value();
@@ -626,7 +628,8 @@ TEST(BatcherTest, DestroyedFromItsOwnInlineCallback) {
   std::promise<void> done;
   auto request = std::make_unique<InferRequest>();
   Batcher* raw = batcher.get();
-  InferCallback callback = [&done, keep = std::move(batcher)](Result<InferResponse> r) mutable {
+  InferCallback callback = [&done,
+                            keep = std::move(batcher)](const Result<InferResponse>& r) mutable {
     EXPECT_TRUE(r.ok());
     keep.reset();  // the last owner: ~Batcher runs inside Enqueue's inline batch
     done.set_value();

@@ -15,14 +15,12 @@ class SteadyClockImpl final : public Clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 int64_t deadline_ns) const override {
+  void WaitUntil(CondVar& cv, Mutex& mu, int64_t deadline_ns) const override KILN_REQUIRES(mu) {
     if (deadline_ns == kNever) {
-      cv.wait(lock);
+      cv.Wait(mu);
       return;
     }
-    cv.wait_until(lock,
-                  std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns)));
+    cv.WaitUntil(mu, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns)));
   }
 };
 
@@ -36,14 +34,13 @@ const Clock& SteadyClock() {
   return *clock;
 }
 
-void FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                          int64_t deadline_ns) const {
+void FakeClock::WaitUntil(CondVar& cv, Mutex& mu, int64_t deadline_ns) const {
   if (deadline_ns == kNever) {
-    cv.wait(lock);
+    cv.Wait(mu);
     return;
   }
   if (NowNs() >= deadline_ns) return;
-  cv.wait_for(lock, kFakeClockPollInterval);
+  cv.WaitFor(mu, kFakeClockPollInterval);
 }
 
 void FakeClock::Advance(int64_t delta_ns) {

@@ -16,10 +16,10 @@
 // Thread safety: every method of both clocks is thread-safe.
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <limits>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace kiln {
 
@@ -31,11 +31,10 @@ class Clock {
   virtual ~Clock() = default;
   // Current time in nanoseconds; never decreases.
   virtual int64_t NowNs() const = 0;
-  // Blocks on `cv` (REQUIRES: `lock` holds the mutex `cv` is used with) until it is notified,
-  // or NowNs() >= deadline_ns; spurious returns are possible, so callers re-check their state.
-  // deadline_ns == kNever waits for a notification only.
-  virtual void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                         int64_t deadline_ns) const = 0;
+  // Blocks on `cv` (REQUIRES: the caller holds `mu`, the mutex `cv` is used with) until it is
+  // notified, or NowNs() >= deadline_ns; spurious returns are possible, so callers re-check their
+  // state. deadline_ns == kNever waits for a notification only.
+  virtual void WaitUntil(CondVar& cv, Mutex& mu, int64_t deadline_ns) const KILN_REQUIRES(mu) = 0;
 };
 
 // std::chrono::steady_clock. The process-wide instance lives forever.
@@ -46,8 +45,7 @@ class FakeClock final : public Clock {
  public:
   explicit FakeClock(int64_t start_ns = 0) : now_ns_(start_ns) {}
   int64_t NowNs() const override { return now_ns_.load(std::memory_order_acquire); }
-  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 int64_t deadline_ns) const override;
+  void WaitUntil(CondVar& cv, Mutex& mu, int64_t deadline_ns) const override KILN_REQUIRES(mu);
   // REQUIRES: delta_ns >= 0.
   void Advance(int64_t delta_ns);
   // REQUIRES: now_ns >= NowNs().

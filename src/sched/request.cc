@@ -8,7 +8,7 @@ namespace kiln {
 void Cancellation::Cancel() {
   std::vector<std::function<void()>> run;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
     run.swap(callbacks_);
   }
@@ -17,7 +17,7 @@ void Cancellation::Cancel() {
 
 void Cancellation::OnCancel(std::function<void()> fn) const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!cancelled_.load(std::memory_order_acquire)) {
       callbacks_.push_back(std::move(fn));
       return;

@@ -27,10 +27,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/result.h"
 #include "tensor/tensor.h"
 
@@ -55,16 +55,17 @@ class Cancellation {
 
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
   // Sets it (idempotent) and runs the registered callbacks, on this thread, with no lock held.
-  void Cancel();
+  void Cancel() KILN_EXCLUDES(mu_);
   // Runs `fn` once when the cancellation is set: later, on the thread that sets it, or now, on
   // this thread, when it is set already. `fn` must not block.
   // (const: the holders of a request may watch its cancellation but only the protocol sets it.)
-  void OnCancel(std::function<void()> fn) const;
+  void OnCancel(std::function<void()> fn) const KILN_EXCLUDES(mu_);
 
  private:
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex mu_;
-  mutable std::vector<std::function<void()>> callbacks_;  // guarded by mu_; run once by Cancel
+  mutable Mutex mu_;
+  // Run once by Cancel.
+  mutable std::vector<std::function<void()>> callbacks_ KILN_GUARDED_BY(mu_);
 };
 
 struct InferRequest {

@@ -29,7 +29,7 @@ double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 void StatsCollector::RecordExecution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                                      uint64_t output_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++stats_.execution_count;
   stats_.batch_size.Observe(static_cast<double>(batch_size));
   BatchStatistics& b = stats_.batches[batch_size];
@@ -41,7 +41,7 @@ void StatsCollector::RecordExecution(uint64_t batch_size, uint64_t input_ns, uin
 void StatsCollector::RecordSuccess(uint64_t batch_elements, uint64_t queue_ns, uint64_t input_ns,
                                    uint64_t infer_ns, uint64_t output_ns, uint64_t total_ns,
                                    uint64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stats_.inference_count += batch_elements;
   stats_.last_inference_ms = now_ms;
   InferStatistics& s = stats_.inference;
@@ -56,19 +56,19 @@ void StatsCollector::RecordSuccess(uint64_t batch_elements, uint64_t queue_ns, u
 }
 
 void StatsCollector::RecordFailure(FailureReason reason, uint64_t total_ns, uint64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stats_.inference.fail.Add(total_ns);
   ++stats_.failures[static_cast<size_t>(reason)];
   stats_.last_inference_ms = now_ms;
 }
 
 void StatsCollector::Reset() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stats_ = ModelStatistics{};
 }
 
 ModelStatistics StatsCollector::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 

@@ -22,11 +22,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
 #include "base/check.h"
+#include "base/mutex.h"
 
 namespace kiln {
 
@@ -130,20 +130,21 @@ class StatsCollector {
  public:
   // One session run of `batch_size` (>= 1) batch elements, whatever the number of requests.
   void RecordExecution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
-                       uint64_t output_ns);
+                       uint64_t output_ns) KILN_EXCLUDES(mu_);
   // One request answered with a response; `batch_elements` is its own batch size (>= 1).
   void RecordSuccess(uint64_t batch_elements, uint64_t queue_ns, uint64_t input_ns,
-                     uint64_t infer_ns, uint64_t output_ns, uint64_t total_ns, uint64_t now_ms);
+                     uint64_t infer_ns, uint64_t output_ns, uint64_t total_ns, uint64_t now_ms)
+      KILN_EXCLUDES(mu_);
   // One request answered with an error (after `total_ns` in the server).
-  void RecordFailure(FailureReason reason, uint64_t total_ns, uint64_t now_ms);
+  void RecordFailure(FailureReason reason, uint64_t total_ns, uint64_t now_ms) KILN_EXCLUDES(mu_);
 
-  ModelStatistics Snapshot() const;
+  ModelStatistics Snapshot() const KILN_EXCLUDES(mu_);
   // Forgets everything recorded so far (warmup runs are not served requests).
-  void Reset();
+  void Reset() KILN_EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  ModelStatistics stats_;  // guarded by mu_
+  mutable Mutex mu_;
+  ModelStatistics stats_ KILN_GUARDED_BY(mu_);
 };
 
 }  // namespace kiln

@@ -4,7 +4,8 @@
 #include <fmt/format.h>
 
 #include <limits>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace kiln {
 namespace {
@@ -81,8 +82,8 @@ Status ApplyOne(const LogSettingUpdate& u, LogSettings* s) {
 
 Status UpdateLogSettings(std::span<const LogSettingUpdate> updates) {
   // One update at a time, so two clients' updates never interleave read and write.
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;
+  MutexLock lock(mu);
   LogSettings next = GetLogSettings();
   for (const LogSettingUpdate& u : updates) {
     if (Status st = ApplyOne(u, &next); !st.ok()) return st;

@@ -14,10 +14,10 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "grpc_service.grpc.pb.h"
 #include "queue_model.h"
 #include "repo/model_manager.h"
@@ -55,7 +55,7 @@ class FakeModel : public LoadedModel {
   void Join() {
     std::vector<std::thread> threads;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       threads.swap(threads_);
     }
     for (std::thread& t : threads) t.join();
@@ -84,7 +84,7 @@ class FakeModel : public LoadedModel {
       case Behavior::kDrop:
         return;
       case Behavior::kSlow: {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         threads_.emplace_back([request = std::shared_ptr<InferRequest>(std::move(request)),
                                sink = std::move(sink), this] {
           std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
@@ -101,8 +101,8 @@ class FakeModel : public LoadedModel {
   const std::string name_;
   const Behavior behavior_;
   ModelSignature signature_;
-  std::mutex mu_;
-  std::vector<std::thread> threads_;
+  Mutex mu_;
+  std::vector<std::thread> threads_ KILN_GUARDED_BY(mu_);
 };
 
 ModelSignature QueueSignature() {

@@ -19,12 +19,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "queue_model.h"
 #include "repo/model_manager.h"
 
@@ -129,7 +128,7 @@ class FakeModel : public LoadedModel {
       case Behavior::kDrop:
         return;  // `sink` is destroyed without being called
       case Behavior::kSlow: {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         started_.fetch_add(1);
         threads_.emplace_back([this, request = std::shared_ptr<InferRequest>(std::move(request)),
                                sink = std::move(sink)] {
@@ -151,8 +150,8 @@ class FakeModel : public LoadedModel {
   const Behavior behavior_;
   const Status failure_;
   const ModelSignature signature_;
-  std::mutex mu_;
-  std::vector<std::thread> threads_;
+  Mutex mu_;
+  std::vector<std::thread> threads_ KILN_GUARDED_BY(mu_);
 };
 
 class FakeManager : public ModelManager {
@@ -223,19 +222,19 @@ class FakeManager : public ModelManager {
   Status Poll() override { return Status::FailedPrecondition("not polling"); }
 
   Status Control(std::string call) {
-    std::unique_lock<std::mutex> lock(control_mu_);
+    MutexLock lock(control_mu_);
     control_calls_.push_back(std::move(call));
-    control_cv_.wait(lock, [&] { return control_open_; });
+    control_cv_.Wait(control_mu_, [&]() KILN_REQUIRES(control_mu_) { return control_open_; });
     return control_status_;
   }
   void SetControl(bool open, Status status = Status::OK()) {
-    std::lock_guard<std::mutex> lock(control_mu_);
+    MutexLock lock(control_mu_);
     control_open_ = open;
     control_status_ = std::move(status);
-    control_cv_.notify_all();
+    control_cv_.NotifyAll();
   }
   std::vector<std::string> ControlCalls() {
-    std::lock_guard<std::mutex> lock(control_mu_);
+    MutexLock lock(control_mu_);
     return control_calls_;
   }
 
@@ -243,11 +242,11 @@ class FakeManager : public ModelManager {
 
  private:
   std::map<std::string, std::map<int64_t, std::shared_ptr<FakeModel>>> models_;
-  std::mutex control_mu_;
-  std::condition_variable control_cv_;
-  bool control_open_ = true;                // guarded by control_mu_
-  Status control_status_;                   // guarded by control_mu_
-  std::vector<std::string> control_calls_;  // guarded by control_mu_
+  Mutex control_mu_;
+  CondVar control_cv_;  // with control_mu_: notified when the control gate changes
+  bool control_open_ KILN_GUARDED_BY(control_mu_) = true;
+  Status control_status_ KILN_GUARDED_BY(control_mu_);
+  std::vector<std::string> control_calls_ KILN_GUARDED_BY(control_mu_);
 };
 
 // ---------------------------------------------------------------------------------------------

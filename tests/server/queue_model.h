@@ -12,14 +12,13 @@
 //   EXPECT_TRUE(m->WaitCanceled(1));   // counted as kCanceled, never run
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "repo/model_manager.h"
 #include "sched/batcher.h"
 #include "sched/stats.h"
@@ -34,11 +33,11 @@ class HoldingExecutor final : public BatchExecutor {
 
   std::vector<RequestOutcome> Execute(int, std::span<const InferRequest* const> requests,
                                       const BatchShape&) override {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++started_;
     running_ = requests.empty() ? nullptr : requests[0];
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return !hold_ || release_one_ > 0; });
+    cv_.NotifyAll();
+    cv_.Wait(mu_, [&]() KILN_REQUIRES(mu_) { return !hold_ || release_one_ > 0; });
     if (release_one_ > 0) --release_one_;
     running_ = nullptr;
     std::vector<RequestOutcome> out;
@@ -63,25 +62,26 @@ class HoldingExecutor final : public BatchExecutor {
   }
 
   void Hold(bool hold) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     hold_ = hold;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   // Lets one held run finish.
   void ReleaseOne() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++release_one_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   bool WaitStarted(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return started_ >= n; });
+    MutexLock lock(mu_);
+    return cv_.WaitFor(mu_, std::chrono::seconds(10),
+                       [&]() KILN_REQUIRES(mu_) { return started_ >= n; });
   }
   // Waits until the request running now (held) is cancelled.
   bool WaitRunningCancelled() {
     for (int i = 0; i < 1000; ++i) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (running_ != nullptr && running_->cancelled()) return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -89,23 +89,23 @@ class HoldingExecutor final : public BatchExecutor {
     return false;
   }
   int started() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return started_;
   }
   std::vector<bool> cancelled_when_released() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return cancelled_when_released_;
   }
 
  private:
   const std::string model_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool hold_ = false;
-  int release_one_ = 0;
-  int started_ = 0;
-  const InferRequest* running_ = nullptr;
-  std::vector<bool> cancelled_when_released_;
+  Mutex mu_;
+  CondVar cv_;
+  bool hold_ KILN_GUARDED_BY(mu_) = false;
+  int release_one_ KILN_GUARDED_BY(mu_) = 0;
+  int started_ KILN_GUARDED_BY(mu_) = 0;
+  const InferRequest* running_ KILN_GUARDED_BY(mu_) = nullptr;
+  std::vector<bool> cancelled_when_released_ KILN_GUARDED_BY(mu_);
 };
 
 class QueueModel final : public LoadedModel {

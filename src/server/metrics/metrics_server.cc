@@ -10,13 +10,13 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "server/listener.h"
 #include "server/metrics/exposition.h"
 
@@ -104,8 +104,8 @@ class MetricsServer::Impl {
   Impl(MetricsServerOptions options, RenderFn render)
       : options_(std::move(options)), render_(std::move(render)), acceptor_(ioc_) {}
 
-  Status Start() {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Start() KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (started_) return Status::FailedPrecondition("MetricsServer::Start called twice");
     started_ = true;
     KILN_ASSIGN_OR_RETURN(const uint16_t port, OpenListener(ioc_, acceptor_, options_.address,
@@ -122,8 +122,8 @@ class MetricsServer::Impl {
     return Status::OK();
   }
 
-  void Stop() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Stop() KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (!thread_.joinable()) return;
     ioc_.stop();  // abandons the pending operations; their connections close with ioc_
     thread_.join();
@@ -160,9 +160,9 @@ class MetricsServer::Impl {
   net::io_context ioc_{1};
   tcp::acceptor acceptor_;
   std::atomic<int> port_{0};
-  std::mutex mu_;
-  bool started_ = false;  // guarded by mu_
-  std::thread thread_;    // guarded by mu_
+  Mutex mu_;
+  bool started_ KILN_GUARDED_BY(mu_) = false;
+  std::thread thread_ KILN_GUARDED_BY(mu_);
 };
 
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -111,7 +111,7 @@ CpuUtilizationSampler::CpuUtilizationSampler() : last_(ReadCpuTimes()) {}
 
 std::optional<double> CpuUtilizationSampler::Sample() {
   const std::optional<CpuTimes> now = ReadCpuTimes();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!now) return std::nullopt;
   if (last_) {
     const std::optional<double> u = CpuUtilization(*last_, *now);

@@ -14,9 +14,10 @@
 // Thread safety: the functions are thread-safe; CpuUtilizationSampler::Sample is thread-safe.
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string_view>
+
+#include "base/mutex.h"
 
 namespace kiln {
 
@@ -51,12 +52,12 @@ class CpuUtilizationSampler {
   CpuUtilizationSampler();
   // Utilization since the previous Sample (or construction). When too little time passed for
   // the counters to move, the previous answer is repeated.
-  std::optional<double> Sample();
+  std::optional<double> Sample() KILN_EXCLUDES(mu_);
 
  private:
-  std::mutex mu_;
-  std::optional<CpuTimes> last_;      // guarded by mu_
-  std::optional<double> last_value_;  // guarded by mu_
+  Mutex mu_;
+  std::optional<CpuTimes> last_ KILN_GUARDED_BY(mu_);
+  std::optional<double> last_value_ KILN_GUARDED_BY(mu_);
 };
 
 }  // namespace kiln
