@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// What the CPU kernels want of the channel-blocked layout (op/kiln_ops.h), for the optimizer's
-// layout_selection pass: the block their convolutions run fastest on, decided by the ISA oneDNN
-// dispatches to on this machine (so ONEDNN_MAX_CPU_ISA caps it too).
+// What the CPU kernels want of the channel-blocked layout (op/kiln_ops.h): the block their
+// convolutions run fastest on, decided by the ISA oneDNN dispatches to on this machine (so
+// ONEDNN_MAX_CPU_ISA caps it too). The optimizer gets it through KernelTargetFor
+// (kernels/target.h), never from here.
 
 #include <cstdint>
 
