@@ -47,6 +47,7 @@ TEST(MutexTest, IncrementsFromManyThreadsAreNotLost) {
   constexpr int kThreads = 4;
   constexpr int kAdds = 20000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&] {
       for (int j = 0; j < kAdds; ++j) c.Add(1);

@@ -218,6 +218,7 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
     InputSet set;
     for (size_t i = 0; i < model.inputs.size(); ++i) {
       std::vector<std::string> batch_items;
+      batch_items.reserve(static_cast<size_t>(options.batch_size));
       for (int b = 0; b < options.batch_size; ++b) {
         batch_items.push_back(items[i][(k * options.batch_size + b) % steps]);
       }

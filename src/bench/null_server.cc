@@ -155,11 +155,10 @@ void NullServer::Loop() {
           std::string path = conn.in.substr(4, sp - 4);
           if (path.ends_with("/config"))
             reply = &Config();
-          else if (path.find("/stats") != std::string::npos)
-            reply = &NotFound();
-          else if (path.rfind("/v2/models/add_sub", 0) == 0)
+          else if (path.find("/stats") == std::string::npos &&
+                   path.rfind("/v2/models/add_sub", 0) == 0)
             reply = &Metadata();
-          else
+          else  // statistics (/stats) are not served, nor any other path
             reply = &NotFound();
         }
         conn.out += *reply;

@@ -314,6 +314,7 @@ Status RunBench(const BenchOptions& o, std::FILE* out) {
   KILN_ASSIGN_OR_RETURN(std::vector<InputSet> inputs, MakeInputs(model, in));
   if (o.protocol == "http") {
     std::vector<std::string> requests;
+    requests.reserve(inputs.size());
     const std::string path = InferPath(o.model, o.version);
     for (const InputSet& set : inputs) {
       requests.push_back(HttpInferRequest(ep.host, path, set, model.outputs, !o.http_json));

@@ -12,6 +12,7 @@ namespace {
 
 std::vector<int64_t> Take(ArrivalSchedule& s, int n) {
   std::vector<int64_t> v;
+  v.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) v.push_back(s.Next());
   return v;
 }

@@ -28,6 +28,7 @@ TEST(PercentileTest, NearestRankRoundedIndex) {
 TEST(PercentileTest, SummarizeMatchesDirectComputation) {
   std::mt19937_64 rng(42);
   std::vector<uint64_t> v;
+  v.reserve(1001);
   for (int i = 0; i < 1001; ++i) v.push_back(1000 + rng() % 1'000'000);
   std::vector<uint64_t> copy = v;
   // Reference values computed here independently.

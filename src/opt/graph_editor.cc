@@ -259,7 +259,7 @@ Result<Graph> GraphEditor::Finish() const {
         }
         if (state[static_cast<size_t>(p)] == 0) {
           state[static_cast<size_t>(p)] = 1;
-          stack.push_back({p, 0});
+          stack.emplace_back(p, 0);
         }
         continue;
       }

@@ -7,6 +7,7 @@
 // Cast of a FLOAT16 / BFLOAT16 initializer, bit for bit), leaves FP32 models FP32, and an
 // unknown precision is INVALID_ARGUMENT.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,6 +86,7 @@ std::vector<OwnedTensor> RunOn(std::shared_ptr<const Graph> g, const std::vector
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   if (!s.ok()) return {};
   std::vector<Tensor> views;
+  views.reserve(in.size());
   for (const OwnedTensor& t : in) views.push_back(t.view());
   Result<std::vector<OwnedTensor>> out = (*s)->Run(views);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
@@ -163,7 +165,8 @@ TEST_P(HalfWeightsTest, NarrowsLargeWeightsAndMatchesRoundedFp32) {
     auto rel = [tol](double e) { return tol * std::max(1.0, std::abs(e)); };
     const std::vector<OwnedTensor> got = RunOn(o->graph, inputs, provider);
     ASSERT_EQ(got.size(), 1u);
-    ExpectNear(got[0], expected[0], rel, precision + " provider '" + provider + "' vs rounded");
+    ExpectNear(got[0], expected[0], rel,
+               fmt::format("{} provider '{}' vs rounded", precision, provider));
     // Against the unrounded model: each weight moved by at most u relative (u = 2^-11 / 2^-8),
     // so an output moves by at most about u times the sum of the magnitudes of its terms per
     // layer; three narrowed layers, bounded by 4u times the largest output.

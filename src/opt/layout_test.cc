@@ -33,6 +33,7 @@ std::vector<OwnedTensor> RunWith(const Graph& g, const std::vector<OwnedTensor>&
   Result<std::unique_ptr<Session>> s = Session::Create(std::make_shared<const Graph>(g), options);
   KILN_CHECK(s.ok(), s.status().ToString());
   std::vector<Tensor> views;
+  views.reserve(inputs.size());
   for (const OwnedTensor& t : inputs) views.push_back(t.view());
   Result<std::vector<OwnedTensor>> out = (*s)->Run(views);
   KILN_CHECK(out.ok(), out.status().ToString());
@@ -154,8 +155,12 @@ TEST(LayoutSelectionTest, BlocksByTheTargetItIsGiven) {
     ASSERT_TRUE(o.ok()) << o.status().ToString();
     EXPECT_EQ(CountBlockedConvs(*o->graph), 4) << "block " << block;
     for (const Node& n : o->graph->nodes()) {
-      if (n.op_type == kFusedConvOp) EXPECT_EQ(n.GetInt(kAttrYBlock, 0), block);
-      if (n.op_type == kReorderToBlockedOp) EXPECT_EQ(n.GetInt(kAttrBlock, 0), block);
+      if (n.op_type == kFusedConvOp) {
+        EXPECT_EQ(n.GetInt(kAttrYBlock, 0), block);
+      }
+      if (n.op_type == kReorderToBlockedOp) {
+        EXPECT_EQ(n.GetInt(kAttrBlock, 0), block);
+      }
     }
   }
   // No target (the default) and a block the kernels do not have select no blocked layout.

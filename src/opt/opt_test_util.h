@@ -118,13 +118,13 @@ class TestGraph {
 
   // Adds a node with one output of the given type (dims nullopt: rank unknown) and returns it.
   int Op(const std::string& op, std::vector<int> inputs, std::vector<Attribute> attrs = {},
-         std::optional<std::vector<int64_t>> dims = std::nullopt,
+         const std::optional<std::vector<int64_t>>& dims = std::nullopt,
          DataType dtype = DataType::kFloat32, const std::string& domain = "") {
-    return OpN(op, std::move(inputs), 1, std::move(attrs), std::move(dims), dtype, domain)[0];
+    return OpN(op, std::move(inputs), 1, std::move(attrs), dims, dtype, domain)[0];
   }
   std::vector<int> OpN(const std::string& op, std::vector<int> inputs, int num_outputs,
                        std::vector<Attribute> attrs = {},
-                       std::optional<std::vector<int64_t>> dims = std::nullopt,
+                       const std::optional<std::vector<int64_t>>& dims = std::nullopt,
                        DataType dtype = DataType::kFloat32, const std::string& domain = "") {
     Node n;
     n.name = op + std::to_string(counter_);
@@ -170,7 +170,7 @@ inline OptimizerOptions HostOptions() {
 }
 
 // Runs the optimizer for the host CPU with every pass but `enabled` switched off.
-inline OptimizedGraph OptimizeOnly(std::shared_ptr<const Graph> g,
+inline OptimizedGraph OptimizeOnly(const std::shared_ptr<const Graph>& g,
                                    std::vector<std::string> enabled) {
   OptimizerOptions options = HostOptions();
   for (const PassInfo& p : ListPasses()) {
@@ -178,14 +178,14 @@ inline OptimizedGraph OptimizeOnly(std::shared_ptr<const Graph> g,
       options.disabled_passes.emplace_back(p.name);
     }
   }
-  Result<OptimizedGraph> r = OptimizeGraph(std::move(g), options);
+  Result<OptimizedGraph> r = OptimizeGraph(g, options);
   KILN_CHECK(r.ok(), r.status().ToString());
   return std::move(r).value();
 }
 
 // Runs every pass for the host CPU.
-inline OptimizedGraph OptimizeAll(std::shared_ptr<const Graph> g) {
-  Result<OptimizedGraph> r = OptimizeGraph(std::move(g), HostOptions());
+inline OptimizedGraph OptimizeAll(const std::shared_ptr<const Graph>& g) {
+  Result<OptimizedGraph> r = OptimizeGraph(g, HostOptions());
   KILN_CHECK(r.ok(), r.status().ToString());
   return std::move(r).value();
 }
@@ -208,6 +208,7 @@ inline std::vector<OwnedTensor> RunGraph(std::shared_ptr<const Graph> g,
   Result<std::unique_ptr<Session>> s = Session::Create(std::move(g));
   KILN_CHECK(s.ok(), s.status().ToString());
   std::vector<Tensor> views;
+  views.reserve(inputs.size());
   for (const OwnedTensor& t : inputs) views.push_back(t.view());
   Result<std::vector<OwnedTensor>> out = (*s)->Run(views);
   KILN_CHECK(out.ok(), out.status().ToString());

@@ -97,7 +97,7 @@ void ImportKilnDomain(GraphEditor& ed) {
 
 std::span<const PassInfo> ListPasses() { return kPasses; }
 
-Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
+Result<OptimizedGraph> OptimizeGraph(const std::shared_ptr<const Graph>& graph,
                                      const OptimizerOptions& options) {
   if (graph == nullptr) return Status::InvalidArgument("OptimizeGraph: null graph");
   for (const std::string& name : options.disabled_passes) {

@@ -92,7 +92,7 @@ std::span<const PassInfo> ListPasses();
 // Optimizes `graph` (a top-level graph that passes VerifyGraph). Errors: INVALID_ARGUMENT for
 // an unknown pass name, an unknown weight precision or a null graph; INTERNAL when a pass breaks
 // the graph (a bug; the message names the pass).
-Result<OptimizedGraph> OptimizeGraph(std::shared_ptr<const Graph> graph,
+Result<OptimizedGraph> OptimizeGraph(const std::shared_ptr<const Graph>& graph,
                                      const OptimizerOptions& options = {});
 
 // A text table: pass, changes, time; then a line with the node counts.

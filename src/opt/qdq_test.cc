@@ -115,6 +115,7 @@ void ExpectWithinQuantization(const Graph& original, const Graph& optimized, dou
       Session::Create(std::make_shared<const Graph>(optimized));
   ASSERT_TRUE(b_session.ok()) << b_session.status().ToString();
   std::vector<Tensor> views;
+  views.reserve(inputs.size());
   for (const OwnedTensor& t : inputs) views.push_back(t.view());
   Result<std::vector<OwnedTensor>> a = (*a_session)->Run(views);
   Result<std::vector<OwnedTensor>> b = (*b_session)->Run(views);

@@ -37,9 +37,9 @@ void Histogram::Grow(double needed) {
   // Double R until it covers `needed`; each doubling merges adjacent pairs into the middle half.
   while (range_ < needed) {
     std::vector<int64_t> merged(kBins, 0);
-    for (int j = 0; j < kBins / 2; ++j) {
-      merged[static_cast<size_t>(kBins / 4 + j)] =
-          bins_[static_cast<size_t>(2 * j)] + bins_[static_cast<size_t>(2 * j + 1)];
+    constexpr size_t kHalf = kBins / 2;
+    for (size_t j = 0; j < kHalf; ++j) {
+      merged[kHalf / 2 + j] = bins_[2 * j] + bins_[2 * j + 1];
     }
     bins_ = std::move(merged);
     range_ *= 2;
@@ -124,15 +124,15 @@ double EntropyThreshold(const Histogram& h) {
   constexpr int kLevels = 128;
   std::vector<double> hist(kAbsBins, 0.0);
   const std::vector<int64_t>& bins = h.bins();
-  for (int j = 0; j < kAbsBins; ++j) {
-    hist[static_cast<size_t>(j)] = static_cast<double>(bins[static_cast<size_t>(kAbsBins + j)] +
-                                                       bins[static_cast<size_t>(kAbsBins - 1 - j)]);
+  constexpr size_t kAbs = kAbsBins;
+  for (size_t j = 0; j < kAbs; ++j) {
+    hist[j] = static_cast<double>(bins[kAbs + j] + bins[kAbs - 1 - j]);
   }
   const double width = h.half_range() / kAbsBins;
   std::vector<double> suffix(kAbsBins + 1, 0.0);
   for (int j = kAbsBins - 1; j >= 0; --j) {
-    suffix[static_cast<size_t>(j)] =
-        suffix[static_cast<size_t>(j + 1)] + hist[static_cast<size_t>(j)];
+    const size_t k = static_cast<size_t>(j);
+    suffix[k] = suffix[k + 1] + hist[k];
   }
   double best_kl = std::numeric_limits<double>::infinity();
   int best_i = kAbsBins;

@@ -168,7 +168,10 @@ TEST_F(HalfModelTest, WritesHalfWeightsBehindCasts) {
       EXPECT_EQ(cast->op_type, "Cast");
       EXPECT_EQ(cast->GetInt("to", 0), 1);  // FLOAT
       const Value& h = g->value(cast->inputs[0]);
-      EXPECT_EQ(h.name, name + "_" + p);
+      std::string want_name = name;
+      want_name += "_";
+      want_name += p;
+      EXPECT_EQ(h.name, want_name);
       ASSERT_TRUE(h.is_constant());
       ASSERT_EQ(h.constant->dtype(), dtype);
       ASSERT_EQ(h.constant->shape(), fp32->shape());

@@ -234,7 +234,7 @@ std::vector<std::string> PreparePasses() {
           "conv_bn_folding"};
 }
 
-Result<std::shared_ptr<const Graph>> PrepareGraph(std::shared_ptr<const Graph> graph) {
+Result<std::shared_ptr<const Graph>> PrepareGraph(const std::shared_ptr<const Graph>& graph) {
   const std::vector<std::string> keep = PreparePasses();
   OptimizerOptions options;
   for (const PassInfo& p : ListPasses()) {
@@ -242,7 +242,7 @@ Result<std::shared_ptr<const Graph>> PrepareGraph(std::shared_ptr<const Graph> g
       options.disabled_passes.emplace_back(p.name);
     }
   }
-  KILN_ASSIGN_OR_RETURN(OptimizedGraph result, OptimizeGraph(std::move(graph), options));
+  KILN_ASSIGN_OR_RETURN(OptimizedGraph result, OptimizeGraph(graph, options));
   return result.graph;
 }
 

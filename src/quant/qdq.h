@@ -50,7 +50,7 @@ std::vector<std::string> PreparePasses();
 
 // Runs the optimizer with every pass but PreparePasses() disabled, so BatchNormalization is folded
 // into Conv weights before they are quantized and no ai.kiln fused op appears.
-Result<std::shared_ptr<const Graph>> PrepareGraph(std::shared_ptr<const Graph> graph);
+Result<std::shared_ptr<const Graph>> PrepareGraph(const std::shared_ptr<const Graph>& graph);
 
 std::vector<QuantizableLayer> FindQuantizableLayers(const Graph& graph);
 

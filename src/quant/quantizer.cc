@@ -33,12 +33,12 @@ void Log(const LogFn& log, std::string_view line) {
 // A session over `graph` as kiln serves it: the full optimizer, the best kernels.
 // `weight_precision`: OptimizerOptions::weight_precision ("" auto, or "fp16" / "bf16" for the
 // half-precision runs, so the constant weights are held as the model stores them).
-Result<std::unique_ptr<Session>> MakeSession(std::shared_ptr<const Graph> graph, int threads,
+Result<std::unique_ptr<Session>> MakeSession(const std::shared_ptr<const Graph>& graph, int threads,
                                              const std::string& weight_precision) {
   OptimizerOptions opt_options;
   opt_options.weight_precision = weight_precision;
   opt_options.target = KernelTargetFor(DeviceType::kCpu);
-  KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(std::move(graph), opt_options));
+  KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(graph, opt_options));
   SessionOptions options;
   options.intra_op_threads = threads;
   return Session::Create(optimized.graph, options);
@@ -57,12 +57,11 @@ double Median(std::vector<double> v) {
 }
 
 // Runs `graph` over `data`; with `log`, a progress line at every quarter of a long run.
-Result<Evaluation> Evaluate(std::shared_ptr<const Graph> graph, const Dataset& data,
+Result<Evaluation> Evaluate(const std::shared_ptr<const Graph>& graph, const Dataset& data,
                             const RunOptions& run_options, const Tensor* reference,
                             const LogFn& log = nullptr, const std::string& weight_precision = "") {
   Evaluation e;
-  KILN_ASSIGN_OR_RETURN(e.session,
-                        MakeSession(std::move(graph), run_options.threads, weight_precision));
+  KILN_ASSIGN_OR_RETURN(e.session, MakeSession(graph, run_options.threads, weight_precision));
   const Session* session = e.session.get();
   int64_t last_quarter = 0;
   const bool long_run =
@@ -205,7 +204,7 @@ struct Calibrated {
   int64_t samples = 0;
 };
 
-Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
+Result<Calibrated> PrepareAndCalibrate(const std::shared_ptr<const Graph>& imported,
                                        const std::string& what, const std::string& calib_dir,
                                        CalibrationMethod method, double percentile,
                                        ActivationType activation_type, int64_t calib_samples,
@@ -216,7 +215,7 @@ Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
   }
   Calibrated c;
   Log(log, "preparing the graph (constant folding, Conv+BatchNormalization folding)");
-  KILN_ASSIGN_OR_RETURN(c.graph, PrepareGraph(std::move(imported)));
+  KILN_ASSIGN_OR_RETURN(c.graph, PrepareGraph(imported));
   c.layers = FindQuantizableLayers(*c.graph);
   if (c.layers.empty()) {
     return Status::FailedPrecondition(fmt::format(
@@ -252,7 +251,7 @@ Result<Calibrated> PrepareAndCalibrate(std::shared_ptr<const Graph> imported,
 
 }  // namespace
 
-Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
+Result<QuantizedGraph> QuantizeGraph(const std::shared_ptr<const Graph>& graph,
                                      const std::string& calib_dir,
                                      const QuantizeGraphOptions& options) {
   if (graph == nullptr) return Status::InvalidArgument("QuantizeGraph: null graph");
@@ -260,9 +259,9 @@ Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
   run_options.batch_size = options.batch_size;
   run_options.threads = options.threads;
   KILN_ASSIGN_OR_RETURN(
-      Calibrated c, PrepareAndCalibrate(std::move(graph), "the model", calib_dir, options.method,
-                                        options.percentile, options.activation_type,
-                                        options.calib_samples, run_options, nullptr));
+      Calibrated c,
+      PrepareAndCalibrate(graph, "the model", calib_dir, options.method, options.percentile,
+                          options.activation_type, options.calib_samples, run_options, nullptr));
   KILN_ASSIGN_OR_RETURN(Int8Target target, ResolveInt8Target("native"));
   QdqOptions qdq_options;
   qdq_options.per_channel = options.per_channel;
@@ -938,6 +937,7 @@ Result<Dataset> LoadValidateData(const ValidateOptions& options, const Graph& gr
   if (options.load_inputs) {
     KILN_ASSIGN_OR_RETURN(std::vector<InputSamples> inputs, options.load_inputs(graph));
     std::vector<std::string> files;
+    files.reserve(inputs.size());
     for (const InputSamples& in : inputs) files.push_back(in.file);
     KILN_ASSIGN_OR_RETURN(data,
                           MakeDataset(std::move(inputs), graph,

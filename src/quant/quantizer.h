@@ -173,7 +173,7 @@ struct QuantizedGraph {
 
 // Errors: those of PrepareGraph, LoadDataset and the calibration runs; FAILED_PRECONDITION for a
 // graph with no quantizable layer or one that is already quantized.
-Result<QuantizedGraph> QuantizeGraph(std::shared_ptr<const Graph> graph,
+Result<QuantizedGraph> QuantizeGraph(const std::shared_ptr<const Graph>& graph,
                                      const std::string& calib_dir,
                                      const QuantizeGraphOptions& options);
 

@@ -321,12 +321,12 @@ Result<OwnedTensor> SliceOutput(const BatchingPlan& plan, size_t output,
   for (const BatchingPlan::Crop& c : spec.crops) {
     const std::string& input = plan.inputs[static_cast<size_t>(c.input)].name;
     const int64_t want = InputOf(request, input).tensor.shape().dim(c.input_dim + 1);
-    if (c.dim + 1 >= t.rank() || want > box[static_cast<size_t>(c.dim + 1)]) {
+    if (c.dim + 1 >= t.rank() || want > box[static_cast<size_t>(c.dim) + 1]) {
       return Status::Internal(
           fmt::format("output '{}' has shape {}: cannot crop dim {} to {} (dim {} of input '{}')",
                       spec.name, t.shape().ToString(), c.dim, want, c.input_dim, input));
     }
-    box[static_cast<size_t>(c.dim + 1)] = want;
+    box[static_cast<size_t>(c.dim) + 1] = want;
   }
   if (row == 0 && b == t.dim(0) && box == src_dims) return batch_output;
   KILN_ASSIGN_OR_RETURN(Shape shape, Shape::Create(box));

@@ -77,7 +77,7 @@ class Pending {
     for (auto& f : futures_) {
       if (f.wait_for(kWait) != std::future_status::ready) {
         ADD_FAILURE() << "a request was not answered";
-        out.push_back(Status::DeadlineExceeded("not answered"));
+        out.emplace_back(Status::DeadlineExceeded("not answered"));
         continue;
       }
       out.push_back(f.get());
@@ -139,7 +139,7 @@ class GraphBuilder {
     v.constant = std::make_shared<const OwnedTensor>(std::move(t));
     return graph_->AddValue(std::move(v));
   }
-  int Op(std::string op, std::vector<int> inputs, std::string out, DataType dtype,
+  int Op(std::string op, std::vector<int> inputs, const std::string& out, DataType dtype,
          std::vector<Attribute> attributes = {}) {
     const int id = Add(out, dtype, {});
     graph_->mutable_value(id).type.has_shape = false;
@@ -423,7 +423,7 @@ TEST_F(BatchingE2eTest, OutOfMemorySplitsTheBatchUntilOnlyOversizedRequestsFail)
   ASSERT_TRUE(model);
   std::mt19937 rng(3);
 
-  const auto run = [&](std::vector<int64_t> batch_sizes) {
+  const auto run = [&](const std::vector<int64_t>& batch_sizes) {
     std::vector<std::vector<float>> sums;
     Pending pending;
     for (int64_t b : batch_sizes) {

@@ -157,7 +157,7 @@ LoadedModelImpl::LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRun
 
 Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     int64_t version, const inference::ModelConfig& config, std::shared_ptr<const Graph> graph,
-    const InstanceOptions& options, OutputLabels output_labels) {
+    const InstanceOptions& options, const OutputLabels& output_labels) {
   KILN_CHECK(graph != nullptr, "LoadedModelImpl::Create: null graph");
   const std::string& model = config.name();
   // Weight bytes are those of the model as imported (its initializers), whatever the optimizer

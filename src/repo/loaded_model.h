@@ -67,7 +67,7 @@ class LoadedModelImpl final : public LoadedModel {
                                                          const inference::ModelConfig& config,
                                                          std::shared_ptr<const Graph> graph,
                                                          const InstanceOptions& options = {},
-                                                         OutputLabels output_labels = {});
+                                                         const OutputLabels& output_labels = {});
   // Shuts down (see Shutdown) if that has not happened yet.
   ~LoadedModelImpl() override;
   LoadedModelImpl(const LoadedModelImpl&) = delete;

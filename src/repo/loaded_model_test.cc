@@ -185,7 +185,7 @@ TEST(LoadedModel, ValidationErrorsComeBackOnTheCallerThread) {
   request->inputs.push_back(FloatInput("B", {1, 1}, {1}));
   bool called = false;
   const std::thread::id caller = std::this_thread::get_id();
-  model->Infer(std::move(request), [&](Result<InferResponse> r) {
+  model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
     called = true;
     EXPECT_EQ(std::this_thread::get_id(), caller);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -193,7 +193,7 @@ TEST(LoadedModel, ValidationErrorsComeBackOnTheCallerThread) {
   });
   EXPECT_TRUE(called);
   bool null_called = false;
-  model->Infer(nullptr, [&](Result<InferResponse> r) {
+  model->Infer(nullptr, [&](const Result<InferResponse>& r) {
     null_called = true;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   });
@@ -236,6 +236,7 @@ TEST(LoadedModel, ManyConcurrentRequestsEachAnsweredOnce) {
   std::atomic<int> ok{0};
   std::atomic<int> calls{0};
   std::vector<std::thread> clients;
+  clients.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     clients.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
@@ -268,7 +269,7 @@ TEST(LoadedModel, ShutdownDrainsQueuedRequestsThenRefuses) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::promise<void> first_running;
-  model->Infer(make_request(), [&](Result<InferResponse> r) {
+  model->Infer(make_request(), [&](const Result<InferResponse>& r) {
     EXPECT_TRUE(r.ok());
     first_running.set_value();
     released.wait();
@@ -277,7 +278,7 @@ TEST(LoadedModel, ShutdownDrainsQueuedRequestsThenRefuses) {
 
   std::atomic<int> ok{0};
   std::atomic<int> unavailable{0};
-  const auto count = [&](Result<InferResponse> r) {
+  const auto count = [&](const Result<InferResponse>& r) {
     if (r.ok())
       ok++;
     else if (r.status().code() == StatusCode::kUnavailable)
@@ -292,9 +293,9 @@ TEST(LoadedModel, ShutdownDrainsQueuedRequestsThenRefuses) {
   int accepted = 5;
   for (;;) {
     auto refused = std::make_shared<std::atomic<bool>>(false);
-    model->Infer(make_request(), [&count, refused](Result<InferResponse> r) {
+    model->Infer(make_request(), [&count, refused](const Result<InferResponse>& r) {
       if (!r.ok() && r.status().code() == StatusCode::kUnavailable) *refused = true;
-      count(std::move(r));
+      count(r);
     });
     if (*refused) break;
     ++accepted;
@@ -306,7 +307,7 @@ TEST(LoadedModel, ShutdownDrainsQueuedRequestsThenRefuses) {
   EXPECT_EQ(model->queued(), 0u);
 
   bool refused = false;
-  model->Infer(make_request(), [&](Result<InferResponse> r) {
+  model->Infer(make_request(), [&](const Result<InferResponse>& r) {
     refused = true;
     EXPECT_THAT(r.status().message(), HasSubstr("model 'pair' version 3 is shutting down"));
   });
@@ -323,7 +324,7 @@ TEST(LoadedModel, LastReferenceDroppedInsideItsOwnCallback) {
   // The callback owns the only reference; destroying the model on its worker must not deadlock.
   std::shared_ptr<LoadedModel> holder = std::move(model);
   raw->Infer(std::move(request),
-             [&done, keep = std::move(holder)](Result<InferResponse> r) mutable {
+             [&done, keep = std::move(holder)](const Result<InferResponse>& r) mutable {
                EXPECT_TRUE(r.ok());
                keep.reset();
                done.set_value();
@@ -386,7 +387,7 @@ TEST(LoadedModel, InstancesSplitTheThreadBudget) {
   auto request = std::make_unique<InferRequest>();
   request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
   request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
-  model->Infer(std::move(request), [&](Result<InferResponse> r) {
+  model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     threads.set_value(omp_get_max_threads());
   });
@@ -436,7 +437,7 @@ TEST(LoadedModel, QueueFullAndTimeoutsReachTheCaller) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::promise<void> first_running;
-  model->Infer(make_request(0), [&](Result<InferResponse> r) {
+  model->Infer(make_request(0), [&](const Result<InferResponse>& r) {
     EXPECT_TRUE(r.ok());
     first_running.set_value();
     released.wait();
@@ -446,7 +447,7 @@ TEST(LoadedModel, QueueFullAndTimeoutsReachTheCaller) {
   model->Infer(make_request(300), [&](Result<InferResponse> r) { timed.set_value(std::move(r)); });
   Status full;
   bool answered = false;
-  model->Infer(make_request(0), [&](Result<InferResponse> r) {
+  model->Infer(make_request(0), [&](const Result<InferResponse>& r) {
     answered = true;
     full = r.status();
   });

@@ -275,7 +275,7 @@ Result<std::shared_ptr<LoadedModelImpl>> ModelManagerImpl::LoadVersion(
   KILN_ASSIGN_OR_RETURN(graph, ApplyPrecision(config, std::move(graph), version, model_dir));
   KILN_ASSIGN_OR_RETURN(OutputLabels labels, ReadOutputLabels(config, model_dir));
   return LoadedModelImpl::Create(version, config, std::move(graph), options_.instance_options,
-                                 std::move(labels));
+                                 labels);
 }
 
 ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs::path& dir,

@@ -205,7 +205,7 @@ TEST_F(DemoRepoTest, RequestValidationErrors) {
   Result<std::shared_ptr<LoadedModel>> m = manager->GetModel("add_sub", -1);
   ASSERT_TRUE(m.ok());
   const auto in = [](std::string name, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
-    return ZeroInput(name, t, dims);
+    return ZeroInput(std::move(name), t, std::move(dims));
   };
   struct Case {
     std::vector<InferInput> inputs;
@@ -295,7 +295,7 @@ TEST_F(DemoRepoTest, ShutdownWithRequestsInFlight) {
   for (int i = 0; i < kRequests; ++i) {
     auto request = std::make_unique<InferRequest>();
     request->inputs.push_back(FloatInput("pixels", {4, 64}, std::vector<float>(256, 0.25f)));
-    (*m)->Infer(std::move(request), [&](Result<InferResponse> r) {
+    (*m)->Infer(std::move(request), [&](const Result<InferResponse>& r) {
       calls++;
       if (r.ok()) ok++;
     });
@@ -306,7 +306,7 @@ TEST_F(DemoRepoTest, ShutdownWithRequestsInFlight) {
   bool refused = false;
   auto request = std::make_unique<InferRequest>();
   request->inputs.push_back(FloatInput("pixels", {1, 64}, std::vector<float>(64, 0.f)));
-  (*m)->Infer(std::move(request), [&](Result<InferResponse> r) {
+  (*m)->Infer(std::move(request), [&](const Result<InferResponse>& r) {
     refused = r.status().code() == StatusCode::kUnavailable;
   });
   EXPECT_TRUE(refused);

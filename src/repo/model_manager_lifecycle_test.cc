@@ -188,7 +188,7 @@ TEST_F(LifecycleTest, LoadAndUnloadNeedExplicitMode) {
   for (ModelControlMode mode : {ModelControlMode::kNone, ModelControlMode::kPoll}) {
     auto m = Make(mode);
     ASSERT_TRUE(m->LoadInitialModels().ok());
-    for (Status s : {m->LoadModel("a", {}), m->UnloadModel("a")}) {
+    for (const Status& s : {m->LoadModel("a", {}), m->UnloadModel("a")}) {
       EXPECT_EQ(s.code(), StatusCode::kUnavailable);
       EXPECT_EQ(s.message(), "explicit model load / unload is not allowed if polling is enabled");
     }
@@ -473,7 +473,7 @@ TEST_F(LifecycleTest, VersionSwitchDrainsTheOldVersion) {
   std::atomic<int> ok{0};
   std::atomic<int> calls{0};
   for (int i = 0; i < kRequests; ++i) {
-    v1->Infer(PairRequest(static_cast<float>(i), 4), [&](Result<InferResponse> r) {
+    v1->Infer(PairRequest(static_cast<float>(i), 4), [&](const Result<InferResponse>& r) {
       calls++;
       if (r.ok()) ok++;
     });
@@ -565,6 +565,7 @@ TEST_F(LifecycleTest, StressInferWhileLoadingAndUnloading) {
   // unload drains a bounded backlog whatever the machine's speed.
   constexpr int kMaxInFlight = 8;
   std::array<std::atomic<int>, 4> in_flight{};
+  clients.reserve(in_flight.size());
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&, c] {
       int i = 0;
@@ -589,7 +590,7 @@ TEST_F(LifecycleTest, StressInferWhileLoadingAndUnloading) {
         }
         sent++;
         in_flight[static_cast<size_t>(c)]++;
-        (*model)->Infer(std::move(request), [&, name, c](Result<InferResponse> r) {
+        (*model)->Infer(std::move(request), [&, name, c](const Result<InferResponse>& r) {
           answered++;
           in_flight[static_cast<size_t>(c)]--;
           if (name == "toggled") {

@@ -60,7 +60,7 @@ class ManagerTest : public ::testing::Test {
   void SetUp() override {
     const auto& r = repo_.path();
     const auto model = [&](std::string_view name, std::string_view config,
-                           std::vector<std::pair<std::string, std::string>> files) {
+                           const std::vector<std::pair<std::string, std::string>>& files) {
       if (!config.empty()) WriteFile(r / name / "config.pbtxt", config);
       for (const auto& [rel, word] : files) WriteFile(r / name / rel, word);
     };
@@ -320,7 +320,7 @@ TEST_F(ManagerTest, ShutdownDrainsInFlightRequests) {
     auto request = std::make_unique<InferRequest>();
     request->inputs.push_back(FloatInput("INPUT0", {1, 16}, std::vector<float>(16, 1.f)));
     request->inputs.push_back(FloatInput("INPUT1", {1, 16}, std::vector<float>(16, 2.f)));
-    model->Infer(std::move(request), [&](Result<InferResponse> r) {
+    model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
       calls++;
       if (r.ok()) ok++;
     });
@@ -341,7 +341,7 @@ TEST_F(ManagerTest, ShutdownDrainsInFlightRequests) {
   request->inputs.push_back(FloatInput("INPUT0", {1, 16}, std::vector<float>(16, 1.f)));
   request->inputs.push_back(FloatInput("INPUT1", {1, 16}, std::vector<float>(16, 2.f)));
   bool refused = false;
-  model->Infer(std::move(request), [&](Result<InferResponse> r) {
+  model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
     refused = r.status().code() == StatusCode::kUnavailable;
   });
   EXPECT_TRUE(refused);

@@ -136,10 +136,12 @@ TEST(ServingStressTest, ManyClientsSeveralModelsShutdownInTheMiddle) {
   Tally tally;
   std::atomic<bool> stop{false};
   std::vector<std::unique_ptr<std::counting_semaphore<kInFlight>>> slots;
+  slots.reserve(kClients);
   for (int c = 0; c < kClients; ++c) {
     slots.push_back(std::make_unique<std::counting_semaphore<kInFlight>>(kInFlight));
   }
   std::vector<std::thread> clients;
+  clients.reserve(kClients);
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
       std::mt19937 rng(static_cast<uint32_t>(100 + c));
@@ -217,7 +219,7 @@ TEST(ServingStressTest, ManyClientsSeveralModelsShutdownInTheMiddle) {
   for (const auto& m : models) {
     bool refused = false;
     auto r = std::make_unique<InferRequest>();
-    m->Infer(std::move(r), [&](Result<InferResponse> res) { refused = !res.ok(); });
+    m->Infer(std::move(r), [&](const Result<InferResponse>& res) { refused = !res.ok(); });
     EXPECT_TRUE(refused);
   }
   uint64_t executions = 0;

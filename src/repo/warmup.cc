@@ -278,7 +278,7 @@ Status RunWarmup(LoadedModel& model, const std::vector<WarmupSample>& samples) {
       auto request = std::make_unique<InferRequest>(sample.request);
       std::promise<Status> answered;
       std::future<Status> result = answered.get_future();
-      model.Infer(std::move(request), [&answered](Result<InferResponse> r) {
+      model.Infer(std::move(request), [&answered](const Result<InferResponse>& r) {
         answered.set_value(r.ok() ? Status::OK() : r.status());
       });
       const Status s = result.get();

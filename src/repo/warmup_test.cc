@@ -124,7 +124,7 @@ TEST_F(WarmupTest, Errors) {
       R"(inputs { key: "S" value: { data_type: TYPE_STRING dims: [ 2 ] zero_data: true } }
          inputs { key: "B" value: { data_type: TYPE_BOOL dims: [ 3 ] zero_data: true } }
          inputs { key: "I" value: { data_type: TYPE_INT64 dims: [ 2 ] zero_data: true } })";
-  const auto sample = [&](std::string batch, std::string f) {
+  const auto sample = [&](const std::string& batch, const std::string& f) {
     return "model_warmup [ { name: \"w\" " + batch + " inputs { key: \"F\" value: { " + f +
            " } } " + good_rest + " } ]";
   };

@@ -219,7 +219,7 @@ Result<std::unique_ptr<PlannedAllocator>> AcquireArena(PlanEntry& entry, Allocat
 void ReleaseArena(PlanEntry& entry, std::unique_ptr<PlannedAllocator> arena) {
   arena->BeginRun(nullptr);  // from here on, anything new goes to the heap
   if (!arena->EndRun()) {
-    arena.release();  // orphaned: deletes itself when its last block is freed
+    (void)arena.release();  // orphaned: deletes itself when its last block is freed
     return;
   }
   MutexLock lock(entry.mu);

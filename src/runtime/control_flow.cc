@@ -143,7 +143,7 @@ struct Subgraph {
 };
 
 // The tensor in `v`, or an error naming `what` when it is a sequence or none.
-Result<OwnedTensor> TensorOf(std::string_view op, RuntimeValue v, std::string_view what) {
+Result<OwnedTensor> TensorOf(std::string_view op, const RuntimeValue& v, std::string_view what) {
   if (!v.is_tensor()) {
     return CfError(op, fmt::format("{} must be a tensor, got a {}", what, v.Describe()));
   }
@@ -272,18 +272,17 @@ class LoopKernel final : public ControlFlowKernel {
         KILN_ASSIGN_OR_RETURN(cond, ReadBool("Loop", c.view(), "body 'cond'"));
       }
       for (int c = 0; c < num_carried_; ++c) {
-        inputs[static_cast<size_t>(2 + c)] = std::move(outs[static_cast<size_t>(1 + c)]);
+        inputs[2 + static_cast<size_t>(c)] = std::move(outs[1 + static_cast<size_t>(c)]);
       }
       for (int k = 0; k < num_scan_; ++k) {
-        KILN_ASSIGN_OR_RETURN(
-            OwnedTensor t,
-            TensorOf("Loop", std::move(outs[static_cast<size_t>(1 + num_carried_ + k)]),
-                     fmt::format("scan output {} of the body", k)));
+        KILN_ASSIGN_OR_RETURN(OwnedTensor t,
+                              TensorOf("Loop", outs[static_cast<size_t>(1 + num_carried_ + k)],
+                                       fmt::format("scan output {} of the body", k)));
         scans[static_cast<size_t>(k)].push_back(std::move(t));
       }
     }
     for (int c = 0; c < num_carried_ && c < ctx.num_outputs(); ++c) {
-      ctx.SetOutputValue(c, std::move(inputs[static_cast<size_t>(2 + c)]));
+      ctx.SetOutputValue(c, std::move(inputs[2 + static_cast<size_t>(c)]));
     }
     for (int k = 0; k < num_scan_ && num_carried_ + k < ctx.num_outputs(); ++k) {
       KILN_ASSIGN_OR_RETURN(OwnedTensor stacked,
@@ -441,9 +440,8 @@ class ScanKernel final : public ControlFlowKernel {
                                            a_.num_states + a_.num_scan_outputs));
       }
       for (int i = 0; i < a_.num_states + a_.num_scan_outputs; ++i) {
-        KILN_ASSIGN_OR_RETURN(OwnedTensor out,
-                              TensorOf("Scan", std::move(outs[static_cast<size_t>(i)]),
-                                       fmt::format("body output {}", i)));
+        KILN_ASSIGN_OR_RETURN(OwnedTensor out, TensorOf("Scan", outs[static_cast<size_t>(i)],
+                                                        fmt::format("body output {}", i)));
         if (i < a_.num_states) {
           current[static_cast<size_t>(i)] = std::move(out);
         } else {
@@ -521,8 +519,8 @@ class SequenceMapKernel final : public ControlFlowKernel {
                                                   outs.size(), results.size()));
       }
       for (size_t o = 0; o < outs.size(); ++o) {
-        KILN_ASSIGN_OR_RETURN(OwnedTensor t, TensorOf("SequenceMap", std::move(outs[o]),
-                                                      fmt::format("body output {}", o)));
+        KILN_ASSIGN_OR_RETURN(OwnedTensor t,
+                              TensorOf("SequenceMap", outs[o], fmt::format("body output {}", o)));
         if (k == 0 && results[o].elem_dtype() == DataType::kInvalid) {
           results[o] = TensorSequence(t.dtype());
         }
@@ -579,8 +577,10 @@ Result<std::unique_ptr<Kernel>> CreateLoop(const KernelInfo& info, const CfConte
                                        info.num_inputs(), num_carried));
   }
   std::vector<DataType> scan_dtypes;
-  for (int k = 0; k < num_scan; ++k) {
-    scan_dtypes.push_back(g.value(g.outputs[static_cast<size_t>(1 + num_carried + k)]).type.dtype);
+  scan_dtypes.reserve(static_cast<size_t>(num_scan));
+  const size_t first_scan = 1 + static_cast<size_t>(num_carried);
+  for (size_t k = 0; k < static_cast<size_t>(num_scan); ++k) {
+    scan_dtypes.push_back(g.value(g.outputs[first_scan + k]).type.dtype);
   }
   return std::unique_ptr<Kernel>(
       new LoopKernel(std::move(body), num_carried, num_scan, std::move(scan_dtypes)));

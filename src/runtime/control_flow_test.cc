@@ -10,7 +10,7 @@
 namespace kiln {
 namespace {
 
-ValueType Type(DataType dtype, std::vector<int64_t> dims) {
+ValueType Type(DataType dtype, const std::vector<int64_t>& dims) {
   ValueType t;
   t.dtype = dtype;
   t.has_shape = true;
@@ -269,6 +269,7 @@ OwnedTensor FloatTensor(std::vector<float> v) {
 
 RuntimeValue FloatSeq(const std::vector<std::vector<float>>& elements) {
   std::vector<OwnedTensor> tensors;
+  tensors.reserve(elements.size());
   for (const auto& e : elements) tensors.push_back(FloatTensor(e));
   Result<TensorSequence> s = TensorSequence::Create(DataType::kFloat32, std::move(tensors));
   KILN_CHECK(s.ok(), s.status().ToString());

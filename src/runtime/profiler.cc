@@ -36,7 +36,9 @@ double ConvFlops(std::span<const Tensor> inputs, std::span<const OwnedTensor> ou
     out =
         out * static_cast<double>(w->dim(0)) / static_cast<double>(y.dim(1) * y.dim(y.rank() - 1));
   }
-  return 2.0 * out * static_cast<double>(w->num_elements() / w->dim(0));
+  // Exact: W's element count is a multiple of its first dim.
+  const int64_t per_channel = w->num_elements() / w->dim(0);
+  return 2.0 * out * static_cast<double>(per_channel);
 }
 
 // 2 * X elements * (W elements per input channel): ConvTranspose (W [C, M/group, k...]).
@@ -44,8 +46,8 @@ double ConvTransposeFlops(std::span<const Tensor> inputs) {
   const Tensor* x = InputAt(inputs, 0);
   const Tensor* w = InputAt(inputs, 1);
   if (x == nullptr || w == nullptr || w->rank() < 1 || w->dim(0) == 0) return 0;
-  return 2.0 * static_cast<double>(x->num_elements()) *
-         static_cast<double>(w->num_elements() / w->dim(0));
+  const int64_t per_channel = w->num_elements() / w->dim(0);  // exact, as in ConvFlops
+  return 2.0 * static_cast<double>(x->num_elements()) * static_cast<double>(per_channel);
 }
 
 // 2 * Y elements * K, K the reduced dim of A.

@@ -93,7 +93,7 @@ class Session::RunScope {
             AcquireArena(*entry, *session_.allocator_);
         if (arena.ok()) ReleaseArena(*entry, std::move(arena).value());
       }
-      if (!recorder_->EndRun()) recorder_.release();  // deletes itself with its last block
+      if (!recorder_->EndRun()) (void)recorder_.release();  // deletes itself with its last block
     }
   }
 

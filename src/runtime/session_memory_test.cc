@@ -91,7 +91,8 @@ std::vector<float> RandomInput(int batch, uint32_t seed) {
   return v;
 }
 
-std::unique_ptr<Session> MakeSession(std::shared_ptr<const Graph> g, SessionOptions options) {
+std::unique_ptr<Session> MakeSession(std::shared_ptr<const Graph> g,
+                                     const SessionOptions& options) {
   Result<std::unique_ptr<Session>> s = Session::Create(std::move(g), options);
   KILN_CHECK(s.ok(), s.status().ToString());
   return std::move(s).value();
@@ -214,6 +215,7 @@ TEST(SessionMemoryTest, ConcurrentRunsEachGetTheirOwnArena) {
   }
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::vector<float> x = inputs[static_cast<size_t>(t)];

@@ -109,9 +109,11 @@ TEST(SessionTest, RunsNodesInOrderAndReturnsOutputs) {
 TEST(SessionTest, RunIsRepeatableAndThreadSafe) {
   Result<std::unique_ptr<Session>> s = Session::Create(MakeGraph());
   ASSERT_TRUE(s.ok());
+  constexpr int kThreads = 4;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::atomic<int> failures{0};
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int iter = 0; iter < 50; ++iter) {
         float a[3] = {float(t), float(iter), 1};
@@ -215,8 +217,9 @@ OwnedTensor Floats(const Shape& shape, float fill = 0) {
   return std::move(t).value();
 }
 
-RuntimeValue FloatSeq(std::vector<Shape> shapes) {
+RuntimeValue FloatSeq(const std::vector<Shape>& shapes) {
   std::vector<OwnedTensor> elements;
+  elements.reserve(shapes.size());
   for (const Shape& s : shapes) elements.push_back(Floats(s));
   Result<TensorSequence> seq = TensorSequence::Create(DataType::kFloat32, std::move(elements));
   KILN_CHECK(seq.ok(), seq.status().ToString());

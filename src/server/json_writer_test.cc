@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -224,7 +225,7 @@ TEST(JsonWriterTest, FloatAndDoubleRoundTrip) {
     double d2 = 0, f2 = 0;
     ASSERT_EQ(root.at(0).get_double().get(d2), simdjson::SUCCESS) << out;
     ASSERT_EQ(root.at(1).get_double().get(f2), simdjson::SUCCESS) << out;
-    EXPECT_EQ(std::memcmp(&d, &d2, sizeof(d)), 0) << out;
+    EXPECT_EQ(std::bit_cast<uint64_t>(d2), std::bit_cast<uint64_t>(d)) << out;  // same bits
     EXPECT_EQ(static_cast<float>(f2), f) << out;
   }
 }

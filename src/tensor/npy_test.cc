@@ -204,7 +204,8 @@ TEST(NpyTest, MalformedFilesGiveClearErrors) {
   long_header[8] = '\xff';
   const std::vector<BadCase> cases = {
       {"empty", "", StatusCode::kInvalidArgument, "not an NPY file"},
-      {"bad magic", "\x93NUMPZ\x01\x00", StatusCode::kInvalidArgument, "not an NPY file"},
+      {"bad magic", std::string("\x93NUMPZ\x01\x00", 8), StatusCode::kInvalidArgument,
+       "not an NPY file"},
       {"text", "hello world, not numpy", StatusCode::kInvalidArgument, "not an NPY file"},
       {"no version", std::string("\x93NUMPY\x01", 7), StatusCode::kInvalidArgument, "truncated"},
       {"no length", std::string("\x93NUMPY\x01\x00\x10", 9), StatusCode::kInvalidArgument,

@@ -125,6 +125,7 @@ std::string NodesJson(const RunsSummary& s, const Session& session) {
 
 std::string ValuesText(const std::vector<ProfiledValue>& values) {
   std::vector<std::string> items;
+  items.reserve(values.size());
   for (const ProfiledValue& v : values) {
     items.push_back(fmt::format("{} {}{}{}", v.name, DataTypeName(v.dtype), v.shape.ToString(),
                                 v.file.empty() ? "" : fmt::format(" from {}", v.file)));

@@ -29,7 +29,7 @@ using onnx::TensorProto;
 // Helpers.
 
 std::string TestDataDir() {
-  const std::string dir = KILN_ONNX_TESTDATA_DIR;
+  std::string dir = KILN_ONNX_TESTDATA_DIR;
   EXPECT_FALSE(dir.empty())
       << "ONNX backend test data not found at configure time: install libonnx-testdata or set "
          "KILN_ONNX_TESTDATA_DIR";
@@ -52,7 +52,7 @@ onnx::ModelProto NewModel(int64_t opset = 17) {
 }
 
 // Sets a tensor type; dims are "3" (known), "N" (symbolic) or "?" (unknown).
-void SetTensorType(onnx::TypeProto* type, int32_t elem, std::vector<std::string> dims,
+void SetTensorType(onnx::TypeProto* type, int32_t elem, const std::vector<std::string>& dims,
                    bool has_shape = true) {
   onnx::TypeProto_Tensor* t = type->mutable_tensor_type();
   t->set_elem_type(elem);
@@ -70,24 +70,24 @@ void SetTensorType(onnx::TypeProto* type, int32_t elem, std::vector<std::string>
 }
 
 onnx::ValueInfoProto* AddInput(onnx::GraphProto* g, const std::string& name, int32_t elem,
-                               std::vector<std::string> dims) {
+                               const std::vector<std::string>& dims) {
   onnx::ValueInfoProto* vi = g->add_input();
   vi->set_name(name);
-  SetTensorType(vi->mutable_type(), elem, std::move(dims));
+  SetTensorType(vi->mutable_type(), elem, dims);
   return vi;
 }
 
 onnx::ValueInfoProto* AddOutput(onnx::GraphProto* g, const std::string& name, int32_t elem,
-                                std::vector<std::string> dims, bool has_shape = true) {
+                                const std::vector<std::string>& dims, bool has_shape = true) {
   onnx::ValueInfoProto* vi = g->add_output();
   vi->set_name(name);
-  SetTensorType(vi->mutable_type(), elem, std::move(dims), has_shape);
+  SetTensorType(vi->mutable_type(), elem, dims, has_shape);
   return vi;
 }
 
 onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
-                         std::vector<std::string> inputs, std::vector<std::string> outputs,
-                         const std::string& name = "") {
+                         const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, const std::string& name = "") {
   onnx::NodeProto* n = g->add_node();
   n->set_op_type(op);
   n->set_name(name);
@@ -96,8 +96,8 @@ onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
   return n;
 }
 
-TensorProto FloatTensor(const std::string& name, std::vector<int64_t> dims,
-                        std::vector<float> values) {
+TensorProto FloatTensor(const std::string& name, const std::vector<int64_t>& dims,
+                        const std::vector<float>& values) {
   TensorProto t;
   t.set_name(name);
   t.set_data_type(TensorProto::FLOAT);
@@ -257,7 +257,7 @@ TEST(OnnxImporterTest, NestedSubgraphCapturesBecomeImplicitInputsAtEveryLevel) {
   AddInput(g, "c", TensorProto::BOOL, {});
   AddInput(g, "a", TensorProto::FLOAT, {"2"});
   auto branch = [](onnx::GraphProto* b, const std::string& name, const std::string& op,
-                   std::vector<std::string> in) {
+                   const std::vector<std::string>& in) {
     b->set_name(name);
     AddNode(b, op, in, {name + "_y"});
     AddOutput(b, name + "_y", TensorProto::FLOAT, {"2"});

@@ -13,7 +13,7 @@ namespace {
 using onnx::TensorProto;
 
 void AddTensorInfo(onnx::ValueInfoProto* vi, const std::string& name, int32_t elem,
-                   std::vector<int64_t> dims) {
+                   const std::vector<int64_t>& dims) {
   vi->set_name(name);
   auto* t = vi->mutable_type()->mutable_tensor_type();
   t->set_elem_type(elem);
@@ -21,7 +21,8 @@ void AddTensorInfo(onnx::ValueInfoProto* vi, const std::string& name, int32_t el
 }
 
 onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
-                         std::vector<std::string> inputs, std::vector<std::string> outputs) {
+                         const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs) {
   onnx::NodeProto* n = g->add_node();
   n->set_op_type(op);
   for (const std::string& in : inputs) n->add_input(in);

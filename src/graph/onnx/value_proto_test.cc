@@ -52,7 +52,7 @@ std::vector<int64_t> Values(const OwnedTensor& t) {
   return std::vector<int64_t>(t.data<const int64_t>(), t.data<const int64_t>() + t.num_elements());
 }
 
-TensorProto FloatProto(std::vector<int64_t> dims, std::vector<float> values) {
+TensorProto FloatProto(const std::vector<int64_t>& dims, const std::vector<float>& values) {
   TensorProto t;
   t.set_data_type(TensorProto::FLOAT);
   for (int64_t d : dims) t.add_dims(d);

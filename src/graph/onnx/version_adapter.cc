@@ -199,6 +199,7 @@ class NodeRewrite {
       return AddInitializer(hint, std::move(reshaped));
     }
     std::vector<int64_t> axes;
+    axes.reserve(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) axes.push_back(rank + i);
     const ValueType& type = KnownType(scope_, id);
     Value out;

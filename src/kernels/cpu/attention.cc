@@ -129,7 +129,7 @@ class AttentionKernel final : public Kernel {
               off += (rem % score_dims[static_cast<size_t>(dd)]) * ms[static_cast<size_t>(dd)];
               rem /= score_dims[static_cast<size_t>(dd)];
             }
-            const int64_t mt = ms[static_cast<size_t>(lead + 1)];
+            const int64_t mt = ms[static_cast<size_t>(lead) + 1];
             if (mt == 1) {
               BinaryF32(BinaryKind::kAdd, sr, mask + off, sr, t_len);
             } else {

@@ -350,11 +350,9 @@ class ConvKernel final : public Kernel {
     }
     plan->reorder_wei = PlanReorder(plan->wei_user, plan->wei_md, &plan->wei_reorder);
     if (plan->reorder_wei) {
-      if (w_const_ != nullptr && plan->bf16) {
-        plan->packed_wei = packed_.Get(plan->wei_user, w_const_->raw_data(), plan->wei_md);
-      } else if (w_const_ != nullptr && w_half_) {  // pre-pack once per format
+      if (w_const_ != nullptr && w_half_ && !plan->bf16) {  // pre-pack once per format
         plan->packed_half = packed_.GetHalf(plan->wei_user, w_const_->raw_data(), plan->wei_md);
-      } else if (w_const_ != nullptr) {
+      } else if (w_const_ != nullptr) {  // an FP32 W, or a BF16 W packed as stored
         plan->packed_wei = packed_.Get(plan->wei_user, w_const_->raw_data(), plan->wei_md);
       }
     }

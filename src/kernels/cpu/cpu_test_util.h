@@ -152,7 +152,7 @@ class KernelCase {
           inputs.push_back(p.node.inputs[i].constant->view());
           break;
         case kOmitted:
-          inputs.push_back(Tensor());
+          inputs.emplace_back();
           break;
       }
     }

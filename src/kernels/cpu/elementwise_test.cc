@@ -171,6 +171,7 @@ TEST(CpuElementwiseTest, GeluBothFormsOverWideRange) {
       c.Input(MakeTensor<float>(Shape({static_cast<int64_t>(values.size())}), values));
       if (tanh_form) c.Attr(StringAttr("approximate", "tanh"));
       std::vector<float> expected;
+      expected.reserve(values.size());
       for (float v : values) expected.push_back(static_cast<float>(GeluRef(v, tanh_form)));
       ExpectClose(c.Run("cpu"),
                   MakeTensor<float>(Shape({static_cast<int64_t>(values.size())}), expected), 1e-4,

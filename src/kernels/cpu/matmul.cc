@@ -514,6 +514,7 @@ class MatMulKernel final : public Kernel {
     KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 2, OpName()));
     const int n_ref_inputs = kind_ == OpKind::kGemm ? 3 : 2;
     std::vector<Tensor> inputs;
+    inputs.reserve(n_ref_inputs);
     for (int i = 0; i < n_ref_inputs; ++i) {
       inputs.push_back(i < ctx.num_inputs() ? ctx.input(i) : Tensor());
     }

@@ -23,7 +23,8 @@ struct PoolCase {
   std::string auto_pad{};
 };
 
-KernelCase MakePool(std::string op, const PoolCase& pc, std::mt19937& rng, int include_pad = 0) {
+KernelCase MakePool(const std::string& op, const PoolCase& pc, std::mt19937& rng,
+                    int include_pad = 0) {
   KernelCase c(op, 17);
   c.Input(RandomTensor(Shape(std::span<const int64_t>(pc.x)), rng));
   c.Attr(IntsAttr("kernel_shape", pc.k));

@@ -175,7 +175,8 @@ void CompareProviders(const KernelCase& c, const std::string& what) {
   }
 }
 
-KernelCase MakeQConv(const QConvCase& cc, const QOptions& o, std::mt19937& rng, std::string op) {
+KernelCase MakeQConv(const QConvCase& cc, const QOptions& o, std::mt19937& rng,
+                     const std::string& op) {
   KernelCase c(op, 13);
   const bool kiln_op = op == kQConvOp;
   if (kiln_op) c.Domain(std::string(kKilnDomain), 1);
@@ -276,7 +277,7 @@ TEST(CpuQuantizedTest, QLinearConvMatchesReference) {
 }
 
 KernelCase MakeQMatMul(const std::vector<int64_t>& a, int64_t n, const QOptions& o,
-                       std::mt19937& rng, std::string op) {
+                       std::mt19937& rng, const std::string& op) {
   KernelCase c(op, 13);
   const bool kiln_op = op == kQMatMulOp;
   if (kiln_op) c.Domain(std::string(kKilnDomain), 1);

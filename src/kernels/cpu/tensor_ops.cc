@@ -47,6 +47,7 @@ class TransposeKernel final : public Kernel {
     }
     if (static_cast<int>(perm.size()) != rank) return reference_->Compute(ctx);
     std::vector<int64_t> out_dims;
+    out_dims.reserve(perm.size());
     for (int64_t p : perm) out_dims.push_back(x.dim(static_cast<int>(p)));
     KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));

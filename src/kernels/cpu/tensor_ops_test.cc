@@ -54,6 +54,7 @@ TEST(CpuGatherTest, MatchesReference) {
             ds[static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(ds.size()) : axis)];
         std::uniform_int_distribution<int64_t> dist(-rows, rows - 1);
         std::vector<int64_t> idx;
+        idx.reserve(6);
         for (int i = 0; i < 6; ++i) idx.push_back(dist(rng));
         KernelCase c("Gather", 13);
         c.Input(RandomTensor(S(ds), rng));

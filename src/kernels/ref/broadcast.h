@@ -65,7 +65,7 @@ inline DimArray BroadcastStrides(const Shape& in, const Shape& out) {
   int64_t stride = 1;
   const int offset = out.rank() - in.rank();
   for (int i = in.rank() - 1; i >= 0; --i) {
-    strides[static_cast<size_t>(i + offset)] = in.dim(i) == 1 ? 0 : stride;
+    strides[static_cast<size_t>(i) + static_cast<size_t>(offset)] = in.dim(i) == 1 ? 0 : stride;
     stride *= in.dim(i);
   }
   return strides;

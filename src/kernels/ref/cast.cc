@@ -67,9 +67,9 @@ std::string FormatDecimal(bool negative, std::string_view digits, int exp10) {
     s.append(static_cast<size_t>(exp10 + 1 - n), '0');
     s += ".0";
   } else {
-    s += digits.substr(0, static_cast<size_t>(exp10 + 1));
+    s += digits.substr(0, static_cast<size_t>(exp10) + 1);
     s += '.';
-    s += digits.substr(static_cast<size_t>(exp10 + 1));
+    s += digits.substr(static_cast<size_t>(exp10) + 1);
   }
   return s;
 }

@@ -211,6 +211,7 @@ class EinsumKernel final : public Kernel {
       }
     }
     std::vector<int64_t> out_dims;
+    out_dims.reserve(out_labels.size());
     for (int l : out_labels) out_dims.push_back(size[static_cast<size_t>(l)]);
     KILN_ASSIGN_OR_RETURN(Shape out_shape, Shape::Create(out_dims));
     int64_t sum_size = 1;

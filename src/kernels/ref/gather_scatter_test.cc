@@ -21,8 +21,8 @@ std::vector<float> Iota(int64_t n) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
   return v;
 }
-OwnedTensor I64(const Shape& s, std::vector<int64_t> v) { return MakeTensor<int64_t>(s, v); }
-OwnedTensor I64(std::vector<int64_t> v) {
+OwnedTensor I64(const Shape& s, const std::vector<int64_t>& v) { return MakeTensor<int64_t>(s, v); }
+OwnedTensor I64(const std::vector<int64_t>& v) {
   const int64_t n = static_cast<int64_t>(v.size());
   return MakeTensor<int64_t>({n}, v);
 }
@@ -50,6 +50,7 @@ TEST(GatherTest, RandomizedStrings) {
   for (int trial = 0; trial < 20; ++trial) {
     const int rank = 1 + static_cast<int>(rng() % 3);
     std::vector<int64_t> dims;
+    dims.reserve(static_cast<size_t>(rank));
     for (int d = 0; d < rank; ++d) dims.push_back(1 + static_cast<int64_t>(rng() % 3));
     const int axis = static_cast<int>(rng() % static_cast<unsigned>(rank));
     const Shape s(dims);

@@ -135,6 +135,7 @@ TEST(KilnOpsTest, EveryActivationMatchesItsFormula) {
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_TRUE(out.ok()) << c.name << ": " << out.status().ToString();
     std::vector<float> want;
+    want.reserve(xs.size());
     for (float x : xs) want.push_back(static_cast<float>(c.f(x)));
     SCOPED_TRACE(c.name);
     ExpectNear(out->at(0), Shape{1, n}, want);
@@ -167,7 +168,7 @@ TEST(KilnOpsTest, FusedOpsRejectBadActivations) {
     t.OmittedInput().Input(MakeTensor<float>({1, 1}, {1}));
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_FALSE(out.ok());
-    EXPECT_NE(out.status().message().find("Z"), std::string::npos) << out.status().ToString();
+    EXPECT_NE(out.status().message().find('Z'), std::string::npos) << out.status().ToString();
   }
 }
 
@@ -193,6 +194,7 @@ TEST(KilnOpsTest, GeluBothForms) {
     Result<std::vector<OwnedTensor>> out = t.Run();
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     std::vector<float> want;
+    want.reserve(xs.size());
     for (double x : xs) {
       want.push_back(static_cast<float>(
           approx == "none"

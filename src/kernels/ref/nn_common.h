@@ -48,9 +48,11 @@ T FromDouble(double v) {
     return v != 0;
   } else {
     if (std::isnan(v)) return T{0};
-    // The limits as doubles: lowest is exact (a power of two or 0); max + 1 is a power of two.
+    // The limits as doubles: lowest is exact (a power of two or 0); max + 1 is a power of two,
+    // formed as (max / 2 + 1) * 2: the truncating integer division keeps it from overflowing T.
     const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
-    const double hi_excl = static_cast<double>(std::numeric_limits<T>::max() / 2 + 1) * 2.0;
+    const T half_hi_excl = std::numeric_limits<T>::max() / 2 + 1;
+    const double hi_excl = static_cast<double>(half_hi_excl) * 2.0;
     if (v <= lo) return std::numeric_limits<T>::lowest();
     if (v >= hi_excl) return std::numeric_limits<T>::max();
     return static_cast<T>(v);

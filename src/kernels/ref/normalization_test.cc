@@ -95,8 +95,8 @@ TEST(SoftmaxTest, Errors) {
 }
 
 // X [1,2,1,2]: channel 0 = [1,3], channel 1 = [2,4].
-OpTest BatchNorm(int64_t opset, std::vector<float> scale, std::vector<float> bias,
-                 std::vector<float> mean, std::vector<float> var) {
+OpTest BatchNorm(int64_t opset, const std::vector<float>& scale, const std::vector<float>& bias,
+                 const std::vector<float>& mean, const std::vector<float>& var) {
   OpTest t("BatchNormalization", opset);
   const int64_t c = static_cast<int64_t>(scale.size());
   t.Input(MakeTensor<float>({1, 2, 1, 2}, {1, 3, 2, 4}))

@@ -18,7 +18,7 @@ namespace {
 // x = [[1, 2, 3], [4, 5, 6]] reduced over axis 1 (rows) or axis 0 (columns).
 const std::vector<float> kX = {1, 2, 3, 4, 5, 6};
 
-OwnedTensor RunReduce(const std::string& op, int64_t opset, std::vector<int64_t> axes,
+OwnedTensor RunReduce(const std::string& op, int64_t opset, const std::vector<int64_t>& axes,
                       int64_t keepdims, const OwnedTensor& x) {
   OpTest t(op, opset);
   t.Attr(IntAttr("keepdims", keepdims));

@@ -353,7 +353,7 @@ void ExpectTensor(const OwnedTensor& t, const Shape& shape, const std::vector<T>
         EXPECT_NEAR(a, e, tol * (1 + std::abs(e))) << "element " << i;
       }
     } else {
-      const T e = expected[i];  // also unpacks std::vector<bool>
+      const T& e = expected[i];  // for std::vector<bool>: the unpacked bool (a temporary)
       EXPECT_EQ(p[i], e) << "element " << i;
     }
   }

@@ -5,6 +5,7 @@
 
 #include "kernels/registry.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,7 +80,7 @@ TEST(RefRegistryTest, EveryOpCoversItsOnnxOpsetsWithoutOverlap) {
   }
   for (auto& [key, defs] : by_op) {
     const auto& [domain, op] = key;
-    SCOPED_TRACE(domain.empty() ? op : domain + "." + op);
+    SCOPED_TRACE(domain.empty() ? op : fmt::format("{}.{}", domain, op));
     if (domain == "ai.kiln") continue;  // kiln's own ops (op/kiln_ops.h): kiln_ops_test.cc
     std::sort(defs.begin(), defs.end(), [](const KernelDef* a, const KernelDef* b) {
       return a->since_version < b->since_version;

@@ -33,6 +33,7 @@ ValueType SeqType(DataType dtype) { return ValueType::Sequence(TensorType(dtype)
 // A sequence of 1-D float tensors holding `elements`.
 RuntimeValue FloatSeq(const std::vector<std::vector<float>>& elements) {
   std::vector<OwnedTensor> tensors;
+  tensors.reserve(elements.size());
   for (const std::vector<float>& e : elements) {
     tensors.push_back(MakeTensor<float>(Shape{static_cast<int64_t>(e.size())}, e));
   }

@@ -20,7 +20,7 @@ std::vector<float> Iota(int64_t n, float start = 0) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
   return v;
 }
-OwnedTensor I64(std::vector<int64_t> v) {
+OwnedTensor I64(const std::vector<int64_t>& v) {
   const int64_t n = static_cast<int64_t>(v.size());
   return MakeTensor<int64_t>({n}, v);
 }
@@ -209,6 +209,7 @@ TEST(SliceTest, RandomizedAgainstPython) {
   for (int trial = 0; trial < 60; ++trial) {
     const int rank = 1 + static_cast<int>(rng() % 3);
     std::vector<int64_t> dims;
+    dims.reserve(static_cast<size_t>(rank));
     for (int d = 0; d < rank; ++d) dims.push_back(static_cast<int64_t>(rng() % 5));
     const Shape s(dims);
     const std::vector<int32_t> v = RandomValues<int32_t>(s.NumElements(), rng, -100, 100);
@@ -232,6 +233,7 @@ TEST(SliceTest, RandomizedAgainstPython) {
     }
     if (starts.empty()) continue;
     std::vector<int64_t> out_dims;
+    out_dims.reserve(picked.size());
     for (const auto& p : picked) out_dims.push_back(static_cast<int64_t>(p.size()));
     const Shape os(out_dims);
     const std::vector<int64_t> in_strides = RowMajorStrides(dims);

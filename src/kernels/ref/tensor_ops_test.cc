@@ -19,7 +19,7 @@ std::vector<float> Iota(int64_t n) {
   return v;
 }
 
-OwnedTensor ShapeTensor(std::vector<int64_t> dims) {
+OwnedTensor ShapeTensor(const std::vector<int64_t>& dims) {
   const int64_t n = static_cast<int64_t>(dims.size());
   return MakeTensor<int64_t>({n}, dims);
 }
@@ -73,8 +73,8 @@ TEST(ReshapeTest, AllowZero) {
 
 TEST(ReshapeTest, Errors) {
   const OwnedTensor x = MakeTensor<float>({2, 3}, Iota(6));
-  auto reshape = [&](std::vector<int64_t> dims) {
-    return OpTest("Reshape", 13).Input(x).ConstInput(ShapeTensor(std::move(dims))).RunStatus();
+  auto reshape = [&](const std::vector<int64_t>& dims) {
+    return OpTest("Reshape", 13).Input(x).ConstInput(ShapeTensor(dims)).RunStatus();
   };
   ExpectInvalid(reshape({4, 2}), {"Reshape", "cannot reshape input [2,3] (6 elements) to [4,2]"});
   ExpectInvalid(reshape({-1, -1}), {"Reshape", "more than one -1"});

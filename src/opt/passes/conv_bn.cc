@@ -43,7 +43,7 @@ class ConvBnFoldingPass final : public Pass {
       const OwnedTensor* stats[4];
       bool ok = true;
       for (int i = 0; i < 4; ++i) {
-        stats[i] = ed.Constant(bn.inputs[static_cast<size_t>(i + 1)]);
+        stats[i] = ed.Constant(bn.inputs[static_cast<size_t>(i) + 1]);
         if (stats[i] == nullptr || stats[i]->dtype() != DataType::kFloat32 ||
             stats[i]->num_elements() != m) {
           ok = false;

@@ -126,14 +126,15 @@ class LayoutSelectionPass final : public Pass {
       if (std::optional<ConvFacts> f = ConvCandidate(ed, n, block)) {
         convs[id] = *f;
         channels_of_node[id] = f->out_channels;
-      } else if (IsOnnxOp(n, "Add") && n.inputs.size() == 2 && n.outputs.size() == 1 &&
-                 candidate_output(n.inputs[0]) && candidate_output(n.inputs[1]) &&
-                 channels_of_value[n.inputs[0]] == channels_of_value[n.inputs[1]] &&
-                 SameStaticShape(ed.value(n.inputs[0]).type, ed.value(n.inputs[1]).type) &&
-                 SameStaticShape(ed.value(n.inputs[0]).type, ed.value(n.outputs[0]).type)) {
-        channels_of_node[id] = channels_of_value[n.inputs[0]];
-      } else if (IsOnnxOp(n, "Relu") && n.inputs.size() == 1 && n.outputs.size() == 1 &&
-                 candidate_output(n.inputs[0])) {
+      } else if ((IsOnnxOp(n, "Add") && n.inputs.size() == 2 && n.outputs.size() == 1 &&
+                  candidate_output(n.inputs[0]) && candidate_output(n.inputs[1]) &&
+                  channels_of_value[n.inputs[0]] == channels_of_value[n.inputs[1]] &&
+                  SameStaticShape(ed.value(n.inputs[0]).type, ed.value(n.inputs[1]).type) &&
+                  SameStaticShape(ed.value(n.inputs[0]).type, ed.value(n.outputs[0]).type)) ||
+                 (IsOnnxOp(n, "Relu") && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+                  candidate_output(n.inputs[0]))) {
+        // An Add of two candidates with the same channels and shape, or a Relu of a candidate:
+        // the output has the channels of input 0.
         channels_of_node[id] = channels_of_value[n.inputs[0]];
       } else {
         continue;

@@ -77,16 +77,12 @@ std::optional<Dims> Broadcast(const Dims& a, const Dims& b) {
     const Dim one{1, {}};
     const Dim& x = i < r - a.size() ? one : a[i - (r - a.size())];
     const Dim& y = i < r - b.size() ? one : b[i - (r - b.size())];
-    if (x.known() && x.value == 1)
+    // An unknown dim against a known one must be 1 or equal to it: the result is the known one,
+    // unless that is 1.
+    if ((x.known() && x.value == 1) || (!x.known() && y.known() && y.value != 1))
       out[i] = y;
-    else if (y.known() && y.value == 1)
+    else if ((y.known() && y.value == 1) || Same(x, y) || (x.known() && !y.known()))
       out[i] = x;
-    else if (Same(x, y))
-      out[i] = x;
-    else if (x.known() && !y.known())
-      out[i] = x;  // y must be 1 or equal: the result is x
-    else if (y.known() && !x.known())
-      out[i] = y;
     else if (x.known() && y.known())
       return std::nullopt;  // invalid broadcast
     else

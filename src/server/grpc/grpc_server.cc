@@ -360,7 +360,8 @@ class GrpcInferSink final : public ResponseSink {
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
 // `cancellation` (may be null) is set when the client goes away.
 // The request's numeric raw inputs borrow the message's bytes: `msg` lives until they are gone.
-void StartGrpcInference(Impl* server, std::shared_ptr<const inference::ModelInferRequest> msg_ptr,
+void StartGrpcInference(Impl* server,
+                        const std::shared_ptr<const inference::ModelInferRequest>& msg_ptr,
                         std::shared_ptr<const Cancellation> cancellation,
                         std::function<void(Result<InferResponse>)> done) {
   const inference::ModelInferRequest& msg = *msg_ptr;
@@ -374,7 +375,7 @@ void StartGrpcInference(Impl* server, std::shared_ptr<const inference::ModelInfe
     done(model.status());
     return;
   }
-  Result<std::unique_ptr<InferRequest>> request = DecodeModelInferRequest(msg, std::move(msg_ptr));
+  Result<std::unique_ptr<InferRequest>> request = DecodeModelInferRequest(msg, msg_ptr);
   if (!request.ok()) {
     done(request.status());
     return;
@@ -621,20 +622,19 @@ void HandleInfer(Impl* server, InferCall* call) {
     call->Finish(parsed);
     return;
   }
-  StartGrpcInference(server, std::move(request), call->cancellation(),
-                     [call](Result<InferResponse> result) {
-                       if (!result.ok()) {
-                         call->Finish(result.status());
-                         return;
-                       }
-                       Result<WireMessage> wire = EncodeModelInferResponse(*result);
-                       if (!wire.ok()) {
-                         call->Finish(wire.status());
-                         return;
-                       }
-                       *call->response() = ToByteBuffer(std::move(wire).value());
-                       call->Finish(Status::OK());
-                     });
+  StartGrpcInference(server, request, call->cancellation(), [call](Result<InferResponse> result) {
+    if (!result.ok()) {
+      call->Finish(result.status());
+      return;
+    }
+    Result<WireMessage> wire = EncodeModelInferResponse(*result);
+    if (!wire.ok()) {
+      call->Finish(wire.status());
+      return;
+    }
+    *call->response() = ToByteBuffer(std::move(wire).value());
+    call->Finish(Status::OK());
+  });
 }
 
 using LogCall = UnaryCall<inference::LogSettingsRequest, inference::LogSettingsResponse>;
@@ -787,7 +787,7 @@ class StreamCall {
     std::string id = request->id();
     std::string model = request->model_name();
     std::string version = request->model_version();
-    StartGrpcInference(server_, std::move(request), cancel_,
+    StartGrpcInference(server_, request, cancel_,
                        [this, id = std::move(id), model = std::move(model),
                         version = std::move(version)](Result<InferResponse> result) {
                          Status status = result.status();

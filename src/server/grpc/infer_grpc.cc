@@ -46,14 +46,14 @@ std::span<const int64_t> Dims(const InputTensor& in) {
 // Names of the typed fields that hold values, for error messages.
 std::vector<std::string_view> FilledContentFields(const InferTensorContents& c) {
   std::vector<std::string_view> names;
-  if (c.bool_contents_size() > 0) names.push_back("bool_contents");
-  if (c.int_contents_size() > 0) names.push_back("int_contents");
-  if (c.int64_contents_size() > 0) names.push_back("int64_contents");
-  if (c.uint_contents_size() > 0) names.push_back("uint_contents");
-  if (c.uint64_contents_size() > 0) names.push_back("uint64_contents");
-  if (c.fp32_contents_size() > 0) names.push_back("fp32_contents");
-  if (c.fp64_contents_size() > 0) names.push_back("fp64_contents");
-  if (c.bytes_contents_size() > 0) names.push_back("bytes_contents");
+  if (c.bool_contents_size() > 0) names.emplace_back("bool_contents");
+  if (c.int_contents_size() > 0) names.emplace_back("int_contents");
+  if (c.int64_contents_size() > 0) names.emplace_back("int64_contents");
+  if (c.uint_contents_size() > 0) names.emplace_back("uint_contents");
+  if (c.uint64_contents_size() > 0) names.emplace_back("uint64_contents");
+  if (c.fp32_contents_size() > 0) names.emplace_back("fp32_contents");
+  if (c.fp64_contents_size() > 0) names.emplace_back("fp64_contents");
+  if (c.bytes_contents_size() > 0) names.emplace_back("bytes_contents");
   return names;
 }
 
@@ -341,8 +341,8 @@ Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOut
                   output.name()));
 }
 
-Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(const ModelInferRequest& msg,
-                                                              std::shared_ptr<const void> owner) {
+Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(
+    const ModelInferRequest& msg, const std::shared_ptr<const void>& owner) {
   auto request = std::make_unique<InferRequest>();
   request->id = msg.id();
   KILN_RETURN_IF_ERROR(DecodeParameters(msg, request.get()));

@@ -60,7 +60,8 @@ Result<int64_t> ParseModelVersion(std::string_view version);
 // With `owner` set (it must keep `request` alive), numeric raw contents are borrowed: the
 // inputs' tensors point into the message's bytes and hold `owner`; without it they are copied.
 Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(
-    const inference::ModelInferRequest& request, std::shared_ptr<const void> owner = nullptr);
+    const inference::ModelInferRequest& request,
+    const std::shared_ptr<const void>& owner = nullptr);
 
 // The `classification` parameter of a requested output: its class count (0 when absent).
 // INVALID_ARGUMENT unless it is a non-negative int64_param or uint64_param.

@@ -746,7 +746,7 @@ Result<ParsedInferRequest> ParseRawBinaryInferRequest(std::shared_ptr<const std:
                        signature.name, fmt::join(spec.dims, ","));
   };
   std::string_view payload = data;
-  std::shared_ptr<const void> owner = body;
+  std::shared_ptr<const void> owner = std::move(body);  // keeps `data` valid until replaced
   if (spec.dtype == DataType::kBytes) {
     // The body is the one element of a BYTES tensor of shape [1]: framed with its length.
     const bool one = !dims.empty() && std::all_of(dims.begin(), dims.end(),

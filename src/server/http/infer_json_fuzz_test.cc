@@ -17,21 +17,22 @@ namespace {
 
 const std::vector<std::string>& Seeds() {
   static const std::vector<std::string> seeds = {
-      R"({"id":"r1","inputs":[)"
-      R"({"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1.0,2.5,-3,4e2]},)"
-      R"({"name":"INPUT1","datatype":"FP32","shape":[1,4],"data":[[1,2],[3,4]]}],)"
-      R"("outputs":[{"name":"OUTPUT0"},{"name":"OUTPUT1","parameters":{"binary_data":false}}]})",
-      R"({"inputs":[{"name":"b","datatype":"BOOL","shape":[2],"data":[true,false]},)"
-      R"({"name":"u","datatype":"UINT8","shape":[3],"data":[0,1,255]},)"
-      R"({"name":"i","datatype":"INT64","shape":[2],)"
-      R"("data":[-9223372036854775808,9223372036854775807]}]})",
-      R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[2,1],)"
-      R"("data":[["hello"],["w\u00f6rld \"x\""]]}],)"
-      R"("parameters":{"priority":2,"custom":"abc"}})",
-      R"({"inputs":[{"name":"d","datatype":"FP64","shape":[],"data":[1e-300]},)"
-      R"({"name":"h","datatype":"INT8","shape":[0],"data":[]}],"id":""})",
-      R"({"inputs":[{"name":"x","datatype":"UINT64","shape":[1],"data":[18446744073709551615],)"
-      R"("parameters":{}}],"outputs":[]})",
+      // One body per seed, split over several literals: the parentheses mark the concatenation.
+      (R"({"id":"r1","inputs":[)"
+       R"({"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1.0,2.5,-3,4e2]},)"
+       R"({"name":"INPUT1","datatype":"FP32","shape":[1,4],"data":[[1,2],[3,4]]}],)"
+       R"("outputs":[{"name":"OUTPUT0"},{"name":"OUTPUT1","parameters":{"binary_data":false}}]})"),
+      (R"({"inputs":[{"name":"b","datatype":"BOOL","shape":[2],"data":[true,false]},)"
+       R"({"name":"u","datatype":"UINT8","shape":[3],"data":[0,1,255]},)"
+       R"({"name":"i","datatype":"INT64","shape":[2],)"
+       R"("data":[-9223372036854775808,9223372036854775807]}]})"),
+      (R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[2,1],)"
+       R"("data":[["hello"],["w\u00f6rld \"x\""]]}],)"
+       R"("parameters":{"priority":2,"custom":"abc"}})"),
+      (R"({"inputs":[{"name":"d","datatype":"FP64","shape":[],"data":[1e-300]},)"
+       R"({"name":"h","datatype":"INT8","shape":[0],"data":[]}],"id":""})"),
+      (R"({"inputs":[{"name":"x","datatype":"UINT64","shape":[1],"data":[18446744073709551615],)"
+       R"("parameters":{}}],"outputs":[]})"),
   };
   return seeds;
 }

@@ -16,7 +16,11 @@ constexpr std::array<FailureReason, 4> kRejectionReasons = {
     FailureReason::kQueueFull, FailureReason::kTimeout, FailureReason::kShuttingDown,
     FailureReason::kInvalid};
 
-double Micros(uint64_t ns) { return static_cast<double>(ns / 1000); }
+// Whole microseconds (truncated), as the reference server's *_duration_us counters count.
+double Micros(uint64_t ns) {
+  const uint64_t us = ns / 1000;
+  return static_cast<double>(us);
+}
 
 // A family with one sample per model version.
 template <typename F>
