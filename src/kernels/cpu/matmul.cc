@@ -246,15 +246,14 @@ std::shared_ptr<const GemmWeights> PackGemmWeights(const OwnedTensor& b, bool tr
   w->storage = storage;
   w->elements = GemmPackedElements(w->k, w->n);
   const int64_t row_stride = trans_b ? 1 : w->n, col_stride = trans_b ? w->k : 1;
-  std::shared_ptr<float[]> wide;
-  const float* src = b.data<const float>();
+  std::shared_ptr<float[]> wide;  // a half B widened to FP32 before packing
   if (storage != DataType::kFloat32) {
     wide = AlignedFloats(b.num_elements());
     if (wide == nullptr) return nullptr;
     HalfToFloatParallel(storage, static_cast<const uint16_t*>(b.raw_data()), wide.get(),
                         b.num_elements());
-    src = wide.get();
   }
+  const float* src = wide != nullptr ? wide.get() : b.data<const float>();
   std::shared_ptr<float[]> panels = AlignedFloats(w->elements);
   if (panels == nullptr) return nullptr;
   GemmPackB(src, w->k, w->n, row_stride, col_stride, panels.get());
