@@ -245,6 +245,46 @@ TEST_F(GrpcServerTest, InferAndErrorCodes) {
   EXPECT_EQ(server_->InferencesInFlight(), 0u);
 }
 
+// Typed contents only (no raw_input_contents), so the decoded request borrows nothing from the
+// message, and requested outputs, which the server reads from the message after decoding: the
+// message must live until then (under ASan a freed message fails this test).
+TEST_F(GrpcServerTest, TypedContentsWithRequestedOutputs) {
+  inference::ModelInferRequest request;
+  request.set_model_name("double");
+  request.set_id("typed");
+  auto* in = request.add_inputs();
+  in->set_name("INPUT");
+  in->set_datatype("FP32");
+  in->add_shape(3);
+  for (float v : {1.f, 3.f, 2.f}) in->mutable_contents()->add_fp32_contents(v);
+  request.add_outputs()->set_name("OUTPUT");
+
+  inference::ModelInferResponse response;
+  grpc::Status s = Infer(request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.id(), "typed");
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_EQ(Floats(response.raw_output_contents(0)), (std::vector<float>{2, 6, 4}));
+
+  // The same with the classification extension: the top two of {2, 6, 4} as BYTES elements
+  // (4-byte little-endian length, then the text).
+  (*request.mutable_outputs(0)->mutable_parameters())["classification"].set_int64_param(2);
+  s = Infer(request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.outputs_size(), 1);
+  EXPECT_EQ(response.outputs(0).datatype(), "BYTES");
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  const std::string& raw = response.raw_output_contents(0);
+  std::vector<std::string> classes;
+  for (size_t at = 0; at + 4 <= raw.size();) {
+    uint32_t n = 0;
+    std::memcpy(&n, raw.data() + at, 4);
+    classes.push_back(raw.substr(at + 4, n));
+    at += 4 + n;
+  }
+  EXPECT_EQ(classes, (std::vector<std::string>{"6.000000:1", "4.000000:2"}));
+}
+
 TEST_F(GrpcServerTest, ConcurrentClients) {
   std::atomic<int> ok{0};
   std::vector<std::thread> clients;
