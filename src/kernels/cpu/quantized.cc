@@ -43,6 +43,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -473,7 +474,14 @@ class QuantizedKernel final : public Kernel {
                    : dnnl::convolution_forward::desc(
                          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                          src_any, wei_any, dst_any, win.strides, win.dilates, win.pad_l, win.pad_r);
-      const dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+      dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+      // oneDNN 2.6's jit_1x1 AMX INT8 convolution corrupts the heap when it has a source zero
+      // point (its weights reorder with the zero-point compensation, then a run: glibc aborts;
+      // Debian's 2.6.3 on Sapphire Rapids). The next implementation oneDNN offers (the AMX jit
+      // convolution) computes the same without it.
+      while (x_zp && std::string_view(pd.impl_info_str()) == "jit_1x1:avx512_core_amx_int8") {
+        if (!pd.next_impl()) break;
+      }
       plan->prim = dnnl::convolution_forward(pd);
       plan->src_md = pd.src_desc();
       plan->dst_md = pd.dst_desc();
