@@ -17,6 +17,7 @@
 #include <fstream>
 #include <future>
 
+#include "base/sanitizers.h"
 #include "kernels/registry.h"
 #include "repo/model_manager.h"
 #include "repo/repo_test_util.h"
@@ -117,23 +118,13 @@ bool RunOnce(ModelManager& manager, const std::string& name, int64_t rows) {
 }
 
 // Load/run/unload `name` kCycles times after warming up with `tiny`; checks RSS as above.
-// AddressSanitizer's allocator holds freed blocks in its quarantine (256 MiB by default) and
-// keeps its own pages: RSS says nothing about what kiln gave back there. The Release run
-// measures it; under ASan, LeakSanitizer checks at exit that nothing was lost.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizedAllocator = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitizedAllocator = true;
-#else
-constexpr bool kSanitizedAllocator = false;
-#endif
-#else
-constexpr bool kSanitizedAllocator = false;
-#endif
-
+// The sanitizers' allocators keep what kiln frees: AddressSanitizer holds freed blocks in its
+// quarantine (256 MiB by default), ThreadSanitizer keeps its own pages and shadow memory. RSS
+// says nothing about what kiln gave back there. The Release run measures it; under ASan,
+// LeakSanitizer checks at exit that nothing was lost.
 void CheckUnloadReturnsMemory(const std::string& name, int parts) {
-  if (kSanitizedAllocator) GTEST_SKIP() << "RSS is not measurable under AddressSanitizer";
+  if (kAddressSanitizer || kThreadSanitizer)
+    GTEST_SKIP() << "RSS is not measurable under a sanitizer's allocator";
   if (!HaveKernels()) GTEST_SKIP() << "reference kernels ReduceSum/Sum/Add missing";
   TempDir repo;
   ASSERT_TRUE(WriteModel(repo.path(), name, kRows, parts) && WriteModel(repo.path(), "tiny", 1, 1))

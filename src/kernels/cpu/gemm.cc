@@ -117,7 +117,7 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
   // streams only its share of B; A is read by all), else one run of rows per thread. Fewer,
   // larger tasks stream B better than many small ones. How they are cut never changes an
   // element's arithmetic.
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = ParallelThreads();
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool serial = macs < kSerialMacs || threads <= 1;
   const bool split_columns = !serial && m <= n;
