@@ -251,6 +251,7 @@ Result<GrpcHolder> StartGrpc(const ServeOptions& opt, ModelManager* manager) {
   gopt.port = opt.grpc_port;
   gopt.server_version = KILN_VERSION;
   KILN_ASSIGN_OR_RETURN(GrpcHolder grpc, GrpcServer::Create(gopt, manager));
+  grpc->SetReady(false);  // until every listener is up (Serve)
   KILN_RETURN_IF_ERROR(grpc->Start());
   KILN_LOG_INFO("serving KServe v2 gRPC on {}:{}", opt.grpc_address, grpc->port());
   return grpc;
@@ -329,6 +330,9 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   if (!manager.ok()) return Fail(manager.status());
   Result<std::unique_ptr<HttpServer>> server = MakeHttpServer(opt, manager->get());
   if (!server.ok()) return Fail(server.status());
+  // Not ready until the gRPC and metrics listeners are up too (below): a client that saw
+  // /v2/health/ready answer 200 finds every port open.
+  (*server)->SetReady(false);
   if (Status started = (*server)->Start(); !started.ok()) {
     Fail(started);
     (*manager)->Shutdown();

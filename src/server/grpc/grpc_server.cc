@@ -152,21 +152,11 @@ class GrpcServer::Impl {
       idle_cv_.notify_all();
     }
   }
-  // Runs `fn` on the control thread (model load / unload: they take seconds).
-  void PostControl(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    control_queue_.push_back(std::move(fn));
-    control_cv_.notify_one();
-  }
-
- private:
-  void RegisterCalls(grpc::ServerCompletionQueue* cq);
-  void PollLoop(grpc::ServerCompletionQueue* cq);
-  void ControlLoop();
   // The standard health service: the server ("" service) is SERVING when Ready(); each model,
   // under its own name, when one of its versions is READY and the server is not draining.
-  // Called on every readiness change the server makes and after every load / unload, and once a
-  // second by the control thread (polled repositories change models on their own).
+  // Called on every readiness change the server makes, after every load / unload (before its
+  // answer), and once a second by the control thread (polled repositories change models on their
+  // own).
   void UpdateHealth() {
     if (server_ == nullptr) return;
     grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService();
@@ -180,6 +170,18 @@ class GrpcServer::Impl {
     h->SetServingStatus("", serving && manager_->AllModelsReady());
     for (const auto& [name, ready] : models) h->SetServingStatus(name, ready);
   }
+
+  // Runs `fn` on the control thread (model load / unload: they take seconds).
+  void PostControl(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    control_queue_.push_back(std::move(fn));
+    control_cv_.notify_one();
+  }
+
+ private:
+  void RegisterCalls(grpc::ServerCompletionQueue* cq);
+  void PollLoop(grpc::ServerCompletionQueue* cq);
+  void ControlLoop();
 
   GrpcServerOptions options_;
   ModelManager* manager_;
@@ -592,8 +594,11 @@ void HandleLoad(Impl* server, LoadCall* call) {
     call->Finish(Status::Unavailable("the server is shutting down: no model loads"));
     return;
   }
+  // The health service learns of the load before the client does.
   server->PostControl([server, call, name = req.model_name(), options = std::move(options)] {
-    call->Finish(server->manager()->LoadModel(name, options));
+    const Status loaded = server->manager()->LoadModel(name, options);
+    server->UpdateHealth();
+    call->Finish(loaded);
   });
 }
 
@@ -606,7 +611,9 @@ void HandleUnload(Impl* server, UnloadCall* call) {
     return;
   }
   server->PostControl([server, call, name = req.model_name()] {
-    call->Finish(server->manager()->UnloadModel(name));
+    const Status unloaded = server->manager()->UnloadModel(name);
+    server->UpdateHealth();
+    call->Finish(unloaded);
   });
 }
 
