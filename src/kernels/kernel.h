@@ -165,6 +165,11 @@ class Kernel {
   // whose weights this CPU takes at half speed, say); empty for almost every kernel. Sessions
   // gather them (Session::KernelNotes) for kiln profile and the server's load log.
   virtual std::string_view Note() const { return {}; }
+  // The implementations this kernel has run on so far, for kiln profile and
+  // `kiln run --implementations`: oneDNN's name for each primitive it planned ("oneDNN
+  // brgconv:avx512_core"), "kiln ref" when a fast kernel handed a call to its reference kernel;
+  // distinct ones ", "-separated. Empty for kernels with one implementation (the provider says it).
+  virtual std::string Implementation() const { return {}; }
 };
 
 // Builds a kernel for the node in `info`; may reject attributes with INVALID_ARGUMENT.

@@ -155,6 +155,28 @@ Result<OwnedTensor> TensorOf(std::string_view op, const RuntimeValue& v, std::st
 class ControlFlowKernel : public Kernel {
  public:
   bool TakesNonTensorValues() const override { return true; }
+  // The implementations the subgraphs' nodes ran on ("kiln ref", "oneDNN ..."), distinct.
+  std::string Implementation() const override {
+    std::vector<std::string> seen;
+    for (const Subgraph* g : Subgraphs()) {
+      const Session& s = *g->session;
+      for (int n = 0; n < static_cast<int>(s.graph().nodes().size()); ++n) {
+        const std::string impl = s.implementation(n);
+        size_t begin = 0;
+        while (begin < impl.size()) {  // split ", "-joined lists so each appears once
+          size_t end = impl.find(", ", begin);
+          if (end == std::string::npos) end = impl.size();
+          std::string one = impl.substr(begin, end - begin);
+          if (std::find(seen.begin(), seen.end(), one) == seen.end()) seen.push_back(one);
+          begin = end + 2;
+        }
+      }
+    }
+    return fmt::format("{}", fmt::join(seen, ", "));
+  }
+
+ protected:
+  virtual std::vector<const Subgraph*> Subgraphs() const = 0;
 };
 
 // What building a control-flow kernel needs besides the node's description: the graph node itself
@@ -219,6 +241,7 @@ class IfKernel final : public ControlFlowKernel {
   }
 
  private:
+  std::vector<const Subgraph*> Subgraphs() const override { return {&then_, &else_}; }
   Subgraph then_, else_;
 };
 
@@ -294,6 +317,7 @@ class LoopKernel final : public ControlFlowKernel {
   }
 
  private:
+  std::vector<const Subgraph*> Subgraphs() const override { return {&body_}; }
   Subgraph body_;
   int num_carried_;
   int num_scan_;
@@ -466,6 +490,7 @@ class ScanKernel final : public ControlFlowKernel {
     return Status::OK();
   }
 
+  std::vector<const Subgraph*> Subgraphs() const override { return {&body_}; }
   Subgraph body_;
   Attrs a_;
 };
@@ -550,6 +575,7 @@ class SequenceMapKernel final : public ControlFlowKernel {
     return ctx.input(i).valid() ? "a tensor" : "nothing (the input is omitted)";
   }
 
+  std::vector<const Subgraph*> Subgraphs() const override { return {&body_}; }
   Subgraph body_;
   // Element type per output sequence from the declared types; kInvalid: from the first element.
   std::vector<DataType> output_dtypes_;

@@ -235,6 +235,11 @@ std::string_view Session::provider(int node) const {
   return kernels_[static_cast<size_t>(node)].def->provider;
 }
 
+std::string Session::implementation(int node) const {
+  const Kernel* k = kernels_[static_cast<size_t>(node)].kernel.get();
+  return k == nullptr ? std::string() : k->Implementation();
+}
+
 std::vector<std::pair<std::string, int>> Session::KernelNotes() const {
   std::vector<std::pair<std::string, int>> notes;
   for (const NodeKernel& k : kernels_) {

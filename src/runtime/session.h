@@ -134,6 +134,10 @@ class Session {
 
   // Name of the kernel provider chosen for node i ("ref", ...), for profiles and tests.
   std::string_view provider(int node) const;
+  // The implementations node i's kernel has run on so far (Kernel::Implementation: "oneDNN
+  // jit:avx2", "kiln ref", ...; a control-flow node lists its subgraphs'); "" when the provider
+  // says it all.
+  std::string implementation(int node) const;
 
   // The distinct non-empty Kernel::Note()s of the graph's kernels, each with the number of nodes
   // whose kernel gave it, in node order of first appearance.

@@ -13,7 +13,9 @@ random-output ops are checked for shape and dtype only and counted separately.
 
 Every case gets one status:
   pass         every output of every data set matches
-  fail         kiln ran but an output differs (the detail names the output and max error)
+  fail         kiln ran but an output differs (the detail names the output and max error), or
+               a node ran on a oneDNN reference primitive (`kiln run --implementations`), which
+               kiln never plans
   unsupported  kiln refused the model at load (an op, opset, type or value kind it lacks)
   error        kiln failed in another way (the detail is its one-line reason)
   random       a random-output op: shapes and dtypes checked, values cannot be
@@ -199,6 +201,18 @@ def model_ops(m):
     return ops
 
 
+def reference_primitives(path):
+    """The nodes of a `kiln run --implementations` file that ran a oneDNN reference primitive
+    ("oneDNN ref:any", ...), which kiln must never plan (docs/kernels.md); "" when none."""
+    found = []
+    with open(path) as f:
+        for line in f:
+            node, op, _, impl = (line.rstrip("\n").split("\t") + ["", "", "", ""])[:4]
+            if any(i.startswith("oneDNN ref") for i in impl.split(", ")):
+                found.append(f"node {node} ({op}): {impl}")
+    return "; ".join(found)
+
+
 def run_case(kiln, key, case_dir, timeout, workdir):
     model = os.path.join(case_dir, "model.onnx")
     proto = load_model(model)
@@ -212,7 +226,10 @@ def run_case(kiln, key, case_dir, timeout, workdir):
         set_dir = os.path.join(case_dir, s)
         out = os.path.join(workdir, key.replace("/", "__"), s)
         try:
-            r = subprocess.run([kiln, "run", model, "--inputs-dir", set_dir, "--output-dir", out],
+            impls = out + ".implementations"
+            os.makedirs(os.path.dirname(impls), exist_ok=True)
+            r = subprocess.run([kiln, "run", model, "--inputs-dir", set_dir, "--output-dir", out,
+                                "--implementations", impls],
                                capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return key, "error", f"timed out after {timeout} s"
@@ -223,6 +240,9 @@ def run_case(kiln, key, case_dir, timeout, workdir):
                 return key, "error", f"crashed with signal {-r.returncode}: {msg}"
             status = "unsupported" if any(m in msg for m in UNSUPPORTED_MARKERS) else "error"
             return key, status, msg
+        slow = reference_primitives(impls)
+        if slow:
+            return key, "fail", f"{s}: planned oneDNN's reference implementation: {slow}"
         n = len([f for f in os.listdir(set_dir) if re.fullmatch(r"output_\d+\.pb", f)])
         for i in range(n):
             kind = kinds[i] if i < len(kinds) else "tensor"

@@ -83,15 +83,19 @@ class ConvKernel final : public Kernel {
   int64_t PackedWeightBytes() const override {
     return static_cast<int64_t>(packed_.resident_bytes());
   }
+  std::string Implementation() const override { return impls_.Joined(); }
 
-  // Plain Conv and blocked FusedConv keep the reference kernel for what oneDNN does not take
-  // (non-FLOAT, rank outside 3..5, empty tensors, configurations oneDNN does not implement); its
+  // The reference kernel of the node, for what oneDNN does not take (non-FLOAT, rank outside
+  // 3..5, empty tensors, configurations where oneDNN has only its reference implementation); its
   // checks and messages then apply.
   void set_fallback(std::unique_ptr<Kernel> k) { fallback_ = std::move(k); }
 
   Status Compute(KernelContext& ctx) const override {
     const char* op = fused_ ? "FusedConv" : "Conv";
-    if (fallback_ != nullptr && !FastPathApplies(ctx)) return fallback_->Compute(ctx);
+    if (fallback_ != nullptr && !FastPathApplies(ctx)) {
+      impls_.Record("kiln ref");
+      return fallback_->Compute(ctx);
+    }
     KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 2, op));
     const bool has_bias = ctx.has_input(2);
     const bool has_z = fused_ && ctx.has_input(3);
@@ -158,6 +162,7 @@ class ConvKernel final : public Kernel {
     if (!plan_or.ok()) {
       // A configuration oneDNN does not implement: plain Conv still runs on the reference.
       if (fallback_ != nullptr && plan_or.status().code() == StatusCode::kInternal) {
+        impls_.Record("kiln ref");
         return fallback_->Compute(ctx);
       }
       return plan_or.status();
@@ -285,28 +290,29 @@ class ConvKernel final : public Kernel {
       return MakeAttr(ops);
     };
     const dnnl::engine& eng = CpuEngine();
-    const auto make_desc = [&](dt type) {
+    const auto make_desc = [&](dt type, const dnnl::memory::desc& src,
+                               const dnnl::memory::desc& dst) {
       const dnnl::memory::desc wei_any(wei_dims, type, tag::any);
       return has_bias
-                 ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                   dnnl::algorithm::convolution_direct,
-                                                   src_any(type), wei_any, plan->bias_md, dst_any,
-                                                   win.strides, win.dilates, win.pad_l, win.pad_r)
-                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                   dnnl::algorithm::convolution_direct,
-                                                   src_any(type), wei_any, dst_any, win.strides,
-                                                   win.dilates, win.pad_l, win.pad_r);
+                 ? dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                       wei_any, plan->bias_md, dst, win.strides, win.dilates, win.pad_l, win.pad_r)
+                 : dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                       wei_any, dst, win.strides, win.dilates, win.pad_l, win.pad_r);
     };
     // A BFLOAT16 W on a CPU with BF16 dot products: the convolution computes in BF16 (X rounded
     // to BF16, products accumulated in FP32, Y in FP32), about 2x the FP32 rate on 3x3 layers,
     // when oneDNN has a BF16 kernel for it (never its reference one); else FP32 as below.
-    dnnl::convolution_forward::desc desc = make_desc(dt::f32);
+    dnnl::convolution_forward::desc desc = make_desc(dt::f32, src_any(dt::f32), dst_any);
+    dnnl::memory::desc dst_chosen = dst_any;
     dnnl::convolution_forward::primitive_desc pd;
     if (w_half_ && packed_.storage() == DataType::kBFloat16 && CpuComputesBf16()) {
       try {
-        const dnnl::convolution_forward::desc bf16 = make_desc(dt::bf16);
+        const dnnl::convolution_forward::desc bf16 =
+            make_desc(dt::bf16, src_any(dt::bf16), dst_any);
         dnnl::convolution_forward::primitive_desc candidate(bf16, make_attr(false), eng);
-        if (std::string_view(candidate.impl_info_str()).find("ref") == std::string_view::npos) {
+        if (SkipReferenceImpls(candidate)) {
           desc = bf16;
           pd = candidate;
           plan->bf16 = true;
@@ -316,16 +322,46 @@ class ConvKernel final : public Kernel {
       }
     }
     if (!plan->bf16) {
-      try {
-        pd = dnnl::convolution_forward::primitive_desc(desc, make_attr(false), eng);
-      } catch (const dnnl::error& e) {
+      // The formats tried, best first, each with oneDNN's implementations other than its
+      // reference ones: the preferred ones above (a blocked operand fixed, as its region has
+      // it); then every operand left to oneDNN, with reorders at the edges (AVX2 has no 8-blocked
+      // kernel for a dilated convolution, say); then plain NCHW, where oneDNN's GEMM-based
+      // convolution takes any geometry. Only when all of them have nothing but the reference
+      // implementation does kiln's own reference kernel run instead.
+      const dnnl::memory::desc src_free(src_dims, dt::f32, tag::any);
+      const dnnl::memory::desc dst_free(dst_dims, dt::f32, tag::any);
+      const dnnl::memory::desc src_plain(src_dims, dt::f32, PlainTag(rank));
+      const dnnl::memory::desc dst_plain(dst_dims, dt::f32, PlainTag(rank));
+      const std::pair<dnnl::memory::desc, dnnl::memory::desc> formats[] = {
+          {src_any(dt::f32), dst_any}, {src_free, dst_free}, {src_plain, dst_plain}};
+      bool found = false;
+      for (const auto& [src, dst] : formats) {
+        try {
+          const dnnl::convolution_forward::desc candidate_desc = make_desc(dt::f32, src, dst);
+          dnnl::convolution_forward::primitive_desc candidate(candidate_desc, make_attr(false),
+                                                              eng);
+          if (!SkipReferenceImpls(candidate)) continue;
+          desc = candidate_desc;
+          dst_chosen = dst;
+          pd = candidate;
+          found = true;
+          break;
+        } catch (const dnnl::error& e) {
+          if (e.status != dnnl_unimplemented) throw;
+        }
+      }
+      if (!found) {
+        if (fallback_ == nullptr) {
+          return Status::Unimplemented(fmt::format(
+              "{}: oneDNN has only its reference convolution for this configuration", label_));
+        }
         // Remembered per shape, so a configuration oneDNN lacks is not retried on every call.
-        if (e.status != dnnl_unimplemented || fallback_ == nullptr) throw;
         plan->unimplemented = true;
+        impls_.Record("kiln ref");
         return plan;
       }
     }
-    if (has_z && dst_any == plan->dst_user) {
+    if (has_z && dst_chosen == plan->dst_user) {
       try {
         dnnl::convolution_forward::primitive_desc binary(desc, make_attr(true), eng);
         if (std::string_view(binary.impl_info_str()) == pd.impl_info_str()) {
@@ -336,6 +372,7 @@ class ConvKernel final : public Kernel {
         // No binary post-op for this configuration: the sum form stays.
       }
     }
+    impls_.Record(OnednnImpl(pd.impl_info_str()));
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->wei_md = pd.weights_desc();
@@ -418,6 +455,7 @@ class ConvKernel final : public Kernel {
   }
 
   std::string label_;
+  ImplementationLog impls_;
   ref::WindowAttrs window_;
   int64_t group_;
   Activation act_;
@@ -460,7 +498,12 @@ Result<std::unique_ptr<Kernel>> MakeConv(const KernelInfo& info, bool fused) {
   if (x_block > 0 || y_block > 0) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateKilnFusedConv(info));
     kernel->set_fallback(std::move(fallback));
-  } else if (!fused) {
+  } else if (fused) {
+    // The reference reads activation_params strictly (op/kiln_ops.h) where this kernel takes
+    // the defaults of an empty list: a node only this kernel accepts runs without a fallback.
+    Result<std::unique_ptr<Kernel>> fallback = ref::CreateKilnFusedConv(info);
+    if (fallback.ok()) kernel->set_fallback(std::move(fallback).value());
+  } else {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateConv(info));
     kernel->set_fallback(std::move(fallback));
   }

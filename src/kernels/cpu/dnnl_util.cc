@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <optional>
@@ -160,6 +161,25 @@ bool PlanReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, d
   const dnnl::engine& eng = CpuEngine();
   *out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
   return true;
+}
+
+bool IsReferenceImpl(std::string_view impl_info) { return impl_info.starts_with("ref"); }
+
+std::string OnednnImpl(std::string_view impl_info) { return "oneDNN " + std::string(impl_info); }
+
+void ImplementationLog::Record(std::string_view impl) const {
+  MutexLock lock(mu_);
+  if (std::find(seen_.begin(), seen_.end(), impl) == seen_.end()) seen_.emplace_back(impl);
+}
+
+std::string ImplementationLog::Joined() const {
+  MutexLock lock(mu_);
+  std::string out;
+  for (const std::string& s : seen_) {
+    if (!out.empty()) out += ", ";
+    out += s;
+  }
+  return out;
 }
 
 dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops) {

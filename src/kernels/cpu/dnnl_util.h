@@ -82,6 +82,38 @@ DnnlWindow ToDnnlWindow(const ref::WindowGeometry& g);
 // the reorder primitive that does it.
 bool PlanReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, dnnl::reorder* out);
 
+// True for oneDNN's reference implementations ("ref:any", "ref_int8:any", "ref_fused_..."):
+// loops written for correctness, up to hundreds of times slower than its jit ones (a dilated 3x3
+// convolution from an 8-blocked source on AVX2 took 44 s). kiln never plans one: each kernel
+// tries other implementations and formats and otherwise runs its own kernel (docs/kernels.md).
+bool IsReferenceImpl(std::string_view impl_info);
+
+// Moves `pd` to its first implementation that is not a reference one (oneDNN lists them best
+// first); false, with `pd` unchanged, when only reference ones remain.
+template <typename PrimitiveDesc>
+bool SkipReferenceImpls(PrimitiveDesc& pd) {
+  while (IsReferenceImpl(pd.impl_info_str())) {
+    if (!pd.next_impl()) return false;
+  }
+  return true;
+}
+
+// The implementations one kernel's plans run on (oneDNN's impl_info_str, or kiln's own kernel),
+// for Kernel::Implementation (kiln profile, kiln run --implementations). Thread-safe.
+class ImplementationLog {
+ public:
+  void Record(std::string_view impl) const KILN_EXCLUDES(mu_);
+  // The distinct implementations in first-use order, ", "-separated; "" before any plan.
+  std::string Joined() const KILN_EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  mutable std::vector<std::string> seen_ KILN_GUARDED_BY(mu_);
+};
+
+// "oneDNN <impl_info_str>", the form ImplementationLog records for a oneDNN primitive.
+std::string OnednnImpl(std::string_view impl_info);
+
 // Primitive attributes with user scratchpad and the given post-ops.
 dnnl::primitive_attr MakeAttr(const dnnl::post_ops& ops);
 

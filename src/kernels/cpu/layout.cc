@@ -47,6 +47,8 @@ class BlockReorderKernel final : public Kernel {
         channels_(channels),
         fallback_(std::move(fallback)) {}
 
+  std::string Implementation() const override { return impls_.Joined(); }
+
   Status Compute(KernelContext& ctx) const override {
     if (!ctx.has_input(0)) return fallback_->Compute(ctx);
     const Tensor& in = ctx.input(0);
@@ -56,7 +58,10 @@ class BlockReorderKernel final : public Kernel {
                       in.num_elements() > 0 && (block_ == 8 || block_ == 16) &&
                       (to_blocked_ || (in.dim(in.rank() - 1) == block_ &&
                                        in.dim(1) == (channels_ + block_ - 1) / block_));
-    if (!fast) return fallback_->Compute(ctx);  // its checks and messages apply
+    if (!fast) {  // its checks and messages apply
+      impls_.Record("kiln ref");
+      return fallback_->Compute(ctx);
+    }
     // The logical [N, C, spatial...] dims.
     std::vector<int64_t> dims(in.shape().dims().begin(), in.shape().dims().begin() + plain_rank);
     if (!to_blocked_) dims[1] = channels_;
@@ -93,11 +98,15 @@ class BlockReorderKernel final : public Kernel {
     }
     KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out));
     const dnnl::engine& eng = CpuEngine();
-    plan->prim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_md, eng, plan->dst_md));
+    // oneDNN picks one reorder per format pair (no iterator); plain <-> blocked FP32 is jit.
+    const dnnl::reorder::primitive_desc pd(eng, plan->src_md, eng, plan->dst_md);
+    impls_.Record(OnednnImpl(pd.impl_info_str()));
+    plan->prim = dnnl::reorder(pd);
     return plan;
   }
 
   std::string label_;
+  ImplementationLog impls_;
   bool to_blocked_;
   int64_t block_, channels_;
   std::unique_ptr<Kernel> fallback_;

@@ -241,6 +241,39 @@ TEST(CpuLayoutTest, BlockedFusedConvRunsOnOneDnnWithoutReorders) {
   }
 }
 
+TEST(CpuLayoutTest, BlockedDilatedConvNeverPlansOneDnnReference) {
+  // oneDNN 2.6 has no 8-blocked AVX2 kernel for a dilated 3x3 convolution (its blocked formats
+  // fixed, it offers only ref:any, 44 s for one layer of a segmentation model). The kernel must
+  // take another format (reorders at the edges, oneDNN's GEMM convolution) and stay exact.
+  std::mt19937 rng(17);
+  for (int64_t b : {8, 16}) {
+    for (int64_t dilation : {2, 4}) {
+      KernelCase k("FusedConv", 13);
+      k.Domain(std::string(kKilnDomain), 1)
+          .Input(Block(RandomTensor(Shape({1, 32, 13, 13}), rng), b))
+          .ConstInput(RandomTensor(Shape({24, 32, 3, 3}), rng))
+          .ConstInput(RandomTensor(Shape({24}), rng))
+          .Attr(IntsAttr("pads", {dilation, dilation, dilation, dilation}))
+          .Attr(IntsAttr("dilations", {dilation, dilation}))
+          .Attr(IntAttr("x_block", b))
+          .Attr(IntAttr("y_block", b));
+      const std::string what = fmt::format("block {} dilation {}", b, dilation);
+      Result<KernelCase::Prepared> p = k.Prepare("cpu");
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      Result<OwnedTensor> got = k.Execute(*p);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectClose(*got, k.Run("ref"), 1e-4, what);
+      ExpectZeroPadding(*got, 24, what);
+      const std::string impl = p->kernel->Implementation();
+      EXPECT_EQ(impl.find("oneDNN ref"), std::string::npos) << what << ": " << impl;
+      // Below AVX2 no blocked region is formed; above it, oneDNN runs the layer itself.
+      if (PreferredChannelBlock() > 0) {
+        EXPECT_EQ(impl.rfind("oneDNN ", 0), 0u) << what << ": " << impl;
+      }
+    }
+  }
+}
+
 TEST(CpuLayoutTest, ResidualOfAFixedFormatConvIsReadInPlace) {
   // A residual Z in Y's fixed format (blocked, or a plain pointwise conv) is added by a
   // binary-add post-op reading Z itself: one primitive, no copy, no reorder, no reference code;

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -65,6 +66,7 @@ struct Problem {
 
 struct MatMulPlan {
   dnnl::matmul prim;
+  std::string impl;  // OnednnImpl of the primitive
   dnnl::memory::desc a_md, b_user, b_md, bias_md, y_md, scratch_md;
   bool reorder_b = false;
   dnnl::reorder b_reorder;
@@ -124,7 +126,8 @@ std::shared_ptr<MatMulPlan> BuildBf16Plan(const Problem& p, const OwnedTensor& b
   } catch (const dnnl::error&) {
     return nullptr;
   }
-  if (std::string_view(pd.impl_info_str()).find("ref") != std::string_view::npos) return nullptr;
+  if (!SkipReferenceImpls(pd)) return nullptr;
+  plan->impl = OnednnImpl(pd.impl_info_str());
   plan->prim = dnnl::matmul(pd);
   plan->b_md = pd.weights_desc();
   plan->scratch_md = pd.scratchpad_desc();
@@ -147,8 +150,11 @@ Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTenso
   plan->y_md = dnnl::memory::desc(p.y_dims, dt::f32, PlainStrides(p.y_dims));
   const dnnl::memory::desc b_any(p.b_dims, dt::f32, dnnl::memory::format_tag::any);
   const dnnl::memory::desc& b_desc = b_const != nullptr ? b_any : plan->b_user;
-  const dnnl::matmul::primitive_desc pd(MatMulDesc(p, plan->a_md, b_desc, *plan), MatMulAttr(p),
-                                        eng);
+  dnnl::matmul::primitive_desc pd(MatMulDesc(p, plan->a_md, b_desc, *plan), MatMulAttr(p), eng);
+  if (!SkipReferenceImpls(pd)) {  // kiln's reference kernel runs instead
+    return Status::Unimplemented("oneDNN has only its reference matmul for this problem");
+  }
+  plan->impl = OnednnImpl(pd.impl_info_str());
   plan->prim = dnnl::matmul(pd);
   plan->b_md = pd.weights_desc();
   plan->scratch_md = pd.scratchpad_desc();
@@ -292,6 +298,7 @@ class MatMulKernel final : public Kernel {
   int64_t PackedWeightBytes() const override {
     return static_cast<int64_t>(packed_.resident_bytes()) + (gemm_ ? gemm_->bytes() : 0);
   }
+  std::string Implementation() const override { return impls_.Joined(); }
 
   Status Compute(KernelContext& ctx) const override {
     if (!FastPathApplies(ctx)) return RunReference(ctx);
@@ -312,6 +319,7 @@ class MatMulKernel final : public Kernel {
     p.act = act_;
     if (gemm_ != nullptr && p.a_dims.size() == 2 && p.b_dims.size() == 2 &&
         p.b_dims[0] == gemm_->k && p.b_dims[1] == gemm_->n) {
+      if (!gemm_recorded_.exchange(true, std::memory_order_relaxed)) impls_.Record("kiln gemm");
       return RunGemm(ctx, p, out, gemm_c, has_z);
     }
     PlanCache<MatMulPlan>::Key key(p.a_dims.begin(), p.a_dims.end());
@@ -321,11 +329,16 @@ class MatMulKernel final : public Kernel {
     key.push_back(p.sum);
     std::shared_ptr<const MatMulPlan> plan;
     Status built = CatchDnnl(label_, [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(plan,
-                            cache_.Get(key, [&] { return BuildPlan(p, b_const_.get(), packed_); }));
+      KILN_ASSIGN_OR_RETURN(plan, cache_.Get(key, [&]() -> Result<std::shared_ptr<MatMulPlan>> {
+        KILN_ASSIGN_OR_RETURN(std::shared_ptr<MatMulPlan> built,
+                              BuildPlan(p, b_const_.get(), packed_));
+        impls_.Record(built->impl);
+        return built;
+      }));
       return Status::OK();
     });
-    if (!built.ok()) return RunReference(ctx);  // a shape oneDNN does not implement
+    // A shape oneDNN does not implement, or implements only in its reference code.
+    if (!built.ok()) return RunReference(ctx);
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
     Prefill(ctx, gemm_c, has_z, y);
     const void* bias = !p.bias_dims.empty() ? ctx.input(2).raw_data() : nullptr;
@@ -509,6 +522,7 @@ class MatMulKernel final : public Kernel {
   // The reference kernel on A, B (and C / Bias for Gemm); for the fused ops, Bias, Z and the
   // activation are applied here afterwards.
   Status RunReference(KernelContext& ctx) const {
+    impls_.Record("kiln ref");
     if (!fused_) return reference_->Compute(ctx);
     KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 2, OpName()));
     const int n_ref_inputs = kind_ == OpKind::kGemm ? 3 : 2;
@@ -559,6 +573,8 @@ class MatMulKernel final : public Kernel {
   }
 
   std::string label_;
+  ImplementationLog impls_;
+  mutable std::atomic<bool> gemm_recorded_{false};  // "kiln gemm" is in impls_
   OpKind kind_;
   bool fused_;
   Activation act_;

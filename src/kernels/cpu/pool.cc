@@ -51,9 +51,12 @@ class PoolKernel final : public Kernel {
         window_(std::move(window)),
         reference_(std::move(reference)) {}
 
+  std::string Implementation() const override { return impls_.Joined(); }
+
   Status Compute(KernelContext& ctx) const override {
     if (ctx.num_inputs() < 1 || !ctx.has_input(0) || !IsFastTensor(ctx.input(0)) ||
         ctx.num_outputs() > 1) {
+      impls_.Record("kiln ref");
       return reference_->Compute(ctx);
     }
     const Tensor& x = ctx.input(0);
@@ -66,7 +69,10 @@ class PoolKernel final : public Kernel {
       }));
       return Status::OK();
     });
-    if (!built.ok() || declined || plan == nullptr) return reference_->Compute(ctx);
+    if (!built.ok() || declined || plan == nullptr) {
+      impls_.Record("kiln ref");
+      return reference_->Compute(ctx);
+    }
     KILN_ASSIGN_OR_RETURN(Tensor y,
                           ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
@@ -119,14 +125,19 @@ class PoolKernel final : public Kernel {
     const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, plan->src_md,
                                               plan->dst_md, strides, kernel, dilation, pad_l,
                                               pad_r);
-    const dnnl::pooling_v2_forward::primitive_desc pd(desc, MakeAttr(dnnl::post_ops()),
-                                                      CpuEngine());
+    dnnl::pooling_v2_forward::primitive_desc pd(desc, MakeAttr(dnnl::post_ops()), CpuEngine());
+    if (!SkipReferenceImpls(pd)) {  // only oneDNN's reference pooling: kiln's runs instead
+      declined = true;
+      return Status::Unimplemented("declined");
+    }
+    impls_.Record(OnednnImpl(pd.impl_info_str()));
     plan->prim = dnnl::pooling_v2_forward(pd);
     plan->scratch_md = pd.scratchpad_desc();
     return plan;
   }
 
   std::string label_;
+  ImplementationLog impls_;
   bool max_;
   bool count_include_pad_;
   ref::WindowAttrs window_;

@@ -374,7 +374,10 @@ class QuantizedKernel final : public Kernel {
       return Status::OK();
     });
     if (!built.ok()) {
-      if (built.code() == StatusCode::kInternal) return reference_->Compute(ctx);
+      if (built.code() == StatusCode::kInternal) {
+        impls_.Record("kiln ref");
+        return reference_->Compute(ctx);
+      }
       return built;
     }
     KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, p_.y_dtype, plan->out_shape));
@@ -385,6 +388,8 @@ class QuantizedKernel final : public Kernel {
     if (subtract_zp != 0) SubtractZeroPoint(subtract_zp, y);
     return Status::OK();
   }
+
+  std::string Implementation() const override { return impls_.Joined(); }
 
   std::string_view Note() const override {
     if (p_.w_split == nullptr) return {};
@@ -479,9 +484,16 @@ class QuantizedKernel final : public Kernel {
       // point (its weights reorder with the zero-point compensation, then a run: glibc aborts;
       // Debian's 2.6.3 on Sapphire Rapids). The next implementation oneDNN offers (the AMX jit
       // convolution) computes the same without it.
-      while (x_zp && std::string_view(pd.impl_info_str()) == "jit_1x1:avx512_core_amx_int8") {
-        if (!pd.next_impl()) break;
+      // oneDNN's reference implementations are skipped as everywhere (IsReferenceImpl).
+      const auto rejected = [&](std::string_view impl) {
+        return IsReferenceImpl(impl) || (x_zp && impl == "jit_1x1:avx512_core_amx_int8");
+      };
+      while (rejected(pd.impl_info_str())) {
+        if (!pd.next_impl()) {
+          return Status::Internal("oneDNN has only its reference INT8 convolution here");
+        }
       }
+      impls_.Record(OnednnImpl(pd.impl_info_str()));
       plan->prim = dnnl::convolution_forward(pd);
       plan->src_md = pd.src_desc();
       plan->dst_md = pd.dst_desc();
@@ -517,7 +529,11 @@ class QuantizedKernel final : public Kernel {
       const auto desc =
           has_bias ? dnnl::matmul::desc(plan->src_user, wei_any, plan->bias_md, plan->dst_user)
                    : dnnl::matmul::desc(plan->src_user, wei_any, plan->dst_user);
-      const dnnl::matmul::primitive_desc pd(desc, attr, eng);
+      dnnl::matmul::primitive_desc pd(desc, attr, eng);
+      if (!SkipReferenceImpls(pd)) {
+        return Status::Internal("oneDNN has only its reference INT8 matmul here");
+      }
+      impls_.Record(OnednnImpl(pd.impl_info_str()));
       plan->prim = dnnl::matmul(pd);
       plan->src_md = pd.src_desc();
       plan->dst_md = pd.dst_desc();
@@ -600,6 +616,7 @@ class QuantizedKernel final : public Kernel {
   }
 
   std::string label_;
+  ImplementationLog impls_;
   QParams p_;
   ref::WindowAttrs window_;
   int64_t group_;
