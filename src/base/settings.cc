@@ -13,6 +13,7 @@ namespace {
 
 constexpr std::string_view kIsaValues[] = {"scalar", "avx2", "avx512"};
 constexpr std::string_view kGemmValues[] = {"kiln", "onednn"};
+constexpr std::string_view kThreadWaitValues[] = {"bounded", "openmp"};
 
 constexpr SettingInfo kSettings[] = {
     {Setting::kCpuIsa, "KILN_CPU_ISA", kIsaValues,
@@ -21,6 +22,10 @@ constexpr SettingInfo kSettings[] = {
     {Setting::kCpuGemm, "KILN_CPU_GEMM", kGemmValues,
      "FP32 MatMul/Gemm with constant weights: 'kiln' (default) runs kiln's batch-invariant GEMM "
      "where oneDNN has no AVX-512 brgemm; 'onednn' keeps oneDNN everywhere"},
+    {Setting::kThreadWait, "KILN_THREAD_WAIT", kThreadWaitValues,
+     "how idle intra-op threads wait: 'bounded' (default) spins briefly (GOMP_SPINCOUNT "
+     "1000) and then sleeps, so other work on the machine gets the cores; 'openmp' keeps the "
+     "OpenMP runtime's own default"},
 };
 constexpr size_t kCount = std::size(kSettings);
 

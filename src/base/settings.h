@@ -22,8 +22,9 @@
 namespace kiln {
 
 enum class Setting {
-  kCpuIsa,   // KILN_CPU_ISA
-  kCpuGemm,  // KILN_CPU_GEMM
+  kCpuIsa,      // KILN_CPU_ISA
+  kCpuGemm,     // KILN_CPU_GEMM
+  kThreadWait,  // KILN_THREAD_WAIT
 };
 
 struct SettingInfo {

@@ -207,8 +207,27 @@ def check_file_inputs(kiln, tmp, cnn, seq):
               and needle in lines[0], f"error, {what}: {r.stderr.strip()!r}")
 
 
-def run(kiln, args):
-    return subprocess.run([kiln, "profile"] + args, capture_output=True, text=True, timeout=120)
+def run(kiln, args, env=None):
+    return subprocess.run([kiln, "profile"] + args, capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def check_thread_wait(kiln, cnn):
+    """The idle-wait policy the report states, as base/thread_wait.h defines it: kiln re-executes
+    itself with GOMP_SPINCOUNT=1000 unless the user set libgomp's variables or chose 'openmp'."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "KILN_THREAD_WAIT")}
+    cases = [({}, "GOMP_SPINCOUNT=1000"),
+             ({"GOMP_SPINCOUNT": "5"}, "GOMP_SPINCOUNT=5"),
+             ({"OMP_WAIT_POLICY": "passive"}, "OMP_WAIT_POLICY=passive"),
+             ({"KILN_THREAD_WAIT": "openmp"}, "OpenMP default")]
+    for extra, want in cases:
+        r = run(kiln, [cnn, "--iterations", "1", "--warmup", "0", "--json"], dict(base, **extra))
+        got = json.loads(r.stdout).get("thread_wait") if r.returncode == 0 else r.stderr.strip()
+        check(got == want, f"thread_wait with {extra or 'nothing set'}: {got!r} == {want!r}")
+    r = run(kiln, [cnn, "--iterations", "1"], dict(base, KILN_THREAD_WAIT="spin"))
+    check(r.returncode == 2 and "KILN_THREAD_WAIT" in r.stderr,
+          f"a bad KILN_THREAD_WAIT is refused ({r.returncode}: {r.stderr.strip()!r})")
 
 
 def main():
@@ -219,6 +238,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         cnn = os.path.join(tmp, "cnn.onnx")
         make_cnn(cnn)
+        check_thread_wait(args.kiln, cnn)
         trace_path = os.path.join(tmp, "trace.json")
         batch, iterations, warmup = 4, 7, 2
         want_flops = {}
@@ -275,6 +295,16 @@ def main():
                 check(abs(got - flops) <= 1e-6 * flops + 1, f"{name}: {got:.0f} FLOPs == {flops}")
                 check(nodes.get(name, {}).get("gflops_per_s", 0) > 0, f"{name}: GFLOP/s > 0")
             check("gflops_per_s" not in nodes.get("relu1", {}), "no GFLOP/s for Relu")
+            # Implementations: oneDNN's names for the convolutions (never one of its reference
+            # implementations), oneDNN or kiln's GEMM for the Gemm (kiln's below AVX-512), none
+            # for kiln's own Relu.
+            for name in ("conv1", "conv2", "fc"):
+                impl = nodes.get(name, {}).get("implementation", "")
+                ok = impl.startswith("oneDNN ") or (name == "fc" and impl == "kiln gemm")
+                check(ok and "oneDNN ref" not in impl,
+                      f"{name}: implementation {impl!r} is a fast one, not oneDNN's reference")
+            check(nodes.get("relu1", {}).get("implementation") == "",
+                  f"relu1: no implementation beyond the provider ({nodes.get('relu1')})")
             ops = {o["op_type"]: o for o in report.get("op_types", [])}
             check(ops.get("Conv", {}).get("nodes") == 2
                   and ops.get("Conv", {}).get("calls") == 2 * iterations,

@@ -9,9 +9,13 @@
 
 #include "base/logging.h"
 #include "base/settings.h"
+#include "base/thread_wait.h"
 #include "tools/kiln/commands.h"
 
 int main(int argc, char** argv) {
+  // Before anything else: may re-execute the binary with OpenMP's wait policy set
+  // (base/thread_wait.h).
+  kiln::ApplyThreadWaitPolicy(argv);
   CLI::App app{
       "kiln: model inference server and optimizing runtime (KServe v2 / Open Inference "
       "Protocol)"};

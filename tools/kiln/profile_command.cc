@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_wait.h"
 #include "graph/onnx/importer.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "opt/optimizer.h"
@@ -339,6 +340,7 @@ ProfileReport MakeReport(const ProfileOptions& opt, const ProfiledGraph& pg, Pro
   r.peak_rss_bytes = ProcStatusBytes("VmHWM");
   r.cpu = DescribeCpuKernels();
   r.kernel_notes = session.KernelNotes();
+  r.thread_wait = DescribeThreadWait();
   r.inputs = std::move(inputs.described);
   for (size_t i = 0; i < timed.outputs.size() && i < graph.outputs.size(); ++i) {
     const OwnedTensor& t = timed.outputs[i];

@@ -47,8 +47,10 @@ std::string ValuesJson(const std::vector<ProfiledValue>& values, bool inputs) {
 
 std::string SetupJson(const ProfileReport& r) {
   std::string j;
-  j += fmt::format("\"model\":{},\"batch\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},",
-                   JsonString(r.model), r.batch, r.threads, r.iterations, r.warmup);
+  j += fmt::format(
+      "\"model\":{},\"batch\":{},\"threads\":{},\"thread_wait\":{},\"iterations\":{},"
+      "\"warmup\":{},",
+      JsonString(r.model), r.batch, r.threads, JsonString(r.thread_wait), r.iterations, r.warmup);
   j += fmt::format("\"optimized\":{},\"imported_nodes\":{},\"nodes_run\":{},",
                    JsonBool(r.optimized), r.imported_nodes, r.nodes_run);
   j += fmt::format(
@@ -94,11 +96,12 @@ std::string NodesJson(const RunsSummary& s, const Session& session) {
     const NodeSummary& n = s.nodes[i];
     const Node& node = graph.node(n.node);
     j += fmt::format(
-        "{}{{\"name\":{},\"op_type\":{},\"provider\":{},\"calls\":{},\"total_ms\":{:.6f},"
-        "\"avg_ms\":{:.6f},\"percent\":{:.3f}",
+        "{}{{\"name\":{},\"op_type\":{},\"provider\":{},\"implementation\":{},\"calls\":{},"
+        "\"total_ms\":{:.6f},\"avg_ms\":{:.6f},\"percent\":{:.3f}",
         i ? "," : "", JsonString(NodeName(node, n.node)), JsonString(node.op_type),
-        JsonString(session.provider(n.node)), n.calls, Ms(n.total_ns),
-        Ms(n.total_ns) / static_cast<double>(n.calls), s.PercentOfNodeTime(n.total_ns));
+        JsonString(session.provider(n.node)), JsonString(session.implementation(n.node)), n.calls,
+        Ms(n.total_ns), Ms(n.total_ns) / static_cast<double>(n.calls),
+        s.PercentOfNodeTime(n.total_ns));
     if (n.flops > 0) {
       j +=
           fmt::format(",\"flops\":{:.0f},\"gflops_per_s\":{:.3f}",
@@ -138,8 +141,9 @@ std::string SetupText(const ProfileReport& r) {
   t += fmt::format("model       {}\n", r.model);
   t += fmt::format("inputs      {}\n", ValuesText(r.inputs));
   t += fmt::format("outputs     {}\n", ValuesText(r.outputs));
-  t += fmt::format("batch       {}   threads {}   iterations {} (after {} warm-up)\n", r.batch,
-                   r.threads, r.iterations, r.warmup);
+  t += fmt::format(
+      "batch       {}   threads {} (idle wait: {})   iterations {} (after {} warm-up)\n", r.batch,
+      r.threads, r.thread_wait, r.iterations, r.warmup);
   t += fmt::format("cpu         kiln kernels {}, oneDNN {} (INT8 VNNI {}, BF16 dot products {})\n",
                    r.cpu.kiln_isa, r.cpu.onednn_isa, r.cpu.int8_dot_products ? "yes" : "no",
                    r.cpu.bf16_dot_products ? "yes" : "no");
@@ -178,18 +182,19 @@ std::string TimingText(const ProfileReport& r) {
 
 std::string NodesText(const RunsSummary& s, const Session& session) {
   const Graph& graph = session.graph();
-  std::string t = fmt::format("\n{:<40} {:<18} {:<8} {:>6} {:>11} {:>10} {:>6} {:>9}\n", "node",
-                              "op", "provider", "calls", "total ms", "avg ms", "%", "GFLOP/s");
+  std::string t =
+      fmt::format("\n{:<40} {:<18} {:<8} {:>6} {:>11} {:>10} {:>6} {:>9}  {}\n", "node", "op",
+                  "provider", "calls", "total ms", "avg ms", "%", "GFLOP/s", "implementation");
   for (const NodeSummary& n : s.nodes) {
     const Node& node = graph.node(n.node);
     std::string name = NodeName(node, n.node);
     if (name.size() > 40) name = name.substr(0, 37) + "...";
     const std::string rate =
         n.flops > 0 ? fmt::format("{:.2f}", GflopsPerSecond(n.flops, n.total_ns)) : "-";
-    t += fmt::format("{:<40} {:<18} {:<8} {:>6} {:>11.3f} {:>10.4f} {:>6.1f} {:>9}\n", name,
+    t += fmt::format("{:<40} {:<18} {:<8} {:>6} {:>11.3f} {:>10.4f} {:>6.1f} {:>9}  {}\n", name,
                      node.op_type, session.provider(n.node), n.calls, Ms(n.total_ns),
                      Ms(n.total_ns) / static_cast<double>(n.calls), s.PercentOfNodeTime(n.total_ns),
-                     rate);
+                     rate, session.implementation(n.node));
   }
   t += fmt::format("\n{:<24} {:>6} {:>8} {:>11} {:>6} {:>9}\n", "op type", "nodes", "calls",
                    "total ms", "%", "GFLOP/s");

@@ -48,6 +48,7 @@ struct ProfileReport {
   uint64_t peak_rss_bytes = 0;
   CpuKernelInfo cpu;
   std::vector<std::pair<std::string, int>> kernel_notes;  // Session::KernelNotes
+  std::string thread_wait;                                // DescribeThreadWait (base/thread_wait.h)
   std::vector<ProfiledValue> inputs;                      // graph-input order
   std::vector<ProfiledValue> outputs;                     // of the last timed run
   MemoryPlanStats memory;

@@ -10,6 +10,7 @@
 //   kiln run model.onnx --input x=x.npy --output-dir out/
 //   kiln run model.onnx --inputs-dir test_data_set_0 --output-dir out/   # input_0.pb, ...
 //   kiln run model.onnx --inputs a.pb,b.pb --output-dir out/ --output-format npy
+//   kiln run model.onnx --inputs-dir set --output-dir out/ --implementations -  # per-node kernels
 //
 // Exit status: 0 on success; 1 with a one-line reason on stderr on any error.
 
@@ -42,7 +43,33 @@ struct RunOptions {
   bool no_optimize = false;
   std::vector<std::string> disabled_passes;
   std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
+  std::string implementations;            // --implementations FILE ("-": stdout)
 };
+
+// One line per node that ran: "<node>\t<op>\t<provider>\t<implementation>" (tab-separated; the
+// implementation may be empty: the provider's own kernel).
+Status WriteImplementations(const Session& session, const std::string& path) {
+  std::string text;
+  const Graph& g = session.graph();
+  for (int n = 0; n < static_cast<int>(g.nodes().size()); ++n) {
+    const Node& node = g.node(n);
+    text += fmt::format("{}\t{}\t{}\t{}\n", node.name.empty() ? node.op_type : node.name,
+                        node.op_type, session.provider(n), session.implementation(n));
+  }
+  if (path == "-") {
+    std::fputs(text.c_str(), stdout);
+    return Status::OK();
+  }
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return Status::InvalidArgument(fmt::format("cannot write --implementations '{}'", path));
+  }
+  const bool ok = std::fputs(text.c_str(), f) >= 0;
+  if (std::fclose(f) != 0 || !ok) {
+    return Status::Internal(fmt::format("writing --implementations '{}' failed", path));
+  }
+  return Status::OK();
+}
 
 Status RunModel(const RunOptions& opt) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, ImportOnnxModel(opt.model));
@@ -62,6 +89,9 @@ Status RunModel(const RunOptions& opt) {
   const std::vector<RuntimeValue>& values = files.values;
 
   KILN_ASSIGN_OR_RETURN(std::vector<RuntimeValue> outputs, session->RunValues(values));
+  if (!opt.implementations.empty()) {
+    KILN_RETURN_IF_ERROR(WriteImplementations(*session, opt.implementations));
+  }
 
   std::error_code ec;
   fs::create_directories(opt.output_dir, ec);
@@ -102,6 +132,10 @@ CommandMain AddRunCommand(CLI::App& app) {
   cmd->add_option("--disable-pass", opt->disabled_passes,
                   "Do not run the optimizer pass NAME (repeatable; `kiln optimize --list-passes` "
                   "lists them)");
+  cmd->add_option("--implementations", opt->implementations,
+                  "Also write, per node, the kernel implementations it ran on (tab-separated "
+                  "node, op, provider, implementation: \"oneDNN jit:avx2\", \"kiln ref\", ...) "
+                  "to FILE, or to stdout with -");
   AddWeightPrecisionOption(*cmd, opt->weight_precision);
   return [opt] {
     Status s = RunModel(*opt);
