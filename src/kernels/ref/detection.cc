@@ -30,35 +30,16 @@
 
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
+#include "kernels/ref/nms_box.h"
 
 namespace kiln::ref {
 namespace {
 
 // --- NonMaxSuppression --------------------------------------------------------------------------
 
-struct Box {
-  double y1, x1, y2, x2;  // y1 <= y2, x1 <= x2
-};
-
-Box MakeBox(const float* b, bool center) {
-  if (center) {
-    const double xc = b[0], yc = b[1], w = b[2], h = b[3];
-    return {yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2};
-  }
-  return {std::min<double>(b[0], b[2]), std::min<double>(b[1], b[3]), std::max<double>(b[0], b[2]),
-          std::max<double>(b[1], b[3])};
-}
-
-double Iou(const Box& a, const Box& b) {
-  const double area_a = (a.y2 - a.y1) * (a.x2 - a.x1);
-  const double area_b = (b.y2 - b.y1) * (b.x2 - b.x1);
-  if (area_a <= 0 || area_b <= 0) return 0;
-  const double ih = std::min(a.y2, b.y2) - std::max(a.y1, b.y1);
-  const double iw = std::min(a.x2, b.x2) - std::max(a.x1, b.x1);
-  if (ih <= 0 || iw <= 0) return 0;
-  const double inter = ih * iw;
-  return inter / (area_a + area_b - inter);
-}
+using nms::Box;
+using nms::Iou;
+using nms::MakeBox;
 
 class NonMaxSuppressionKernel final : public Kernel {
  public:
