@@ -26,7 +26,7 @@ median over rounds of the per-round median. The competing process starts, warms 
   bench/contention/run.py --kiln build/kiln --loads quiet,openmp --models bert_tiny --rounds 5
 
 Environment variables given to this script reach kiln (GOMP_SPINCOUNT, OMP_WAIT_POLICY,
-KILN_INTRA_OP_SPIN, ...), so a design can be compared against another by running the script
+KILN_THREAD_WAIT, ...), so a design can be compared against another by running the script
 twice. Results: a table on stdout and JSON in bench/results/<date>-<commit>-contention.json.
 Needs what bench/compare/compare.py needs (scripts/install-deps bench; onnxruntime-node in
 build/bench-node). Not a test: nothing here gates CI.
