@@ -192,14 +192,7 @@ class NonMaxSuppressionKernel final : public Kernel {
       }
       for (int64_t c = 0; c < classes; ++c) {
         const float* s = ps + (b * classes + c) * num_boxes;
-        order.clear();
-        for (int64_t i = 0; i < num_boxes; ++i) {
-          if (std::isnan(s[i])) continue;
-          if (has_score_threshold && !(s[i] > score_threshold)) continue;
-          order.push_back(i);
-        }
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int64_t x, int64_t y) { return s[x] > s[y]; });
+        ref::nms::OrderCandidates(s, num_boxes, has_score_threshold, score_threshold, order);
         index.Reset(all, order);
         int64_t count = 0;
         for (int64_t i : order) {

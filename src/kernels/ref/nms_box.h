@@ -4,6 +4,9 @@
 // the fast one (cpu/detection.cc) so that both make every decision with the same arithmetic.
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
 
 namespace kiln::ref::nms {
 
@@ -32,6 +35,20 @@ inline double Iou(const Box& a, const Box& b) {
   if (ih <= 0 || iw <= 0) return 0;
   const double inter = ih * iw;
   return inter / (area_a + area_b - inter);
+}
+
+// The candidates of one (batch, class) into `order`: the boxes whose score is not NaN (and above
+// the threshold when there is one), by descending score; ties keep the lower box index first.
+inline void OrderCandidates(const float* scores, int64_t num_boxes, bool has_score_threshold,
+                            float score_threshold, std::vector<int64_t>& order) {
+  order.clear();
+  for (int64_t i = 0; i < num_boxes; ++i) {
+    if (std::isnan(scores[i])) continue;
+    if (has_score_threshold && !(scores[i] > score_threshold)) continue;
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return scores[x] > scores[y]; });
 }
 
 }  // namespace kiln::ref::nms
