@@ -16,6 +16,18 @@ namespace kiln::cpu {
 inline constexpr DataTypeMask kCpuF32 = TypeBit(DataType::kFloat32);
 // 8-bit quantized tensors (UINT8 and INT8).
 inline constexpr DataTypeMask kCpuQuant8 = TypeBit(DataType::kUint8) | TypeBit(DataType::kInt8);
+// Every fixed-width dtype (all but BYTES): the kernels that only move elements.
+inline constexpr DataTypeMask kCpuFixedWidth = kAllTypes & ~TypeBit(DataType::kBytes);
+// Where from opset 9 to 15 (no BFLOAT16 yet).
+inline constexpr DataTypeMask kCpuFixedWidthNoBf16 = kCpuFixedWidth & ~TypeBit(DataType::kBFloat16);
+inline constexpr DataTypeMask kCpuBool = TypeBit(DataType::kBool);
+// FLOAT and INT64 (TopK's values).
+inline constexpr DataTypeMask kCpuF32I64 = kCpuF32 | TypeBit(DataType::kInt64);
+// Cast's sources: FLOAT, DOUBLE, FLOAT16, INT8, UINT8, INT32, INT64, BOOL (and BFLOAT16 from 13).
+inline constexpr DataTypeMask kCpuCastSources =
+    kCpuF32 | TypeMask({DataType::kFloat64, DataType::kFloat16, DataType::kInt8, DataType::kUint8,
+                        DataType::kInt32, DataType::kInt64, DataType::kBool});
+inline constexpr DataTypeMask kCpuCastSources13 = kCpuCastSources | TypeBit(DataType::kBFloat16);
 
 #define KILN_CPU_KERNEL(domain, op, since, end, types, type_input, factory, supports) \
   Result<std::unique_ptr<Kernel>> factory(const KernelInfo& info);

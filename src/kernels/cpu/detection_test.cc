@@ -2,14 +2,20 @@
 // The fast NonMaxSuppression against the reference kernel: the selected (batch, class, box)
 // triples must be identical, on detector-like inputs (clustered boxes, torchvision's per-class
 // offsets, tens of thousands of candidates), with center boxes, flipped corners, zero-area, huge
-// and non-finite boxes, score thresholds, ties and small max_output_boxes_per_class.
+// and non-finite boxes, score thresholds, ties and small max_output_boxes_per_class. The fast
+// RoiAlign against the reference (max bit for bit, avg within 1e-5), both coordinate modes (opsets
+// 10 and 16), fixed and adaptive sampling, rois partly or wholly outside the image, empty and
+// inverted rois, several batches; bad batch indices report the reference's error.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "kernels/cpu/cpu_test_util.h"
 
@@ -165,6 +171,182 @@ TEST(CpuNonMaxSuppressionTest, BadInputsReportTheReferenceError) {
   ASSERT_FALSE(want.ok());
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().ToString(), want.status().ToString());
+}
+
+struct RoiAlignCase {
+  int64_t opset = 16;
+  std::string mode = "avg", ctm;  // ctm empty: the opset's default
+  int64_t out_h = 7, out_w = 7, sampling_ratio = 2;
+  float spatial_scale = 1;
+};
+
+// Rois over an image of h x w (in roi coordinates: pixels / spatial_scale): random boxes, some
+// partly or wholly outside, empty (x1 == x2), inverted (x2 < x1), tiny and whole-image.
+std::vector<float> MakeRois(int64_t r, float h, float w, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> rois;
+  for (int64_t i = 0; i < r; ++i) {
+    float x1 = u(rng) * w, y1 = u(rng) * h;
+    float x2 = x1 + u(rng) * w / 2, y2 = y1 + u(rng) * h / 2;
+    switch (i % 9) {
+      case 1:  // partly outside
+        x1 -= w / 3;
+        y2 += h / 3;
+        break;
+      case 2:  // wholly outside
+        x1 += 2 * w;
+        x2 += 2 * w;
+        break;
+      case 3:  // empty
+        x2 = x1;
+        break;
+      case 4:  // inverted
+        std::swap(y1, y2);
+        break;
+      case 5:  // under a pixel
+        x2 = x1 + 0.3f;
+        y2 = y1 + 0.6f;
+        break;
+      case 6:  // the whole image
+        x1 = 0;
+        y1 = 0;
+        x2 = w;
+        y2 = h;
+        break;
+      default:
+        break;
+    }
+    rois.insert(rois.end(), {x1, y1, x2, y2});
+  }
+  return rois;
+}
+
+void ExpectRoiAlignMatches(const RoiAlignCase& rc, const std::vector<int64_t>& x_shape, int64_t r,
+                           std::mt19937& rng) {
+  const float h = static_cast<float>(x_shape[2]) / rc.spatial_scale;
+  const float w = static_cast<float>(x_shape[3]) / rc.spatial_scale;
+  std::vector<int64_t> batch(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) batch[static_cast<size_t>(i)] = i % x_shape[0];
+  KernelCase c("RoiAlign", rc.opset);
+  c.Input(RandomTensor(S(x_shape), rng))
+      .Input(MakeTensor<float>(S({r, 4}), MakeRois(r, h, w, rng)))
+      .Input(MakeTensor<int64_t>(S({r}), batch));
+  c.Attr(StringAttr("mode", rc.mode))
+      .Attr(IntAttr("output_height", rc.out_h))
+      .Attr(IntAttr("output_width", rc.out_w))
+      .Attr(IntAttr("sampling_ratio", rc.sampling_ratio))
+      .Attr(FloatAttr("spatial_scale", rc.spatial_scale));
+  if (!rc.ctm.empty()) c.Attr(StringAttr("coordinate_transformation_mode", rc.ctm));
+  const std::string what = fmt::format(
+      "RoiAlign opset {} {} {} {}x{} sampling {} scale {} X [{}] rois {}", rc.opset, rc.mode,
+      rc.ctm, rc.out_h, rc.out_w, rc.sampling_ratio, rc.spatial_scale, fmt::join(x_shape, ","), r);
+  ASSERT_EQ(c.PickedProvider(), "cpu") << what;
+  // max: the reference's expressions in the same order, bit-identical; avg: FLOAT sums.
+  ExpectClose(c.Run("cpu"), c.Run("ref"), rc.mode == "max" ? 0 : 1e-5, what);
+}
+
+TEST(CpuRoiAlignTest, MatchesReference) {
+  std::mt19937 rng(11);
+  for (int64_t opset : {10, 16}) {
+    for (const char* ctm : {"", "half_pixel", "output_half_pixel"}) {
+      if (opset < 16 && ctm[0] != '\0') continue;
+      for (const char* mode : {"avg", "max"}) {
+        for (int64_t sampling : {0, 1, 2, 3}) {
+          RoiAlignCase rc;
+          rc.opset = opset;
+          rc.ctm = ctm;
+          rc.mode = mode;
+          rc.sampling_ratio = sampling;
+          ExpectRoiAlignMatches(rc, {2, 5, 23, 31}, 40, rng);
+          rc.out_h = 3;
+          rc.out_w = 5;
+          rc.spatial_scale = 0.25f;
+          ExpectRoiAlignMatches(rc, {1, 3, 12, 9}, 20, rng);
+          rc.out_h = rc.out_w = 1;
+          rc.spatial_scale = 1.0f / 16;
+          ExpectRoiAlignMatches(rc, {3, 2, 6, 7}, 10, rng);
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuRoiAlignTest, DetectorSizes) {
+  std::mt19937 rng(12);
+  RoiAlignCase rc;  // torchvision's MultiScaleRoIAlign: 7x7, sampling 2, aligned = False
+  rc.ctm = "output_half_pixel";
+  rc.spatial_scale = 0.25f;
+  ExpectRoiAlignMatches(rc, {1, 64, 50, 68}, 300, rng);
+  rc.sampling_ratio = 0;
+  rc.spatial_scale = 0.125f;
+  ExpectRoiAlignMatches(rc, {2, 32, 25, 34}, 200, rng);
+}
+
+TEST(CpuRoiAlignTest, InfAndNanPropagateAsInTheReference) {
+  // X[0] non-finite too: the reference's samples outside the image read it with weight 0.
+  std::mt19937 rng(15);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float x0 : {1.0f, inf, nan}) {
+    for (const char* mode : {"avg", "max"}) {
+      OwnedTensor x = RandomTensor(S({1, 2, 12, 12}), rng);
+      float* p = x.data<float>();
+      p[0] = x0;
+      p[30] = inf;
+      p[31] = -inf;
+      p[77] = nan;
+      p[144 + 50] = inf;
+      const int64_t r = 20;
+      KernelCase c("RoiAlign", 16);
+      c.Input(std::move(x))
+          .Input(MakeTensor<float>(S({r, 4}), MakeRois(r, 12, 12, rng)))
+          .Input(MakeTensor<int64_t>(S({r}), std::vector<int64_t>(r, 0)));
+      c.Attr(StringAttr("mode", mode))
+          .Attr(IntAttr("output_height", 3))
+          .Attr(IntAttr("output_width", 3))
+          .Attr(IntAttr("sampling_ratio", 0));
+      ExpectClose(c.Run("cpu"), c.Run("ref"), std::string(mode) == "max" ? 0 : 1e-5,
+                  fmt::format("{} X[0] {}", mode, x0));
+    }
+  }
+}
+
+TEST(CpuRoiAlignTest, HugeAdaptiveGridsRunInBatches) {
+  // 400-pixel rois at 2x2 bins sample 200 x 200 points per bin: the rois' taps exceed one batch.
+  std::mt19937 rng(14);
+  std::uniform_real_distribution<float> u(-200, 40);
+  const int64_t r = 200;
+  std::vector<float> rois;
+  for (int64_t i = 0; i < r; ++i) {
+    const float x1 = u(rng), y1 = u(rng);
+    rois.insert(rois.end(), {x1, y1, x1 + 400, y1 + 400});
+  }
+  for (const char* mode : {"avg", "max"}) {
+    KernelCase c("RoiAlign", 16);
+    c.Input(RandomTensor(S({1, 2, 40, 40}), rng))
+        .Input(MakeTensor<float>(S({r, 4}), rois))
+        .Input(MakeTensor<int64_t>(S({r}), std::vector<int64_t>(r, 0)));
+    c.Attr(StringAttr("mode", mode))
+        .Attr(IntAttr("output_height", 2))
+        .Attr(IntAttr("output_width", 2))
+        .Attr(IntAttr("sampling_ratio", 0));
+    ExpectClose(c.Run("cpu"), c.Run("ref"), std::string(mode) == "max" ? 0 : 1e-5, mode);
+  }
+}
+
+TEST(CpuRoiAlignTest, BadInputsReportTheReferenceError) {
+  std::mt19937 rng(13);
+  for (int64_t bad_index : {-1, 2}) {
+    KernelCase c("RoiAlign", 16);
+    c.Input(RandomTensor(S({2, 3, 8, 8}), rng))
+        .Input(MakeTensor<float>(S({2, 4}), {0, 0, 4, 4, 1, 1, 5, 5}))
+        .Input(MakeTensor<int64_t>(S({2}), {0, bad_index}));
+    Result<OwnedTensor> got = c.TryRun("cpu");
+    Result<OwnedTensor> want = c.TryRun("ref");
+    ASSERT_FALSE(want.ok());
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().ToString(), want.status().ToString());
+  }
 }
 
 }  // namespace

@@ -14,7 +14,32 @@
 
 namespace kiln::cpu {
 
-enum class BinaryKind { kAdd, kSub, kMul, kDiv };
+// Max / Min follow the reference: NaN when either operand is NaN, else a unless b is greater
+// (smaller), so among equal values (+0 and -0) the first operand wins. Pow computes as
+// PowScalarExpF32 / PowF32 below.
+enum class BinaryKind { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+
+// The unary math ops of the reference's math_unary.cc, FLOAT only. Exact (bit for bit, NaN as
+// NaN) at every level: Neg, Abs, Sqrt, Reciprocal (a true division), Floor, Ceil, Round (half to
+// even), Sign (keeps -0 and NaN). Log and Softplus are exact on the scalar level (the
+// reference's own float formula) and within 1 ulp of it on AVX2 (computed in double, see the
+// NOTE in elementwise_kernels_avx2.cc; the reference's logf / log1pf are themselves within
+// 1 ulp); Softplus within 2 ulp.
+enum class UnaryKind {
+  kNeg,
+  kAbs,
+  kSqrt,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kRound,
+  kSign,
+  kLog,
+  kSoftplus,
+};
+
+// FLOAT in, BOOL out (the reference's comparisons: NaN compares false, -0 == +0).
+enum class CompareKind { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
 
 // y[i] = act(x[i]).
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n);
@@ -23,6 +48,23 @@ void BinaryF32(BinaryKind op, const float* a, const float* b, float* y, int64_t 
 // y[i] = a[i] op s (scalar on the right) or s op a[i] (`scalar_first`).
 void BinaryScalarF32(BinaryKind op, const float* a, float s, bool scalar_first, float* y,
                      int64_t n);
+// y[i] = op(x[i]).
+void UnaryF32(UnaryKind op, const float* x, float* y, int64_t n);
+// y[i] = pow(x[i], e) for one exponent, as the reference computes it: (float) pow((double) x,
+// e). Exact for e = 0, 1, 2 (x * x), 0.5 (sqrt with pow's +0 for -0 and +inf for -inf), -1
+// (1 / x) and 3 (x^3 in double) at every level; other exponents are exact on the scalar level
+// and within 1 ulp on AVX2 (exp(e * log|x|) in double with C99 pow's special cases).
+void PowScalarExpF32(const float* x, double e, float* y, int64_t n);
+// y[i] = pow(a[i], b[i]) with the same contract as PowScalarExpF32's general exponent.
+void PowF32(const float* a, const float* b, float* y, int64_t n);
+// y[i] = a[i] op b[i], and with one operand a scalar (`scalar_first`: s op a[i]).
+void CompareF32(CompareKind op, const float* a, const float* b, bool* y, int64_t n);
+void CompareScalarF32(CompareKind op, const float* a, float s, bool scalar_first, bool* y,
+                      int64_t n);
+// The scalar definitions, shared with the kernels' strided loops.
+float ApplyBinaryF32(BinaryKind op, float a, float b);
+bool ApplyCompareF32(CompareKind op, float a, float b);
+
 // Sum and max of x[0..n).
 float SumF32(const float* x, int64_t n);
 float MaxF32(const float* x, int64_t n);
@@ -35,6 +77,12 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
                      int64_t n);
 
 namespace scalar {
+void UnaryF32(UnaryKind op, const float* x, float* y, int64_t n);
+void PowScalarExpF32(const float* x, double e, float* y, int64_t n);
+void PowF32(const float* a, const float* b, float* y, int64_t n);
+void CompareF32(CompareKind op, const float* a, const float* b, bool* y, int64_t n);
+void CompareScalarF32(CompareKind op, const float* a, float s, bool scalar_first, bool* y,
+                      int64_t n);
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n);
 void BinaryF32(BinaryKind op, const float* a, const float* b, float* y, int64_t n);
 void BinaryScalarF32(BinaryKind op, const float* a, float s, bool scalar_first, float* y,
@@ -48,6 +96,12 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
 }  // namespace scalar
 
 namespace avx2 {
+void UnaryF32(UnaryKind op, const float* x, float* y, int64_t n);
+void PowScalarExpF32(const float* x, double e, float* y, int64_t n);
+void PowF32(const float* a, const float* b, float* y, int64_t n);
+void CompareF32(CompareKind op, const float* a, const float* b, bool* y, int64_t n);
+void CompareScalarF32(CompareKind op, const float* a, float s, bool scalar_first, bool* y,
+                      int64_t n);
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n);
 void BinaryF32(BinaryKind op, const float* a, const float* b, float* y, int64_t n);
 void BinaryScalarF32(BinaryKind op, const float* a, float s, bool scalar_first, float* y,

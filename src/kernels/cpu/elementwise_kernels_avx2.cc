@@ -11,10 +11,30 @@
 // GELU (erf form) uses erfc(-x/sqrt2)/2 directly for x < 0, so the left tail keeps relative
 // accuracy; GELU (tanh form) is x * sigmoid(2u), exact rewriting of 0.5 x (1 + tanh u).
 // Tails (n not a multiple of 8) go through the same vector code with masked loads and stores.
+//
+// NOTE on the math ops. Neg, Abs, Sqrt (sqrtps is correctly rounded), Reciprocal (a division,
+// not rcpps), Floor / Ceil / Round (roundps; Round is half to even), Sign, Max / Min and the
+// comparisons compute exactly what the reference does. Log, Softplus and Pow with a general
+// exponent widen four lanes at a time to double: ln x from x = m 2^e, m in [sqrt(1/2),
+// sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by its series to s^15 (relative error < 1e-13);
+// e^t as 2^n e^r, |r| <= ln2 / 2, by the Taylor series to r^11 (< 1e-14); pow(x, y) =
+// exp(y ln|x|) with t = y ln|x| clamped to [-200, 200] (beyond it every FLOAT result is 0 or
+// inf) and C99's special cases (pow(x, +-0) = 1 and pow(1, y) = 1 even for NaN, pow(-1, +-inf)
+// = 1, NaN for a finite negative base and a non-integer exponent, the base's sign for odd
+// integer exponents, -0 and -inf included); softplus(x) = max(x, 0) + log1p(e^-|x|). The one
+// rounding to FLOAT then gives the correctly rounded result except when the exact value lies
+// within about 1e-13 (relative) of a rounding boundary: within 1 ulp of the reference
+// ((float) pow in double; logf; its float softplus formula, itself within 1-2 ulp). Pow with a
+// scalar exponent of 0, 1, 2, 3, 0.5 or -1 is exact: x * x and 1 / x round once in FLOAT as
+// the double result does (a double product of two floats is exact, a division is rounded
+// innocuously twice), x^3 is x * x * x in double, 0.5 is sqrtps with pow's +0 for -0 and +inf
+// for -inf.
 
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/elementwise_kernels.h"
@@ -136,6 +156,145 @@ inline __m256 GeluTanh(__m256 x) {
   return _mm256_mul_ps(x, Sigmoid(u));
 }
 
+// ---- Double-precision lanes: log, exp, pow, softplus (NOTE on the math ops) ------------------
+
+inline __m256d SetD(double v) { return _mm256_set1_pd(v); }
+
+// Non-negative int64 lanes below 2^52 as doubles.
+inline __m256d SmallIntToDouble(__m256i v) {
+  const __m256d magic = SetD(4503599627370496.0);  // 2^52
+  return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(v, _mm256_castpd_si256(magic))), magic);
+}
+
+// ln(x) for positive, finite, normal x (a FLOAT widened to double is never subnormal).
+inline __m256d LnPositiveD(__m256d x) {
+  const __m256i bits = _mm256_castpd_si256(x);
+  __m256d m = _mm256_castsi256_pd(
+      _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi64x(0x000FFFFFFFFFFFFFLL)),
+                      _mm256_set1_epi64x(0x3FF0000000000000LL)));  // [1, 2)
+  __m256d e = SmallIntToDouble(_mm256_srli_epi64(bits, 52));       // biased exponent
+  const __m256d big = _mm256_cmp_pd(m, SetD(1.4142135623730951), _CMP_GT_OQ);
+  m = _mm256_blendv_pd(m, _mm256_mul_pd(m, SetD(0.5)), big);
+  e = _mm256_add_pd(_mm256_sub_pd(e, SetD(1023.0)), _mm256_and_pd(big, SetD(1.0)));
+  const __m256d s = _mm256_div_pd(_mm256_sub_pd(m, SetD(1.0)), _mm256_add_pd(m, SetD(1.0)));
+  const __m256d s2 = _mm256_mul_pd(s, s);
+  __m256d p = SetD(1.0 / 15);
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0 / 13));
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0 / 11));
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0 / 9));
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0 / 7));
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0 / 5));
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0 / 3));
+  p = _mm256_fmadd_pd(p, s2, SetD(1.0));
+  return _mm256_fmadd_pd(e, SetD(0.6931471805599453), _mm256_mul_pd(_mm256_add_pd(s, s), p));
+}
+
+// ln(x) with log's special cases: -inf at +-0, +inf at +inf, NaN below 0 and for NaN.
+inline __m256d LnD(__m256d x) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d inf = SetD(std::numeric_limits<double>::infinity());
+  __m256d r = LnPositiveD(x);
+  r = _mm256_blendv_pd(r, SetD(-std::numeric_limits<double>::infinity()),
+                       _mm256_cmp_pd(x, zero, _CMP_EQ_OQ));
+  r = _mm256_blendv_pd(r, inf, _mm256_cmp_pd(x, inf, _CMP_EQ_OQ));
+  r = _mm256_blendv_pd(r, SetD(std::numeric_limits<double>::quiet_NaN()),
+                       _mm256_cmp_pd(x, zero, _CMP_LT_OQ));
+  return _mm256_blendv_pd(r, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
+}
+
+// e^t for |t| <= 700 (callers clamp).
+inline __m256d ExpD(__m256d t) {
+  const __m256d n = _mm256_round_pd(_mm256_mul_pd(t, SetD(1.4426950408889634)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(n, SetD(6.93147180369123816490e-01), t);  // ln2 split in two
+  r = _mm256_fnmadd_pd(n, SetD(1.90821492927058770002e-10), r);
+  __m256d p = SetD(1.0 / 39916800.0);  // 1 / 11!
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 3628800.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 362880.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 40320.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 5040.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 720.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 120.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 24.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0 / 6.0));
+  p = _mm256_fmadd_pd(p, r, SetD(0.5));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0));
+  p = _mm256_fmadd_pd(p, r, SetD(1.0));
+  const __m256i e = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023)), 52);
+  return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+}
+
+// pow(x, y) with C99's special cases.
+inline __m256d PowD(__m256d x, __m256d y) {
+  const __m256d zero = _mm256_setzero_pd(), one = SetD(1.0), sign = SetD(-0.0);
+  const __m256d inf = SetD(std::numeric_limits<double>::infinity());
+  const __m256d ax = _mm256_andnot_pd(sign, x);
+  __m256d l = LnPositiveD(ax);
+  l = _mm256_blendv_pd(l, SetD(-std::numeric_limits<double>::infinity()),
+                       _mm256_cmp_pd(ax, zero, _CMP_EQ_OQ));
+  l = _mm256_blendv_pd(l, inf, _mm256_cmp_pd(ax, inf, _CMP_EQ_OQ));
+  // NaN lanes of t (0 * inf, NaN inputs) are replaced below.
+  const __m256d t = _mm256_min_pd(_mm256_max_pd(_mm256_mul_pd(y, l), SetD(-200.0)), SetD(200.0));
+  __m256d r = ExpD(t);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m256d y_int = _mm256_cmp_pd(_mm256_round_pd(y, kNearest), y, _CMP_EQ_OQ);
+  const __m256d half = _mm256_mul_pd(y, SetD(0.5));
+  const __m256d y_odd =
+      _mm256_and_pd(y_int, _mm256_cmp_pd(_mm256_round_pd(half, kNearest), half, _CMP_NEQ_OQ));
+  r = _mm256_xor_pd(r, _mm256_and_pd(y_odd, _mm256_and_pd(x, sign)));  // odd power of a negative
+  const __m256d neg_finite = _mm256_and_pd(_mm256_cmp_pd(x, zero, _CMP_LT_OQ),
+                                           _mm256_cmp_pd(x, _mm256_sub_pd(zero, inf), _CMP_NEQ_OQ));
+  const __m256d nan = SetD(std::numeric_limits<double>::quiet_NaN());
+  r = _mm256_blendv_pd(r, nan, _mm256_andnot_pd(y_int, neg_finite));
+  r = _mm256_blendv_pd(r, nan, _mm256_cmp_pd(x, y, _CMP_UNORD_Q));
+  r = _mm256_blendv_pd(r, one,
+                       _mm256_and_pd(_mm256_cmp_pd(ax, one, _CMP_EQ_OQ),
+                                     _mm256_cmp_pd(_mm256_andnot_pd(sign, y), inf, _CMP_EQ_OQ)));
+  return _mm256_blendv_pd(
+      r, one, _mm256_or_pd(_mm256_cmp_pd(x, one, _CMP_EQ_OQ), _mm256_cmp_pd(y, zero, _CMP_EQ_OQ)));
+}
+
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|).
+inline __m256d SoftplusD(__m256d x) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d ax = _mm256_andnot_pd(SetD(-0.0), x);
+  const __m256d u = ExpD(_mm256_max_pd(_mm256_sub_pd(zero, ax), SetD(-200.0)));  // (0, 1]
+  // log1p(u): ln(1 + u) keeps u's digits for u >= 1e-4; below, its series to u^4.
+  const __m256d big = LnPositiveD(_mm256_add_pd(SetD(1.0), u));
+  __m256d small = _mm256_fmadd_pd(SetD(-0.25), u, SetD(1.0 / 3));
+  small = _mm256_fnmadd_pd(small, u, SetD(0.5));
+  small = _mm256_mul_pd(_mm256_fnmadd_pd(small, u, SetD(1.0)), u);
+  const __m256d l = _mm256_blendv_pd(big, small, _mm256_cmp_pd(u, SetD(1e-4), _CMP_LT_OQ));
+  const __m256d r = _mm256_add_pd(_mm256_max_pd(x, zero), l);
+  return _mm256_blendv_pd(r, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
+}
+
+// f over the 8 lanes of `x` widened to double, four at a time, rounded back to FLOAT once.
+template <typename F>
+inline __m256 MapDouble(__m256 x, F f) {
+  const __m256d lo = f(_mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+  const __m256d hi = f(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+  return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+
+inline __m256 PowPs(__m256 a, __m256 b) {
+  const __m256d lo =
+      PowD(_mm256_cvtps_pd(_mm256_castps256_ps128(a)), _mm256_cvtps_pd(_mm256_castps256_ps128(b)));
+  const __m256d hi = PowD(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)),
+                          _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
+  return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+
+// max / min as the reference: NaN if b is (maxps / minps return their second operand, a, when
+// either is NaN or both are equal).
+inline __m256 MaxPs(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_max_ps(b, a), b, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+}
+inline __m256 MinPs(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_min_ps(b, a), b, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+}
+
 inline __m256 ApplyAct(const Activation& act, __m256 x) {
   switch (act.kind) {
     case ActivationKind::kNone:
@@ -195,6 +354,12 @@ inline __m256 BinaryOp(BinaryKind op, __m256 a, __m256 b) {
       return _mm256_mul_ps(a, b);
     case BinaryKind::kDiv:
       return _mm256_div_ps(a, b);
+    case BinaryKind::kMax:
+      return MaxPs(a, b);
+    case BinaryKind::kMin:
+      return MinPs(a, b);
+    case BinaryKind::kPow:
+      return PowPs(a, b);
   }
   return a;
 }
@@ -220,7 +385,130 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Byte i of kBoolBytes[m] is bit i of m: eight comparison results as eight BOOL bytes.
+constexpr std::array<uint64_t, 256> MakeBoolBytes() {
+  std::array<uint64_t, 256> t{};
+  for (int m = 0; m < 256; ++m) {
+    for (int i = 0; i < 8; ++i) t[m] |= static_cast<uint64_t>((m >> i) & 1) << (8 * i);
+  }
+  return t;
+}
+constexpr std::array<uint64_t, 256> kBoolBytes = MakeBoolBytes();
+
+inline void StoreBools(int mask, bool* y, int64_t count) {
+  const uint64_t v = kBoolBytes[static_cast<size_t>(mask)];
+  std::memcpy(y, &v, static_cast<size_t>(count));
+}
+
+// kScalarFirst: the scalar is the left operand. kBroadcastB: b is one value (b[0]).
+template <int kPred, bool kBroadcastB, bool kScalarFirst>
+void CompareT(const float* a, const float* b, bool* y, int64_t n) {
+  const __m256 vs = Set(b[0]);
+  auto cmp = [&](__m256 va, __m256 vb) {
+    return _mm256_movemask_ps(kScalarFirst ? _mm256_cmp_ps(vb, va, kPred)
+                                           : _mm256_cmp_ps(va, vb, kPred));
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 vb = kBroadcastB ? vs : _mm256_loadu_ps(b + i);
+    StoreBools(cmp(_mm256_loadu_ps(a + i), vb), y + i, 8);
+  }
+  if (i < n) {
+    const __m256i m = TailMask(n - i);
+    const __m256 vb = kBroadcastB ? vs : _mm256_maskload_ps(b + i, m);
+    StoreBools(cmp(_mm256_maskload_ps(a + i, m), vb), y + i, n - i);
+  }
+}
+
+template <bool kBroadcastB, bool kScalarFirst>
+void CompareDispatch(CompareKind op, const float* a, const float* b, bool* y, int64_t n) {
+  switch (op) {
+    case CompareKind::kEqual:
+      return CompareT<_CMP_EQ_OQ, kBroadcastB, kScalarFirst>(a, b, y, n);
+    case CompareKind::kLess:
+      return CompareT<_CMP_LT_OQ, kBroadcastB, kScalarFirst>(a, b, y, n);
+    case CompareKind::kGreater:
+      return CompareT<_CMP_GT_OQ, kBroadcastB, kScalarFirst>(a, b, y, n);
+    case CompareKind::kLessOrEqual:
+      return CompareT<_CMP_LE_OQ, kBroadcastB, kScalarFirst>(a, b, y, n);
+    case CompareKind::kGreaterOrEqual:
+      return CompareT<_CMP_GE_OQ, kBroadcastB, kScalarFirst>(a, b, y, n);
+  }
+}
+
 }  // namespace
+
+void UnaryF32(UnaryKind op, const float* x, float* y, int64_t n) {
+  switch (op) {
+    case UnaryKind::kNeg:
+      return Map(x, y, n, [](__m256 v) { return _mm256_xor_ps(v, Set(-0.0f)); });
+    case UnaryKind::kAbs:
+      return Map(x, y, n, [](__m256 v) { return Abs(v); });
+    case UnaryKind::kSqrt:
+      return Map(x, y, n, [](__m256 v) { return _mm256_sqrt_ps(v); });
+    case UnaryKind::kReciprocal:
+      return Map(x, y, n, [](__m256 v) { return _mm256_div_ps(Set(1.0f), v); });
+    case UnaryKind::kFloor:
+      return Map(x, y, n, [](__m256 v) {
+        return _mm256_round_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      });
+    case UnaryKind::kCeil:
+      return Map(x, y, n, [](__m256 v) {
+        return _mm256_round_ps(v, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+      });
+    case UnaryKind::kRound:
+      return Map(x, y, n, [](__m256 v) {
+        return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      });
+    case UnaryKind::kSign:
+      return Map(x, y, n, [](__m256 v) {
+        const __m256 zero = _mm256_setzero_ps();
+        const __m256 r = _mm256_blendv_ps(v, Set(1.0f), _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+        return _mm256_blendv_ps(r, Set(-1.0f), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+      });
+    case UnaryKind::kLog:
+      return Map(x, y, n, [](__m256 v) { return MapDouble(v, [](__m256d d) { return LnD(d); }); });
+    case UnaryKind::kSoftplus:
+      return Map(x, y, n,
+                 [](__m256 v) { return MapDouble(v, [](__m256d d) { return SoftplusD(d); }); });
+  }
+}
+
+void PowScalarExpF32(const float* x, double e, float* y, int64_t n) {
+  if (e == 0.0) return Map(x, y, n, [](__m256) { return Set(1.0f); });
+  if (e == 1.0) return Map(x, y, n, [](__m256 v) { return v; });
+  if (e == 2.0) return Map(x, y, n, [](__m256 v) { return _mm256_mul_ps(v, v); });
+  if (e == -1.0) return Map(x, y, n, [](__m256 v) { return _mm256_div_ps(Set(1.0f), v); });
+  if (e == 0.5) {
+    return Map(x, y, n, [](__m256 v) {
+      const __m256 r = _mm256_add_ps(_mm256_sqrt_ps(v), _mm256_setzero_ps());  // -0 -> +0
+      return _mm256_blendv_ps(
+          r, Set(std::numeric_limits<float>::infinity()),
+          _mm256_cmp_ps(v, Set(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ));
+    });
+  }
+  if (e == 3.0) {
+    return Map(x, y, n, [](__m256 v) {
+      return MapDouble(v, [](__m256d d) { return _mm256_mul_pd(_mm256_mul_pd(d, d), d); });
+    });
+  }
+  const __m256d ve = SetD(e);
+  Map(x, y, n, [&](__m256 v) { return MapDouble(v, [&](__m256d d) { return PowD(d, ve); }); });
+}
+
+void PowF32(const float* a, const float* b, float* y, int64_t n) {
+  BinaryT<BinaryKind::kPow>(a, b, y, n);
+}
+
+void CompareF32(CompareKind op, const float* a, const float* b, bool* y, int64_t n) {
+  CompareDispatch<false, false>(op, a, b, y, n);
+}
+
+void CompareScalarF32(CompareKind op, const float* a, float s, bool scalar_first, bool* y,
+                      int64_t n) {
+  scalar_first ? CompareDispatch<true, true>(op, a, &s, y, n)
+               : CompareDispatch<true, false>(op, a, &s, y, n);
+}
 
 void ActivationF32(const Activation& act, const float* x, float* y, int64_t n) {
   switch (act.kind) {  // hoist the switch out of the loop for the common cases
@@ -249,11 +537,18 @@ void BinaryF32(BinaryKind op, const float* a, const float* b, float* y, int64_t 
       return BinaryT<BinaryKind::kMul>(a, b, y, n);
     case BinaryKind::kDiv:
       return BinaryT<BinaryKind::kDiv>(a, b, y, n);
+    case BinaryKind::kMax:
+      return BinaryT<BinaryKind::kMax>(a, b, y, n);
+    case BinaryKind::kMin:
+      return BinaryT<BinaryKind::kMin>(a, b, y, n);
+    case BinaryKind::kPow:
+      return BinaryT<BinaryKind::kPow>(a, b, y, n);
   }
 }
 
 void BinaryScalarF32(BinaryKind op, const float* a, float s, bool scalar_first, float* y,
                      int64_t n) {
+  if (op == BinaryKind::kPow && !scalar_first) return PowScalarExpF32(a, s, y, n);
   const __m256 vs = Set(s);
   if (scalar_first) {
     Map(a, y, n, [&](__m256 v) { return BinaryOp(op, vs, v); });

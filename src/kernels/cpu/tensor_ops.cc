@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Transpose and Gather for 4-byte elements (FLOAT; the bytes are only moved), parallel.
+// Transpose for 4-byte elements (FLOAT; the bytes are only moved), parallel. (Gather is in
+// index_ops.cc.)
 //
 // NOTE on Transpose: size-1 dims are dropped and runs of input dims that stay adjacent and in
 // order under the permutation are merged, so [B,S,H,D] -> [B,H,S,D] becomes a 3-D [S,H,D] ->
@@ -7,10 +8,6 @@
 // that length are copied with memcpy; otherwise the last two output dims are copied in 16x16
 // tiles (reads and writes both stay within a few cache lines). Everything else runs on the
 // reference kernel (other dtypes, non-contiguous inputs).
-//
-// Gather: axis 0 (embedding lookups), any index shape, int32 or int64 indices, negative indices
-// wrap; each index copies one contiguous slab. Other axes, and out-of-range indices (the
-// reference reports them), run on the reference kernel.
 
 #include <fmt/format.h>
 
@@ -129,64 +126,12 @@ class TransposeKernel final : public Kernel {
   std::unique_ptr<Kernel> reference_;
 };
 
-class GatherKernel final : public Kernel {
- public:
-  GatherKernel(int64_t axis, std::unique_ptr<Kernel> reference)
-      : axis_(axis), reference_(std::move(reference)) {}
-
-  Status Compute(KernelContext& ctx) const override {
-    if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1) || !IsF32Cpu(ctx.input(0)) ||
-        ctx.input(0).rank() < 1) {
-      return reference_->Compute(ctx);
-    }
-    const Tensor& data = ctx.input(0);
-    const Tensor& indices = ctx.input(1);
-    const bool i64 = indices.dtype() == DataType::kInt64;
-    if ((!i64 && indices.dtype() != DataType::kInt32) || !indices.device().is_cpu() ||
-        !indices.is_contiguous() || (axis_ != 0 && axis_ != -data.rank())) {
-      return reference_->Compute(ctx);
-    }
-    const int64_t rows = data.dim(0);
-    const int64_t n = indices.num_elements();
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t v = i64 ? indices.data<const int64_t>()[i] : indices.data<const int32_t>()[i];
-      if (v < -rows || v >= rows) return reference_->Compute(ctx);  // it reports the index
-    }
-    std::vector<int64_t> out_dims(indices.shape().dims().begin(), indices.shape().dims().end());
-    out_dims.insert(out_dims.end(), data.shape().dims().begin() + 1, data.shape().dims().end());
-    KILN_ASSIGN_OR_RETURN(Shape out, Shape::Create(out_dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, out));
-    const int64_t slab = rows == 0 ? 0 : data.num_elements() / rows;
-    if (slab == 0 || n == 0) return Status::OK();
-    const float* pd = data.data<const float>();
-    float* py = y.data<float>();
-    ParallelFor(n, std::max<int64_t>(1, 16384 / slab), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        int64_t v = i64 ? indices.data<const int64_t>()[i] : indices.data<const int32_t>()[i];
-        if (v < 0) v += rows;
-        std::memcpy(py + i * slab, pd + v * slab, static_cast<size_t>(slab) * sizeof(float));
-      }
-    });
-    return Status::OK();
-  }
-
- private:
-  int64_t axis_;
-  std::unique_ptr<Kernel> reference_;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateTranspose(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateTranspose(info));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ref::AttrReader(info).Ints("perm"));
   return std::make_unique<TransposeKernel>(std::move(perm), std::move(reference));
-}
-
-Result<std::unique_ptr<Kernel>> CreateGather(const KernelInfo& info) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateGather(info));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, ref::AttrReader(info).Int("axis", 0));
-  return std::make_unique<GatherKernel>(axis, std::move(reference));
 }
 
 }  // namespace kiln::cpu
