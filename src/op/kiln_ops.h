@@ -38,8 +38,12 @@
 // --- Blocked channel layout (opt/passes/layout.cc, layout_selection) ---------------------------
 // A blocked tensor stores an [N, C, spatial...] FP32 tensor as [N, ceil(C/b), spatial..., b]:
 // element (n, c, s...) lives at (n, c / b, s..., c % b), the b channels of one block adjacent in
-// memory (oneDNN's nChw8c / nChw16c). Channels C..ceil(C/b)*b-1 are padding and hold zeros; every
-// op below writes them as zeros and may rely on reading zeros there.
+// memory (oneDNN's nChw8c / nChw16c). Channels C..ceil(C/b)*b-1 are padding. Every op below
+// writes them as zeros; ONNX elementwise ops between blocked tensors may leave other finite
+// values there (Sigmoid(0) = 0.5), and no op lets the padding reach a real channel: convolutions
+// multiply it by zero-padded weights, pools and elementwise ops keep channels apart, Concat
+// takes padding only from its last input and ReorderFromBlocked drops it. So the padding is
+// finite, not necessarily zero, and nothing may rely on reading zeros there.
 // ReorderToBlocked(X) -> Y
 //   block INT (8 or 16, required). X [N, C, spatial...] (rank >= 3); Y [N, ceil(C/b), ..., b].
 // ReorderFromBlocked(Y) -> X
@@ -50,8 +54,17 @@
 //   y_block  INT  0: Y (and Z) plain; 8 or 16: Y and Z are blocked with that block.
 //   C and the output channels come from W ([M, C/group, kH, kW]). Only 2-D convolutions take a
 //   blocked operand (X rank 4 plain or 5 blocked).
-//   Elementwise ops between blocked tensors of the same shape (Add, Relu, Clip with 0 in range)
-//   stay ONNX ops: on equal shapes they are layout-blind and keep the padding at zero.
+//   Elementwise ops between blocked tensors stay ONNX ops (Add, Sub, Mul, Relu, Clip, Sigmoid,
+//   ...): on equal shapes, and on a [N, C, H, W] tensor with an [N or 1, C, 1, 1] one, numpy
+//   broadcasting of the blocked shapes ([N, C/b, H, W, b] with [N or 1, C/b, 1, 1, b]) pairs the
+//   same channels as the plain shapes do. So does Concat on axis 1 when every input but the last
+//   has a multiple of b channels.
+// BlockedPool(X) -> Y
+//   pool STRING (required): the ONNX op it computes, "MaxPool", "AveragePool",
+//   "GlobalAveragePool" or "GlobalMaxPool", with that op's attributes (opset-17 meaning; MaxPool
+//   without its Indices output); block INT (8 or 16, required); channels INT (C, required).
+//   X blocked [N, ceil(C/b), H, W, b] -> Y blocked [N, ceil(C/b), OH, OW, b], exactly the pool of
+//   the plain tensor, blocked.
 
 #include <string_view>
 
@@ -131,6 +144,8 @@ inline constexpr std::string_view kQAddOp = "QAdd";
 // --- Blocked channel layout --------------------------------------------------------------------
 inline constexpr std::string_view kReorderToBlockedOp = "ReorderToBlocked";
 inline constexpr std::string_view kReorderFromBlockedOp = "ReorderFromBlocked";
+inline constexpr std::string_view kBlockedPoolOp = "BlockedPool";
+inline constexpr std::string_view kAttrPool = "pool";  // on BlockedPool
 inline constexpr std::string_view kAttrBlock = "block";
 inline constexpr std::string_view kAttrChannels = "channels";
 inline constexpr std::string_view kAttrXBlock = "x_block";  // on FusedConv

@@ -237,20 +237,45 @@ TEST(GeluFusionTest, LeavesOtherConstantsAndReadIntermediates) {
   EXPECT_EQ(CountOps(*OptimizeOnly(t2.Build(), {"gelu_fusion"}).graph, "Gelu", "ai.kiln"), 0);
 }
 
-// The LayerNorm decomposition PyTorch exports for nn.LayerNorm(hidden).
+// The LayerNorm decomposition PyTorch exports for nn.LayerNorm(hidden): gamma and beta [hidden].
+// `d` is x's shape; the intermediates declare it (x - mean, the Div, Mul and Add outputs) unless
+// `declare_shapes` is false, as in PyTorch exports whose x has no inferred shape.
 int LayerNormDecomposed(TestGraph& t, int x, std::mt19937& rng, const std::vector<int64_t>& d,
-                        int* diff = nullptr) {
+                        int* diff = nullptr, bool declare_shapes = true,
+                        std::vector<int64_t> param_dims = {}) {
   const int64_t h = d.back();
+  if (param_dims.empty()) param_dims = {h};
+  const std::optional<std::vector<int64_t>> dd =
+      declare_shapes ? std::optional<std::vector<int64_t>>(d) : std::nullopt;
   const std::vector<Attribute> axes = {Attribute::Ints("axes", {-1})};
   const int mean = t.Op("ReduceMean", {x}, axes, std::nullopt);
-  const int dx = t.Op("Sub", {x, mean}, {}, d);
+  const int dx = t.Op("Sub", {x, mean}, {}, dd);
   if (diff) *diff = dx;
   const int var =
-      t.Op("ReduceMean", {t.Op("Pow", {dx, t.Scalar("two", 2)}, {}, d)}, axes, std::nullopt);
+      t.Op("ReduceMean", {t.Op("Pow", {dx, t.Scalar("two", 2)}, {}, dd)}, axes, std::nullopt);
   const int sd = t.Op("Sqrt", {t.Op("Add", {var, t.Scalar("eps", 1e-5f)}, {}, std::nullopt)});
-  const int n = t.Op("Div", {dx, sd}, {}, d);
-  const int m = t.Op("Mul", {n, t.Random("gamma", {h}, rng)}, {}, d);
-  return t.Op("Add", {m, t.Random("beta", {h}, rng)}, {}, d);
+  const int n = t.Op("Div", {dx, sd}, {}, dd);
+  const int m = t.Op("Mul", {n, t.Random("gamma", param_dims, rng)}, {}, dd);
+  return t.Op("Add", {m, t.Random("beta", param_dims, rng)}, {}, dd);
+}
+
+// ViT's token sequence as PyTorch (opset 13, dynamic batch) exports it: the class token expanded
+// to the batch by a computed shape, concatenated with the patches [N, 5, 16], plus the position
+// embedding. Nothing after the Expand has a declared shape, and type_propagation cannot derive
+// one (neither can ONNX's shape inference), so the LayerNorm that follows sees an x of unknown
+// rank, as in vit_b_16, swin_t and maxvit_t.
+int VitTokens(TestGraph& t, int patches, std::mt19937& rng) {
+  const std::vector<int64_t> one = {1};
+  const int shape = t.Op("Shape", {patches}, {}, std::vector<int64_t>{3}, DataType::kInt64);
+  const int n = t.Op("Gather", {shape, t.Const("i0", Int64Tensor(Shape(one), {0}))},
+                     {Attribute::Int("axis", 0)}, one, DataType::kInt64);
+  const int target = t.Op("Concat",
+                          {n, t.Const("c1", Int64Tensor(Shape(one), {1})),
+                           t.Const("c16", Int64Tensor(Shape(one), {16}))},
+                          {Attribute::Int("axis", 0)}, std::vector<int64_t>{3}, DataType::kInt64);
+  const int cls = t.Op("Expand", {t.Random("cls", {1, 1, 16}, rng), target});
+  const int tokens = t.Op("Concat", {cls, patches}, {Attribute::Int("axis", 1)});
+  return t.Op("Add", {tokens, t.Random("pos", {1, 6, 16}, rng)});
 }
 
 TEST(LayerNormFusionTest, FusesTheDecomposition) {
@@ -290,6 +315,80 @@ TEST(LayerNormFusionTest, AdoptsOnnxLayerNormalization) {
   t2.Output(ln2[1]);
   EXPECT_EQ(CountOps(*OptimizeOnly(t2.Build(), {"layer_norm_fusion"}).graph, "LayerNormalization"),
             1);
+}
+
+TEST(LayerNormFusionTest, FusesWhenXHasNoDeclaredShape) {
+  std::mt19937 rng(9);
+  TestGraph t(13);
+  const int patches = t.Input("patches", {-1, 5, 16});
+  const int x = VitTokens(t, patches, rng);
+  ASSERT_FALSE(t.graph().value(x).type.has_shape);
+  t.Output(LayerNormDecomposed(t, x, rng, {-1, 6, 16}, nullptr, /*declare_shapes=*/false));
+  std::shared_ptr<const Graph> g = t.Build();
+  for (bool all : {false, true}) {
+    SCOPED_TRACE(all ? "every pass" : "type_propagation, layer_norm_fusion");
+    OptimizedGraph o =
+        all ? OptimizeAll(g) : OptimizeOnly(g, {"type_propagation", "layer_norm_fusion"});
+    EXPECT_EQ(CountOps(*o.graph, "LayerNormalization", "ai.kiln"), 1);
+    for (const char* op : {"ReduceMean", "Pow", "Sqrt", "Div", "Sub"}) {
+      EXPECT_EQ(CountOps(*o.graph, op), 0) << op;
+    }
+    for (const Node& node : o.graph->nodes()) {
+      if (node.op_type != "LayerNormalization") continue;
+      EXPECT_EQ(node.GetInt("axis", 0), -1);
+      EXPECT_FLOAT_EQ(node.GetFloat("epsilon", 0), 1e-5f);
+      ASSERT_EQ(node.inputs.size(), 3u);
+      const Value& scale = o.graph->value(node.inputs[1]);
+      ASSERT_NE(scale.constant, nullptr);
+      EXPECT_EQ(scale.constant->shape(), Shape({16}));
+    }
+    // Batch 2 and 3: the fused graph computes what the decomposition computes.
+    ExpectSameOutputs(*g, *o.graph, kFusedTol, 7, 2);
+    ExpectSameOutputs(*g, *o.graph, kFusedTol, 8, 3);
+  }
+}
+
+TEST(LayerNormFusionTest, NormalizedDimsFromTwoDimGammaAndRank) {
+  // LayerNorm over the last two axes of x [N, 3, 4, 5] (known rank, unknown dims): gamma [4, 1]
+  // pins the first normalized dim, beta [1, 5] the second.
+  std::mt19937 rng(10);
+  TestGraph t;
+  const int x0 = t.Input("x", {-1, 3, 4, 5});
+  const int x = t.Op("Relu", {x0}, {}, std::vector<int64_t>{-1, -1, -1, -1});
+  t.graph().mutable_value(x).type.dims = {Dim{}, Dim{}, Dim{}, Dim{}};
+  const std::vector<Attribute> axes = {Attribute::Ints("axes", {2, 3})};
+  const int mean = t.Op("ReduceMean", {x}, axes);
+  const int dx = t.Op("Sub", {x, mean});
+  const int var = t.Op("ReduceMean", {t.Op("Mul", {dx, dx})}, axes);
+  const int sd = t.Op("Sqrt", {t.Op("Add", {t.Scalar("eps", 1e-3f), var})});
+  const int n = t.Op("Div", {dx, sd});
+  const int m = t.Op("Mul", {t.Random("gamma", {4, 1}, rng), n});
+  t.Output(t.Op("Add", {m, t.Random("beta", {1, 5}, rng)}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeOnly(g, {"layer_norm_fusion"});
+  EXPECT_EQ(CountOps(*o.graph, "LayerNormalization", "ai.kiln"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "Mul"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "Add"), 0);
+  ExpectSameOutputs(*g, *o.graph, kFusedTol);
+}
+
+TEST(LayerNormFusionTest, LeavesUnprovableNormalizedDims) {
+  // No declared shape and only single-element gamma / beta: the normalized dim is not known.
+  std::mt19937 rng(11);
+  TestGraph t(13);
+  const int x = VitTokens(t, t.Input("patches", {-1, 5, 16}), rng);
+  t.Output(LayerNormDecomposed(t, x, rng, {-1, 6, 16}, nullptr, false, {1}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeOnly(g, {"type_propagation", "layer_norm_fusion"});
+  EXPECT_EQ(CountOps(*o.graph, "LayerNormalization", "ai.kiln"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "Pow"), 1);
+  ExpectSameOutputs(*g, *o.graph, 0);
+  // A gamma of a higher rank than the normalized axes could grow an x of unknown rank: left.
+  TestGraph t2(13);
+  const int x2 = VitTokens(t2, t2.Input("patches", {-1, 5, 16}), rng);
+  t2.Output(LayerNormDecomposed(t2, x2, rng, {-1, 6, 16}, nullptr, false, {1, 1, 1, 16}));
+  OptimizedGraph o2 = OptimizeOnly(t2.Build(), {"type_propagation", "layer_norm_fusion"});
+  EXPECT_EQ(CountOps(*o2.graph, "LayerNormalization", "ai.kiln"), 0);
 }
 
 TEST(LayerNormFusionTest, LeavesDecompositionWithExtraReaders) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // oneDNN MaxPool / AveragePool and the own global pools against the reference kernels: edge
-// sizes, strides, pads, auto_pad, ceil_mode, dilations, count_include_pad, 1-D to 3-D; and the
-// Indices output staying on the reference.
+// sizes, strides, pads, auto_pad, ceil_mode, dilations, count_include_pad, 1-D to 3-D; the
+// Indices output staying on the reference; and ai.kiln BlockedPool (every pool on blocked
+// tensors of 8 and 16 lanes, channel counts with a padded last block) against its reference.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,7 @@
 
 #include "kernels/cpu/cpu_test_util.h"
 #include "kernels/cpu/isa.h"
+#include "op/kiln_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -103,6 +105,74 @@ TEST(CpuPoolTest, GlobalPoolsMatchReference) {
       }
     }
   }
+}
+
+// A blocked [N, ceil(C/b), H, W, b] input whose padding lanes hold finite non-zero values (the
+// layout allows them, kiln_ops.h): the kernels must neither read them into a real channel nor
+// copy them into the output's padding, which the reference writes as zeros.
+OwnedTensor BlockedInput(int64_t n, int64_t c, int64_t h, int64_t w, int64_t b, std::mt19937& rng) {
+  return RandomTensor(Shape({n, (c + b - 1) / b, h, w, b}), rng, -2.0, 2.0);
+}
+
+TEST(CpuPoolTest, BlockedPoolMatchesReference) {
+  std::mt19937 rng(5);
+  struct BlockedCase {
+    std::string pool;
+    std::vector<Attribute> attrs;
+    std::vector<int64_t> x;  // N, C, H, W
+  };
+  const std::vector<BlockedCase> cases = {
+      {"MaxPool",
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}),
+        IntsAttr("pads", {1, 1, 1, 1})},
+       {2, 20, 9, 9}},
+      {"MaxPool",
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntAttr("ceil_mode", 1)},
+       {1, 64, 14, 14}},
+      {"MaxPool", {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})}, {1, 5, 8, 8}},
+      {"AveragePool",
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1}),
+        IntAttr("count_include_pad", 0)},
+       {1, 40, 7, 7}},
+      {"AveragePool",
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}),
+        IntsAttr("pads", {1, 1, 1, 1}), IntAttr("count_include_pad", 1)},
+       {2, 24, 8, 8}},
+      {"GlobalAveragePool", {}, {2, 40, 7, 7}},
+      {"GlobalAveragePool", {}, {1, 5, 1, 1}},
+      {"GlobalMaxPool", {}, {2, 20, 5, 3}},
+  };
+  for (int64_t b : {8, 16}) {
+    for (const BlockedCase& bc : cases) {
+      KernelCase c(std::string(kBlockedPoolOp), 17);
+      c.Domain(std::string(kKilnDomain), 1);
+      c.Input(BlockedInput(bc.x[0], bc.x[1], bc.x[2], bc.x[3], b, rng));
+      c.Attr(StringAttr(std::string(kAttrPool), bc.pool));
+      c.Attr(IntAttr(std::string(kAttrBlock), b));
+      c.Attr(IntAttr(std::string(kAttrChannels), bc.x[1]));
+      for (const Attribute& a : bc.attrs) c.Attr(a);
+      EXPECT_EQ(c.PickedProvider(), "cpu");
+      ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-5,
+                  fmt::format("{} x [{}] block {}", bc.pool, fmt::join(bc.x, ","), b));
+    }
+  }
+}
+
+TEST(CpuPoolTest, BlockedPoolRefusesAnotherBlockedShape) {
+  // X is not the blocked form of 20 channels with block 8 ([N, 3, H, W, 8]): the reference's
+  // error, not a wrong read.
+  std::mt19937 rng(6);
+  KernelCase c(std::string(kBlockedPoolOp), 17);
+  c.Domain(std::string(kKilnDomain), 1);
+  c.Input(RandomTensor(Shape({1, 2, 4, 4, 8}), rng));
+  c.Attr(StringAttr(std::string(kAttrPool), "GlobalAveragePool"));
+  c.Attr(IntAttr(std::string(kAttrBlock), 8));
+  c.Attr(IntAttr(std::string(kAttrChannels), 20));
+  Result<OwnedTensor> r = c.TryRun("cpu");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("not a blocked tensor"), std::string::npos)
+      << r.status().ToString();
 }
 
 }  // namespace

@@ -849,6 +849,28 @@ Result<std::unique_ptr<Kernel>> CreateBlockedFusedConv(const KernelInfo& info) {
       std::make_unique<BlockedFusedConvKernel>(std::move(kernel), x_block, y_block, group));
 }
 
+// BlockedPool: the plain ONNX pool of the unblocked X, blocked again.
+class BlockedPoolKernel final : public Kernel {
+ public:
+  BlockedPoolKernel(std::unique_ptr<Kernel> plain, int64_t block, int64_t channels)
+      : plain_(std::move(plain)), block_(block), channels_(channels) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 1, kBlockedPoolOp));
+    KILN_ASSIGN_OR_RETURN(OwnedTensor x,
+                          Unblock(kBlockedPoolOp, "X", ctx.input(0), block_, channels_));
+    const Tensor in[1] = {x.view()};
+    OwnedTensor out[1];
+    KernelContext plain_ctx(in, out);
+    KILN_RETURN_IF_ERROR(plain_->Compute(plain_ctx));
+    return BlockToOutput(ctx, kBlockedPoolOp, out[0].view(), block_);
+  }
+
+ private:
+  std::unique_ptr<Kernel> plain_;
+  int64_t block_, channels_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
@@ -942,6 +964,48 @@ Result<std::unique_ptr<Kernel>> CreateKilnReorderToBlocked(const KernelInfo& inf
   KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "ReorderToBlocked has one output"));
   KILN_ASSIGN_OR_RETURN(int64_t block, ReadBlock(info, kAttrBlock, true));
   return std::unique_ptr<Kernel>(std::make_unique<ReorderToBlockedKernel>(block));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnBlockedPool(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 1));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "BlockedPool has one output"));
+  KILN_ASSIGN_OR_RETURN(int64_t block, ReadBlock(info, kAttrBlock, true));
+  AttrReader attrs(info);
+  if (!attrs.Has(kAttrChannels) || !attrs.Has(kAttrPool)) {
+    return OpError(kBlockedPoolOp, "attributes 'pool' and 'channels' are required");
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t channels, attrs.Int(kAttrChannels, 0));
+  if (channels < 1) {
+    return OpError(kBlockedPoolOp, "attribute 'channels' is {}, expected >= 1", channels);
+  }
+  KILN_ASSIGN_OR_RETURN(std::string pool, attrs.String(kAttrPool, ""));
+  KernelFactory factory = nullptr;
+  if (pool == "MaxPool") {
+    factory = &CreateMaxPool;
+  } else if (pool == "AveragePool") {
+    factory = &CreateAveragePool;
+  } else if (pool == "GlobalAveragePool") {
+    factory = &CreateGlobalAveragePool;
+  } else if (pool == "GlobalMaxPool") {
+    factory = &CreateGlobalMaxPool;
+  } else {
+    return OpError(kBlockedPoolOp,
+                   "attribute 'pool' is \"{}\", expected MaxPool, AveragePool, "
+                   "GlobalAveragePool or GlobalMaxPool",
+                   pool);
+  }
+  const NodeDesc& node = info.node();
+  NodeDesc plain;
+  plain.name = node.name;
+  plain.op_type = pool;
+  plain.opset = 17;
+  plain.inputs = {node.inputs[0]};
+  plain.inputs[0].type = ValueType();  // the blocked declared type is not the plain one
+  plain.outputs = {OperandDesc::Of(ValueType())};
+  plain.attributes = AttributesWithout(node, {kAttrPool, kAttrBlock, kAttrChannels});
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(KernelInfo(plain)));
+  return std::unique_ptr<Kernel>(
+      std::make_unique<BlockedPoolKernel>(std::move(kernel), block, channels));
 }
 
 Result<std::unique_ptr<Kernel>> CreateKilnReorderFromBlocked(const KernelInfo& info) {

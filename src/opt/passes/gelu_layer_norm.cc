@@ -11,9 +11,13 @@
 // NOTE on LayerNormalization: matched from the first ReduceMean,
 //   mean = ReduceMean(x, axes); d = x - mean; var = ReduceMean(d^2 (Pow 2 or d*d), axes);
 //   n = d / Sqrt(var + eps); y = n * gamma + beta (Mul and Add each optional),
-// keepdims 1, axes the last k axes of x. The normalized dims of x must be known and gamma/beta
-// constants that broadcast only along them; they are expanded to exactly those dims. ONNX's own
-// LayerNormalization (opset 17) with only Y read becomes the ai.kiln op as well.
+// keepdims 1, axes the last k axes of x (negative axes need no rank). The normalized dims must
+// be known: from the declared type of x (or of x - mean, or of the Div's output), or else from
+// the dims of gamma / beta that are not 1 (NormalizedShape); PyTorch's opset-13 exports of ViT,
+// Swin and MaxViT with a dynamic batch declare no shape for x at all, so the types alone fused
+// none of their LayerNorms. gamma / beta must be constants that broadcast only along the
+// normalized dims; they are expanded to exactly those dims. ONNX's own LayerNormalization
+// (opset 17) with only Y read becomes the ai.kiln op as well.
 
 #include <fmt/format.h>
 
@@ -165,13 +169,73 @@ std::optional<int64_t> TrailingAxesCount(const GraphEditor& ed, const Node& r, i
   return k;
 }
 
-// `c` expanded to exactly `dims` (it may only broadcast along them); nullopt otherwise.
+// The normalized dims (the last k of x) and the highest rank a gamma / beta constant may have
+// without growing the output's rank.
+struct NormShape {
+  std::vector<int64_t> dims;
+  size_t max_param_rank = 0;
+};
+
+// Finds the normalized dims from what the graph proves: the declared types of `same_shape`
+// (values of x's shape: x, x - mean, the Div's output), then the trailing dims of the gamma /
+// beta candidates in `params` (kNoValue or non-constants ignored) where they are not 1: a
+// valid broadcast of [..., D] with a constant's dim G != 1 needs D == G or D == 1. (PyTorch
+// exports with a dynamic batch often carry no shape at all for x: the class-token Concat of an
+// Expand in ViT, the window Reshapes of Swin and MaxViT.) D == 1 against G > 1 would have the
+// original broadcast the output up; the fused node then has fewer normalized elements than its
+// Scale and the kernel reports an error instead of a result: LayerNorm over a size-1 axis with
+// a wider gamma is not a model anyone exports. nullopt when some dim stays unknown or the
+// sources disagree.
+std::optional<NormShape> NormalizedShape(const GraphEditor& ed, const std::vector<int>& same_shape,
+                                         const std::vector<int>& params, int64_t k) {
+  const size_t ku = static_cast<size_t>(k);
+  std::vector<int64_t> dims(ku, -1);
+  int64_t rank = -1;
+  auto pin = [&](size_t i, int64_t v) {
+    if (dims[i] >= 0 && dims[i] != v) return false;
+    dims[i] = v;
+    return true;
+  };
+  for (int v : same_shape) {
+    const ValueType& t = ed.value(v).type;
+    if (!t.has_shape) continue;
+    const int64_t r = static_cast<int64_t>(t.dims.size());
+    if (r < k || (rank >= 0 && rank != r)) return std::nullopt;
+    rank = r;
+    for (size_t i = 0; i < ku; ++i) {
+      const Dim& dim = t.dims[static_cast<size_t>(r - k) + i];
+      if (dim.known() && !pin(i, dim.value)) return std::nullopt;
+    }
+  }
+  // x has at least k dims (the ReduceMean reads axes -k..-1), so a constant of rank <= k never
+  // grows the output's rank.
+  const size_t max_param_rank = rank >= 0 ? static_cast<size_t>(rank) : ku;
+  for (int p : params) {
+    const OwnedTensor* c = p == kNoValue ? nullptr : ed.Constant(p);
+    if (c == nullptr || c->dtype() != DataType::kFloat32 ||
+        static_cast<size_t>(c->shape().rank()) > max_param_rank) {
+      continue;
+    }
+    const Shape& s = c->shape();
+    for (size_t i = 0; i < ku; ++i) {
+      const int si = s.rank() - static_cast<int>(ku) + static_cast<int>(i);
+      if (si >= 0 && s.dim(si) != 1 && !pin(i, s.dim(si))) return std::nullopt;
+    }
+  }
+  for (int64_t d : dims) {
+    if (d < 0) return std::nullopt;
+  }
+  return NormShape{std::move(dims), max_param_rank};
+}
+
+// `c` expanded to exactly `dims` (it may only broadcast along them and have at most
+// `max_rank` dims, so that it does not grow the output's rank); nullopt otherwise.
 std::optional<std::vector<float>> ExpandParam(const GraphEditor& ed, int c,
-                                              const std::vector<int64_t>& dims, size_t x_rank) {
+                                              const std::vector<int64_t>& dims, size_t max_rank) {
   const OwnedTensor* t = ed.Constant(c);
   if (t == nullptr || t->dtype() != DataType::kFloat32) return std::nullopt;
   const Shape& s = t->shape();
-  if (static_cast<size_t>(s.rank()) > x_rank) return std::nullopt;  // would grow the rank
+  if (static_cast<size_t>(s.rank()) > max_rank) return std::nullopt;  // would grow the rank
   const int k = static_cast<int>(dims.size());
   for (int i = 0; i < s.rank() - k; ++i) {
     if (s.dim(i) != 1) return std::nullopt;
@@ -244,15 +308,6 @@ class LayerNormFusionPass final : public Pass {
       if (!IsFloat32(ed, x)) continue;
       std::optional<int64_t> k = TrailingAxesCount(ed, rm1, x);
       if (!k) continue;
-      const ValueType& xt = ed.value(x).type;
-      if (!xt.has_shape || static_cast<int64_t>(xt.dims.size()) < *k) continue;
-      std::vector<int64_t> norm_dims;
-      bool known = true;
-      for (size_t i = xt.dims.size() - static_cast<size_t>(*k); i < xt.dims.size(); ++i) {
-        known = known && xt.dims[i].known();
-        norm_dims.push_back(xt.dims[i].value);
-      }
-      if (!known) continue;
       const int mean = rm1.outputs[0];
       const int sub = SoleConsumer(ed, mean);
       if (sub < 0 || !IsOnnxOp(ed.node(sub), "Sub") || ed.node(sub).inputs[0] != x ||
@@ -290,6 +345,22 @@ class LayerNormFusionPass final : public Pass {
       }
       std::vector<int> pattern = {r1, sub, sq, r2, add_eps, sqrt, div};
       int out = ed.node(div).outputs[0];
+      // The gamma / beta candidates (the constants the Mul and Add after the Div read): their
+      // dims may tell the normalized dims when the types do not. A non-constant operand ends
+      // the chain (past it, a dim would be that operand's broadcast, not x's).
+      std::vector<int> params;
+      int tail = out;
+      for (const char* op : {"Mul", "Add"}) {
+        const int c = SoleConsumer(ed, tail);
+        if (c < 0 || !IsOnnxOp(ed.node(c), op)) continue;
+        const int other = OtherInput(ed.node(c), tail);
+        if (other == kNoValue || ed.Constant(other) == nullptr) break;
+        params.push_back(other);
+        tail = ed.node(c).outputs[0];
+      }
+      std::optional<NormShape> ns = NormalizedShape(ed, {x, d, out}, params, *k);
+      if (!ns) continue;
+      const std::vector<int64_t>& norm_dims = ns->dims;
       int64_t count = 1;
       for (int64_t dd : norm_dims) count *= dd;
       std::vector<float> gamma(static_cast<size_t>(count), 1.0f);
@@ -298,7 +369,7 @@ class LayerNormFusionPass final : public Pass {
       if (next >= 0 && IsOnnxOp(ed.node(next), "Mul")) {
         const int g = OtherInput(ed.node(next), out);
         std::optional<std::vector<float>> gv =
-            g == kNoValue ? std::nullopt : ExpandParam(ed, g, norm_dims, xt.dims.size());
+            g == kNoValue ? std::nullopt : ExpandParam(ed, g, norm_dims, ns->max_param_rank);
         if (gv) {
           gamma = std::move(*gv);
           pattern.push_back(next);
@@ -308,7 +379,7 @@ class LayerNormFusionPass final : public Pass {
       }
       if (next >= 0 && IsOnnxOp(ed.node(next), "Add")) {
         const int b = OtherInput(ed.node(next), out);
-        beta = b == kNoValue ? std::nullopt : ExpandParam(ed, b, norm_dims, xt.dims.size());
+        beta = b == kNoValue ? std::nullopt : ExpandParam(ed, b, norm_dims, ns->max_param_rank);
         if (beta) {
           pattern.push_back(next);
           out = ed.node(next).outputs[0];
