@@ -7,21 +7,29 @@ Every model has random weights (seeded: the machine reaches no model hub) and is
 Debian's python3-torch / python3-torchvision 0.14, so that kiln and ONNX Runtime run the very same
 file. Families:
 
-  classification  ResNet-18/50, ResNeXt-50, DenseNet-121, SqueezeNet 1.1, GoogLeNet, Inception v3
-                  (299x299), MobileNetV2/V3, ShuffleNetV2, MNASNet, EfficientNet-B0, RegNetY-800MF,
-                  ConvNeXt-T, ViT-B/16, Swin-T: input [N,3,224,224], symbolic batch
-  segmentation    FCN-ResNet50 and DeepLabV3-MobileNetV3 (dilated convolutions), LR-ASPP: input
-                  [N,3,256,256], output "out" only
-  detection       SSDlite320-MobileNetV3, Faster R-CNN MobileNetV3-320-FPN: the N images of a
-                  [N,3,320,320] input are the model's image list, so each batch size is its own
-                  file; outputs boxes, scores and labels of every image
-  video           R3D-18 on an 8-frame 112x112 clip: input [N,3,8,112,112]
+  classification  AlexNet, VGG-16, ResNet-18/34/50, Wide ResNet-50-2, ResNeXt-50, DenseNet-121,
+                  SqueezeNet 1.1, GoogLeNet, Inception v3 (299x299), MobileNetV2, MobileNetV3
+                  large and small, ShuffleNetV2 x0.5 and x1.0, MNASNet 0.5 and 1.0,
+                  EfficientNet-B0, EfficientNetV2-S, RegNetX-400MF, RegNetY-800MF, ConvNeXt-T,
+                  ViT-B/16 and B/32, Swin-T, MaxViT-T: input [N,3,224,224], symbolic batch
+  segmentation    FCN-ResNet50, DeepLabV3-ResNet50 and DeepLabV3-MobileNetV3 (dilated
+                  convolutions), LR-ASPP: input [N,3,256,256], output "out" only
+  detection       SSDlite320-MobileNetV3, SSD300-VGG16, Faster R-CNN MobileNetV3-320-FPN,
+                  RetinaNet-ResNet50-FPN, FCOS-ResNet50-FPN: the N images of a [N,3,S,S] input
+                  (S = 320, 300 for SSD300) are the model's image list, so each batch size is
+                  its own file; outputs boxes, scores and labels of every image
+  video           R3D-18, MC3-18 and R(2+1)D-18 on an 8-frame 112x112 clip ([N,3,8,112,112]),
+                  S3D on a 16-frame 224x224 clip
   transformer     encoder_base (12 layers, hidden 768, 12 heads, FFN 3072) and encoder_small
                   (6 layers, 384, 6 heads, 1536) on token ids and an attention mask, sequence
-                  128; decoder_kv, a GPT-style decoder (6 layers, hidden 512, 8 heads, vocabulary
+                  128, written op by op (LayerNorm, GELU, attention) as a user's model is;
+                  encoder_torch, the same shape as encoder_small built from torch's own
+                  nn.TransformerEncoder (nn.LayerNorm: LayerNormalization at opset 17);
+                  decoder_kv, a GPT-style decoder (6 layers, hidden 512, 8 heads, vocabulary
                   8192) running one decode step: the new token's id [N,1] and the key / value
-                  cache [6,N,8,128,64] in, logits and the cache grown by one position out. They
-                  are written op by op (LayerNorm, GELU, attention) as a user's model is.
+                  cache [6,N,8,128,64] in, logits and the cache grown by one position out;
+                  decoder_chunk, the same decoder prefilling a 32-token chunk of a prompt after
+                  96 cached tokens (a causal mask over the chunk).
 
 Real inputs: the images are crops of one photograph (scipy's `face`), normalized as torchvision's
 ImageNet weights expect, a different crop per batch item; the clip is a panning sequence of crops;
@@ -52,8 +60,12 @@ SENTENCE = ("a server never has its cores to itself and a user brings their own 
 
 # name: (family, image side in pixels; None for the transformers).
 MODELS = {
+    "alexnet": ("classification", 224),
+    "vgg16": ("classification", 224),
     "resnet18": ("classification", 224),
+    "resnet34": ("classification", 224),
     "resnet50": ("classification", 224),
+    "wide_resnet50_2": ("classification", 224),
     "resnext50_32x4d": ("classification", 224),
     "densenet121": ("classification", 224),
     "squeezenet1_1": ("classification", 224),
@@ -61,27 +73,46 @@ MODELS = {
     "inception_v3": ("classification", 299),
     "mobilenet_v2": ("classification", 224),
     "mobilenet_v3_large": ("classification", 224),
+    "mobilenet_v3_small": ("classification", 224),
+    "shufflenet_v2_x0_5": ("classification", 224),
     "shufflenet_v2_x1_0": ("classification", 224),
+    "mnasnet0_5": ("classification", 224),
     "mnasnet1_0": ("classification", 224),
     "efficientnet_b0": ("classification", 224),
+    "efficientnet_v2_s": ("classification", 224),
+    "regnet_x_400mf": ("classification", 224),
     "regnet_y_800mf": ("classification", 224),
     "convnext_tiny": ("classification", 224),
     "vit_b_16": ("classification", 224),
+    "vit_b_32": ("classification", 224),
     "swin_t": ("classification", 224),
+    "maxvit_t": ("classification", 224),
     "fcn_resnet50": ("segmentation", 256),
+    "deeplabv3_resnet50": ("segmentation", 256),
     "deeplabv3_mobilenet_v3_large": ("segmentation", 256),
     "lraspp_mobilenet_v3_large": ("segmentation", 256),
     "ssdlite320_mobilenet_v3_large": ("detection", 320),
+    "ssd300_vgg16": ("detection", 300),
     "fasterrcnn_mobilenet_v3_large_320_fpn": ("detection", 320),
+    "retinanet_resnet50_fpn": ("detection", 320),
+    "fcos_resnet50_fpn": ("detection", 320),
     "r3d_18": ("video", 112),
+    "mc3_18": ("video", 112),
+    "r2plus1d_18": ("video", 112),
+    "s3d": ("video", 224),
     "encoder_base": ("transformer", None),
     "encoder_small": ("transformer", None),
+    "encoder_torch": ("transformer", None),
     "decoder_kv": ("transformer", None),
+    "decoder_chunk": ("transformer", None),
 }
-ENCODERS = {"encoder_base": (12, 768, 12, 3072), "encoder_small": (6, 384, 6, 1536)}
+ENCODERS = {"encoder_base": (12, 768, 12, 3072), "encoder_small": (6, 384, 6, 1536),
+            "encoder_torch": (6, 384, 6, 1536)}
 VOCAB = 8192
 DECODER = dict(layers=6, hidden=512, heads=8, ffn=2048, past=SEQ)
-CLIP_FRAMES = 8
+# Decode step: 1 new token after 128 cached; chunk: 32 prompt tokens after 96 cached.
+DECODER_STEPS = {"decoder_kv": (SEQ, 1), "decoder_chunk": (96, 32)}
+CLIP_FRAMES = {"s3d": 16}  # frames per clip (default 8)
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -154,8 +185,9 @@ def make_inputs(name, batch):
         return {"images": x.numpy().astype(np.float32)}
     if family == "video":
         img = photo()
-        clips = [torch.stack([normalize(crop(img, size, i, frames=f))
-                              for f in range(CLIP_FRAMES)], dim=1) for i in range(batch)]
+        frames = CLIP_FRAMES.get(name, 8)
+        clips = [torch.stack([normalize(crop(img, size, i, frames=f)) for f in range(frames)],
+                             dim=1) for i in range(batch)]
         return {"input": torch.stack(clips).numpy().astype(np.float32)}
     if name in ENCODERS:
         ids = token_ids(batch, SEQ, VOCAB)
@@ -164,14 +196,14 @@ def make_inputs(name, batch):
             if b % 2 == 1:
                 mask[b, SEQ - 16 * (1 + b % 4):] = 0
         return {"input_ids": ids, "attention_mask": mask}
-    if name == "decoder_kv":
+    if name in DECODER_STEPS:
         # The cache a prefill of SENTENCE's tokens left: run the torch decoder over the prompt.
-        d = DECODER
+        past, new = DECODER_STEPS[name]
         module = build_module(name)
-        ids = token_ids(batch, d["past"] + 1, VOCAB)
+        ids = token_ids(batch, past + new, VOCAB)
         with torch.no_grad():
-            k, v = module.prefill(torch.from_numpy(ids[:, :d["past"]]))
-        return {"input_ids": ids[:, d["past"]:], "past_key": k.numpy().astype(np.float32),
+            k, v = module.prefill(torch.from_numpy(ids[:, :past]))
+        return {"input_ids": ids[:, past:], "past_key": k.numpy().astype(np.float32),
                 "past_value": v.numpy().astype(np.float32)}
     raise KeyError(name)
 
@@ -240,6 +272,30 @@ def build_encoder(layers, hidden, heads, ffn):
     return Encoder()
 
 
+def build_torch_encoder(layers, hidden, heads, ffn):
+    """An encoder of torch's own modules (nn.TransformerEncoderLayer: nn.MultiheadAttention,
+    nn.LayerNorm, GELU), post-norm as BERT, with a key padding mask."""
+    import torch
+    nn = torch.nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(VOCAB, hidden)
+            self.pos = nn.Embedding(SEQ, hidden)
+            self.ln = nn.LayerNorm(hidden)
+            layer = nn.TransformerEncoderLayer(hidden, heads, ffn, dropout=0.0,
+                                               activation="gelu", batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+        def forward(self, input_ids, attention_mask):
+            t = input_ids.shape[1]
+            x = self.ln(self.tok(input_ids) + self.pos(torch.arange(t).unsqueeze(0)))
+            return self.enc(x, src_key_padding_mask=attention_mask == 0)
+
+    return Encoder()
+
+
 def build_decoder(layers, hidden, heads, ffn, past):
     import torch
     nn = torch.nn
@@ -264,7 +320,11 @@ def build_decoder(layers, hidden, heads, ffn, past):
             scores = torch.matmul(q, k.transpose(-1, -2)) / float(head ** 0.5)
             if t > 1:  # causal mask for the prompt; one new token sees everything
                 total = k.shape[2]
-                mask = torch.ones(t, total).triu(total - t + 1) * -10000.0
+                # Query i (at position total - t + i) sees keys j <= total - t + i; written
+                # without triu, which opset 13 lacks.
+                later = torch.arange(total).unsqueeze(0) > \
+                    torch.arange(t).unsqueeze(1) + (total - t)
+                mask = later.to(torch.float32) * -10000.0
                 scores = scores + mask
             ctx = torch.matmul(torch.softmax(scores, dim=-1), v)
             x = x + self.o(ctx.transpose(1, 2).reshape(n, t, hidden))
@@ -308,9 +368,11 @@ def build_module(name):
     torch.manual_seed(int(hashlib.sha1(name.encode()).hexdigest(), 16) % (2 ** 31))
     family, _ = MODELS[name]
     nn = torch.nn
-    if name in ENCODERS:
+    if name == "encoder_torch":
+        m = build_torch_encoder(*ENCODERS[name])
+    elif name in ENCODERS:
         m = build_encoder(*ENCODERS[name])
-    elif name == "decoder_kv":
+    elif name in DECODER_STEPS:
         m = build_decoder(**DECODER)
     elif family == "classification":
         kwargs = {"aux_logits": False, "init_weights": True} \
@@ -330,7 +392,10 @@ def build_module(name):
 
         m = Seg()
     elif family == "detection":
-        det = getattr(torchvision.models.detection, name)(weights=None, weights_backbone=None)
+        # The ResNet-50 detectors resize to 800 pixels by default: keep the 320x320 input.
+        sizes = {"min_size": 320, "max_size": 320} if "resnet50" in name else {}
+        det = getattr(torchvision.models.detection, name)(weights=None, weights_backbone=None,
+                                                          **sizes)
 
         class Det(nn.Module):
             def __init__(self):
@@ -356,7 +421,7 @@ def io_names(name, batch):
     family, _ = MODELS[name]
     if name in ENCODERS:
         return ["input_ids", "attention_mask"], ["hidden"]
-    if name == "decoder_kv":
+    if name in DECODER_STEPS:
         return ["input_ids", "past_key", "past_value"], ["logits", "present_key",
                                                          "present_value"]
     if family == "detection":
@@ -381,7 +446,7 @@ def export(name, opset, batch, path):
     dynamic = None
     if not per_batch_file(name):
         dynamic = {n: {0: "batch"} for n in in_names}
-        if name == "decoder_kv":
+        if name in DECODER_STEPS:
             dynamic = {"input_ids": {0: "batch"}, "past_key": {1: "batch", 3: "past"},
                        "past_value": {1: "batch", 3: "past"}, "logits": {0: "batch"},
                        "present_key": {1: "batch", 3: "total"},

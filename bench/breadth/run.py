@@ -154,7 +154,9 @@ def agreement(case):
         if r.size == 0:
             continue
         err = float(abs(g.astype("f8") - r.astype("f8")).max())
-        scale = max(1.0, float(abs(r.astype("f8")).max()))
+        # Relative to the output's own magnitude: models with random weights can have outputs
+        # far below 1 (logits of 1e-6), where an absolute tolerance would accept anything.
+        scale = max(1e-30, float(abs(r.astype("f8")).max()))
         worst = max(worst, err / scale)
         if err > 1e-3 * scale:
             flagged = True
@@ -276,6 +278,25 @@ def markdown(doc):
     return "\n".join(lines) + "\n"
 
 
+def write_results(args, rows, final):
+    """Writes the JSON results (after every case, so an interrupted run keeps what it measured:
+    the file is named ...-partial.json until the suite ends) and returns (doc, stem)."""
+    isa = args.isa if args.isa != "native" else "native (the machine's)"
+    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "commit": compare.git_commit(), "cpu": compare.cpu_model(), "threads": args.threads,
+           "isa": isa, "command": " ".join(sys.argv), "rounds": args.rounds,
+           "target_s": args.target_s, "results": rows, "summary": summarize(rows)}
+    stem = args.out[:-5] if args.out and args.out.endswith(".json") else args.out or os.path.join(
+        ROOT, "bench", "results", f"{datetime.date.today().isoformat()}-{doc['commit']}-breadth"
+        + (f"-{args.label}" if args.label else ""))
+    os.makedirs(os.path.dirname(os.path.abspath(stem)), exist_ok=True)
+    with open(stem + (".json" if final else "-partial.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    if final and os.path.exists(stem + "-partial.json"):
+        os.remove(stem + "-partial.json")
+    return doc, stem
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True, help="the kiln executable")
@@ -330,18 +351,9 @@ def main():
             print(f"breadth [{k + 1}/{len(todo)}] {entry['id']} b{batch}: FAILED {row['error']}",
                   file=sys.stderr, flush=True)
         rows.append(row)
+        write_results(args, rows, final=False)
 
-    isa = args.isa if args.isa != "native" else "native (the machine's)"
-    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "commit": compare.git_commit(), "cpu": compare.cpu_model(), "threads": args.threads,
-           "isa": isa, "command": " ".join(sys.argv), "rounds": args.rounds,
-           "target_s": args.target_s, "results": rows, "summary": summarize(rows)}
-    stem = args.out[:-5] if args.out and args.out.endswith(".json") else args.out or os.path.join(
-        ROOT, "bench", "results", f"{datetime.date.today().isoformat()}-{doc['commit']}-breadth"
-        + (f"-{args.label}" if args.label else ""))
-    os.makedirs(os.path.dirname(os.path.abspath(stem)), exist_ok=True)
-    with open(stem + ".json", "w") as f:
-        json.dump(doc, f, indent=1)
+    doc, stem = write_results(args, rows, final=True)
     text = markdown(doc)
     with open(stem + ".md", "w") as f:
         f.write(text)
