@@ -197,6 +197,7 @@ Result<Subgraph> BuildSubgraph(const CfContext& cf, std::string_view attr) {
   SessionOptions sub = cf.options;
   sub.check_input_shapes = false;
   sub.memory_planning = false;  // a body runs inside its node; its values are the node's
+  sub.inherit_threads = true;   // and as wide as the run of its node
   Result<std::unique_ptr<Session>> session = Session::Create(a->g, sub);
   if (!session.ok()) return session.status().WithContext(fmt::format("subgraph '{}'", attr));
   Subgraph s;

@@ -34,6 +34,7 @@ struct NodeTiming {
 struct RunProfile {
   int64_t start_ns = 0;  // steady clock, around the whole run (input checks included)
   int64_t end_ns = 0;
+  int threads = 0;                // the run's width (intra-op threads)
   std::vector<NodeTiming> nodes;  // appended in execution order
 };
 

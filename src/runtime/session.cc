@@ -195,6 +195,12 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   session->allocator_ = options.allocator != nullptr ? options.allocator : &HostAllocator();
   session->intra_op_threads_ =
       options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, omp_get_num_procs());
+  session->inherit_threads_ = options.inherit_threads;
+  if (options.adapt_threads && !options.inherit_threads && session->intra_op_threads_ > 1) {
+    ThreadGovernorOptions governor;
+    governor.max_threads = session->intra_op_threads_;
+    session->governor_ = std::make_unique<ThreadGovernor>(governor);
+  }
   if (options.memory_planning) {
     session->plans_ = std::make_unique<PlanState>(
         static_cast<size_t>(std::max(1, options.memory_plan_cache_size)));
@@ -202,8 +208,19 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   return session;
 }
 
-void Session::ApplyIntraOpThreads() const {
-  if (omp_get_max_threads() != intra_op_threads_) omp_set_num_threads(intra_op_threads_);
+int Session::ApplyIntraOpThreads() const {
+  if (inherit_threads_) return omp_get_max_threads();
+  const int threads = governor_ != nullptr ? governor_->Choose() : intra_op_threads_;
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  return threads;
+}
+
+int Session::adapted_threads() const {
+  return governor_ != nullptr ? governor_->chosen() : intra_op_threads_;
+}
+
+int64_t Session::thread_switches() const {
+  return governor_ != nullptr ? governor_->switches() : 0;
 }
 
 MemoryPlanStats Session::memory_plan_stats() const {
@@ -503,7 +520,9 @@ Result<std::vector<OwnedTensor>> Session::RunWithProfile(std::span<const Tensor>
 Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inputs,
                                                      std::span<const Tensor> captures,
                                                      RunProfile* profile) const {
-  ApplyIntraOpThreads();
+  const int threads = ApplyIntraOpThreads();
+  if (profile != nullptr) profile->threads = threads;
+  const int64_t start_ns = governor_ != nullptr ? ProfileNowNs() : 0;
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
@@ -550,13 +569,15 @@ Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inp
     return Status::Internal(fmt::format("graph output '{}' was not computed", g.value(id).name));
   }
   scope.set_succeeded();
+  if (governor_ != nullptr) governor_->Record(threads, ProfileNowNs() - start_ns);
   return results;
 }
 
 Result<std::vector<RuntimeValue>> Session::RunValues(
     std::span<const RuntimeValue> inputs, std::span<const Tensor> capture_tensors,
     std::span<const RuntimeValue* const> capture_values) const {
-  ApplyIntraOpThreads();
+  const int threads = ApplyIntraOpThreads();
+  const int64_t start_ns = governor_ != nullptr ? ProfileNowNs() : 0;
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
@@ -600,6 +621,7 @@ Result<std::vector<RuntimeValue>> Session::RunValues(
     }
   }
   scope.set_succeeded();
+  if (governor_ != nullptr) governor_->Record(threads, ProfileNowNs() - start_ns);
   return results;
 }
 

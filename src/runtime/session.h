@@ -21,9 +21,14 @@
 // intermediates. Graph outputs never live in an arena. memory_plan_stats() reports the savings.
 //
 // Threads: kernels parallelize with OpenMP. Every Run / RunValues sets the calling thread's
-// OpenMP thread count (omp_set_num_threads, a per-thread setting) to intra_op_threads(), so
-// sessions run from different threads each keep their own budget. The setting stays in force
-// on the calling thread after the run.
+// OpenMP thread count (omp_set_num_threads, a per-thread setting) to the run's width, so
+// sessions run from different threads each keep their own budget; the setting stays in force
+// on the calling thread after the run. The width is intra_op_threads(), or with
+// SessionOptions::adapt_threads (the default) intra_op_threads() or 1, whichever the session's
+// ThreadGovernor (runtime/thread_governor.h) measures faster: on a machine that other work
+// shares, a model of many short nodes runs faster on one thread than on N threads that wait for
+// one another at the end of every node. Results do not depend on the width (the kernels split
+// outputs between threads, never a reduction; session_kernels_test checks it).
 //
 // Profiling: RunWithProfile times every node (runtime/profiler.h); other runs pay one branch per
 // node for it.
@@ -41,6 +46,7 @@
 #include "graph/ir.h"
 #include "kernels/kernel.h"
 #include "runtime/profiler.h"
+#include "runtime/thread_governor.h"
 #include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
 
@@ -65,6 +71,12 @@ struct SessionOptions {
   // Restricts kernel selection to one provider ("ref": the reference kernels only, for tests
   // and numerics checks); empty: the best kernel of every node (KernelRegistry::Find).
   std::string kernel_provider;
+  // Adapt each run's width between intra_op_threads and 1 to what the machine gives
+  // (runtime/thread_governor.h; see "Threads" above). Off: every run is intra_op_threads wide.
+  bool adapt_threads = true;
+  // Runs keep the calling thread's OpenMP width instead of setting their own (subgraph
+  // sessions: an If / Loop body runs as wide as the run of its node). Overrides the two above.
+  bool inherit_threads = false;
 };
 
 // What the memory planner did (Session::memory_plan_stats).
@@ -124,8 +136,13 @@ class Session {
   Result<std::vector<OwnedTensor>> RunWithProfile(std::span<const Tensor> inputs,
                                                   RunProfile* profile) const;
 
-  // Threads every run uses (SessionOptions::intra_op_threads resolved; >= 1).
+  // Threads every run uses (SessionOptions::intra_op_threads resolved; >= 1); with
+  // adapt_threads, the widest a run may be.
   int intra_op_threads() const { return intra_op_threads_; }
+  // With adapt_threads: the width runs use now (intra_op_threads() or 1) and the switches so
+  // far; without: intra_op_threads() and 0.
+  int adapted_threads() const;
+  int64_t thread_switches() const;
   // A snapshot of the memory planner's plans and counters.
   MemoryPlanStats memory_plan_stats() const;
 
@@ -158,7 +175,8 @@ class Session {
   Result<std::vector<OwnedTensor>> RunTensors(std::span<const Tensor> inputs,
                                               std::span<const Tensor> captures,
                                               RunProfile* profile) const;
-  void ApplyIntraOpThreads() const;
+  // Sets the calling thread's OpenMP width for one run and returns it.
+  int ApplyIntraOpThreads() const;
 
   std::shared_ptr<const Graph> graph_;
   std::vector<NodeKernel> kernels_;
@@ -169,6 +187,8 @@ class Session {
   bool check_input_shapes_ = true;
   Allocator* allocator_ = nullptr;  // never null after Create
   int intra_op_threads_ = 1;
+  bool inherit_threads_ = false;
+  std::unique_ptr<ThreadGovernor> governor_;  // null: fixed width
   // 1 for nodes that produce a graph output: they allocate from allocator_ even in planned runs.
   std::vector<char> output_nodes_;
   std::unique_ptr<PlanState> plans_;  // null: memory planning off

@@ -30,6 +30,9 @@ struct InstanceOptions {
   int cpu_threads = 0;         // thread budget of one model's instances; 0: hardware threads
   int intra_op_threads = 0;    // threads one session run uses; 0: split the budget
   bool oversubscribe = false;  // start every configured instance, even past the budget
+  // Each run's width adapts between intra_op_threads and 1 to what the machine gives
+  // (SessionOptions::adapt_threads); false: always intra_op_threads.
+  bool adapt_threads = true;
   // Where the sessions allocate node outputs and the batcher assembles batch inputs; nullptr:
   // HostAllocator(). Must outlive every model built with it. (Tests inject failing allocators.)
   Allocator* allocator = nullptr;

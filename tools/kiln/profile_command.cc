@@ -60,6 +60,7 @@ struct ProfileOptions {
   bool json = false;
   std::string trace;
   bool no_memory_plan = false;
+  bool fixed_threads = false;
   bool no_optimize = false;
   std::vector<std::string> disabled_passes;
   std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
@@ -327,6 +328,9 @@ ProfileReport MakeReport(const ProfileOptions& opt, const ProfiledGraph& pg, Pro
   r.model = opt.model;
   r.batch = inputs.batch;
   r.threads = session.intra_op_threads();
+  r.adaptive = !opt.fixed_threads && r.threads > 1;
+  for (const RunProfile& run : timed.runs) r.narrow_runs += run.threads == 1 ? 1 : 0;
+  r.width_switches = session.thread_switches();
   r.iterations = opt.iterations;
   r.warmup = opt.warmup;
   r.optimized = !opt.no_optimize;
@@ -360,6 +364,7 @@ Status Profile(const ProfileOptions& opt) {
   SessionOptions session_options;
   session_options.intra_op_threads = opt.threads;
   session_options.memory_planning = !opt.no_memory_plan;
+  session_options.adapt_threads = !opt.fixed_threads;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                         Session::Create(pg.graph, session_options));
   KILN_ASSIGN_OR_RETURN(TimedRuns timed, TimeRuns(*session, inputs.views, opt));
@@ -405,6 +410,10 @@ CommandMain AddProfileCommand(CLI::App& app) {
                   "Intra-op threads (0 = the machine's hardware threads)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  cmd->add_flag("--fixed-threads", opt->fixed_threads,
+                "Run every iteration on all --threads threads (by default a run's width adapts "
+                "between --threads and 1 to what the machine gives; the report says how many "
+                "runs were narrow)");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->add_flag("--no-optimize", opt->no_optimize,
                 "Profile the graph as imported, without the graph optimizer");

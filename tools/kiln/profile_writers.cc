@@ -51,6 +51,8 @@ std::string SetupJson(const ProfileReport& r) {
       "\"model\":{},\"batch\":{},\"threads\":{},\"thread_wait\":{},\"iterations\":{},"
       "\"warmup\":{},",
       JsonString(r.model), r.batch, r.threads, JsonString(r.thread_wait), r.iterations, r.warmup);
+  j += fmt::format("\"adaptive_threads\":{},\"narrow_runs\":{},\"width_switches\":{},",
+                   JsonBool(r.adaptive), r.narrow_runs, r.width_switches);
   j += fmt::format("\"optimized\":{},\"imported_nodes\":{},\"nodes_run\":{},",
                    JsonBool(r.optimized), r.imported_nodes, r.nodes_run);
   j += fmt::format(
@@ -144,6 +146,11 @@ std::string SetupText(const ProfileReport& r) {
   t += fmt::format(
       "batch       {}   threads {} (idle wait: {})   iterations {} (after {} warm-up)\n", r.batch,
       r.threads, r.thread_wait, r.iterations, r.warmup);
+  if (r.adaptive) {
+    t += fmt::format("widths      adaptive: {} of {} timed runs on one thread ({} switch{})\n",
+                     r.narrow_runs, r.iterations, r.width_switches,
+                     r.width_switches == 1 ? "" : "es");
+  }
   t += fmt::format("cpu         kiln kernels {}, oneDNN {} (INT8 VNNI {}, BF16 dot products {})\n",
                    r.cpu.kiln_isa, r.cpu.onednn_isa, r.cpu.int8_dot_products ? "yes" : "no",
                    r.cpu.bf16_dot_products ? "yes" : "no");

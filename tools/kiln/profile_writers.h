@@ -34,9 +34,12 @@ struct ProfiledValue {
 };
 
 struct ProfileReport {
-  std::string model;  // the path given
-  int64_t batch = 1;  // items per run
-  int threads = 0;    // the session's intra-op threads
+  std::string model;      // the path given
+  int64_t batch = 1;      // items per run
+  int threads = 0;        // the session's intra-op threads
+  bool adaptive = false;  // run widths adapt (SessionOptions::adapt_threads)
+  int narrow_runs = 0;    // timed runs that ran on one thread
+  int64_t width_switches = 0;
   int iterations = 0;
   int warmup = 0;
   bool optimized = true;

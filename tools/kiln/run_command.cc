@@ -83,6 +83,7 @@ Status RunModel(const RunOptions& opt) {
   }
   SessionOptions session_options;
   session_options.intra_op_threads = opt.threads;
+  session_options.adapt_threads = false;  // one run: nothing to adapt to
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph, session_options));
   KILN_ASSIGN_OR_RETURN(InputFiles files, ReadInputFiles(opt.inputs, *graph, opt.model));
   KILN_RETURN_IF_ERROR(RequireEveryInput(files, *graph));

@@ -70,6 +70,7 @@ struct ServeOptions {
   int intra_op_threads = 0;
   int64_t inline_execution_us = 100;
   bool allow_thread_oversubscription = false;
+  bool fixed_intra_op_threads = false;
 };
 
 Result<ModelControlMode> ParseControlMode(const std::string& mode) {
@@ -223,6 +224,7 @@ Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, Model
   mopt.instance_options.intra_op_threads = opt.intra_op_threads;
   mopt.instance_options.inline_max_ns = opt.inline_execution_us * 1000;
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
+  mopt.instance_options.adapt_threads = !opt.fixed_intra_op_threads;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelManager> manager, ModelManager::Create(mopt));
   Status load = manager->LoadInitialModels();
   if (!load.ok()) KILN_LOG_ERROR("some models failed to load: {}", load.message());
@@ -459,6 +461,10 @@ void AddLimitAndInstanceFlags(CLI::App& cmd, ServeOptions& opt) {
       ->capture_default_str();
   cmd.add_flag("--allow-thread-oversubscription", opt.allow_thread_oversubscription,
                "Start every configured instance even past --model-thread-budget");
+  cmd.add_flag("--fixed-intra-op-threads", opt.fixed_intra_op_threads,
+               "Run every batch with all of an instance's intra-op threads; by default each "
+               "instance measures whether its runs are faster on one thread while other work "
+               "shares the cores, and runs narrow while they are (docs/kernels.md)");
   cmd.add_option("--inline-execution-us", opt.inline_execution_us,
                  "A model whose runs take at most this long on average runs a request that "
                  "finds an instance free on the protocol thread that received it, saving the "

@@ -10,8 +10,11 @@
 
 #include "base/check.h"
 #include "kernels/cpu/half_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 namespace kiln::cpu {
+
+int CurrentThreads() { return ParallelThreads(); }
 
 const dnnl::engine& CpuEngine() {
   static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

@@ -135,19 +135,34 @@ Status CatchDnnl(std::string_view what, F&& f) noexcept {
   }
 }
 
+// The threads a oneDNN primitive made now would use (omp_get_max_threads(); 1 inside a parallel
+// region).
+int CurrentThreads();
+
 // A small thread-safe cache of per-shape plans (primitives, reorders, packed weights) owned by
 // one kernel. Lookup takes a mutex for a map find; building happens outside the lock (two
 // threads may build the same plan at once; one wins). At most kMaxPlans entries: when full, the
 // cache is cleared (shapes that change every call must not grow memory without bound).
+//
+// The key also holds the calling thread's OpenMP thread count: oneDNN fixes a primitive's
+// thread partition when it is created (its `parallel(nthr, ...)` forks nthr threads whatever
+// the count in force at execution), so a node that runs on one thread (a small node, or a run
+// the session's thread governor keeps narrow) gets a primitive made for one thread.
 template <typename Plan>
 class PlanCache {
  public:
   static constexpr size_t kMaxPlans = 16;
   using Key = std::vector<int64_t>;
 
-  // The plan for `key`, building it with build() -> Result<std::shared_ptr<Plan>> when absent.
+  // The plan for `key` at the current thread count, building it with build() ->
+  // Result<std::shared_ptr<Plan>> when absent.
   template <typename Build>
-  Result<std::shared_ptr<const Plan>> Get(const Key& key, Build&& build) const KILN_EXCLUDES(mu_) {
+  Result<std::shared_ptr<const Plan>> Get(const Key& shape_key, Build&& build) const
+      KILN_EXCLUDES(mu_) {
+    Key key;
+    key.reserve(shape_key.size() + 1);
+    key.assign(shape_key.begin(), shape_key.end());
+    key.push_back(CurrentThreads());
     {
       MutexLock lock(mu_);
       auto it = plans_.find(key);
@@ -156,7 +171,7 @@ class PlanCache {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, build());
     MutexLock lock(mu_);
     if (plans_.size() >= kMaxPlans) plans_.clear();
-    plans_.emplace(key, plan);
+    plans_.emplace(std::move(key), plan);
     return std::shared_ptr<const Plan>(std::move(plan));
   }
 

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// ThreadGovernor's policy on made-up run durations: it stays wide on a machine where wide runs
+// are faster (probing narrow ever more rarely), switches to one thread when narrow runs are
+// clearly faster, and switches back when the machine is quiet again.
+
+#include "runtime/thread_governor.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace kiln {
+namespace {
+
+// Runs `runs` runs: each asks the governor for a width and reports the duration `time(width)`.
+// Returns how many ran narrow.
+int Drive(ThreadGovernor& g, int runs, const std::function<int64_t(int)>& time) {
+  int narrow = 0;
+  for (int i = 0; i < runs; ++i) {
+    const int w = g.Choose();
+    if (w == 1) ++narrow;
+    g.Record(w, time(w));
+  }
+  return narrow;
+}
+
+ThreadGovernorOptions Options() {
+  ThreadGovernorOptions o;
+  o.max_threads = 2;
+  o.min_probe_period = 8;
+  o.max_probe_period = 256;
+  return o;
+}
+
+TEST(ThreadGovernorTest, OneThreadMaxNeverProbes) {
+  ThreadGovernorOptions o = Options();
+  o.max_threads = 1;
+  ThreadGovernor g(o);
+  EXPECT_EQ(Drive(g, 100, [](int) { return 1000; }), 100);
+  EXPECT_EQ(g.chosen(), 1);
+}
+
+TEST(ThreadGovernorTest, QuietMachineStaysWideAndProbesRarely) {
+  ThreadGovernor g(Options());
+  // Wide 1.0 ms, narrow 1.6 ms: narrow never wins.
+  const int narrow = Drive(g, 4000, [](int w) { return w == 1 ? 1'600'000 : 1'000'000; });
+  EXPECT_EQ(g.chosen(), 2);
+  EXPECT_EQ(g.switches(), 0);
+  // Probes at 8, 16, 24 (the first is the narrow plans' warm-up; two more before one can win),
+  // then the period doubles to 256: about 4000 / 256 + 8 probes, well under 1%.
+  EXPECT_GE(narrow, 4);
+  EXPECT_LE(narrow, 30) << "narrow probes must become rare on a quiet machine";
+}
+
+TEST(ThreadGovernorTest, BusyMachineSwitchesToOneThread) {
+  ThreadGovernor g(Options());
+  // Contended: wide runs take 3 ms, narrow 1.5 ms. The switch comes within a few dozen runs.
+  Drive(g, 40, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
+  EXPECT_EQ(g.chosen(), 1);
+  EXPECT_EQ(g.switches(), 1);
+  // And stays there while it lasts (wide probes keep losing).
+  const int narrow = Drive(g, 1000, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
+  EXPECT_EQ(g.chosen(), 1);
+  EXPECT_GE(narrow, 960);
+}
+
+TEST(ThreadGovernorTest, ReturnsToWideWhenTheMachineQuietsDown) {
+  ThreadGovernor g(Options());
+  Drive(g, 100, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
+  ASSERT_EQ(g.chosen(), 1);
+  // The load is gone: wide runs take 1 ms again, narrow 1.5 ms. A wide probe is at most
+  // max_probe_period runs away; the switch back comes after min_probes of them.
+  Drive(g, 1000, [](int w) { return w == 1 ? 1'500'000 : 1'000'000; });
+  EXPECT_EQ(g.chosen(), 2);
+  EXPECT_EQ(g.switches(), 2);
+}
+
+TEST(ThreadGovernorTest, ALoadArrivingLaterIsNoticed) {
+  ThreadGovernor g(Options());
+  // Quiet for long enough that probes are rare, then the machine gets busy: the rise of the
+  // wide width's average above its best brings probes back at once.
+  Drive(g, 3000, [](int w) { return w == 1 ? 1'600'000 : 1'000'000; });
+  ASSERT_EQ(g.chosen(), 2);
+  Drive(g, 60, [](int w) { return w == 1 ? 1'600'000 : 4'000'000; });
+  EXPECT_EQ(g.chosen(), 1);
+}
+
+TEST(ThreadGovernorTest, SmallDifferencesDoNotSwitch) {
+  ThreadGovernor g(Options());
+  // Narrow 10% faster: under the 15% margin, so no switch (noise must not flip the width).
+  Drive(g, 2000, [](int w) { return w == 1 ? 900'000 : 1'000'000; });
+  EXPECT_EQ(g.switches(), 0);
+}
+
+}  // namespace
+}  // namespace kiln
