@@ -22,7 +22,8 @@ bool Reads(const Node& node, int value) {
 
 }  // namespace
 
-GraphEditor::GraphEditor(Graph graph) : graph_(std::move(graph)) {
+GraphEditor::GraphEditor(Graph graph, bool subgraph)
+    : graph_(std::move(graph)), subgraph_(subgraph) {
   const size_t nv = static_cast<size_t>(graph_.num_values());
   dead_.assign(static_cast<size_t>(graph_.num_nodes()), false);
   consumers_.assign(nv, {});
@@ -309,11 +310,11 @@ Result<Graph> GraphEditor::Finish() const {
   out.outputs = graph_.outputs;
   map_ids(out.inputs);
   map_ids(out.outputs);
-  KILN_RETURN_IF_ERROR(VerifyGraph(out));
+  KILN_RETURN_IF_ERROR(VerifyGraph(out, subgraph_));
   return out;
 }
 
-Status VerifyGraph(const Graph& g) {
+Status VerifyGraph(const Graph& g, bool subgraph) {
   const int nv = g.num_values();
   auto bad = [&](std::string msg) {
     return Status::Internal(fmt::format("graph verification failed: {}", msg));
@@ -331,6 +332,9 @@ Status VerifyGraph(const Graph& g) {
     if (id < 0 || id >= nv) return bad(fmt::format("graph input id {} out of range", id));
     defined[static_cast<size_t>(id)] = true;
     is_input[static_cast<size_t>(id)] = true;
+  }
+  if (subgraph) {
+    for (int id : g.Captures()) defined[static_cast<size_t>(id)] = true;
   }
   for (int n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);

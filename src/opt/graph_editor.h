@@ -33,7 +33,10 @@ namespace kiln::opt {
 
 class GraphEditor {
  public:
-  explicit GraphEditor(Graph graph);
+  // `subgraph`: `graph` is an If / Loop / Scan body, whose captured values (read, never
+  // produced: Graph::Captures) come from the enclosing graph (Finish's verification allows
+  // them).
+  explicit GraphEditor(Graph graph, bool subgraph = false);
 
   const Graph& graph() const { return graph_; }
   Graph& graph() { return graph_; }
@@ -96,13 +99,15 @@ class GraphEditor {
   std::vector<bool> is_output_;
   std::vector<bool> is_input_;
   int next_name_ = 0;
+  bool subgraph_ = false;
 };
 
-// Structural checks of a top-level graph: ids in range, each value produced at most once and
-// by the node listed as its producer, every node input defined earlier (graph input, constant,
-// or an earlier node's output), graph outputs defined, value names unique. INTERNAL naming the
-// first problem (a failure here is an optimizer bug).
-Status VerifyGraph(const Graph& graph);
+// Structural checks of a graph: ids in range, each value produced at most once and by the node
+// listed as its producer, every node input defined earlier (graph input, constant, or an earlier
+// node's output; for a subgraph also a captured value of the enclosing graph), graph outputs
+// defined, value names unique. INTERNAL naming the first problem (a failure here is an optimizer
+// bug).
+Status VerifyGraph(const Graph& graph, bool subgraph = false);
 
 // True when the two declared types are provably the same tensor shape: same rank, and every dim
 // known and equal or the same named symbol.

@@ -148,6 +148,8 @@ class TestGraph {
   void Output(int id) { graph_->outputs.push_back(id); }
   Graph& graph() { return *graph_; }
   std::shared_ptr<const Graph> Build() { return graph_; }
+  // The graph being built, for what the helpers above do not cover (subgraph nodes).
+  Graph& mutable_graph() { return *graph_; }
 
  private:
   std::shared_ptr<Graph> graph_;

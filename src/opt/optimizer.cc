@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "op/kiln_ops.h"
 #include "opt/pass.h"
@@ -128,45 +129,74 @@ Result<OptimizedGraph> OptimizeGraph(const std::shared_ptr<const Graph>& graph,
     result.passes.push_back(std::move(r));
     passes.push_back(kFactories[i]());
   }
-  Graph current = *graph;
-  // Runs pass i once on `current`; returns its rewrites.
-  const auto run_pass = [&](size_t i) -> Result<int> {
-    PassReport& report = result.passes[i];
-    const auto start = std::chrono::steady_clock::now();
-    opt::GraphEditor ed(std::move(current));
-    Result<int> changes = passes[i]->Run(ed, resolved);
-    if (!changes.ok()) {
-      return changes.status().WithContext(fmt::format("optimizer pass '{}'", report.name));
+  // Runs the pipeline on `current` (a subgraph when `subgraph`), then on its subgraphs.
+  std::function<Status(Graph&, bool)> optimize = [&](Graph& current, bool subgraph) -> Status {
+    // Runs pass i once on `current`; returns its rewrites.
+    const auto run_pass = [&](size_t i) -> Result<int> {
+      PassReport& report = result.passes[i];
+      const auto start = std::chrono::steady_clock::now();
+      opt::GraphEditor ed(std::move(current), subgraph);
+      Result<int> changes = passes[i]->Run(ed, resolved);
+      if (!changes.ok()) {
+        return changes.status().WithContext(fmt::format("optimizer pass '{}'", report.name));
+      }
+      Result<Graph> next = ed.Finish();
+      const auto stop = std::chrono::steady_clock::now();
+      if (!next.ok()) {
+        return next.status().WithContext(fmt::format("after optimizer pass '{}'", report.name));
+      }
+      current = std::move(next).value();
+      if (options.verify_each_pass) {
+        KILN_RETURN_IF_ERROR(
+            opt::VerifyGraph(current, subgraph)
+                .WithContext(fmt::format("after optimizer pass '{}'", report.name)));
+      }
+      report.runs += 1;
+      report.changes += *changes;
+      report.time_ms += std::chrono::duration<double, std::milli>(stop - start).count();
+      return *changes;
+    };
+    const int rounds = std::max(1, options.max_iterations);
+    for (int round = 0; round < rounds; ++round) {
+      int round_changes = 0;
+      for (size_t i = 0; i < num_passes; ++i) {
+        if (!result.passes[i].enabled || passes[i]->Final()) continue;
+        KILN_ASSIGN_OR_RETURN(const int changes, run_pass(i));
+        round_changes += changes;
+      }
+      if (!subgraph) result.rounds = round + 1;
+      if (round_changes == 0) break;
     }
-    Result<Graph> next = ed.Finish();
-    const auto stop = std::chrono::steady_clock::now();
-    if (!next.ok()) {
-      return next.status().WithContext(fmt::format("after optimizer pass '{}'", report.name));
-    }
-    current = std::move(next).value();
-    if (options.verify_each_pass) {
-      KILN_RETURN_IF_ERROR(opt::VerifyGraph(current).WithContext(
-          fmt::format("after optimizer pass '{}'", report.name)));
-    }
-    report.runs += 1;
-    report.changes += *changes;
-    report.time_ms += std::chrono::duration<double, std::milli>(stop - start).count();
-    return *changes;
-  };
-  const int rounds = std::max(1, options.max_iterations);
-  for (int round = 0; round < rounds; ++round) {
-    int round_changes = 0;
     for (size_t i = 0; i < num_passes; ++i) {
-      if (!result.passes[i].enabled || passes[i]->Final()) continue;
-      KILN_ASSIGN_OR_RETURN(const int changes, run_pass(i));
-      round_changes += changes;
+      if (result.passes[i].enabled && passes[i]->Final()) {
+        KILN_RETURN_IF_ERROR(run_pass(i).status());
+      }
     }
-    result.rounds = round + 1;
-    if (round_changes == 0) break;
-  }
-  for (size_t i = 0; i < num_passes; ++i) {
-    if (result.passes[i].enabled && passes[i]->Final()) KILN_RETURN_IF_ERROR(run_pass(i).status());
-  }
+    // If / Loop / Scan bodies: the same pipeline (they run on Sessions like the main graph).
+    for (int n = 0; n < current.num_nodes(); ++n) {
+      for (Attribute& a : current.mutable_node(n).attributes) {
+        if (a.type != AttributeType::kGraph || a.g == nullptr) continue;
+        Graph body = *a.g;
+        // A Loop body's inputs (the loop-carried values) may change shape between iterations,
+        // whatever the body declares: the passes must not fold their dims.
+        for (int in : body.inputs) {
+          ValueType& t = body.mutable_value(in).type;
+          for (Dim& d : t.dims) d = Dim{};
+        }
+        KILN_RETURN_IF_ERROR(opt::VerifyGraph(body, /*subgraph=*/true)
+                                 .WithContext(fmt::format("subgraph '{}' of node '{}'", a.name,
+                                                          current.node(n).name)));
+        KILN_RETURN_IF_ERROR(optimize(body, true)
+                                 .WithContext(fmt::format("subgraph '{}' of node '{}'", a.name,
+                                                          current.node(n).name)));
+        a.g = std::make_shared<const Graph>(std::move(body));
+        ++result.subgraphs;
+      }
+    }
+    return Status::OK();
+  };
+  Graph current = *graph;
+  KILN_RETURN_IF_ERROR(optimize(current, false));
   result.nodes_after = current.num_nodes();
   result.graph = std::make_shared<const Graph>(std::move(current));
   return result;
@@ -181,9 +211,14 @@ std::string FormatPassReport(const OptimizedGraph& result) {
     }
     out += fmt::format("{:<34} {:>8} {:>10.3f}\n", p.name, p.changes, p.time_ms);
   }
-  out += fmt::format("nodes: {} -> {} in {} round(s); weight precision {}\n", result.nodes_before,
+  out += fmt::format("nodes: {} -> {} in {} round(s); weight precision {}", result.nodes_before,
                      result.nodes_after, result.rounds,
                      result.weight_precision.empty() ? "fp32" : result.weight_precision);
+  if (result.subgraphs > 0) {
+    out += fmt::format("; {} subgraph{} optimized too", result.subgraphs,
+                       result.subgraphs == 1 ? "" : "s");
+  }
+  out += "\n";
   return out;
 }
 

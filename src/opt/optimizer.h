@@ -81,7 +81,8 @@ struct OptimizedGraph {
   std::vector<PassReport> passes;  // pipeline order
   int rounds = 0;
   int nodes_before = 0;
-  int nodes_after = 0;
+  int nodes_after = 0;  // of the top-level graph
+  int subgraphs = 0;    // If / Loop / Scan bodies optimized (nested ones included)
   // OptimizerOptions::weight_precision as resolved: "fp32", "fp16" or "bf16".
   std::string weight_precision;
 };

@@ -113,6 +113,89 @@ TEST(VerifyGraphTest, CatchesUseBeforeDefinition) {
   EXPECT_NE(s.message().find("reads 'a' before it is defined"), std::string::npos) << s.ToString();
 }
 
+TEST(VerifyGraphTest, SubgraphsMayReadCapturedValues) {
+  // `a` has no producer and is no input: an error in a top-level graph, a value captured from the
+  // enclosing graph in an If / Loop body.
+  Graph g;
+  const int ia = g.AddValue({"a", ValueType(), -1, nullptr});
+  const int ib = g.AddValue({"b", ValueType(), -1, nullptr});
+  Node n;
+  n.op_type = "Relu";
+  n.inputs = {ia};
+  n.outputs = {ib};
+  g.AddNode(n);
+  g.outputs = {ib};
+  EXPECT_FALSE(VerifyGraph(g).ok());
+  EXPECT_TRUE(VerifyGraph(g, /*subgraph=*/true).ok());
+}
+
+TEST(SubgraphTest, IfBranchesAreOptimizedLikeTheMainGraph) {
+  // cond ? Relu(Identity(x) * (2 + 3)) : x - (1 + 1), x captured: each branch folds its constant
+  // Add, loses its Identity, and still computes the same outputs for both conditions.
+  auto branch = [](bool then) {
+    TestGraph b;
+    const int x =
+        b.mutable_graph().AddValue({"x", TestGraph::Type(std::vector<int64_t>{4}), -1, nullptr});
+    if (then) {
+      const int k = b.Op("Add", {b.Scalar("two", 2), b.Scalar("three", 3)}, {}, {{}});
+      const int id = b.Op("Identity", {x}, {}, {{4}});
+      b.Output(b.Op("Relu", {b.Op("Mul", {id, k}, {}, {{4}})}, {}, {{4}}));
+    } else {
+      const int k = b.Op("Add", {b.Scalar("one", 1), b.Scalar("one_b", 1)}, {}, {{}});
+      b.Output(b.Op("Sub", {x, k}, {}, {{4}}));
+    }
+    return b.Build();
+  };
+  TestGraph t;
+  const int cond = t.Input("cond", {}, DataType::kBool);
+  const int x = t.Input("x", {4});
+  Node n;
+  n.name = "if";
+  n.op_type = "If";
+  n.inputs = {cond};
+  n.implicit_inputs = {x};
+  Attribute then_branch, else_branch;
+  then_branch.name = "then_branch";
+  then_branch.type = AttributeType::kGraph;
+  then_branch.g = std::const_pointer_cast<Graph>(branch(true));
+  else_branch.name = "else_branch";
+  else_branch.type = AttributeType::kGraph;
+  else_branch.g = std::const_pointer_cast<Graph>(branch(false));
+  n.attributes = {then_branch, else_branch};
+  const int y =
+      t.mutable_graph().AddValue({"y", TestGraph::Type(std::vector<int64_t>{4}), -1, nullptr});
+  n.outputs = {y};
+  t.mutable_graph().AddNode(std::move(n));
+  t.Output(y);
+  std::shared_ptr<const Graph> g = t.Build();
+  Result<OptimizedGraph> r = OptimizeGraph(g);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->subgraphs, 2);
+  const Node& opt_if = r->graph->node(0);
+  ASSERT_EQ(opt_if.op_type, "If");
+  const Graph& then_opt = *opt_if.FindAttribute("then_branch")->g;
+  const Graph& else_opt = *opt_if.FindAttribute("else_branch")->g;
+  EXPECT_EQ(CountOps(then_opt, "Identity"), 0);
+  EXPECT_EQ(CountOps(then_opt, "Add"), 0);
+  EXPECT_EQ(CountOps(else_opt, "Add"), 0);
+  EXPECT_EQ(then_opt.num_nodes(), 2);  // Mul, Relu
+  EXPECT_EQ(else_opt.num_nodes(), 1);  // Sub
+  for (bool c : {true, false}) {
+    bool cv = c;
+    float xv[4] = {-1, 0.5f, 2, -3};
+    Tensor in[] = {Tensor(DataType::kBool, Shape{}, &cv), Tensor(DataType::kFloat32, Shape{4}, xv)};
+    Result<std::unique_ptr<Session>> s0 = Session::Create(g);
+    Result<std::unique_ptr<Session>> s1 = Session::Create(r->graph);
+    ASSERT_TRUE(s0.ok() && s1.ok());
+    auto want = (*s0)->Run(in);
+    auto got = (*s1)->Run(in);
+    ASSERT_TRUE(want.ok() && got.ok());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ((*got)[0].data<float>()[i], (*want)[0].data<float>()[i]) << c << " " << i;
+    }
+  }
+}
+
 TEST(ConstantFoldingTest, FoldsConstantSubgraphs) {
   std::mt19937 rng(1);
   TestGraph t;

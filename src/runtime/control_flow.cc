@@ -156,6 +156,15 @@ class ControlFlowKernel : public Kernel {
  public:
   bool TakesNonTensorValues() const override { return true; }
   // The implementations the subgraphs' nodes ran on ("kiln ref", "oneDNN ..."), distinct.
+  void AddPlanStats(MemoryPlanStats& stats) const {
+    for (const Subgraph* g : Subgraphs()) {
+      const MemoryPlanStats s = g->session->memory_plan_stats();
+      stats.subgraph_recorded_runs += s.recorded_runs + s.subgraph_recorded_runs;
+      stats.subgraph_planned_runs += s.planned_runs + s.subgraph_planned_runs;
+      stats.subgraph_unplanned_runs += s.unplanned_runs + s.subgraph_unplanned_runs;
+    }
+  }
+
   std::string Implementation() const override {
     std::vector<std::string> seen;
     for (const Subgraph* g : Subgraphs()) {
@@ -196,8 +205,7 @@ Result<Subgraph> BuildSubgraph(const CfContext& cf, std::string_view attr) {
   }
   SessionOptions sub = cf.options;
   sub.check_input_shapes = false;
-  sub.memory_planning = false;  // a body runs inside its node; its values are the node's
-  sub.inherit_threads = true;   // and as wide as the run of its node
+  sub.inherit_threads = true;  // a body runs as wide as the run of its node
   Result<std::unique_ptr<Session>> session = Session::Create(a->g, sub);
   if (!session.ok()) return session.status().WithContext(fmt::format("subgraph '{}'", attr));
   Subgraph s;
@@ -694,6 +702,12 @@ Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const Graph& graph, cons
 const KernelDef& ControlFlowKernelDef() {
   static const KernelDef def{"", "", 1, 17, DeviceType::kCpu, kAllTypes, 0, nullptr, "runtime"};
   return def;
+}
+
+void AddSubgraphPlanStats(const Kernel& kernel, MemoryPlanStats& stats) {
+  if (const auto* cf = dynamic_cast<const ControlFlowKernel*>(&kernel); cf != nullptr) {
+    cf->AddPlanStats(stats);
+  }
 }
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 namespace kiln {
 
 struct SessionOptions;
+struct MemoryPlanStats;
 
 // True for the ONNX-domain ops If, Loop, Scan and SequenceMap.
 bool IsControlFlowOp(const Node& node);
@@ -32,5 +33,9 @@ Result<std::unique_ptr<Kernel>> CreateControlFlowKernel(const Graph& graph, cons
 
 // The KernelDef reported for control-flow nodes (provider "runtime").
 const KernelDef& ControlFlowKernelDef();
+
+// Adds the memory-plan run counters of `kernel`'s subgraph sessions (nested ones included) to
+// `stats`' subgraph_* counters; nothing for a kernel that is not a control-flow kernel.
+void AddSubgraphPlanStats(const Kernel& kernel, MemoryPlanStats& stats);
 
 }  // namespace kiln

@@ -14,7 +14,7 @@ ValueType Type(DataType dtype, const std::vector<int64_t>& dims) {
   ValueType t;
   t.dtype = dtype;
   t.has_shape = true;
-  for (int64_t d : dims) t.dims.push_back(Dim{d, {}});
+  for (int64_t d : dims) t.dims.push_back(d >= 0 ? Dim{d, {}} : Dim{});
   return t;
 }
 
@@ -74,7 +74,8 @@ std::shared_ptr<Graph> NewGraph(const std::string& name) {
 }
 
 // If: then = x + c (x captured from the outer graph), else = x - c.
-std::shared_ptr<Graph> IfModel() {
+// `x_dims`: x's declared dims (-1: unknown).
+std::shared_ptr<Graph> IfModel(std::vector<int64_t> x_dims = {2}) {
   auto branch = [](const std::string& op) {
     auto b = NewGraph(op);
     const int x = AddValue(*b, "x");  // captured
@@ -86,7 +87,7 @@ std::shared_ptr<Graph> IfModel() {
   };
   auto g = NewGraph("main");
   const int cond = AddValue(*g, "cond", Type(DataType::kBool, {}));
-  const int x = AddValue(*g, "x", Type(DataType::kFloat32, {2}));
+  const int x = AddValue(*g, "x", Type(DataType::kFloat32, x_dims));
   g->inputs = {cond, x};
   const int out = AddValue(*g, "out");
   AddNode(*g, "If", {cond}, {out},
@@ -179,6 +180,66 @@ TEST(ControlFlowTest, LoopCarriesValuesCollectsScanOutputsAndStops) {
       EXPECT_EQ((*out)[1].data<float>()[i], c.scans[i]);
     }
   }
+}
+
+TEST(ControlFlowTest, BodiesPlanTheirMemoryPerSignature) {
+  // The Loop body runs once per trip: the first trip of a signature (inputs and captures)
+  // records a plan, the others use it; a new capture shape records a second one. Results are
+  // those of the unplanned body.
+  SessionOptions planned;
+  SessionOptions unplanned;
+  unplanned.memory_planning = false;
+  Result<std::unique_ptr<Session>> s = Session::Create(LoopModel(), planned);
+  Result<std::unique_ptr<Session>> u = Session::Create(LoopModel(), unplanned);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  int64_t m = 6;
+  bool cond = true;
+  float acc = 0, step = 2, limit = 100;
+  Tensor in[] = {Tensor(DataType::kInt64, Shape{}, &m), Tensor(DataType::kBool, Shape{}, &cond),
+                 Tensor(DataType::kFloat32, Shape{1}, &acc),
+                 Tensor(DataType::kFloat32, Shape{1}, &step),
+                 Tensor(DataType::kFloat32, Shape{1}, &limit)};
+  for (int run = 0; run < 2; ++run) {
+    auto got = (*s)->Run(in);
+    auto want = (*u)->Run(in);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (size_t i = 0; i < want->size(); ++i) {
+      ASSERT_EQ((*got)[i].shape(), (*want)[i].shape());
+      for (int64_t k = 0; k < (*want)[i].num_elements(); ++k) {
+        EXPECT_EQ((*got)[i].data<float>()[k], (*want)[i].data<float>()[k]);
+      }
+    }
+  }
+  // 2 runs x 6 trips: one trip recorded, 11 planned.
+  MemoryPlanStats stats = (*s)->memory_plan_stats();
+  EXPECT_EQ(stats.subgraph_recorded_runs, 1);
+  EXPECT_EQ(stats.subgraph_planned_runs, 11);
+  EXPECT_EQ(stats.subgraph_unplanned_runs, 0);
+  EXPECT_EQ((*u)->memory_plan_stats().subgraph_planned_runs, 0);
+}
+
+TEST(ControlFlowTest, ACapturedValueOfAnotherShapeIsAnotherSignature) {
+  // The If branches read x from the outer graph: x [2] and x [1] (broadcast against the
+  // branch's constant [2]) record one plan each; a second run of x [2] uses its plan.
+  Result<std::unique_ptr<Session>> s = Session::Create(IfModel({-1}));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  bool cond = true;
+  float x2[2] = {1, 2}, x1[1] = {5};
+  Tensor two[] = {Tensor(DataType::kBool, Shape{}, &cond),
+                  Tensor(DataType::kFloat32, Shape{2}, x2)};
+  Tensor one[] = {Tensor(DataType::kBool, Shape{}, &cond),
+                  Tensor(DataType::kFloat32, Shape{1}, x1)};
+  ASSERT_TRUE((*s)->Run(two).ok());
+  auto out = (*s)->Run(one);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].data<float>()[0], 15.f);  // 5 + 10
+  EXPECT_EQ((*out)[0].data<float>()[1], 25.f);  // 5 + 20
+  ASSERT_TRUE((*s)->Run(two).ok());
+  const MemoryPlanStats stats = (*s)->memory_plan_stats();
+  EXPECT_EQ(stats.subgraph_recorded_runs, 2);
+  EXPECT_EQ(stats.subgraph_planned_runs, 1);
 }
 
 // Scan (opset 16): running sum over the rows of X (axis 0), scanned in reverse, with an offset

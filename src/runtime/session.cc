@@ -112,29 +112,48 @@ class Session::RunScope {
 
 namespace {
 
-// Per tensor input: dtype, rank, dims. Empty when an input is not a tensor.
-std::vector<int64_t> TensorSignature(std::span<const Tensor> inputs) {
+void AppendSignature(const Tensor& t, std::vector<int64_t>& key) {
+  key.push_back(static_cast<int64_t>(t.dtype()));
+  key.push_back(t.rank());
+  for (int i = 0; i < t.rank(); ++i) key.push_back(t.dim(i));
+}
+
+// Per tensor input, then per captured tensor: dtype, rank, dims. Empty when a capture is not a
+// tensor.
+std::vector<int64_t> TensorSignature(std::span<const Tensor> inputs,
+                                     std::span<const Tensor> captures) {
   std::vector<int64_t> key;
-  key.reserve(inputs.size() * 6 + 1);
+  key.reserve((inputs.size() + captures.size()) * 6 + 2);
   key.push_back(static_cast<int64_t>(inputs.size()));
-  for (const Tensor& t : inputs) {
-    key.push_back(static_cast<int64_t>(t.dtype()));
-    key.push_back(t.rank());
-    for (int i = 0; i < t.rank(); ++i) key.push_back(t.dim(i));
+  for (const Tensor& t : inputs) AppendSignature(t, key);
+  key.push_back(static_cast<int64_t>(captures.size()));
+  for (const Tensor& t : captures) {
+    if (!t.valid()) return {};
+    AppendSignature(t, key);
   }
   return key;
 }
 
-std::vector<int64_t> ValueSignature(std::span<const RuntimeValue> inputs) {
+// The same over values: empty when an input or a capture is not a tensor (a sequence or none).
+std::vector<int64_t> ValueSignature(std::span<const RuntimeValue> inputs,
+                                    std::span<const Tensor> capture_tensors,
+                                    std::span<const RuntimeValue* const> capture_values) {
   std::vector<int64_t> key;
-  key.reserve(inputs.size() * 6 + 1);
+  key.reserve((inputs.size() + capture_tensors.size()) * 6 + 2);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const RuntimeValue& v : inputs) {
     if (!v.is_tensor()) return {};
-    const Tensor& t = v.tensor().view();
-    key.push_back(static_cast<int64_t>(t.dtype()));
-    key.push_back(t.rank());
-    for (int i = 0; i < t.rank(); ++i) key.push_back(t.dim(i));
+    AppendSignature(v.tensor().view(), key);
+  }
+  key.push_back(static_cast<int64_t>(capture_tensors.size()));
+  for (size_t i = 0; i < capture_tensors.size(); ++i) {
+    if (capture_tensors[i].valid()) {
+      AppendSignature(capture_tensors[i], key);
+      continue;
+    }
+    const RuntimeValue* v = i < capture_values.size() ? capture_values[i] : nullptr;
+    if (v == nullptr || !v->is_tensor()) return {};
+    AppendSignature(v->tensor().view(), key);
   }
   return key;
 }
@@ -245,6 +264,9 @@ MemoryPlanStats Session::memory_plan_stats() const {
   stats.unplanned_runs = plans_->unplanned_runs.load(std::memory_order_relaxed);
   stats.heap_fallbacks = plans_->heap_fallbacks.load(std::memory_order_relaxed);
   stats.evictions = plans_->cache.evictions();
+  for (const NodeKernel& k : kernels_) {
+    if (k.kernel != nullptr) AddSubgraphPlanStats(*k.kernel, stats);
+  }
   return stats;
 }
 
@@ -534,10 +556,9 @@ Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inp
         CheckTensor(inputs[i], v.type, fmt::format("input '{}'", v.name), check_input_shapes_));
   }
   // The scope outlives the frame: every intermediate is released before it settles.
-  RunScope scope(
-      *this,
-      plans_ != nullptr && captures.empty() ? TensorSignature(inputs) : std::vector<int64_t>(),
-      profile);
+  RunScope scope(*this,
+                 plans_ != nullptr ? TensorSignature(inputs, captures) : std::vector<int64_t>(),
+                 profile);
   Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {
     frame.views[static_cast<size_t>(g.inputs[i])] = inputs[i];
@@ -590,8 +611,8 @@ Result<std::vector<RuntimeValue>> Session::RunValues(
   }
   // The scope outlives the frame: every intermediate is released before it settles.
   RunScope scope(*this,
-                 plans_ != nullptr && capture_tensors.empty() ? ValueSignature(inputs)
-                                                              : std::vector<int64_t>(),
+                 plans_ != nullptr ? ValueSignature(inputs, capture_tensors, capture_values)
+                                   : std::vector<int64_t>(),
                  nullptr);
   Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -14,11 +14,13 @@
 // outputs. Inside, both execute the same way: tensors flow as views, sequences and nones as
 // RuntimeValues, and every intermediate is released after its last reader.
 //
-// Memory: the first run of each input signature (the dtypes and shapes of the inputs) records
-// its allocations; a liveness-based plan then places every intermediate in one arena
-// (runtime/memory_plan.h, runtime/arena.h), cached per signature. Later runs of that signature
-// take an arena from the plan's pool (one per concurrent run) and allocate nothing for
-// intermediates. Graph outputs never live in an arena. memory_plan_stats() reports the savings.
+// Memory: the first run of each input signature (the dtypes and shapes of the inputs, and of the
+// captured values for a subgraph) records its allocations; a liveness-based plan then places
+// every intermediate in one arena (runtime/memory_plan.h, runtime/arena.h), cached per
+// signature. Later runs of that signature take an arena from the plan's pool (one per
+// concurrent run) and allocate nothing for intermediates. Graph outputs never live in an arena.
+// If / Loop / Scan bodies plan the same way in their own sessions. memory_plan_stats() reports
+// the savings.
 //
 // Threads: kernels parallelize with OpenMP. Every Run / RunValues sets the calling thread's
 // OpenMP thread count (omp_set_num_threads, a per-thread setting) to the run's width, so
@@ -64,7 +66,7 @@ struct SessionOptions {
   // hardware threads.
   int intra_op_threads = 0;
   // Static memory plans per input signature (see above); off: every allocation goes to
-  // `allocator` as it comes. Subgraph sessions (If / Loop bodies) never plan.
+  // `allocator` as it comes. Subgraph sessions (If / Loop bodies) plan when their parent does.
   bool memory_planning = true;
   // Plans kept (least recently used evicted first); at least 1.
   int memory_plan_cache_size = 8;
@@ -96,6 +98,11 @@ struct MemoryPlanStats {
   int64_t unplanned_runs = 0;  // runs not planned (non-tensor inputs, no memory for an arena)
   int64_t heap_fallbacks = 0;  // requests of planned runs that did not match the plan
   int64_t evictions = 0;
+  // The runs of the If / Loop / Scan bodies (nested ones included), counted as above: a body
+  // plans per signature of its inputs and captured values.
+  int64_t subgraph_recorded_runs = 0;
+  int64_t subgraph_planned_runs = 0;
+  int64_t subgraph_unplanned_runs = 0;
 };
 
 class Session {

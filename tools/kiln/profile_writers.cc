@@ -85,10 +85,12 @@ std::string MemoryPlanJson(const MemoryPlanStats& memory) {
   const MemoryPlanStats::Plan* plan = memory.plans.empty() ? nullptr : &memory.plans.front();
   return fmt::format(
       "\"memory_plan\":{{\"planned\":{},\"arena_bytes\":{},\"unplanned_bytes\":{},"
-      "\"live_peak_bytes\":{},\"planned_allocations\":{},\"heap_fallbacks\":{}}},",
+      "\"live_peak_bytes\":{},\"planned_allocations\":{},\"heap_fallbacks\":{},"
+      "\"subgraph_planned_runs\":{},\"subgraph_unplanned_runs\":{},"
+      "\"subgraph_recorded_runs\":{}}},",
       JsonBool(plan != nullptr), plan ? plan->arena_bytes : 0, plan ? plan->unplanned_bytes : 0,
-      plan ? plan->live_peak_bytes : 0, plan ? plan->planned_allocations : 0,
-      memory.heap_fallbacks);
+      plan ? plan->live_peak_bytes : 0, plan ? plan->planned_allocations : 0, memory.heap_fallbacks,
+      memory.subgraph_planned_runs, memory.subgraph_unplanned_runs, memory.subgraph_recorded_runs);
 }
 
 std::string NodesJson(const RunsSummary& s, const Session& session) {
@@ -184,6 +186,13 @@ std::string TimingText(const ProfileReport& r) {
       "{:.3f} MiB), {} intermediates planned, {} heap fallbacks\n",
       MiB(plan->arena_bytes), MiB(plan->unplanned_bytes), pct, MiB(plan->live_peak_bytes),
       plan->planned_allocations, r.memory.heap_fallbacks);
+  const MemoryPlanStats& m = r.memory;
+  if (m.subgraph_planned_runs + m.subgraph_unplanned_runs + m.subgraph_recorded_runs > 0) {
+    t += fmt::format(
+        "subgraphs   {} body runs planned, {} recorded a plan, {} unplanned (sequence or none "
+        "values)\n",
+        m.subgraph_planned_runs, m.subgraph_recorded_runs, m.subgraph_unplanned_runs);
+  }
   return t;
 }
 
