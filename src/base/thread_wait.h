@@ -7,9 +7,12 @@
 // default 300000 iterations of a pause loop (milliseconds on CPUs where one pause takes about
 // 140 cycles). On a quiet machine that is free; on a shared one, spinning threads take the
 // cores that the threads they wait for need, and a model of many short nodes slowed down
-// 100-300x beside another OpenMP process (bench/contention/run.py). A short bounded spin keeps
-// the quiet-machine latency (threads still catch the next node while they spin) and lets
-// waiting threads sleep soon after.
+// 100-300x beside another OpenMP process (bench/contention/run.py). A bounded spin of 10000
+// keeps the quiet-machine latency (threads still catch the next node while they spin) and lets
+// waiting threads sleep soon after; the session's thread governor (runtime/thread_governor.h)
+// does the rest on a busy machine, running narrow while that is faster. Shorter spins are not
+// safe: at 1000, runs of models with many small nodes went 4-7x slower on a quiet machine, in
+// about one process start of two, every node paying a futex wake-up of its second thread.
 //
 // libgomp reads its wait policy (GOMP_SPINCOUNT, OMP_WAIT_POLICY) once, while the process
 // loads, before main() runs; it cannot be changed afterwards. So the kiln binary calls
@@ -22,7 +25,7 @@
 namespace kiln {
 
 // The spin count kiln's `bounded` policy gives libgomp (GOMP_SPINCOUNT).
-inline constexpr const char* kBoundedSpinCount = "1000";
+inline constexpr const char* kBoundedSpinCount = "10000";
 
 // Re-executes the running binary (/proc/self/exe, same argv) with GOMP_SPINCOUNT set, when the
 // policy asks for it and the environment does not already say; returns without doing anything
@@ -31,7 +34,7 @@ inline constexpr const char* kBoundedSpinCount = "1000";
 void ApplyThreadWaitPolicy(char** argv);
 
 // How this process's OpenMP threads wait, as the environment libgomp read says:
-// "GOMP_SPINCOUNT=1000", "OMP_WAIT_POLICY=passive", both, or "OpenMP default" (kiln profile).
+// "GOMP_SPINCOUNT=10000", "OMP_WAIT_POLICY=passive", both, or "OpenMP default" (kiln profile).
 std::string DescribeThreadWait();
 
 }  // namespace kiln

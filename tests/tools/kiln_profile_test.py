@@ -214,10 +214,10 @@ def run(kiln, args, env=None):
 
 def check_thread_wait(kiln, cnn):
     """The idle-wait policy the report states, as base/thread_wait.h defines it: kiln re-executes
-    itself with GOMP_SPINCOUNT=1000 unless the user set libgomp's variables or chose 'openmp'."""
+    itself with GOMP_SPINCOUNT=10000 unless the user set libgomp's variables or chose 'openmp'."""
     base = {k: v for k, v in os.environ.items()
             if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "KILN_THREAD_WAIT")}
-    cases = [({}, "GOMP_SPINCOUNT=1000"),
+    cases = [({}, "GOMP_SPINCOUNT=10000"),
              ({"GOMP_SPINCOUNT": "5"}, "GOMP_SPINCOUNT=5"),
              ({"OMP_WAIT_POLICY": "passive"}, "OMP_WAIT_POLICY=passive"),
              ({"KILN_THREAD_WAIT": "openmp"}, "OpenMP default")]
@@ -228,6 +228,27 @@ def check_thread_wait(kiln, cnn):
     r = run(kiln, [cnn, "--iterations", "1"], dict(base, KILN_THREAD_WAIT="spin"))
     check(r.returncode == 2 and "KILN_THREAD_WAIT" in r.stderr,
           f"a bad KILN_THREAD_WAIT is refused ({r.returncode}: {r.stderr.strip()!r})")
+
+
+def check_widths(kiln, cnn):
+    """The adaptive width report: at 2 threads the JSON says how many timed runs ran narrow (an
+    integer between 0 and the iterations) and the switches; --fixed-threads says the widths do
+    not adapt, and one thread has nothing to adapt."""
+    for extra, adaptive in (([], True), (["--fixed-threads"], False)):
+        r = run(kiln, [cnn, "--iterations", "40", "--warmup", "0", "--threads", "2", "--json"]
+                + extra)
+        rep = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(rep.get("adaptive_threads") is adaptive,
+              f"2 threads {extra}: adaptive_threads {rep.get('adaptive_threads')} == {adaptive}")
+        narrow = rep.get("narrow_runs", -1)
+        check(0 <= narrow <= 40 and (adaptive or narrow == 0),
+              f"2 threads {extra}: narrow_runs {narrow} in [0, 40] (0 when fixed)")
+        check(isinstance(rep.get("width_switches"), int), "width_switches is reported")
+    r = run(kiln, [cnn, "--iterations", "5", "--threads", "1", "--json"])
+    rep = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(rep.get("adaptive_threads") is False, "one thread: adaptive_threads false")
+    r = run(kiln, [cnn, "--iterations", "5", "--threads", "2"])
+    check("widths      adaptive:" in r.stdout, "the text report has the widths line")
 
 
 def main():
@@ -249,6 +270,7 @@ def main():
         check(r.returncode == 0, f"profile --json exits 0 ({r.stderr.strip()})")
         lines = [l for l in r.stdout.splitlines() if l.strip()]
         check(len(lines) == 1, f"--json prints one line ({len(lines)})")
+        check_widths(args.kiln, cnn)
         try:
             report = json.loads(r.stdout)
         except ValueError as e:
