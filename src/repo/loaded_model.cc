@@ -217,6 +217,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     session_options.allocator = options.allocator;
     session_options.intra_op_threads = instances.intra_op_threads;
     session_options.adapt_threads = options.adapt_threads;
+    session_options.thread_budget = options.thread_budget;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                           Session::Create(graph, session_options));
     if (i == 0) {

@@ -215,6 +215,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   session->intra_op_threads_ =
       options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, omp_get_num_procs());
   session->inherit_threads_ = options.inherit_threads;
+  session->thread_budget_ = options.thread_budget;
   if (options.adapt_threads && !options.inherit_threads && session->intra_op_threads_ > 1) {
     ThreadGovernorOptions governor;
     governor.max_threads = session->intra_op_threads_;
@@ -227,11 +228,13 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   return session;
 }
 
-int Session::ApplyIntraOpThreads() const {
+int Session::WantedThreads() const {
   if (inherit_threads_) return omp_get_max_threads();
-  const int threads = governor_ != nullptr ? governor_->Choose() : intra_op_threads_;
+  return governor_ != nullptr ? governor_->Choose() : intra_op_threads_;
+}
+
+void Session::SetThreads(int threads) const {
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  return threads;
 }
 
 int Session::adapted_threads() const {
@@ -542,7 +545,10 @@ Result<std::vector<OwnedTensor>> Session::RunWithProfile(std::span<const Tensor>
 Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inputs,
                                                      std::span<const Tensor> captures,
                                                      RunProfile* profile) const {
-  const int threads = ApplyIntraOpThreads();
+  // The run holds its threads from the process budget until it returns.
+  const ThreadBudgetLease lease(inherit_threads_ ? nullptr : thread_budget_, WantedThreads());
+  const int threads = lease.threads();
+  SetThreads(threads);
   if (profile != nullptr) profile->threads = threads;
   const int64_t start_ns = governor_ != nullptr ? ProfileNowNs() : 0;
   const Graph& g = *graph_;
@@ -597,7 +603,9 @@ Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inp
 Result<std::vector<RuntimeValue>> Session::RunValues(
     std::span<const RuntimeValue> inputs, std::span<const Tensor> capture_tensors,
     std::span<const RuntimeValue* const> capture_values) const {
-  const int threads = ApplyIntraOpThreads();
+  const ThreadBudgetLease lease(inherit_threads_ ? nullptr : thread_budget_, WantedThreads());
+  const int threads = lease.threads();
+  SetThreads(threads);
   const int64_t start_ns = governor_ != nullptr ? ProfileNowNs() : 0;
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {

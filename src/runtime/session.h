@@ -48,6 +48,7 @@
 #include "graph/ir.h"
 #include "kernels/kernel.h"
 #include "runtime/profiler.h"
+#include "runtime/thread_budget.h"
 #include "runtime/thread_governor.h"
 #include "tensor/runtime_value.h"
 #include "tensor/tensor.h"
@@ -79,6 +80,10 @@ struct SessionOptions {
   // Runs keep the calling thread's OpenMP width instead of setting their own (subgraph
   // sessions: an If / Loop body runs as wide as the run of its node). Overrides the two above.
   bool inherit_threads = false;
+  // The threads every session run of the process may use at once (runtime/thread_budget.h):
+  // a run takes its width from it (its full width when that many threads are free, else one
+  // thread, waiting while none is). Null: no limit. Not owned; must outlive the session.
+  ThreadBudget* thread_budget = nullptr;
 };
 
 // What the memory planner did (Session::memory_plan_stats).
@@ -182,8 +187,10 @@ class Session {
   Result<std::vector<OwnedTensor>> RunTensors(std::span<const Tensor> inputs,
                                               std::span<const Tensor> captures,
                                               RunProfile* profile) const;
-  // Sets the calling thread's OpenMP width for one run and returns it.
-  int ApplyIntraOpThreads() const;
+  // The width the next run asks for (the governor's choice, or intra_op_threads(), or the
+  // calling thread's for an inheriting session), and setting the calling thread's width.
+  int WantedThreads() const;
+  void SetThreads(int threads) const;
 
   std::shared_ptr<const Graph> graph_;
   std::vector<NodeKernel> kernels_;
@@ -195,6 +202,7 @@ class Session {
   Allocator* allocator_ = nullptr;  // never null after Create
   int intra_op_threads_ = 1;
   bool inherit_threads_ = false;
+  ThreadBudget* thread_budget_ = nullptr;
   std::unique_ptr<ThreadGovernor> governor_;  // null: fixed width
   // 1 for nodes that produce a graph output: they allocate from allocator_ even in planned runs.
   std::vector<char> output_nodes_;

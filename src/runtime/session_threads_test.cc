@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/session.h"
@@ -154,6 +155,31 @@ TEST(SessionThreadsTest, AnAdaptiveSessionKeepsItsOutputsWhileItProbes) {
   const int width = adaptive->adapted_threads();
   EXPECT_TRUE(width == 1 || width == 2) << width;
   EXPECT_EQ(fixed->thread_switches(), 0);
+}
+
+TEST(SessionThreadsTest, SessionsSharingABudgetHoldNoMoreThreadsThanIt) {
+  // Two 2-wide sessions run at once from two threads on a budget of 2: each run gets 2 threads
+  // when the other is idle, else 1 (or waits); the outputs stay those of a lone 2-wide run.
+  ThreadBudget budget(2);
+  SessionOptions o;
+  o.intra_op_threads = 2;
+  o.adapt_threads = false;
+  o.thread_budget = &budget;
+  Result<std::unique_ptr<Session>> a = Session::Create(MixedGraph(), o);
+  Result<std::unique_ptr<Session>> b = Session::Create(MixedGraph(), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::unique_ptr<Session> alone = Make(2, false);
+  const std::vector<OwnedTensor> in = Inputs();
+  const std::vector<OwnedTensor> want = RunOnce(*alone, in);
+  std::vector<std::thread> threads;
+  for (Session* s : {a->get(), b->get()}) {
+    threads.emplace_back([&, s] {
+      for (int run = 0; run < 10; ++run) ExpectBitwiseEqual(RunOnce(*s, in), want, "shared");
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(budget.in_use(), 0);
+  EXPECT_GT(budget.narrowed() + budget.waited(), 0) << "the two sessions never overlapped";
 }
 
 TEST(SessionThreadsTest, OneThreadSessionsDoNotAdapt) {

@@ -26,6 +26,8 @@
 
 namespace kiln {
 
+class ThreadBudget;
+
 struct InstanceOptions {
   int cpu_threads = 0;         // thread budget of one model's instances; 0: hardware threads
   int intra_op_threads = 0;    // threads one session run uses; 0: split the budget
@@ -33,6 +35,9 @@ struct InstanceOptions {
   // Each run's width adapts between intra_op_threads and 1 to what the machine gives
   // (SessionOptions::adapt_threads); false: always intra_op_threads.
   bool adapt_threads = true;
+  // The intra-op threads the runs of every model may hold at once (SessionOptions::
+  // thread_budget, runtime/thread_budget.h); nullptr: no limit. Not owned.
+  ThreadBudget* thread_budget = nullptr;
   // Where the sessions allocate node outputs and the batcher assembles batch inputs; nullptr:
   // HostAllocator(). Must outlive every model built with it. (Tests inject failing allocators.)
   Allocator* allocator = nullptr;

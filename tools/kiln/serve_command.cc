@@ -32,6 +32,7 @@
 
 #include "base/logging.h"
 #include "repo/model_manager.h"
+#include "runtime/thread_budget.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
 #include "server/metrics/metrics_report.h"
@@ -71,6 +72,7 @@ struct ServeOptions {
   int64_t inline_execution_us = 100;
   bool allow_thread_oversubscription = false;
   bool fixed_intra_op_threads = false;
+  int thread_budget = 0;
 };
 
 Result<ModelControlMode> ParseControlMode(const std::string& mode) {
@@ -225,6 +227,14 @@ Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, Model
   mopt.instance_options.inline_max_ns = opt.inline_execution_us * 1000;
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
   mopt.instance_options.adapt_threads = !opt.fixed_intra_op_threads;
+  if (!opt.allow_thread_oversubscription) {
+    // One budget for the runs of every model, for the life of the process (the manager and its
+    // instances never outlive it).
+    static std::unique_ptr<ThreadBudget> budget;
+    const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    budget = std::make_unique<ThreadBudget>(opt.thread_budget > 0 ? opt.thread_budget : hardware);
+    mopt.instance_options.thread_budget = budget.get();
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelManager> manager, ModelManager::Create(mopt));
   Status load = manager->LoadInitialModels();
   if (!load.ok()) KILN_LOG_ERROR("some models failed to load: {}", load.message());
@@ -459,8 +469,16 @@ void AddLimitAndInstanceFlags(CLI::App& cmd, ServeOptions& opt) {
                  "between the instances; N > 0 caps the instances at budget / N)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  cmd.add_option("--thread-budget", opt.thread_budget,
+                 "Intra-op threads the running batches of all models may hold at once: a batch "
+                 "runs with its instance's full width when that many are free, else on one thread, "
+                 "and waits while none is, so concurrent models never oversubscribe the cores; 0 = "
+                 "the machine's hardware threads")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   cmd.add_flag("--allow-thread-oversubscription", opt.allow_thread_oversubscription,
-               "Start every configured instance even past --model-thread-budget");
+               "Start every configured instance even past --model-thread-budget, and let "
+               "concurrent batches use more threads than --thread-budget");
   cmd.add_flag("--fixed-intra-op-threads", opt.fixed_intra_op_threads,
                "Run every batch with all of an instance's intra-op threads; by default each "
                "instance measures whether its runs are faster on one thread while other work "
