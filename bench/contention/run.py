@@ -16,6 +16,11 @@ slowdown factor (contended median / quiet median) of both, side by side:
   openblas     NumPy matrix products on OpenBLAS (Debian's libopenblas0-openmp: OpenMP threads)
   torch        PyTorch eager convolutions (its own OpenMP pool)
   kiln         a second kiln process running MobileNetV2 at the same thread count
+  llamacpp     llama.cpp generating text, one token at a time, with as many threads as cores
+               (per token a graph whose threads meet at a spinning barrier after every
+               operation): the npm package node-llama-cpp's prebuilt CPU binary (llama_load.mjs)
+               running a random-weight Llama model that make_gguf.py writes on first use
+               (build/bench-models); its token rate is printed when it is stopped
 
 Every engine gets --threads intra-op threads (default: the machine's cores). Within each load
 the engines run alternately for --rounds rounds (rotating which goes first); a figure is the
@@ -29,12 +34,16 @@ Environment variables given to this script reach kiln (GOMP_SPINCOUNT, OMP_WAIT_
 KILN_THREAD_WAIT, ...), so a design can be compared against another by running the script
 twice. Results: a table on stdout and JSON in bench/results/<date>-<commit>-contention.json.
 Needs what bench/compare/compare.py needs (scripts/install-deps bench; onnxruntime-node in
-build/bench-node). Not a test: nothing here gates CI.
+build/bench-node); the llamacpp load also installs node-llama-cpp there with npm (no download or
+build of llama.cpp itself: the prebuilt binary comes as an npm package). Not a test: nothing
+here gates CI.
 """
 import argparse
 import datetime
 import json
 import os
+import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -48,7 +57,53 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "compare"))
 import compare  # noqa: E402
 import make_models  # noqa: E402
 
-LOADS = ("quiet", "busy", "openmp", "openblas", "torch", "kiln")
+LOADS = ("quiet", "busy", "openmp", "openblas", "torch", "kiln", "llamacpp")
+
+# The llamacpp load: node-llama-cpp (pinned) and its prebuilt llama.cpp binary for this platform.
+LLAMA_NODE_VERSION = "3.21.1"
+LLAMA_NODE_PLATFORMS = {("Linux", "x86_64"): "linux-x64", ("Linux", "aarch64"): "linux-arm64"}
+LLAMA_MODEL = "llama_random.gguf"
+# node-llama-cpp never fetches or compiles llama.cpp: its postinstall step (which would look
+# for a GPU and may build from source) is skipped, and at run time no GPU is tried.
+LLAMA_NODE_ENV = {"NODE_LLAMA_CPP_SKIP_DOWNLOAD": "true", "NODE_LLAMA_CPP_GPU": "false"}
+
+
+def ensure_llama_node(node_dir):
+    """Installs node-llama-cpp into node_dir (beside onnxruntime-node) unless it is there.
+
+    Only the CPU binary package of this platform is installed: the optional dependencies
+    (CUDA, Vulkan and other platforms' binaries) are omitted.
+    """
+    plat = LLAMA_NODE_PLATFORMS.get((platform.system(), platform.machine()))
+    if plat is None:
+        sys.exit(f"contention: no node-llama-cpp binary for {platform.system()} "
+                 f"{platform.machine()}")
+    binary = f"@node-llama-cpp/{plat}"
+    have = [os.path.join(node_dir, "node_modules", p, "package.json")
+            for p in ("node-llama-cpp", binary)]
+    def version(package_json):
+        with open(package_json) as f:
+            return json.load(f).get("version")
+
+    if all(os.path.exists(p) and version(p) == LLAMA_NODE_VERSION for p in have):
+        return
+    if shutil.which("npm") is None:
+        sys.exit("contention: npm not found; run `scripts/install-deps bench`")
+    os.makedirs(node_dir, exist_ok=True)
+    pkgs = [f"node-llama-cpp@{LLAMA_NODE_VERSION}", f"{binary}@{LLAMA_NODE_VERSION}"]
+    print(f"contention: installing {' '.join(pkgs)} into {node_dir}", file=sys.stderr,
+          flush=True)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=optional",
+                    "--save-exact", "--prefix", node_dir] + pkgs,
+                   check=True, env=dict(os.environ, **LLAMA_NODE_ENV))
+
+
+def ensure_llama_model(models_dir):
+    path = os.path.join(models_dir, LLAMA_MODEL)
+    if not os.path.exists(path):
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_gguf.py"), "--out", path],
+                       check=True)
+    return path
 
 
 def competitor_command(load, args, work):
@@ -79,26 +134,43 @@ def competitor_command(load, args, work):
         return [args.kiln, "profile", model, "--batch", "1", "--threads", threads,
                 "--iterations", "100000000", "--warmup", "0", "--shape",
                 "input:1,3,224,224"], {}
+    if load == "llamacpp":
+        model = ensure_llama_model(args.models_dir)
+        return ["node", os.path.join(HERE, "llama_load.mjs"), "--model", model, "--threads",
+                threads, "--node-dir", args.node_dir], LLAMA_NODE_ENV
     raise ValueError(load)
+
+
+def competitor_log(p, lines=1):
+    """The last lines the competing process wrote to stderr (its log in the work folder)."""
+    with open(p.log_path, errors="replace") as f:
+        return [l.rstrip() for l in f.readlines() if l.strip()][-lines:]
 
 
 def start_competitor(load, args, work):
     if load == "quiet":
         return None
     cmd, env = competitor_command(load, args, work)
-    p = subprocess.Popen(cmd, env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+    log_path = os.path.join(work, f"{load}.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
+                             stderr=log, start_new_session=True)
+    p.log_path = log_path
     time.sleep(args.settle)
     if p.poll() is not None:
-        raise RuntimeError(f"competing load '{load}' exited early ({p.returncode})")
+        raise RuntimeError(f"competing load '{load}' exited early ({p.returncode}): " +
+                           " / ".join(competitor_log(p, 5)))
     return p
 
 
 def stop_competitor(p):
+    """Kills the competing process group; prints the last line it logged (llamacpp's rate)."""
     if p is None:
         return
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
+    for line in competitor_log(p):
+        print(f"contention: competitor's last report: {line}", file=sys.stderr, flush=True)
 
 
 def load_average():
@@ -113,8 +185,8 @@ def main():
     ap.add_argument("--loads", default=",".join(LOADS))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--settle", type=float, default=2.0,
                     help="seconds a competing load runs before the first measurement")
     ap.add_argument("--models-dir", default="build/bench-models")
@@ -140,6 +212,9 @@ def main():
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "compare", "make_models.py"),
                     "--out", args.models_dir, "--models", ",".join(sorted(needed))], check=True)
     compare.ensure_node(args.node_dir)
+    if "llamacpp" in loads:
+        ensure_llama_node(args.node_dir)
+        ensure_llama_model(args.models_dir)
 
     results = []
     with tempfile.TemporaryDirectory(prefix="kiln-contention-") as work:

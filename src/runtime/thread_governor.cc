@@ -8,7 +8,7 @@ namespace kiln {
 ThreadGovernor::ThreadGovernor(ThreadGovernorOptions options)
     : options_(options),
       chosen_(std::max(1, options.max_threads)),
-      probe_period_(std::max(1, options.min_probe_period)) {}
+      probe_period_(std::max(1, options.first_probe_period)) {}
 
 int ThreadGovernor::Choose() {
   if (options_.max_threads <= 1) return 1;

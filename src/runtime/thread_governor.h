@@ -30,8 +30,10 @@ namespace kiln {
 
 struct ThreadGovernorOptions {
   int max_threads = 1;  // the session's width (N); 1 disables the governor
-  // Runs at the chosen width between two probes, at first and after a switch; doubled after
-  // every probe that loses, up to max_probe_period.
+  // Runs at the chosen width between two probes: at first (a process that starts on a busy
+  // machine finds out within a few runs), and after a switch or a rise; doubled after every
+  // probe that loses, up to max_probe_period.
+  int first_probe_period = 2;
   int min_probe_period = 8;
   int max_probe_period = 256;
   // The other width wins when its average is below this share of the chosen width's average.

@@ -46,16 +46,17 @@ TEST(ThreadGovernorTest, QuietMachineStaysWideAndProbesRarely) {
   const int narrow = Drive(g, 4000, [](int w) { return w == 1 ? 1'600'000 : 1'000'000; });
   EXPECT_EQ(g.chosen(), 2);
   EXPECT_EQ(g.switches(), 0);
-  // Probes at 8, 16, 24 (the first is the narrow plans' warm-up; two more before one can win),
-  // then the period doubles to 256: about 4000 / 256 + 8 probes, well under 1%.
+  // Probes at runs 2, 4, 6 (the first is the narrow plans' warm-up; two more before one can
+  // win), then the period doubles from 2 to 256: about 4000 / 256 + 10 probes, under 1%.
   EXPECT_GE(narrow, 4);
   EXPECT_LE(narrow, 30) << "narrow probes must become rare on a quiet machine";
 }
 
 TEST(ThreadGovernorTest, BusyMachineSwitchesToOneThread) {
   ThreadGovernor g(Options());
-  // Contended: wide runs take 3 ms, narrow 1.5 ms. The switch comes within a few dozen runs.
-  Drive(g, 40, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
+  // Contended: wide runs take 3 ms, narrow 1.5 ms. A process that starts on a busy machine
+  // switches within its first 8 runs (probes at 2, 4, 6).
+  Drive(g, 8, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
   EXPECT_EQ(g.chosen(), 1);
   EXPECT_EQ(g.switches(), 1);
   // And stays there while it lasts (wide probes keep losing).
