@@ -52,8 +52,8 @@
 // FusedConv's layout attributes (both default 0, so plain FusedConv is unchanged):
 //   x_block  INT  0: X is plain [N, C, H, W]; 8 or 16: X is blocked with that block.
 //   y_block  INT  0: Y (and Z) plain; 8 or 16: Y and Z are blocked with that block.
-//   C and the output channels come from W ([M, C/group, kH, kW]). Only 2-D convolutions take a
-//   blocked operand (X rank 4 plain or 5 blocked).
+//   C and the output channels come from W ([M, C/group, kernel...]). Only 2-D and 3-D convolutions
+//   take a blocked operand (X [N, C, H, W] / [N, C, D, H, W] plain, one rank more blocked).
 //   Elementwise ops between blocked tensors stay ONNX ops (Add, Sub, Mul, Relu, Clip, Sigmoid,
 //   ...): on equal shapes, and on a [N, C, H, W] tensor with an [N or 1, C, 1, 1] one, numpy
 //   broadcasting of the blocked shapes ([N, C/b, H, W, b] with [N or 1, C/b, 1, 1, b]) pairs the

@@ -364,6 +364,47 @@ TEST(LayoutSelectionTest, SqueezeExcitationConcatAndBatchNormStayBlocked) {
   ExpectSameOnBothProviders(*g, *o.graph);
 }
 
+TEST(LayoutSelectionTest, ThreeDimensionalConvolutionsAndPoolsRunBlocked) {
+  KILN_REQUIRE_BLOCKED_LAYOUT();
+  // A video stem: x [N,3,4,10,10] -> Conv3d 3x3x3 (24, pads 1) + Relu -> MaxPool3d (1,2,2)
+  // -> Conv3d 1x3x3 (20) -> a per-channel constant Mul and a BatchNormalization -> Conv3d 1x1x1
+  // (16) -> GlobalAveragePool: one region, the stem reading its 3 channels plain.
+  std::mt19937 rng(9);
+  TestGraph t;
+  const int x = t.Input("x", {-1, 3, 4, 10, 10});
+  const int a = t.Op("Relu",
+                     {t.Op("Conv", {x, t.Random("wa", {24, 3, 3, 3, 3}, rng, -0.25, 0.25)},
+                           {Attribute::Ints("pads", {1, 1, 1, 1, 1, 1})}, {{-1, 24, 4, 10, 10}})},
+                     {}, {{-1, 24, 4, 10, 10}});
+  const int p =
+      t.Op("MaxPool", {a},
+           {Attribute::Ints("kernel_shape", {1, 2, 2}), Attribute::Ints("strides", {1, 2, 2})},
+           {{-1, 24, 4, 5, 5}});
+  const int b = t.Op("Conv", {p, t.Random("wb", {20, 24, 1, 3, 3}, rng, -0.25, 0.25)},
+                     {Attribute::Ints("pads", {0, 1, 1, 0, 1, 1})}, {{-1, 20, 4, 5, 5}});
+  const int m =
+      t.Op("Mul", {b, t.Random("scale", {20, 1, 1, 1}, rng, 0.5, 1.5)}, {}, {{-1, 20, 4, 5, 5}});
+  const int bn = t.Op("BatchNormalization",
+                      {m, t.Random("gamma", {20}, rng, 0.5, 1.5), t.Random("beta", {20}, rng),
+                       t.Random("mean", {20}, rng), t.Random("var", {20}, rng, 0.5, 2)},
+                      {}, {{-1, 20, 4, 5, 5}});
+  const int c = t.Op("Conv", {bn, t.Random("wc", {16, 20, 1, 1, 1}, rng, -0.25, 0.25)}, {},
+                     {{-1, 16, 4, 5, 5}});
+  t.Output(t.Op("GlobalAveragePool", {c}, {}, {{-1, 16, 1, 1, 1}}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountBlockedConvs(*o.graph), 3) << FormatPassReport(o);
+  EXPECT_EQ(CountOps(*o.graph, "BlockedPool", "ai.kiln"), 2);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderToBlocked", "ai.kiln"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "ReorderFromBlocked", "ai.kiln"), 1);
+  for (const Node& n : o.graph->nodes()) {
+    if (n.op_type == kFusedConvOp && n.GetInt(kAttrYBlock, 0) > 0) {
+      EXPECT_EQ(o.graph->value(n.outputs[0]).type.dims.size(), 6u) << n.name;
+    }
+  }
+  ExpectSameOnBothProviders(*g, *o.graph);
+}
+
 TEST(LayoutSelectionTest, ConcatWithAnUnalignedMiddleInputStaysPlain) {
   KILN_REQUIRE_BLOCKED_LAYOUT();
   // 12 channels then 16: the first input would leave padding in the middle of the blocked

@@ -111,27 +111,33 @@ class ConvKernel final : public Kernel {
                        DataTypeName(ctx.input(i).dtype()));
       }
     }
-    if (x.rank() < 3 || x.rank() > 5) {
+    const int x_logical_rank = x_block_ > 0 ? x.rank() - 1 : x.rank();
+    if (x_logical_rank < 3 || x_logical_rank > 5) {
       return OpError(op, "X must have rank 3 to 5 ([N, C, spatial...]), got {}",
                      x.shape().ToString());
     }
-    // X's logical [N, C, spatial...] dims (a blocked X: [N, C/b, H, W, b], C from W).
+    // X's logical [N, C, spatial...] dims (a blocked X: [N, C/b, spatial..., b], C from W).
     std::vector<int64_t> x_dims(x.shape().dims().begin(), x.shape().dims().end());
     if (x_block_ > 0) {
-      const int64_t c = w.rank() == 4 ? w.dim(1) * group_ : -1;
-      if (x.rank() != 5 || w.rank() != 4 || x.dim(4) != x_block_ ||
+      const bool blocked_rank = w.rank() == 4 || w.rank() == 5;
+      const int64_t c = blocked_rank ? w.dim(1) * group_ : -1;
+      if (!blocked_rank || x.rank() != w.rank() + 1 || x.dim(x.rank() - 1) != x_block_ ||
           x.dim(1) != (c + x_block_ - 1) / x_block_) {
-        return OpError(op, "blocked X {} must be [N, ceil(C/{}), H, W, {}] with C from W {}",
+        return OpError(op,
+                       "blocked X {} must be [N, ceil(C/{}), spatial..., {}] with C and the "
+                       "spatial rank (2 or 3) from W {}",
                        x.shape().ToString(), x_block_, x_block_, w.shape().ToString());
       }
-      x_dims = {x.dim(0), c, x.dim(2), x.dim(3)};
+      x_dims.pop_back();
+      x_dims[1] = c;
     }
     if (w.rank() != static_cast<int>(x_dims.size())) {
       return OpError(op, "W {} must have the same rank as X {}", w.shape().ToString(),
                      x.shape().ToString());
     }
-    if (y_block_ > 0 && w.rank() != 4) {
-      return OpError(op, "a blocked Y needs a 2-D convolution, W is {}", w.shape().ToString());
+    if (y_block_ > 0 && w.rank() != 4 && w.rank() != 5) {
+      return OpError(op, "a blocked Y needs a 2-D or 3-D convolution, W is {}",
+                     w.shape().ToString());
     }
     const int64_t channels = x_dims[1], out_channels = w.dim(0), group_channels = w.dim(1);
     if (channels % group_ != 0 || channels / group_ != group_channels) {
@@ -228,8 +234,9 @@ class ConvKernel final : public Kernel {
     out_dims.insert(out_dims.end(), g.out.begin(), g.out.begin() + g.rank);
     auto plan = std::make_shared<ConvPlan>();
     if (y_block_ > 0) {
-      const std::vector<int64_t> blocked = {out_dims[0], (out_channels + y_block_ - 1) / y_block_,
-                                            out_dims[2], out_dims[3], y_block_};
+      std::vector<int64_t> blocked = out_dims;
+      blocked[1] = (out_channels + y_block_ - 1) / y_block_;
+      blocked.push_back(y_block_);
       KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(blocked));
     } else {
       KILN_ASSIGN_OR_RETURN(plan->out_shape, Shape::Create(out_dims));

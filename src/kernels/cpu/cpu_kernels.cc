@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_factories.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/isa.h"
+#include "op/kiln_ops.h"
 
 namespace kiln {
 
@@ -85,9 +86,11 @@ ConstantWeight ConstantWeightInput(const KernelInfo& info, int i) {
 }
 
 bool SupportsConv(const KernelInfo& info) {
-  // oneDNN convolutions are 1-D to 3-D; a declared rank outside that goes to the reference.
+  // oneDNN convolutions are 1-D to 3-D; a declared rank outside that goes to the reference. A
+  // blocked X (FusedConv's x_block, op/kiln_ops.h) has one dim more.
   const ValueType& x = info.input_type(0);
-  if (x.has_shape && (x.dims.size() < 3 || x.dims.size() > 5)) return false;
+  const size_t extra = info.node().GetInt(kAttrXBlock, 0) > 0 ? 1 : 0;
+  if (x.has_shape && (x.dims.size() < 3 + extra || x.dims.size() > 5 + extra)) return false;
   return true;
 }
 

@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // layout_selection: the convolutional parts of a network run in oneDNN's channel-blocked layout
-// (nChw16c / nChw8c; op/kiln_ops.h) instead of converting to and from NCHW around every conv.
+// (nChw16c / nChw8c, nCdhw16c / nCdhw8c for 3-D convolutions; op/kiln_ops.h) instead of
+// converting to and from NCHW around every conv.
 //
 // NOTE on the approach.
-//   1. Candidates, in topological order (every one FP32 with rank-4 plain operands):
+//   1. Candidates, in topological order (every one FP32 with plain operands of rank 4, or of
+//      rank 5 for 3-D convolutions and pools; one region has one rank):
 //      - Conv / FusedConv (not yet blocked) with a constant FP32 4-D W and a group structure
 //        oneDNN runs blocked (one group, depthwise with one output channel per group, or groups
 //        whose channel counts are multiples of the block);
 //      - unary elementwise ops of a candidate output (Relu, LeakyRelu, Clip with constant
 //        bounds, Sigmoid, HardSigmoid, HardSwish, Tanh, ai.kiln Gelu);
 //      - Add, Sub, Mul of a candidate output with another one of the same channels, of the same
-//        shape or [N or 1, C, 1, 1] (a squeeze-excitation scale), or with a constant that is a
-//        scalar or per channel ([C, 1, 1] / [1, C, 1, 1], blocked by the pass);
+//        shape or [N or 1, C, 1, 1(, 1)] (a squeeze-excitation scale), or with a constant that is
+//        a scalar or per channel ([C, 1, 1] / [1, C, 1, 1] and their 3-D forms, blocked by the
+//        pass);
 //      - MaxPool (without Indices), AveragePool (not count_include_pad with ceil_mode, not
 //        dilated with pads: the shapes oneDNN pools exactly), GlobalAveragePool, GlobalMaxPool
 //        of a candidate output: they become ai.kiln BlockedPool;
@@ -76,16 +79,18 @@ struct ConvFacts {
   bool plain_x = false;
 };
 
-// A rank-4 FP32 plain value.
-bool IsPlain4d(const GraphEditor& ed, int v) {
+// An FP32 plain value of rank 4 (2-D spatial) or 5 (3-D).
+bool IsPlainSpatial(const GraphEditor& ed, int v) {
   if (v == kNoValue || !IsFloat32(ed, v)) return false;
   const ValueType& t = ed.value(v).type;
-  return t.has_shape && t.dims.size() == 4;
+  return t.has_shape && (t.dims.size() == 4 || t.dims.size() == 5);
 }
+
+size_t RankOf(const GraphEditor& ed, int v) { return ed.value(v).type.dims.size(); }
 
 // The value's statically known channel count (dim 1), or -1.
 int64_t KnownChannels(const GraphEditor& ed, int v) {
-  if (!IsPlain4d(ed, v)) return -1;
+  if (!IsPlainSpatial(ed, v)) return -1;
   const Dim& c = ed.value(v).type.dims[1];
   return c.known() ? c.value : -1;
 }
@@ -95,9 +100,10 @@ std::optional<ConvFacts> ConvCandidate(const GraphEditor& ed, const Node& n, int
   if (!n.has_input(0) || !n.has_input(1) || !IsFloat32(ed, n.outputs[0])) return std::nullopt;
   const int x = n.inputs[0];
   const ValueType& xt = ed.value(x).type;
-  if (!IsPlain4d(ed, x)) return std::nullopt;
+  if (!IsPlainSpatial(ed, x)) return std::nullopt;
   const OwnedTensor* w = ed.Constant(n.inputs[1]);
-  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->shape().rank() != 4) {
+  if (w == nullptr || w->dtype() != DataType::kFloat32 ||
+      static_cast<size_t>(w->shape().rank()) != xt.dims.size()) {
     return std::nullopt;
   }
   for (int i = 2; i < 4; ++i) {
@@ -117,28 +123,32 @@ std::optional<ConvFacts> ConvCandidate(const GraphEditor& ed, const Node& n, int
   return f;
 }
 
-// The blocked type of a plain [N, C, H, W] FP32 value with `channels` channels.
+// The blocked type of a plain [N, C, spatial...] FP32 value with `channels` channels:
+// [N, ceil(C/b), spatial..., b].
 ValueType BlockedType(const ValueType& plain, int64_t channels, int64_t block) {
   ValueType t;
   t.dtype = DataType::kFloat32;
   t.has_shape = true;
-  const bool known = plain.has_shape && plain.dims.size() == 4;
-  t.dims = {known ? plain.dims[0] : Dim{}, Dim{CeilDiv(channels, block), {}},
-            known ? plain.dims[2] : Dim{}, known ? plain.dims[3] : Dim{}, Dim{block, {}}};
+  t.dims = plain.dims;
+  t.dims[1] = Dim{CeilDiv(channels, block), {}};
+  t.dims.push_back(Dim{block, {}});
   return t;
 }
 
-// The per-channel values of a constant that broadcasts against [N, C, H, W] along everything
-// but the channels: [C, 1, 1] or [1, C, 1, 1] FP32; nullopt otherwise.
+// The per-channel values of a constant that broadcasts against a plain [N, C, spatial...] of
+// rank `rank` along everything but the channels: [C, 1...] (rank - 1 dims) or [1, C, 1...]
+// (rank dims) FP32; nullopt otherwise.
 std::optional<std::vector<double>> PerChannelConstant(const GraphEditor& ed, int v,
-                                                      int64_t channels) {
+                                                      int64_t channels, size_t rank) {
   const OwnedTensor* c = ed.Constant(v);
   if (c == nullptr || c->dtype() != DataType::kFloat32) return std::nullopt;
   const Shape& s = c->shape();
-  const bool shape_ok =
-      (s.rank() == 3 && s.dim(0) == channels && s.dim(1) == 1 && s.dim(2) == 1) ||
-      (s.rank() == 4 && s.dim(0) == 1 && s.dim(1) == channels && s.dim(2) == 1 && s.dim(3) == 1);
-  if (!shape_ok) return std::nullopt;
+  const int r = static_cast<int>(rank);
+  const int channel_dim = s.rank() == r - 1 ? 0 : s.rank() == r ? 1 : -1;
+  if (channel_dim < 0 || s.dim(channel_dim) != channels) return std::nullopt;
+  for (int d = 0; d < s.rank(); ++d) {
+    if (d != channel_dim && s.dim(d) != 1) return std::nullopt;
+  }
   return ed.ConstantValues(v);
 }
 
@@ -150,12 +160,16 @@ bool IsScalarConstant(const GraphEditor& ed, int v) {
          c->shape().rank() <= 4;
 }
 
-// An [N, C, H, W] plain type against the output's: equal, or [N or 1, C, 1, 1].
+// An [N, C, spatial...] plain type against the output's: equal, or [N or 1, C, 1...].
 bool SameOrChannelBroadcast(const ValueType& t, const ValueType& out) {
   if (SameStaticShape(t, out)) return true;
-  if (!t.has_shape || t.dims.size() != 4 || !out.has_shape || out.dims.size() != 4) return false;
+  if (!t.has_shape || !out.has_shape || t.dims.size() != out.dims.size() || t.dims.size() < 4) {
+    return false;
+  }
   auto is = [](const Dim& d, int64_t v) { return d.known() && d.value == v; };
-  if (!is(t.dims[2], 1) || !is(t.dims[3], 1)) return false;
+  for (size_t d = 2; d < t.dims.size(); ++d) {
+    if (!is(t.dims[d], 1)) return false;
+  }
   const Dim& n = t.dims[0];
   const Dim& on = out.dims[0];
   const bool same_batch = is(n, 1) || (n.known() && on.known() && n.value == on.value) ||
@@ -231,7 +245,8 @@ class LayoutSelectionPass final : public Pass {
     auto candidate_output = [&](int v) { return v != kNoValue && channels_of_value.count(v) > 0; };
     for (int id : order) {
       const Node& n = ed.node(id);
-      if (n.outputs.empty() || n.outputs[0] == kNoValue || !IsPlain4d(ed, n.outputs[0])) continue;
+      if (n.outputs.empty() || n.outputs[0] == kNoValue || !IsPlainSpatial(ed, n.outputs[0]))
+        continue;
       std::optional<Candidate> c =
           Classify(ed, n, block, opset, candidate_output, channels_of_value);
       if (!c) continue;
@@ -298,13 +313,17 @@ class LayoutSelectionPass final : public Pass {
       entry[v] = b;
       return b;
     };
-    // A per-channel constant as a blocked [1, ceil(C/b), 1, 1, b] constant (zero padding).
-    auto blocked_constant = [&](int v, int64_t c) {
-      std::optional<std::vector<double>> values = PerChannelConstant(ed, v, c);
+    // A per-channel constant as a blocked [1, ceil(C/b), 1..., b] constant (zero padding) for a
+    // plain operand of rank `rank`.
+    auto blocked_constant = [&](int v, int64_t c, size_t rank) {
+      std::optional<std::vector<double>> values = PerChannelConstant(ed, v, c, rank);
       std::vector<float> data(static_cast<size_t>(CeilDiv(c, block) * block), 0.0f);
       for (int64_t i = 0; i < c; ++i) data[static_cast<size_t>(i)] = float((*values)[size_t(i)]);
+      std::vector<int64_t> dims(rank + 1, 1);
+      dims[1] = CeilDiv(c, block);
+      dims[rank] = block;
       return ed.AddConstant(ed.value(v).name + "_blocked",
-                            MakeFloatTensor(Shape{1, CeilDiv(c, block), 1, 1, block}, data));
+                            MakeFloatTensor(Shape(std::span<const int64_t>(dims)), data));
     };
 
     int changes = 0;
@@ -339,7 +358,9 @@ class LayoutSelectionPass final : public Pass {
         case Kind::kBinary:
           for (size_t i = 0; i < 2; ++i) {
             if (c.operand[i] < 0) n.inputs[i] = twin.at(n.inputs[i]);
-            if (c.operand[i] > 0) n.inputs[i] = blocked_constant(n.inputs[i], c.channels);
+            if (c.operand[i] > 0) {
+              n.inputs[i] = blocked_constant(n.inputs[i], c.channels, RankOf(ed, out));
+            }
           }
           break;
         case Kind::kPool: {
@@ -378,7 +399,10 @@ class LayoutSelectionPass final : public Pass {
             s[k] = static_cast<float>(sk);
             t[k] = static_cast<float>(st[1][k] - st[2][k] * sk);
           }
-          const Shape shape{1, padded / block, 1, 1, block};
+          std::vector<int64_t> dims(RankOf(ed, out) + 1, 1);
+          dims[1] = padded / block;
+          dims.back() = block;
+          const Shape shape{std::span<const int64_t>(dims)};
           const int sv = ed.AddConstant(n.name + "_scale", MakeFloatTensor(shape, s));
           const int tv = ed.AddConstant(n.name + "_shift", MakeFloatTensor(shape, t));
           const int mid = ed.AddValue(ed.value(out).name + "_scaled", ed.value(twin.at(out)).type);
@@ -470,7 +494,7 @@ class LayoutSelectionPass final : public Pass {
           c.operand.push_back(-1);
         } else if (IsScalarConstant(ed, v)) {
           c.operand.push_back(0);
-        } else if (PerChannelConstant(ed, v, channels)) {
+        } else if (PerChannelConstant(ed, v, channels, RankOf(ed, out))) {
           c.operand.push_back(1);
         } else {
           return std::nullopt;
@@ -481,7 +505,7 @@ class LayoutSelectionPass final : public Pass {
     }
     if (IsOnnxOp(n, "Concat") && !n.inputs.empty()) {
       const int64_t axis = n.GetInt("axis", 0);
-      if (axis != 1 && axis != -3) return std::nullopt;
+      if (axis != 1 && axis != 1 - static_cast<int64_t>(RankOf(ed, out))) return std::nullopt;
       int64_t total = 0;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const int v = n.inputs[i];
