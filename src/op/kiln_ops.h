@@ -30,6 +30,14 @@
 // Gelu(X) -> Y
 //   approximate STRING "none" (default, 0.5x(1+erf(x/sqrt2))) or "tanh"
 //   (0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))).
+// ChannelAffine(X, Scale, Bias) -> Y
+//   Y = act(X * Scale[c] + Bias[c]) per channel c, in FP32 (a multiply, then an add, then the
+//   activation), X [N, C, spatial...] (rank >= 2). Scale and Bias FLOAT [C]. Attribute block
+//   INT (default 0): 0, X and Y are plain; 8 or 16, X and Y are blocked [N, ceil(C/b),
+//   spatial..., b] (see below) and the padding lanes of Y are written as zeros. An inference
+//   BatchNormalization, folded (Scale = gamma / sqrt(var + eps), Bias = beta - mean * Scale),
+//   with the activation that follows it (opt pass channel_affine_fusion; DenseNet's BN -> ReLU
+//   before its convolutions).
 // Attention(Q, K, V, Mask?) -> Y
 //   Q [..., S, D], K [..., T, D], V [..., T, Dv] (equal leading dims), Mask additive and
 //   broadcastable to [..., S, T]; scale FLOAT (default 1/sqrt(D)).
@@ -79,6 +87,7 @@ inline constexpr std::string_view kFusedMatMulOp = "FusedMatMul";
 inline constexpr std::string_view kLayerNormalizationOp = "LayerNormalization";
 inline constexpr std::string_view kGeluOp = "Gelu";
 inline constexpr std::string_view kAttentionOp = "Attention";
+inline constexpr std::string_view kChannelAffineOp = "ChannelAffine";
 
 inline constexpr std::string_view kActivationNone = "";
 inline constexpr std::string_view kActivationRelu = "Relu";

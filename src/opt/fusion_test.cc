@@ -48,6 +48,38 @@ TEST(ConvBnFoldingTest, KeepsConvReadTwice) {
   EXPECT_EQ(CountOps(*o.graph, "BatchNormalization"), 1);
 }
 
+TEST(ChannelAffineFusionTest, StandaloneBatchNormAndItsActivationBecomeOneOp) {
+  // BN -> Relu on a graph input (nothing to fold into), rank 4 and rank 2 (BatchNorm1d), and a
+  // BN -> Clip: each becomes one ai.kiln ChannelAffine with the activation; a BN whose output is
+  // also a graph output keeps its Relu apart.
+  std::mt19937 rng(11);
+  auto bn = [&](TestGraph& t, int x, int64_t c, const std::vector<int64_t>& dims) {
+    return t.Op(
+        "BatchNormalization",
+        {x, t.Random("g" + std::to_string(c), {c}, rng, 0.5, 1.5),
+         t.Random("b" + std::to_string(c), {c}, rng), t.Random("m" + std::to_string(c), {c}, rng),
+         t.Random("v" + std::to_string(c), {c}, rng, 0.1, 2.0)},
+        {FloatAttr("epsilon", 1e-3f)}, dims);
+  };
+  TestGraph t;
+  const int x = t.Input("x", {-1, 8, 5, 5});
+  t.Output(t.Op("Relu", {bn(t, x, 8, {-1, 8, 5, 5})}, {}, {{-1, 8, 5, 5}}));
+  const int v = t.Input("v", {-1, 6});
+  t.Output(
+      t.Op("Clip", {bn(t, v, 6, {-1, 6}), t.Scalar("lo", 0), t.Scalar("hi", 6)}, {}, {{-1, 6}}));
+  const int z = t.Input("z", {-1, 3, 4});
+  const int kept = bn(t, z, 3, {-1, 3, 4});
+  t.Output(kept);
+  t.Output(t.Op("Relu", {kept}, {}, {{-1, 3, 4}}));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "BatchNormalization"), 0) << FormatPassReport(o);
+  EXPECT_EQ(CountOps(*o.graph, std::string(kChannelAffineOp), std::string(kKilnDomain)), 3);
+  EXPECT_EQ(CountOps(*o.graph, "Clip"), 0);
+  EXPECT_EQ(CountOps(*o.graph, "Relu"), 1);  // the one after the graph output
+  ExpectSameOutputs(*g, *o.graph, kFusedTol);
+}
+
 TEST(BiasActivationFusionTest, ConvBiasResidualRelu) {
   std::mt19937 rng(2);
   TestGraph t;

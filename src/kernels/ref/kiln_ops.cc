@@ -871,6 +871,66 @@ class BlockedPoolKernel final : public Kernel {
   int64_t block_, channels_;
 };
 
+// ChannelAffine: per element, the product and the sum rounded to FP32 (as the fast kernel
+// computes them), the activation in double.
+class ChannelAffineKernel final : public Kernel {
+ public:
+  ChannelAffineKernel(int64_t block, Activation act) : block_(block), act_(std::move(act)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(CheckInputs(ctx, 3, kChannelAffineOp));
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    const Tensor& bias = ctx.input(2);
+    for (const Tensor* t : {&x, &scale, &bias}) {
+      if (t->dtype() != DataType::kFloat32) {
+        return OpError(kChannelAffineOp, "inputs must be FLOAT, got {}", DataTypeName(t->dtype()));
+      }
+    }
+    if (scale.rank() != 1 || bias.shape() != scale.shape()) {
+      return OpError(kChannelAffineOp, "Scale {} and Bias {} must be [C]", scale.shape().ToString(),
+                     bias.shape().ToString());
+    }
+    const int64_t c = scale.dim(0);
+    const int min_rank = block_ > 0 ? 3 : 2;
+    const bool layout_ok =
+        x.rank() >= min_rank &&
+        (block_ > 0 ? x.dim(1) == (c + block_ - 1) / block_ && x.dim(x.rank() - 1) == block_
+                    : x.dim(1) == c);
+    if (!layout_ok) {
+      return OpError(kChannelAffineOp, "X {} is not a{} tensor of {} channels{}",
+                     x.shape().ToString(), block_ > 0 ? " blocked" : "n [N, C, ...]", c,
+                     block_ > 0 ? fmt::format(" with block {}", block_) : "");
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat32, x.shape()));
+    const float* px = x.data<const float>();
+    const float* ps = scale.data<const float>();
+    const float* pb = bias.data<const float>();
+    float* py = y.data<float>();
+    const int64_t n = x.dim(0), slots = x.dim(1);
+    const int64_t inner = n * slots == 0 ? 0 : x.num_elements() / (n * slots);
+    const int64_t b = block_ > 0 ? block_ : 1;
+    for (int64_t i = 0; i < n * slots; ++i) {
+      const int64_t slot = i % slots;
+      for (int64_t k = 0; k < inner; ++k) {
+        const int64_t ch = block_ > 0 ? slot * b + k % b : slot;
+        const int64_t at = i * inner + k;
+        if (ch >= c) {
+          py[at] = 0.0f;  // a padding lane
+          continue;
+        }
+        const float v = static_cast<float>(static_cast<double>(px[at]) * ps[ch]);
+        py[at] = static_cast<float>(ApplyAct(act_, static_cast<double>(v + pb[ch])));
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t block_;
+  Activation act_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateKilnFusedConv(const KernelInfo& info) {
@@ -1006,6 +1066,14 @@ Result<std::unique_ptr<Kernel>> CreateKilnBlockedPool(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(KernelInfo(plain)));
   return std::unique_ptr<Kernel>(
       std::make_unique<BlockedPoolKernel>(std::move(kernel), block, channels));
+}
+
+Result<std::unique_ptr<Kernel>> CreateKilnChannelAffine(const KernelInfo& info) {
+  KILN_RETURN_IF_ERROR(RequireInputs(info, 3));
+  KILN_RETURN_IF_ERROR(LimitOutputs(info, 1, "ChannelAffine has one output"));
+  KILN_ASSIGN_OR_RETURN(int64_t block, ReadBlock(info, kAttrBlock, false));
+  KILN_ASSIGN_OR_RETURN(Activation act, ReadActivation(info));
+  return std::unique_ptr<Kernel>(std::make_unique<ChannelAffineKernel>(block, std::move(act)));
 }
 
 Result<std::unique_ptr<Kernel>> CreateKilnReorderFromBlocked(const KernelInfo& info) {

@@ -137,6 +137,19 @@ class IdentityEliminationPass final : public Pass {
             continue;
           }
         }
+      } else if (node.op_type == "Concat") {
+        // One input: the input itself (DenseNet's first dense layer concatenates one tensor).
+        noop = node.inputs.size() == 1;
+      } else if (node.op_type == "Pad") {
+        // Pads all zero (from opset 11 a constant input; before, the attribute): PyTorch exports
+        // AvgPool2d as such a Pad before the AveragePool.
+        std::optional<std::vector<int64_t>> pads =
+            ed.graph().OpsetFor("") >= 11
+                ? (node.has_input(1) ? Int64Values(ed, node.inputs[1]) : std::nullopt)
+                : std::optional<std::vector<int64_t>>(node.GetInts("pads"));
+        noop = pads && std::all_of(pads->begin(), pads->end(), [](int64_t p) { return p == 0; });
+        // The axes input (opset 18) only narrows which dims the pads apply to: zeros still pad
+        // nothing.
       } else if (node.op_type == "Transpose") {
         std::optional<std::vector<int64_t>> perm = PermOf(ed, node);
         if (!perm) continue;

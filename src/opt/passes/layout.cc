@@ -21,8 +21,8 @@
 //      - Concat on the channel axis of candidate outputs (or plain values of known channels)
 //        where every input but the last has a multiple of the block channels;
 //      - BatchNormalization in inference form with constant statistics, of a candidate output:
-//        it becomes a Mul and an Add by blocked per-channel constants (DenseNet's BN before
-//        its convs; BN after a conv was folded into it already).
+//        it becomes an ai.kiln ChannelAffine on the blocked tensors (DenseNet's BN before its
+//        convs; BN after a conv was folded into it already).
 //      These are layout-blind on blocked tensors (kiln_ops.h): numpy broadcasting of the blocked
 //      shapes pairs the same channels as the plain ones, and Concat of whole channel blocks is
 //      the Concat of the channels.
@@ -388,37 +388,23 @@ class LayoutSelectionPass final : public Pass {
           n.attributes = {Attribute::Int("axis", 1)};
           break;
         case Kind::kBatchNorm: {
-          // y = x * s + t with s = scale / sqrt(var + eps), t = bias - mean * s (in double).
-          const double eps = n.GetFloat("epsilon", 1e-5f);
-          std::vector<std::vector<double>> st(4);
-          for (size_t i = 0; i < 4; ++i) st[i] = *ed.ConstantValues(n.inputs[i + 1]);
-          const int64_t padded = CeilDiv(c.channels, block) * block;
-          std::vector<float> s(static_cast<size_t>(padded), 0.0f), t(s.size(), 0.0f);
-          for (size_t k = 0; k < static_cast<size_t>(c.channels); ++k) {
-            const double sk = st[0][k] / std::sqrt(st[3][k] + eps);
-            s[k] = static_cast<float>(sk);
-            t[k] = static_cast<float>(st[1][k] - st[2][k] * sk);
-          }
-          std::vector<int64_t> dims(RankOf(ed, out) + 1, 1);
-          dims[1] = padded / block;
-          dims.back() = block;
-          const Shape shape{std::span<const int64_t>(dims)};
-          const int sv = ed.AddConstant(n.name + "_scale", MakeFloatTensor(shape, s));
-          const int tv = ed.AddConstant(n.name + "_shift", MakeFloatTensor(shape, t));
-          const int mid = ed.AddValue(ed.value(out).name + "_scaled", ed.value(twin.at(out)).type);
-          Node mul;
-          mul.name = n.name + "_mul";
-          mul.op_type = "Mul";
-          mul.inputs = {twin.at(n.inputs[0]), sv};
-          mul.outputs = {mid};
-          Node add;
-          add.name = n.name + "_add";
-          add.op_type = "Add";
-          add.inputs = {mid, tv};
-          add.outputs = {twin.at(out)};
+          // y = x * s + t with s = scale / sqrt(var + eps), t = bias - mean * s (in double): one
+          // ai.kiln ChannelAffine on the blocked tensors (channel_affine_fusion then folds the
+          // activation that follows).
+          const std::optional<ChannelScaleShift> st = FoldBatchNorm(ed, ed.node(id), c.channels);
+          if (!st) return Status::Internal("layout_selection: BatchNormalization no longer folds");
+          const Shape shape{c.channels};
+          Node affine;
+          affine.name = n.name;
+          affine.domain = std::string(kKilnDomain);
+          affine.op_type = std::string(kChannelAffineOp);
+          affine.inputs = {twin.at(n.inputs[0]),
+                           ed.AddConstant(n.name + "_scale", MakeFloatTensor(shape, st->scale)),
+                           ed.AddConstant(n.name + "_shift", MakeFloatTensor(shape, st->shift))};
+          affine.outputs = {twin.at(out)};
+          affine.attributes = {Attribute::Int(std::string(kAttrBlock), block)};
           ed.RemoveNode(id);
-          ed.AddNode(std::move(mul));
-          ed.AddNode(std::move(add));
+          ed.AddNode(std::move(affine));
           ++changes;
           continue;
         }
@@ -522,18 +508,9 @@ class LayoutSelectionPass final : public Pass {
       c.channels = total;
       return c;
     }
-    if (IsOnnxOp(n, "BatchNormalization") && n.inputs.size() == 5 &&
-        n.GetInt("training_mode", 0) == 0) {
-      for (size_t i = 1; i < n.outputs.size(); ++i) {
-        if (n.outputs[i] != kNoValue) return std::nullopt;
-      }
+    if (IsOnnxOp(n, "BatchNormalization") &&
+        FoldBatchNorm(ed, n, channels_of_value.at(n.inputs[0]))) {
       const int64_t channels = channels_of_value.at(n.inputs[0]);
-      for (size_t i = 1; i < 5; ++i) {
-        const OwnedTensor* t = ed.Constant(n.inputs[i]);
-        if (t == nullptr || t->dtype() != DataType::kFloat32 || t->num_elements() != channels) {
-          return std::nullopt;
-        }
-      }
       c.kind = Kind::kBatchNorm;
       c.channels = channels;
       return c;

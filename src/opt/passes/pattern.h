@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "opt/graph_editor.h"
 
@@ -75,6 +76,42 @@ inline int OtherInput(const Node& n, int one) {
 
 inline bool IsFloat32(const GraphEditor& ed, int value) {
   return ed.DtypeOf(value) == DataType::kFloat32;
+}
+
+// An inference BatchNormalization (training_mode 0, only Y used, FP32 constant statistics of
+// `channels` values) as a per-channel scale and shift: s = gamma / sqrt(var + eps),
+// t = beta - mean * s, computed in double and stored as FP32. nullopt for anything else.
+struct ChannelScaleShift {
+  std::vector<float> scale, shift;
+};
+inline std::optional<ChannelScaleShift> FoldBatchNorm(const GraphEditor& ed, const Node& bn,
+                                                      int64_t channels) {
+  if (!IsOnnxOp(bn, "BatchNormalization") || bn.inputs.size() != 5 ||
+      bn.GetInt("training_mode", 0) != 0) {
+    return std::nullopt;
+  }
+  for (size_t i = 1; i < bn.outputs.size(); ++i) {
+    if (bn.outputs[i] != kNoValue) return std::nullopt;
+  }
+  std::vector<std::vector<double>> st(4);
+  for (size_t i = 0; i < 4; ++i) {
+    const int v = bn.inputs[i + 1];
+    const OwnedTensor* t = v == kNoValue ? nullptr : ed.Constant(v);
+    if (t == nullptr || t->dtype() != DataType::kFloat32 || t->num_elements() != channels) {
+      return std::nullopt;
+    }
+    st[i] = *ed.ConstantValues(v);
+  }
+  const double eps = bn.GetFloat("epsilon", 1e-5f);
+  ChannelScaleShift r;
+  r.scale.resize(static_cast<size_t>(channels));
+  r.shift.resize(r.scale.size());
+  for (size_t k = 0; k < r.scale.size(); ++k) {
+    const double sk = st[0][k] / std::sqrt(st[3][k] + eps);
+    r.scale[k] = static_cast<float>(sk);
+    r.shift[k] = static_cast<float>(st[1][k] - st[2][k] * sk);
+  }
+  return r;
 }
 
 }  // namespace kiln::opt
