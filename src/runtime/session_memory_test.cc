@@ -195,8 +195,9 @@ TEST(SessionMemoryTest, PlanCacheEvictsTheLeastRecentlyUsed) {
   MemoryPlanStats stats = s->memory_plan_stats();
   ASSERT_EQ(stats.plans.size(), 2u);
   EXPECT_EQ(stats.evictions, 1);  // batch 2 went; batch 1 was used more recently
+  // One input (f32, rank 2, 3 x kWidth), then the number of captures (none).
   EXPECT_EQ(stats.plans[0].signature,
-            (std::vector<int64_t>{1, static_cast<int64_t>(DataType::kFloat32), 2, 3, kWidth}));
+            (std::vector<int64_t>{1, static_cast<int64_t>(DataType::kFloat32), 2, 3, kWidth, 0}));
   EXPECT_EQ(stats.plans[1].signature[3], 1);
 }
 
@@ -375,6 +376,7 @@ TEST(SessionMemoryTest, AViewOfAGraphOutputIsACopy) {
 TEST(SessionThreadsTest, RunsSetTheCallingThreadsOpenMpThreadCount) {
   SessionOptions three;
   three.intra_op_threads = 3;
+  three.adapt_threads = false;  // a governed session may narrow while the other thread runs
   std::unique_ptr<Session> s3 = MakeSession(MlpGraph(), three);
   EXPECT_EQ(s3->intra_op_threads(), 3);
   SessionOptions one;
