@@ -293,9 +293,9 @@ int LayerNormDecomposed(TestGraph& t, int x, std::mt19937& rng, const std::vecto
 
 // ViT's token sequence as PyTorch (opset 13, dynamic batch) exports it: the class token expanded
 // to the batch by a computed shape, concatenated with the patches [N, 5, 16], plus the position
-// embedding. Nothing after the Expand has a declared shape, and type_propagation cannot derive
-// one (neither can ONNX's shape inference), so the LayerNorm that follows sees an x of unknown
-// rank, as in vit_b_16, swin_t and maxvit_t.
+// embedding. Nothing after the Expand has a declared shape (ONNX's shape inference cannot derive
+// one; type_propagation can, from the computed shape), so layer_norm_fusion alone sees an x of
+// unknown rank, as in vit_b_16, swin_t and maxvit_t.
 int VitTokens(TestGraph& t, int patches, std::mt19937& rng) {
   const std::vector<int64_t> one = {1};
   const int shape = t.Op("Shape", {patches}, {}, std::vector<int64_t>{3}, DataType::kInt64);
@@ -405,22 +405,33 @@ TEST(LayerNormFusionTest, NormalizedDimsFromTwoDimGammaAndRank) {
 }
 
 TEST(LayerNormFusionTest, LeavesUnprovableNormalizedDims) {
-  // No declared shape and only single-element gamma / beta: the normalized dim is not known.
+  // No known last dim and only single-element gamma / beta: the normalized dim is not known.
   std::mt19937 rng(11);
   TestGraph t(13);
-  const int x = VitTokens(t, t.Input("patches", {-1, 5, 16}), rng);
+  const int x = t.Input("x", {-1, -1, -1});
   t.Output(LayerNormDecomposed(t, x, rng, {-1, 6, 16}, nullptr, false, {1}));
   std::shared_ptr<const Graph> g = t.Build();
   OptimizedGraph o = OptimizeOnly(g, {"type_propagation", "layer_norm_fusion"});
   EXPECT_EQ(CountOps(*o.graph, "LayerNormalization", "ai.kiln"), 0);
   EXPECT_EQ(CountOps(*o.graph, "Pow"), 1);
   ExpectSameOutputs(*g, *o.graph, 0);
-  // A gamma of a higher rank than the normalized axes could grow an x of unknown rank: left.
+  // A gamma of a higher rank than x's does not tell the normalized dim (it grows the output's
+  // rank): left.
   TestGraph t2(13);
-  const int x2 = VitTokens(t2, t2.Input("patches", {-1, 5, 16}), rng);
+  const int x2 = t2.Input("x", {-1, -1, -1});
   t2.Output(LayerNormDecomposed(t2, x2, rng, {-1, 6, 16}, nullptr, false, {1, 1, 1, 16}));
   OptimizedGraph o2 = OptimizeOnly(t2.Build(), {"type_propagation", "layer_norm_fusion"});
   EXPECT_EQ(CountOps(*o2.graph, "LayerNormalization", "ai.kiln"), 0);
+  // Where type_propagation proves x's rank (3) and last dim (16), the normalization fuses and
+  // the Mul by that gamma stays after it, growing the rank as before.
+  TestGraph t3(13);
+  const int x3 = VitTokens(t3, t3.Input("patches", {-1, 5, 16}), rng);
+  t3.Output(LayerNormDecomposed(t3, x3, rng, {-1, 6, 16}, nullptr, false, {1, 1, 1, 16}));
+  std::shared_ptr<const Graph> g3 = t3.Build();
+  OptimizedGraph o3 = OptimizeOnly(g3, {"type_propagation", "layer_norm_fusion"});
+  EXPECT_EQ(CountOps(*o3.graph, "LayerNormalization", "ai.kiln"), 1);
+  EXPECT_EQ(CountOps(*o3.graph, "Mul"), 1);
+  ExpectSameOutputs(*g3, *o3.graph, kFusedTol);
 }
 
 TEST(LayerNormFusionTest, LeavesDecompositionWithExtraReaders) {

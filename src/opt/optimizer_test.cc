@@ -7,7 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <memory>
+#include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "opt/graph_editor.h"
 #include "opt/opt_test_util.h"
@@ -347,7 +352,471 @@ TEST(TypePropagationTest, NeverOverridesDeclaredDims) {
   t.Output(t.Op("Add", {y, t.Input("z", {1, 3})}, {}, std::nullopt));
   OptimizedGraph o = OptimizeOnly(t.Build(), {"type_propagation"});
   EXPECT_EQ(o.graph->value(o.graph->node(0).outputs[0]).type.ToString(), "FP32[N,3]");
-  EXPECT_EQ(o.graph->value(o.graph->node(1).outputs[0]).type.ToString(), "FP32[N,3]");
+  // What follows gets what the derivation proves: y is x's [4, 3], so N is 4 here.
+  EXPECT_EQ(o.graph->value(o.graph->node(1).outputs[0]).type.ToString(), "FP32[4,3]");
+}
+
+// --- type_propagation on the ops between layers -------------------------------------------------
+
+OwnedTensor Int32Tensor(const Shape& shape, const std::vector<int32_t>& values) {
+  Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kInt32, shape);
+  KILN_CHECK(t.ok(), t.status().ToString());
+  for (size_t i = 0; i < values.size(); ++i) t->data<int32_t>()[i] = values[i];
+  return std::move(t).value();
+}
+
+OwnedTensor BoolTensor(const Shape& shape, const std::vector<bool>& values) {
+  Result<OwnedTensor> t = OwnedTensor::Allocate(DataType::kBool, shape);
+  KILN_CHECK(t.ok(), t.status().ToString());
+  for (size_t i = 0; i < values.size(); ++i) t->data<bool>()[i] = values[i];
+  return std::move(t).value();
+}
+
+Attribute TensorAttr(std::string name, OwnedTensor value) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kTensor;
+  a.t = std::make_shared<const OwnedTensor>(std::move(value));
+  return a;
+}
+
+// A 1-D INT64 constant.
+int Ints64(TestGraph& t, const std::string& name, const std::vector<int64_t>& v) {
+  return t.Const(name, Int64Tensor(Shape{static_cast<int64_t>(v.size())}, v));
+}
+
+// A node whose output has no declared type at all (as after libonnx gave up).
+int Untyped(TestGraph& t, const std::string& op, std::vector<int> inputs,
+            std::vector<Attribute> attrs = {}, const std::string& domain = "") {
+  return t.Op(op, std::move(inputs), std::move(attrs), std::nullopt, DataType::kInvalid, domain);
+}
+
+// Runs type_propagation alone and returns the derived type of every graph output, as text. Each
+// one is checked against what the kernels compute (the graph runs with the symbol N fed as `n`),
+// and the propagated graph must compute exactly what the original does.
+std::vector<std::string> PropagateAndRun(const std::shared_ptr<const Graph>& g, int64_t n = 3) {
+  OptimizedGraph o = OptimizeOnly(g, {"type_propagation"});
+  std::mt19937 rng(5);
+  const std::vector<OwnedTensor> inputs = RandomInputs(*g, rng, n);
+  const std::vector<OwnedTensor> got = RunGraph(o.graph, inputs);
+  std::vector<std::string> types;
+  for (size_t i = 0; i < o.graph->outputs.size(); ++i) {
+    const ValueType& t = o.graph->value(o.graph->outputs[i]).type;
+    types.push_back(t.ToString());
+    EXPECT_EQ(t.dtype, got[i].dtype()) << "output " << i << " " << types.back();
+    if (!t.has_shape) continue;
+    const Shape& s = got[i].shape();
+    EXPECT_EQ(static_cast<int>(t.dims.size()), s.rank()) << "output " << i << " " << types.back();
+    if (static_cast<int>(t.dims.size()) != s.rank()) continue;
+    for (size_t d = 0; d < t.dims.size(); ++d) {
+      if (t.dims[d].known()) {
+        EXPECT_EQ(t.dims[d].value, s.dim(static_cast<int>(d)))
+            << "output " << i << " " << types.back() << " vs " << s.ToString();
+      } else if (t.dims[d].symbol == "N") {
+        EXPECT_EQ(n, s.dim(static_cast<int>(d)))
+            << "output " << i << " " << types.back() << " vs " << s.ToString();
+      }
+    }
+  }
+  ExpectSameOutputs(*g, *o.graph, 0, 5, n);
+  return types;
+}
+
+TEST(TypePropagationTest, SliceClampsKnownDimsAndTakesSymbolicDimsOnlyWhole) {
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 10, 8});
+  const int64_t kMax = INT64_MAX;
+  // [:, 1::2, -3:100] of [N, 10, 8]: the ends clamp, the steps divide.
+  t.Output(Untyped(t, "Slice",
+                   {x, Ints64(t, "s1", {1, -3}), Ints64(t, "e1", {kMax, 100}),
+                    Ints64(t, "a1", {1, 2}), Ints64(t, "st1", {2, 1})}));
+  // The batch whole (0 to INT64_MAX) and axis -2 reversed whole (-1 to -INT64_MAX by -1).
+  t.Output(Untyped(t, "Slice",
+                   {x, Ints64(t, "s2", {0, -1}), Ints64(t, "e2", {kMax, -kMax}),
+                    Ints64(t, "a2", {0, -2}), Ints64(t, "st2", {1, -1})}));
+  // INT32 bounds, no axes (0 and 1): the batch from 1 on has no provable size.
+  t.Output(Untyped(t, "Slice",
+                   {x, t.Const("s3", Int32Tensor(Shape{2}, {1, 4})),
+                    t.Const("e3", Int32Tensor(Shape{2}, {INT32_MAX, 6}))}));
+  // A negative step on a known dim: 6, 4, 2.
+  t.Output(Untyped(t, "Slice",
+                   {x, Ints64(t, "s4", {6}), Ints64(t, "e4", {1}), Ints64(t, "a4", {2}),
+                    Ints64(t, "st4", {-2})}));
+  // Bounds beyond the dim and an empty result.
+  t.Output(
+      Untyped(t, "Slice",
+              {x, Ints64(t, "s5", {-100, 7}), Ints64(t, "e5", {100, 3}), Ints64(t, "a5", {1, 2})}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build(), 4);
+  EXPECT_EQ(types[0], "FP32[N,5,3]");
+  EXPECT_EQ(types[1], "FP32[N,10,8]");
+  EXPECT_EQ(types[2], "FP32[?,2,8]");
+  EXPECT_EQ(types[3], "FP32[N,10,3]");
+  EXPECT_EQ(types[4], "FP32[N,10,0]");
+  // The opset 1-9 form: starts / ends / axes attributes.
+  TestGraph t9(9);
+  const int x9 = t9.Input("x", {-1, 10, 8});
+  t9.Output(Untyped(t9, "Slice", {x9},
+                    {Attribute::Ints("starts", {2, 0}), Attribute::Ints("ends", {-1, kMax}),
+                     Attribute::Ints("axes", {2, 0})}));
+  EXPECT_EQ(PropagateAndRun(t9.Build())[0], "FP32[N,10,5]");
+}
+
+TEST(TypePropagationTest, SplitTypesEveryOutput) {
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 12, 5});
+  for (int v : t.OpN("Split", {x, Ints64(t, "split", {2, 10})}, 2, {Attribute::Int("axis", 1)},
+                     std::nullopt, DataType::kInvalid)) {
+    t.Output(v);
+  }
+  // No sizes: equal parts.
+  for (int v :
+       t.OpN("Split", {x}, 3, {Attribute::Int("axis", -2)}, std::nullopt, DataType::kInvalid)) {
+    t.Output(v);
+  }
+  // One part of the symbolic batch is the batch.
+  t.Output(t.OpN("Split", {x}, 1, {}, std::nullopt, DataType::kInvalid)[0]);
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  const std::vector<std::string> want = {"FP32[N,2,5]", "FP32[N,10,5]", "FP32[N,4,5]",
+                                         "FP32[N,4,5]", "FP32[N,4,5]",  "FP32[N,12,5]"};
+  EXPECT_EQ(types, want);
+  // Opset 11: the sizes as an attribute.
+  TestGraph t11(11);
+  const int x11 = t11.Input("x", {-1, 12, 5});
+  for (int v :
+       t11.OpN("Split", {x11}, 2, {Attribute::Int("axis", 2), Attribute::Ints("split", {1, 4})},
+               std::nullopt, DataType::kInvalid)) {
+    t11.Output(v);
+  }
+  const std::vector<std::string> want11 = {"FP32[N,12,1]", "FP32[N,12,4]"};
+  EXPECT_EQ(PropagateAndRun(t11.Build()), want11);
+}
+
+TEST(TypePropagationTest, ConcatSumsTheAxisAndTakesTheOtherDimsFromAnyInput) {
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 2, 4});
+  const int y = t.Input("y", {-1, 3, 4});
+  t.Output(Untyped(t, "Concat", {x, y, x}, {Attribute::Int("axis", 1)}));
+  // An input of unknown rank (an Einsum is not derived): the axis dim is unknown.
+  const int e = Untyped(t, "Einsum", {y}, {StringAttr("equation", "abc->abc")});
+  t.Output(Untyped(t, "Concat", {e, x}, {Attribute::Int("axis", -2)}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  EXPECT_EQ(types[0], "FP32[N,7,4]");
+  EXPECT_EQ(types[1], "FP32[N,?,4]");
+}
+
+TEST(TypePropagationTest, ConvolutionsAndPoolsFollowTheKernelsWindowRules) {
+  std::mt19937 rng(3);
+  TestGraph t(13);
+  t.graph().opset_imports["ai.kiln"] = 1;
+  const int x = t.Input("x", {-1, 3, 17, 17});
+  // Explicit pads and strides: floor((17 + 2 - 3) / 2) + 1 = 9.
+  t.Output(Untyped(t, "Conv", {x, t.Random("w1", {8, 3, 3, 3}, rng)},
+                   {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2})}));
+  // SAME_UPPER with dilations: ceil(17 / 2) = 9.
+  t.Output(Untyped(t, "Conv", {x, t.Random("w2", {4, 3, 3, 3}, rng)},
+                   {StringAttr("auto_pad", "SAME_UPPER"), Attribute::Ints("dilations", {2, 2}),
+                    Attribute::Ints("strides", {2, 2})}));
+  // Grouped, VALID, uneven strides: 17 - 5 + 1 = 13 and floor(12 / 3) + 1 = 5.
+  t.Output(Untyped(t, "Conv", {x, t.Random("w3", {6, 1, 5, 5}, rng)},
+                   {Attribute::Int("group", 3), StringAttr("auto_pad", "VALID"),
+                    Attribute::Ints("strides", {1, 3})}));
+  // kernel_shape from W only, with a bias, as ai.kiln FusedConv.
+  t.Output(Untyped(t, "FusedConv", {x, t.Random("w4", {5, 3, 1, 1}, rng), t.Random("b4", {5}, rng)},
+                   {}, "ai.kiln"));
+  // ConvTranspose: 2 * (17 - 1) + 1 + 3 - 2 = 34 rows, W [C, M / group, k, k].
+  t.Output(Untyped(t, "ConvTranspose", {x, t.Random("w5", {3, 2, 3, 3}, rng)},
+                   {Attribute::Ints("strides", {2, 2}), Attribute::Ints("pads", {1, 1, 1, 1}),
+                    Attribute::Ints("output_padding", {1, 1})}));
+  // MaxPool with ceil_mode, and its Indices: floor((17 + 1 - 3) / 2) + 1 = 8, rounded up to 9.
+  std::vector<int> mp =
+      t.OpN("MaxPool", {x}, 2,
+            {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+             Attribute::Int("ceil_mode", 1), Attribute::Ints("pads", {0, 0, 1, 1})},
+            std::nullopt, DataType::kInvalid);
+  t.Output(mp[0]);
+  t.Output(mp[1]);
+  // AveragePool whose last ceil_mode window would start in the end padding (at 18): it is
+  // dropped, floor((17 + 2 - 3) / 3) + 1 = 6 stays 6.
+  t.Output(Untyped(t, "AveragePool", {x},
+                   {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {3, 3}),
+                    Attribute::Int("ceil_mode", 1), Attribute::Ints("pads", {0, 0, 2, 2})}));
+  t.Output(Untyped(t, "GlobalAveragePool", {x}));
+  t.Output(Untyped(t, "GlobalMaxPool", {x}));
+  // Spatial dims of unknown size (the symbol N here): a 3x3 conv padded by 1 with stride 1 keeps
+  // them, a strided one does not.
+  const int s = t.Input("s", {-1, 2, -1, -1});
+  t.Output(Untyped(t, "Conv", {s, t.Random("w6", {4, 2, 3, 3}, rng)},
+                   {Attribute::Ints("pads", {1, 1, 1, 1})}));
+  t.Output(Untyped(t, "Conv", {s, t.Random("w7", {4, 2, 3, 3}, rng)},
+                   {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2})}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build(), 5);
+  const std::vector<std::string> want = {"FP32[N,8,9,9]",   "FP32[N,4,9,9]",   "FP32[N,6,13,5]",
+                                         "FP32[N,5,17,17]", "FP32[N,2,34,34]", "FP32[N,3,9,9]",
+                                         "INT64[N,3,9,9]",  "FP32[N,3,6,6]",   "FP32[N,3,1,1]",
+                                         "FP32[N,3,1,1]",   "FP32[N,4,N,N]",   "FP32[N,4,?,?]"};
+  EXPECT_EQ(types, want);
+}
+
+TEST(TypePropagationTest, FlattenGemmSqueezeUnsqueeze) {
+  std::mt19937 rng(4);
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 4, 1, 3});
+  const int flat = Untyped(t, "Flatten", {x});
+  t.Output(flat);
+  t.Output(Untyped(t, "Flatten", {x}, {Attribute::Int("axis", -2)}));  // [4N, 3]: 4N unknown
+  t.Output(Untyped(t, "Flatten", {x}, {Attribute::Int("axis", 0)}));
+  t.Output(Untyped(t, "Gemm", {flat, t.Random("b", {5, 12}, rng)}, {Attribute::Int("transB", 1)}));
+  t.Output(Untyped(
+      t, "Gemm",
+      {Untyped(t, "Transpose", {flat}), t.Random("b2", {12, 7}, rng), t.Random("c2", {7}, rng)},
+      {Attribute::Int("transA", 1)}));
+  t.Output(Untyped(t, "Squeeze", {x, Ints64(t, "sq", {-2})}));
+  // No axes: every size-1 dim goes, and N might be 1: unknown.
+  t.Output(Untyped(t, "Squeeze", {x}));
+  t.Output(Untyped(t, "Unsqueeze", {x, Ints64(t, "usq", {0, -1})}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  const std::vector<std::string> want = {"FP32[N,12]", "FP32[?,3]",        "FP32[1,?]",
+                                         "FP32[N,5]",  "FP32[N,7]",        "FP32[N,4,3]",
+                                         "FP32[?]",    "FP32[1,N,4,1,3,1]"};
+  EXPECT_EQ(types, want);
+  // Opset 11: axes as attributes.
+  TestGraph t11(11);
+  const int x11 = t11.Input("x", {-1, 4, 1, 3});
+  t11.Output(Untyped(t11, "Squeeze", {x11}, {Attribute::Ints("axes", {2})}));
+  t11.Output(Untyped(t11, "Unsqueeze", {x11}, {Attribute::Ints("axes", {1})}));
+  const std::vector<std::string> want11 = {"FP32[N,4,3]", "FP32[N,1,4,1,3]"};
+  EXPECT_EQ(PropagateAndRun(t11.Build()), want11);
+}
+
+TEST(TypePropagationTest, ExpandTilePadWhereGather) {
+  std::mt19937 rng(1);
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 1, 4});
+  t.Output(Untyped(t, "Expand", {x, Ints64(t, "to", {3, 1})}));
+  t.Output(Untyped(t, "Tile", {x, Ints64(t, "r1", {1, 2, 2})}));
+  t.Output(Untyped(t, "Tile", {x, Ints64(t, "r2", {2, 1, 1})}));  // 2N: unknown
+  t.Output(Untyped(t, "Pad", {x, Ints64(t, "pads", {0, 1, 2, 0, 3, -1})}));
+  t.Output(Untyped(t, "Where",
+                   {t.Const("cond", BoolTensor(Shape{1, 4}, {true, false, true, false})), x,
+                    t.Random("other", {3, 1}, rng)}));
+  t.Output(Untyped(t, "Gather", {x, t.Const("idx", Int64Tensor(Shape{2, 2}, {0, 3, -1, 1}))},
+                   {Attribute::Int("axis", 2)}));
+  t.Output(Untyped(t, "Gather", {x, t.Const("i0", Int64Tensor(Shape{}, {0}))}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  const std::vector<std::string> want = {"FP32[N,3,4]", "FP32[N,2,8]", "FP32[?,1,4]",
+                                         "FP32[N,5,5]", "FP32[N,3,4]", "FP32[N,1,2,2]",
+                                         "FP32[1,4]"};
+  EXPECT_EQ(types, want);
+}
+
+TEST(TypePropagationTest, ReducesWithAxesFromAttributeOrInput) {
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 6, 5});
+  t.Output(Untyped(t, "ReduceSum", {x, Ints64(t, "ax", {1})}, {Attribute::Int("keepdims", 0)}));
+  t.Output(Untyped(t, "ReduceMax", {x}, {Attribute::Ints("axes", {-1})}));
+  t.Output(Untyped(t, "ReduceMin", {x}, {Attribute::Int("keepdims", 0)}));
+  t.Output(Untyped(t, "ReduceMean", {x}, {Attribute::Ints("axes", {0, 2})}));
+  t.Output(Untyped(t, "ArgMax", {x}, {Attribute::Int("axis", 1), Attribute::Int("keepdims", 0)}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  const std::vector<std::string> want = {"FP32[N,5]", "FP32[N,6,1]", "FP32[]", "FP32[1,6,1]",
+                                         "INT64[N,5]"};
+  EXPECT_EQ(types, want);
+}
+
+TEST(TypePropagationTest, ResizeWithConstantScalesOrSizes) {
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 3, 4, 6});
+  t.Output(Untyped(t, "Resize",
+                   {x, kNoValue, t.Const("scales", FloatTensor(Shape{4}, {1, 1, 2, 1.5f}))}));
+  const int y = t.Input("y", {2, 3, 4, 6});
+  t.Output(Untyped(t, "Resize", {y, kNoValue, kNoValue, Ints64(t, "sizes", {2, 3, 5, 7})},
+                   {StringAttr("mode", "linear")}));
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  EXPECT_EQ(types[0], "FP32[N,3,8,9]");
+  EXPECT_EQ(types[1], "FP32[2,3,5,7]");
+}
+
+TEST(TypePropagationTest, ShapeValueArithmeticResolvesReshapeTargets) {
+  // x [N, 6, 4]: target [N + 0, 6 * 4 / 8, Cast(3 - 1), -1] = [N, 3, 2, 4]; a target entry N * 2
+  // is not provable (no product symbols), so neither is the -1 next to it.
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 6, 4});
+  const int s = Untyped(t, "Shape", {x});
+  const int axes0 = Ints64(t, "axes0", {0});
+  auto scalar = [&](const std::string& name, int64_t v) {
+    return t.Const(name, Int64Tensor(Shape{}, {v}));
+  };
+  int count = 0;
+  auto at = [&](int v, int64_t i) {
+    return Untyped(t, "Gather", {v, scalar("i" + std::to_string(count++), i)});
+  };
+  const int tail = Untyped(t, "Slice", {s, Ints64(t, "b", {1}), Ints64(t, "e", {3})});
+  const int prod = Untyped(t, "Mul", {at(tail, 0), at(tail, 1)});
+  const int third = Untyped(t, "Div", {prod, scalar("eight", 8)});
+  const int n = Untyped(t, "Add", {at(s, 0), scalar("zero", 0)});
+  const int two =
+      Untyped(t, "Cast", {Untyped(t, "Sub", {third, scalar("one", 1)})}, {Attribute::Int("to", 7)});
+  auto u = [&](int v) { return Untyped(t, "Unsqueeze", {v, axes0}); };
+  const int target = Untyped(t, "Concat", {u(n), u(third), u(two), Ints64(t, "m1", {-1})},
+                             {Attribute::Int("axis", 0)});
+  t.Output(Untyped(t, "Reshape", {x, target}));
+  const int twice = Untyped(t, "Mul", {at(s, 0), scalar("two", 2)});
+  const int target2 =
+      Untyped(t, "Concat", {u(twice), Ints64(t, "three", {3}), Ints64(t, "m1b", {-1})},
+              {Attribute::Int("axis", 0)});
+  t.Output(Untyped(t, "Reshape", {x, target2}));
+  t.Output(target);
+  const std::vector<std::string> types = PropagateAndRun(t.Build(), 2);
+  EXPECT_EQ(types[0], "FP32[N,3,2,4]");
+  EXPECT_EQ(types[1], "FP32[?,3,?]");
+  EXPECT_EQ(types[2], "INT64[4]");
+}
+
+// ShuffleNet v2's channel shuffle and split as PyTorch exports them with a dynamic batch:
+// x.view(b, 2, c / 2, h, w).transpose(1, 2).reshape(b, -1, h, w), then chunk(2, dim=1), the
+// second half into the branch convolutions, concatenated with the first half. `inner` (if set)
+// receives the intermediates: the grouped view, the transposed one, the shuffled x, both halves
+// and the depthwise conv's output.
+int ShuffleBlock(TestGraph& t, int x, const std::string& p, std::mt19937& rng,
+                 std::vector<int>* inner = nullptr) {
+  const int axes0 = Ints64(t, p + "axes0", {0});
+  auto dim = [&](int i) {
+    const int s = Untyped(t, "Shape", {x});
+    return Untyped(t, "Gather",
+                   {s, t.Const(p + "i" + std::to_string(i), Int64Tensor(Shape{}, {int64_t{i}}))});
+  };
+  auto u = [&](int v) { return Untyped(t, "Unsqueeze", {v, axes0}); };
+  const int b = u(dim(0)), h = u(dim(2)), w = u(dim(3));
+  const int half = u(Untyped(t, "Div", {dim(1), t.Const(p + "two", Int64Tensor(Shape{}, {2}))}));
+  const int t1 =
+      Untyped(t, "Concat", {b, Ints64(t, p + "g", {2}), half, h, w}, {Attribute::Int("axis", 0)});
+  const int grouped = Untyped(t, "Reshape", {x, t1});
+  const int shuffled =
+      Untyped(t, "Transpose", {grouped}, {Attribute::Ints("perm", {0, 2, 1, 3, 4})});
+  const int t2 =
+      Untyped(t, "Concat", {b, Ints64(t, p + "m1", {-1}), h, w}, {Attribute::Int("axis", 0)});
+  const int y = Untyped(t, "Reshape", {shuffled, t2});
+  const int axes1 = Ints64(t, p + "axes1", {1});
+  const int first =
+      Untyped(t, "Slice", {y, Ints64(t, p + "s0", {0}), Ints64(t, p + "e0", {24}), axes1});
+  const int second =
+      Untyped(t, "Slice", {y, Ints64(t, p + "s1", {24}), Ints64(t, p + "e1", {48}), axes1});
+  const int c1 = Untyped(
+      t, "Relu",
+      {Untyped(t, "Conv",
+               {second, t.Random(p + "w1", {24, 24, 1, 1}, rng), t.Random(p + "b1", {24}, rng)})});
+  const int c2 = Untyped(
+      t, "Conv", {c1, t.Random(p + "w2", {24, 1, 3, 3}, rng), t.Random(p + "b2", {24}, rng)},
+      {Attribute::Int("group", 24), Attribute::Ints("pads", {1, 1, 1, 1})});
+  const int c3 = Untyped(
+      t, "Relu",
+      {Untyped(t, "Conv",
+               {c2, t.Random(p + "w3", {24, 24, 1, 1}, rng), t.Random(p + "b3", {24}, rng)})});
+  if (inner) *inner = {grouped, shuffled, y, first, second, c2};
+  return Untyped(t, "Concat", {first, c3}, {Attribute::Int("axis", 1)});
+}
+
+// Two blocks: the second one's shuffle reads the shape of the first one's output, which nothing
+// but type_propagation types.
+std::shared_ptr<const Graph> ShuffleNetStage(std::mt19937& rng, bool expose_inner) {
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 48, 8, 8});
+  std::vector<int> inner;
+  const int y = ShuffleBlock(t, ShuffleBlock(t, x, "a_", rng), "b_", rng, &inner);
+  t.Output(y);
+  if (expose_inner) {
+    for (int v : inner) t.Output(v);
+  }
+  return t.Build();
+}
+
+TEST(TypePropagationTest, ShuffleNetChannelShuffleAndSplit) {
+  std::mt19937 rng(9);
+  const std::vector<std::string> types = PropagateAndRun(ShuffleNetStage(rng, true), 2);
+  const std::vector<std::string> want = {"FP32[N,48,8,8]", "FP32[N,2,24,8,8]", "FP32[N,24,2,8,8]",
+                                         "FP32[N,48,8,8]", "FP32[N,24,8,8]",   "FP32[N,24,8,8]",
+                                         "FP32[N,24,8,8]"};
+  EXPECT_EQ(types, want);
+  // The whole pipeline: the channel counts fold, only the batch is read at run time, and the
+  // branch convolutions (their X now has a shape) can take the blocked layout.
+  std::shared_ptr<const Graph> g = ShuffleNetStage(rng, false);
+  OptimizedGraph o = OptimizeAll(g);
+  EXPECT_EQ(CountOps(*o.graph, "Div"), 0) << FormatPassReport(o);
+  EXPECT_EQ(CountOps(*o.graph, "Shape"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "Gather"), 1);
+  OptimizerOptions options = HostOptions();
+  options.disabled_passes = {"type_propagation"};
+  Result<OptimizedGraph> without = OptimizeGraph(g, options);
+  ASSERT_TRUE(without.ok());
+  EXPECT_GE(CountOps(*without->graph, "Div"), 1);  // the second shuffle's c / 2
+  if (HostOptions().target.channel_block > 0) {
+    int blocked = 0;
+    for (const Node& n : o.graph->nodes()) {
+      if (n.op_type == "FusedConv" && n.GetInt("y_block", 0) > 0) ++blocked;
+    }
+    EXPECT_GE(blocked, 4) << FormatPassReport(o);
+    // Without the derived types the convolutions have no X shape and stay plain.
+    EXPECT_EQ(CountOps(*without->graph, "ReorderToBlocked", "ai.kiln"), 0);
+  }
+  ExpectSameOutputs(*g, *o.graph, 1e-4, 3, /*symbol_value=*/2);
+  ExpectSameOutputs(*g, *o.graph, 1e-4, 4, /*symbol_value=*/5);
+}
+
+TEST(TypePropagationTest, ProvenDimsReachTheValuesAfterADeclaredSymbol) {
+  // ViT's class token: Expand(cls, Where(shape == -1, 1, shape)) for shape = [N, -1, -1], which
+  // the exporter declares [unk__2, unk__3, 16]. The Expand keeps its declared symbols; the Concat
+  // after it gets the proven [N, 1 + 5, 16].
+  std::mt19937 rng(2);
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 5, 16});
+  const int n = Untyped(
+      t, "Unsqueeze",
+      {Untyped(t, "Gather", {Untyped(t, "Shape", {x}), t.Const("i0", Int64Tensor(Shape{}, {0}))}),
+       Ints64(t, "axes", {0})});
+  const int shape = Untyped(t, "Concat", {n, Ints64(t, "m1", {-1}), Ints64(t, "m1b", {-1})},
+                            {Attribute::Int("axis", 0)});
+  const int ones = Untyped(t, "ConstantOfShape", {Untyped(t, "Shape", {shape})},
+                           {TensorAttr("value", Int64Tensor(Shape{1}, {1}))});
+  const int minus = Untyped(t, "Mul", {ones, t.Const("neg", Int64Tensor(Shape{}, {-1}))});
+  const int target = Untyped(t, "Where", {Untyped(t, "Equal", {shape, minus}), ones, shape});
+  const int cls = Untyped(t, "Expand", {t.Random("cls", {1, 1, 16}, rng), target});
+  ValueType& declared = t.graph().mutable_value(cls).type;
+  declared.dtype = DataType::kFloat32;
+  declared.has_shape = true;
+  declared.dims = {Dim{-1, "unk__2"}, Dim{-1, "unk__3"}, Dim{16, {}}};
+  const int tokens = Untyped(t, "Concat", {cls, x}, {Attribute::Int("axis", 1)});
+  t.Output(Untyped(t, "Add", {tokens, t.Random("pos", {1, 6, 16}, rng)}));
+  t.Output(cls);
+  t.Output(target);
+  const std::vector<std::string> types = PropagateAndRun(t.Build(), 3);
+  EXPECT_EQ(types[0], "FP32[N,6,16]");
+  EXPECT_EQ(types[1], "FP32[unk__2,unk__3,16]");
+  EXPECT_EQ(types[2], "INT64[3]");
+}
+
+TEST(TypePropagationTest, KeepsDeclaredSymbolsAndPrefersTheInputs) {
+  // y declared [M, 8] after an input [N, 8]: y keeps M, what follows gets N (a graph input's
+  // symbol, the one the other values carry); where nothing better is known, M travels on.
+  TestGraph t(13);
+  const int x = t.Input("x", {-1, 8});
+  const int y = t.Op("Relu", {x}, {}, std::nullopt, DataType::kInvalid);
+  ValueType& declared = t.graph().mutable_value(y).type;
+  declared.has_shape = true;
+  declared.dims = {Dim{-1, "M"}, Dim{8, {}}};
+  t.Output(Untyped(t, "Sigmoid", {y}));
+  const int e = Untyped(t, "Einsum", {x}, {StringAttr("equation", "ab->ab")});  // not derived
+  const int z = t.Op("Relu", {e}, {}, std::nullopt, DataType::kInvalid);
+  ValueType& dz = t.graph().mutable_value(z).type;
+  dz.has_shape = true;
+  dz.dims = {Dim{-1, "M"}, Dim{}};
+  t.Output(Untyped(t, "Unsqueeze", {z, Ints64(t, "axes", {0})}));
+  t.Output(y);
+  t.Output(z);
+  const std::vector<std::string> types = PropagateAndRun(t.Build());
+  EXPECT_EQ(types[0], "FP32[N,8]");
+  EXPECT_EQ(types[1], "FP32[1,M,?]");
+  EXPECT_EQ(types[2], "FP32[M,8]");
+  EXPECT_EQ(types[3], "FP32[M,?]");
 }
 
 TEST(ShapeFoldingTest, BatchSizeReadsShareOneChain) {
