@@ -30,14 +30,34 @@ struct Shape3 {
 
 const std::vector<Shape3>& Shapes() {
   static const std::vector<Shape3> shapes = {
-      {"classifier_b1", 1, 1280, 1000},      {"digits_b8", 8, 64, 32},
-      {"resnet_fc_b32", 32, 2048, 1000},     {"bert_qkv", 128, 768, 768},
-      {"bert_ffn_up", 128, 768, 3072},       {"bert_ffn_down", 128, 3072, 768},
-      {"vit_mlp", 197, 768, 3072},           {"tiny_b1", 1, 128, 128},
-      {"bert_tiny_qkv", 128, 128, 384},      {"bert_tiny_ffn_up", 128, 128, 512},
-      {"bert_tiny_ffn_down", 128, 512, 128}, {"bert_b8_qkv", 1024, 768, 768},
-      {"bert_b8_ffn_up", 1024, 768, 3072},   {"bert_b8_ffn_down", 1024, 3072, 768},
+      {"classifier_b1", 1, 1280, 1000},
+      {"digits_b8", 8, 64, 32},
+      {"resnet_fc_b32", 32, 2048, 1000},
+      {"bert_qkv", 128, 768, 768},
+      {"bert_ffn_up", 128, 768, 3072},
+      {"bert_ffn_down", 128, 3072, 768},
+      {"vit_mlp", 197, 768, 3072},
+      {"tiny_b1", 1, 128, 128},
+      {"bert_tiny_qkv", 128, 128, 384},
+      {"bert_tiny_ffn_up", 128, 128, 512},
+      {"bert_tiny_ffn_down", 128, 512, 128},
+      {"bert_b8_qkv", 1024, 768, 768},
+      {"bert_b8_ffn_up", 1024, 768, 3072},
+      {"bert_b8_ffn_down", 1024, 3072, 768},
       {"square_1024", 1024, 1024, 1024},
+      // Transformer MLPs (bench/kernels/transformer_gemm.py): ViT-B/16 at batch 1 and 8, the
+      // breadth suite's encoder_small and decoder chunk.
+      {"vit_mlp_down", 197, 3072, 768},
+      {"vit_b8_mlp", 1576, 768, 3072},
+      {"vit_b8_mlp_down", 1576, 3072, 768},
+      {"encoder_small_up", 128, 384, 1536},
+      {"decoder_chunk_up", 32, 512, 2048},
+      // CNN classifiers: ResNet-50 / EfficientNet at batch 1, VGG / AlexNet fc layers.
+      {"resnet_fc_b1", 1, 2048, 1000},
+      {"fc4096_b1", 1, 4096, 4096},
+      {"alexnet_fc6_b1", 1, 9216, 4096},
+      {"vgg_fc6_b8", 8, 25088, 4096},
+      {"square_2048", 2048, 2048, 2048},
   };
   return shapes;
 }

@@ -86,9 +86,11 @@ def peak_model(path):
 
 
 def kiln_gflops(args, path, env, iterations):
-    """GFLOP/s of the model's most expensive node (the matrix product), median over the runs."""
+    """GFLOP/s of the model's most expensive node (the matrix product), mean over the runs, at
+    a fixed width: the kernel's speed (the thread governor's probes would mix in 1-thread runs)."""
     out = subprocess.run([args.kiln, "profile", path, "--threads", str(args.threads),
-                          "--iterations", str(iterations), "--warmup", "3", "--json"],
+                          "--iterations", str(iterations), "--warmup", "3", "--fixed-threads",
+                          "--json"],
                          capture_output=True, text=True, env=dict(os.environ, **env), check=True)
     doc = json.loads(out.stdout)
     node = max(doc["nodes"], key=lambda n: n.get("flops", 0))

@@ -12,7 +12,7 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kIsaValues[] = {"scalar", "avx2", "avx512"};
-constexpr std::string_view kGemmValues[] = {"kiln", "onednn"};
+constexpr std::string_view kGemmValues[] = {"kiln", "kiln-all", "onednn"};
 constexpr std::string_view kThreadWaitValues[] = {"bounded", "openmp"};
 
 constexpr SettingInfo kSettings[] = {
@@ -21,10 +21,11 @@ constexpr SettingInfo kSettings[] = {
      "has); the tests run each fast kernel at every level this way"},
     {Setting::kCpuGemm, "KILN_CPU_GEMM", kGemmValues,
      "FP32 MatMul/Gemm with constant weights: 'kiln' (default) runs kiln's batch-invariant GEMM "
-     "where oneDNN has no AVX-512 brgemm; 'onednn' keeps oneDNN everywhere"},
+     "where oneDNN has no AVX-512 brgemm; 'kiln-all' runs it at every level (AVX2 and AVX-512 "
+     "machines then give the same bits); 'onednn' keeps oneDNN everywhere"},
     {Setting::kThreadWait, "KILN_THREAD_WAIT", kThreadWaitValues,
      "how idle intra-op threads wait: 'bounded' (default) spins briefly (GOMP_SPINCOUNT "
-     "1000) and then sleeps, so other work on the machine gets the cores; 'openmp' keeps the "
+     "10000) and then sleeps, so other work on the machine gets the cores; 'openmp' keeps the "
      "OpenMP runtime's own default"},
 };
 constexpr size_t kCount = std::size(kSettings);

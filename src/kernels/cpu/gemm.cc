@@ -110,7 +110,11 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
   const int64_t n = b.n, k = b.k;
   const int64_t panels = CeilDiv(n, kGemmNr);
   const int64_t kc = GemmKBlock(k);
-  const bool use_avx2 = ActiveIsa() >= Isa::kAvx2;
+  const Isa isa = ActiveIsa();
+  const bool use_avx512 = isa >= Isa::kAvx512;
+  const bool use_avx2 = isa >= Isa::kAvx2;
+  // Row granularity of the blocks: the level's tile height.
+  const int64_t mr = use_avx512 ? kGemmMrAvx512 : kGemmMr;
 
   // Tasks: row blocks x runs of B panels, cut as evenly as 6-row and 16-column granularity
   // allows, and one run of B's panels per thread when B is the larger operand (each thread then
@@ -121,7 +125,7 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool serial = macs < kSerialMacs || threads <= 1;
   const bool split_columns = !serial && m <= n;
-  const int64_t row_panels = CeilDiv(m, kGemmMr);
+  const int64_t row_panels = CeilDiv(m, mr);
   int64_t row_blocks = CeilDiv(m, kRowBlock);
   int64_t panel_runs = 1;
   if (split_columns) {
@@ -130,20 +134,74 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
     row_blocks = std::min(row_panels, CeilDiv(row_blocks, int64_t{threads}) * threads);
     if (row_blocks < threads) panel_runs = std::min(panels, CeilDiv(int64_t{threads}, row_blocks));
   }
-  // Rows per block: a multiple of 6, blocks as equal as that allows.
-  const int64_t block_rows = CeilDiv(CeilDiv(m, row_blocks), kGemmMr) * kGemmMr;
+  // Rows per block: a multiple of the tile height, blocks as equal as that allows.
+  const int64_t block_rows = CeilDiv(CeilDiv(m, row_blocks), mr) * mr;
   row_blocks = CeilDiv(m, block_rows);
   const int64_t per_task = CeilDiv(panels, panel_runs);
   panel_runs = CeilDiv(panels, per_task);
   const int64_t tasks = row_blocks * panel_runs;
 
-  // Rows [i0, i0 + rows) x panels [p0, p0 + np) of C, np <= kMaxPanelsPerBlock, reading those
-  // rows of A through `av` (row r, step k at av.base[r * av.row + k * av.step]).
+  // A task's rows of A: row r, step k at base[r * row + k * step].
   struct AView {
     const float* base;
     int64_t row, step;
   };
+  // The AVX-512 level's block. Per K block, each tile of rows (its A rows, a K block of 12 rows
+  // at most: 12 KiB, stay in L1) runs across the block's B panels (np x K block x 16 floats, at
+  // most 256 KiB, stay in L2): B streams from L2 in one sequential run per panel, where A read
+  // in place would stream as 12 rows. The last K block's tiles write C through the epilogue's
+  // linear terms, and the activation follows on the tile's rows.
+  auto run_block_avx512 = [&](AView av, int64_t i0, int64_t rows, int64_t p0, int64_t np) {
+    const int64_t stride = np * kGemmNr;  // acc row stride, floats (a multiple of 16)
+    float* acc = nullptr;                 // partial sums between K blocks
+    if (k > kc) {
+      acc = static_cast<float*>(
+          ThreadScratch(ScratchSlot::kGemmAcc, static_cast<size_t>(rows * stride) * 4));
+    }
+    // Tiles of as equal heights as `rows` allows, at most 12 (each row's arithmetic is the same
+    // in any of them); a chunk of B panels as wide as the tallest tile takes.
+    const int64_t tiles = CeilDiv(rows, kGemmMrAvx512);
+    const int64_t h = rows / tiles, taller = rows % tiles;  // the first `taller` have h + 1
+    const int group = avx512::GemmGroupsPerTile(static_cast<int>(h + (taller > 0)));
+    const int64_t j0 = p0 * kGemmNr;
+    const int64_t cols = std::min(n, (p0 + np) * kGemmNr) - j0;
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+      const int64_t kk = std::min(kc, k - k0);
+      const bool last = k0 + kk == k;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t r0 = t * h + std::min(t, taller);
+        const int th = static_cast<int>(h + (t < taller));
+        for (int64_t p = 0; p < np; p += group) {
+          const int g = static_cast<int>(std::min<int64_t>(group, np - p));
+          const float* bp = b.panels + (p0 + p) * k * kGemmNr + k0 * kGemmNr;
+          avx512::TileOut out;
+          if (last) {
+            out.c = c + (i0 + r0) * ldc + j0 + p * kGemmNr;
+            out.ldc = ldc;
+            out.cols = std::min<int64_t>(g * kGemmNr, cols - p * kGemmNr);
+            out.alpha = e.alpha;
+            out.bias = e.bias != nullptr ? e.bias + j0 + p * kGemmNr : nullptr;
+            out.accumulate = e.accumulate;
+          }
+          float* tile_acc = acc != nullptr ? acc + r0 * stride + p * kGemmNr : nullptr;
+          avx512::GemmMicroTile(th, g, kk, av.base + r0 * av.row + k0, av.row, bp, k * kGemmNr,
+                                tile_acc, stride, k0 > 0, last ? &out : nullptr);
+        }
+        if (last && e.act.kind != ActivationKind::kNone) {  // the tile's rows, still in cache
+          for (int64_t r = r0; r < r0 + th; ++r) {
+            ApplyActivationInPlace(e.act, c + (i0 + r) * ldc + j0, cols);
+          }
+        }
+      }
+    }
+  };
+  // Rows [i0, i0 + rows) x panels [p0, p0 + np) of C, np <= kMaxPanelsPerBlock, reading those
+  // rows of A through `av` (row r, step k at av.base[r * av.row + k * av.step]).
   auto run_block = [&](AView av, int64_t i0, int64_t rows, int64_t p0, int64_t np) {
+    if (use_avx512) {
+      run_block_avx512(av, i0, rows, p0, np);
+      return;
+    }
     const int64_t a_panels = CeilDiv(rows, kGemmMr);
     const int64_t stride = np * kGemmNr;  // acc row stride, floats (a multiple of 16)
     auto* acc = static_cast<float*>(
@@ -211,7 +269,15 @@ void Gemm(int64_t m, const float* a, int64_t a_row, int64_t a_col, const GemmB& 
     // A row-major A is read in place by the AVX2 tiles (each reads only its valid rows); the
     // scalar 6x16 kernel, or a strided A, reads the task's rows packed once (zero rows past M).
     AView av{a + i0 * a_row, a_row, 1};
-    if (!use_avx2 || a_col != 1) {
+    if (use_avx512 && a_col != 1) {
+      // The AVX-512 tiles read rows of a row-major A: a strided one is copied to one.
+      auto* arows = static_cast<float*>(
+          ThreadScratch(ScratchSlot::kGemmA, static_cast<size_t>(rows * k) * 4));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t kk = 0; kk < k; ++kk) arows[r * k + kk] = a[(i0 + r) * a_row + kk * a_col];
+      }
+      av = AView{arows, k, 1};
+    } else if (!use_avx2 || a_col != 1) {
       auto* apack = static_cast<float*>(ThreadScratch(
           ScratchSlot::kGemmA, static_cast<size_t>(CeilDiv(rows, kGemmMr) * kGemmMr * k) * 4));
       PackA(a, a_row, a_col, i0, rows, 0, k, apack);

@@ -91,5 +91,29 @@ void GemmMicroTile(int rows, int panels, int64_t kc, const float* a, int64_t a_r
                    const float* b, int64_t b_panel_stride, float* acc, int64_t acc_stride,
                    bool load);
 }  // namespace avx2
+inline constexpr int kGemmMrAvx512 = 12;  // rows of the AVX-512 level's tiles, at most
+namespace avx512 {
+// Where a tile's last K block goes: through the epilogue's linear terms into C (the activation
+// runs afterwards, on whole rows), instead of back into acc.
+struct TileOut {
+  float* c = nullptr;  // C's element at the tile's first row and column
+  int64_t ldc = 0;
+  int64_t cols = 0;  // columns of C the tile covers (<= 16 * groups; fewer at N's edge)
+  float alpha = 1.0f;
+  const float* bias = nullptr;  // at the tile's first column, or null
+  bool accumulate = false;
+};
+// Column groups (16 floats: one B panel) a tile of `rows` (1..12) rows takes at once.
+int GemmGroupsPerTile(int rows);
+// tile[rows][16 * groups] = (load ? acc : 0) + a x b over kc steps: A's row i, step k at
+// a[i * a_row + k] (row-major, read in place), group j of B at b + j * b_panel_stride (kc x 16,
+// k-major, 64-byte aligned); groups <= GemmGroupsPerTile(rows). One FMA chain per element in k
+// order, the AVX2 tiles' chain. The tile goes to acc (rows acc_stride floats apart, 64-byte
+// aligned) when out is null, else C[i][j] = alpha * tile[i][j] (+ bias[j]) (+ C[i][j]), in that
+// order and rounding as the other levels' epilogue, for j < out->cols.
+void GemmMicroTile(int rows, int groups, int64_t kc, const float* a, int64_t a_row, const float* b,
+                   int64_t b_panel_stride, float* acc, int64_t acc_stride, bool load,
+                   const TileOut* out);
+}  // namespace avx512
 
 }  // namespace kiln::cpu

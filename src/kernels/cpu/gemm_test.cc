@@ -50,7 +50,8 @@ struct Packed {
   int64_t k, n;
 };
 
-// C = act(alpha * A B + bias + c0) in double.
+// C = act(alpha * A B + bias + c0) in double (the activation by the scalar ApplyActivation,
+// which computes in double too).
 std::vector<double> Reference(int64_t m, int64_t k, int64_t n, const std::vector<float>& a,
                               bool trans_a, const std::vector<float>& b, const GemmEpilogue& e,
                               const std::vector<float>& c0) {
@@ -66,7 +67,11 @@ std::vector<double> Reference(int64_t m, int64_t k, int64_t n, const std::vector
       double y = e.alpha * acc;
       if (e.bias != nullptr) y += e.bias[j];
       if (e.accumulate) y += c0[static_cast<size_t>(i * n + j)];
-      if (e.act.kind == ActivationKind::kRelu) y = std::max(y, 0.0);
+      if (e.act.kind == ActivationKind::kRelu) {
+        y = std::max(y, 0.0);
+      } else if (e.act.kind != ActivationKind::kNone) {
+        y = ApplyActivation(e.act, static_cast<float>(y));
+      }
       c[static_cast<size_t>(i * n + j)] = y;
     }
   }
@@ -122,6 +127,147 @@ TEST(GemmTest, MatchesDoublePrecisionAtEveryIsaLevel) {
   }
 }
 
+// Every M from 1 to 40 (every tile height and split into tiles at each level) against odd K
+// (one step, under, at and over a K block, several blocks) and odd N (partial B panels), with
+// the epilogue terms and activations taking turns.
+TEST(GemmTest, EdgeShapesMatchDoublePrecisionAtEveryIsaLevel) {
+  std::mt19937 rng(11);
+  const std::vector<Activation> acts = {
+      {ActivationKind::kNone},           {ActivationKind::kRelu},
+      {ActivationKind::kGelu},           {ActivationKind::kSilu},
+      {ActivationKind::kTanh},           {ActivationKind::kClip, -0.5f, 0.5f},
+      {ActivationKind::kLeakyRelu, 0.1f}};
+  int variant = 0;
+  for (int64_t k : {1, 7, 255, 256, 257, 1000}) {
+    for (int64_t n : {1, 15, 17, 31, 33, 100}) {
+      const std::vector<float> b = Random(k * n, rng), bias = Random(n, rng);
+      const Packed p(b, k, n);
+      for (int64_t m = 1; m <= 40; ++m) {
+        ++variant;
+        const std::vector<float> a = Random(m * k, rng), c0 = Random(m * n, rng);
+        GemmEpilogue e;
+        e.alpha = variant % 3 == 0 ? 0.75f : 1.0f;
+        e.bias = variant % 2 == 0 ? bias.data() : nullptr;
+        e.accumulate = variant % 5 < 2;
+        e.act = acts[static_cast<size_t>(variant) % acts.size()];
+        const std::vector<double> want = Reference(m, k, n, a, false, b, e, c0);
+        const double tol = 1e-6 * (4.0 + std::sqrt(static_cast<double>(k)));
+        for (Isa isa : IsaLevels()) {
+          ScopedMaxIsa cap(isa);
+          std::vector<float> got = c0;
+          Gemm(m, a.data(), k, 1, p.view(), got.data(), n, e);
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i])))
+                << fmt::format("{} m {} k {} n {} act {} element {}", IsaName(isa), m, k, n,
+                               static_cast<int>(e.act.kind), i);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 tiles called directly, every height and width they come in, against double
+// sums: from zero and continued from acc, A rows and B panels strided as the driver has them;
+// into acc, or through the epilogue's linear terms into C (the last group partly, at N's edge).
+TEST(GemmTest, Avx512TilesMatchDoublePrecision) {
+  if (DetectedIsa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(12);
+  int variant = 0;
+  for (int64_t kc : {1, 7, 64, 256}) {
+    for (int rows = 1; rows <= kGemmMrAvx512; ++rows) {
+      for (int groups = 1; groups <= avx512::GemmGroupsPerTile(rows); ++groups) {
+        for (bool load : {false, true}) {
+          for (bool to_c : {false, true}) {
+            ++variant;
+            const int64_t a_row = kc + 3, panel = (kc + 2) * kGemmNr;  // strides with slack
+            const int64_t acc_stride = (groups + 1) * kGemmNr, ldc = acc_stride + 5;
+            const std::vector<float> a = Random(rows * a_row, rng);
+            const Packed b(Random((kc + 2) * groups * kGemmNr, rng), kc + 2, groups * kGemmNr);
+            const std::vector<float> acc0 = Random(rows * acc_stride, rng);
+            const std::vector<float> c0 = Random(rows * ldc, rng), bias = Random(ldc, rng);
+            auto* acc = static_cast<float*>(
+                std::aligned_alloc(64, static_cast<size_t>(rows * acc_stride) * 4));
+            std::memcpy(acc, acc0.data(), acc0.size() * 4);
+            std::vector<float> c = c0;
+            avx512::TileOut out;
+            out.c = c.data() + 1;  // unaligned, as C's rows are
+            out.ldc = ldc;
+            out.cols = groups * kGemmNr - variant % 17;  // 0..16 columns short
+            out.alpha = variant % 3 == 0 ? 1.0f : 0.5f;
+            out.bias = variant % 2 == 0 ? bias.data() : nullptr;
+            out.accumulate = variant % 5 < 3;
+            // B's panels start at step 1 (the driver's K blocks start inside a panel).
+            avx512::GemmMicroTile(rows, groups, kc, a.data(), a_row, b.data.get() + kGemmNr, panel,
+                                  acc, acc_stride, load, to_c ? &out : nullptr);
+            const std::string what = fmt::format("kc {} rows {} groups {} load {} to C {}", kc,
+                                                 rows, groups, load, to_c);
+            for (int i = 0; i < rows; ++i) {
+              for (int64_t j = 0; j < acc_stride; ++j) {
+                const size_t at = static_cast<size_t>(i * acc_stride + j);
+                const float got_acc = acc[at];
+                const float got_c = c[static_cast<size_t>(i * ldc + 1 + j)];
+                const float before_c = c0[static_cast<size_t>(i * ldc + 1 + j)];
+                if (j >= groups * kGemmNr || to_c) {
+                  ASSERT_EQ(got_acc, acc0[at])
+                      << what << fmt::format(": acc ({}, {}) written", i, j);
+                }
+                if (j >= (to_c ? out.cols : 0)) {
+                  ASSERT_EQ(got_c, before_c) << what << fmt::format(": C ({}, {}) written", i, j);
+                }
+                if (j >= (to_c ? out.cols : groups * kGemmNr)) continue;
+                double want = load ? acc0[at] : 0.0;
+                const float* bp = b.data.get() + (j / kGemmNr) * panel + j % kGemmNr;
+                for (int64_t t = 0; t < kc; ++t) {
+                  want += static_cast<double>(a[static_cast<size_t>(i * a_row + t)]) *
+                          bp[(t + 1) * kGemmNr];
+                }
+                if (to_c) {
+                  want *= out.alpha;
+                  if (out.bias != nullptr) want += out.bias[j];
+                  if (out.accumulate) want += before_c;
+                }
+                ASSERT_NEAR(to_c ? got_c : got_acc, want,
+                            1e-5 * (1.0 + std::sqrt(static_cast<double>(kc))))
+                    << what << fmt::format(": ({}, {})", i, j);
+              }
+            }
+            std::free(acc);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 level runs the AVX2 level's FMA chain per element (K blocks, k order, FMA), so
+// the two give the same bits, whatever the tiles.
+TEST(GemmTest, Avx512RoundsLikeAvx2) {
+  if (DetectedIsa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(13);
+  struct Case {
+    int64_t m, k, n;
+  };
+  for (const Case& c : std::vector<Case>{
+           {1, 1000, 100}, {13, 257, 33}, {37, 768, 130}, {200, 300, 64}, {5, 4097, 17}}) {
+    const std::vector<float> a = Random(c.m * c.k, rng), b = Random(c.k * c.n, rng);
+    const std::vector<float> bias = Random(c.n, rng), c0 = Random(c.m * c.n, rng);
+    const Packed p(b, c.k, c.n);
+    GemmEpilogue e;
+    e.alpha = 0.5f;
+    e.bias = bias.data();
+    e.accumulate = true;
+    e.act.kind = ActivationKind::kRelu;
+    std::vector<float> at[2] = {c0, c0};
+    for (int level = 0; level < 2; ++level) {
+      ScopedMaxIsa cap(level == 0 ? Isa::kAvx2 : Isa::kAvx512);
+      Gemm(c.m, a.data(), c.k, 1, p.view(), at[level].data(), c.n, e);
+    }
+    ASSERT_EQ(std::memcmp(at[0].data(), at[1].data(), at[0].size() * 4), 0)
+        << fmt::format("m {} k {} n {}", c.m, c.k, c.n);
+  }
+}
+
 TEST(GemmTest, TransposedBPacksTheSame) {
   std::mt19937 rng(8);
   const int64_t k = 37, n = 21;
@@ -165,7 +311,7 @@ TEST(GemmTest, RowsDoNotDependOnTheirBatchOrTheThreads) {
       const std::vector<float> all = RunRows(a, 0, rows, s.k, p, e);
       for (int threads : {1, 2, 3, 4}) {
         omp_set_num_threads(threads);
-        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 17, 31, 48, 64}) {
+        for (int64_t m = 1; m <= 40; m += m < 37 ? 1 : 24) {  // 1..37, and 61
           for (int64_t r0 : {int64_t{0}, int64_t{1}, rows - m}) {
             const std::vector<float> part = RunRows(a, r0, m, s.k, p, e);
             ASSERT_EQ(std::memcmp(part.data(), all.data() + r0 * s.n, part.size() * 4), 0)

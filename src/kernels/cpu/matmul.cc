@@ -213,11 +213,15 @@ void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const voi
 enum class OpKind { kMatMul, kGemm };
 
 // Whether a constant 2-D B runs on kiln's GEMM: where oneDNN's FP32 matmul is not its brgemm
-// one (below AVX-512; ONEDNN_MAX_CPU_ISA caps it), unless KILN_CPU_GEMM=onednn (read once) keeps
-// oneDNN everywhere, to measure what batch invariance costs (docs/kernels.md).
+// one (below AVX-512; ONEDNN_MAX_CPU_ISA caps it), unless KILN_CPU_GEMM (read once) says
+// otherwise: 'onednn' keeps oneDNN everywhere, to measure what batch invariance costs;
+// 'kiln-all' takes kiln's GEMM at every level, whose AVX-512 tiles round as its AVX2 ones
+// (docs/kernels.md).
 bool UseKilnGemm() {
   static const bool use = [] {
-    if (SettingValue(Setting::kCpuGemm) == "onednn") return false;
+    const std::string_view choice = SettingValue(Setting::kCpuGemm);
+    if (choice == "onednn") return false;
+    if (choice == "kiln-all") return true;
     const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
     const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
     return (isa & avx512) != avx512;
