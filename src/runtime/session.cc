@@ -219,7 +219,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   if (options.adapt_threads && !options.inherit_threads && session->intra_op_threads_ > 1) {
     ThreadGovernorOptions governor;
     governor.max_threads = session->intra_op_threads_;
-    session->governor_ = std::make_unique<ThreadGovernor>(governor);
+    session->governors_ = std::make_unique<ThreadGovernors>(governor);
   }
   if (options.memory_planning) {
     session->plans_ = std::make_unique<PlanState>(
@@ -228,9 +228,9 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
   return session;
 }
 
-int Session::WantedThreads() const {
+int Session::WantedThreads(ThreadGovernor* governor) const {
   if (inherit_threads_) return omp_get_max_threads();
-  return governor_ != nullptr ? governor_->Choose() : intra_op_threads_;
+  return governor != nullptr ? governor->Choose() : intra_op_threads_;
 }
 
 void Session::SetThreads(int threads) const {
@@ -238,11 +238,11 @@ void Session::SetThreads(int threads) const {
 }
 
 int Session::adapted_threads() const {
-  return governor_ != nullptr ? governor_->chosen() : intra_op_threads_;
+  return governors_ != nullptr ? governors_->chosen() : intra_op_threads_;
 }
 
 int64_t Session::thread_switches() const {
-  return governor_ != nullptr ? governor_->switches() : 0;
+  return governors_ != nullptr ? governors_->switches() : 0;
 }
 
 MemoryPlanStats Session::memory_plan_stats() const {
@@ -545,12 +545,17 @@ Result<std::vector<OwnedTensor>> Session::RunWithProfile(std::span<const Tensor>
 Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inputs,
                                                      std::span<const Tensor> captures,
                                                      RunProfile* profile) const {
+  // The input signature keys the memory plans and the thread governors.
+  std::vector<int64_t> signature;
+  if (plans_ != nullptr || governors_ != nullptr) signature = TensorSignature(inputs, captures);
+  ThreadGovernor* governor = governors_ != nullptr ? &governors_->For(signature) : nullptr;
   // The run holds its threads from the process budget until it returns.
-  const ThreadBudgetLease lease(inherit_threads_ ? nullptr : thread_budget_, WantedThreads());
+  const ThreadBudgetLease lease(inherit_threads_ ? nullptr : thread_budget_,
+                                WantedThreads(governor));
   const int threads = lease.threads();
   SetThreads(threads);
   if (profile != nullptr) profile->threads = threads;
-  const int64_t start_ns = governor_ != nullptr ? ProfileNowNs() : 0;
+  const int64_t start_ns = governor != nullptr ? ProfileNowNs() : 0;
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
@@ -562,9 +567,7 @@ Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inp
         CheckTensor(inputs[i], v.type, fmt::format("input '{}'", v.name), check_input_shapes_));
   }
   // The scope outlives the frame: every intermediate is released before it settles.
-  RunScope scope(*this,
-                 plans_ != nullptr ? TensorSignature(inputs, captures) : std::vector<int64_t>(),
-                 profile);
+  RunScope scope(*this, plans_ != nullptr ? std::move(signature) : std::vector<int64_t>(), profile);
   Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {
     frame.views[static_cast<size_t>(g.inputs[i])] = inputs[i];
@@ -596,17 +599,23 @@ Result<std::vector<OwnedTensor>> Session::RunTensors(std::span<const Tensor> inp
     return Status::Internal(fmt::format("graph output '{}' was not computed", g.value(id).name));
   }
   scope.set_succeeded();
-  if (governor_ != nullptr) governor_->Record(threads, ProfileNowNs() - start_ns);
+  if (governor != nullptr) governor->Record(threads, ProfileNowNs() - start_ns);
   return results;
 }
 
 Result<std::vector<RuntimeValue>> Session::RunValues(
     std::span<const RuntimeValue> inputs, std::span<const Tensor> capture_tensors,
     std::span<const RuntimeValue* const> capture_values) const {
-  const ThreadBudgetLease lease(inherit_threads_ ? nullptr : thread_budget_, WantedThreads());
+  std::vector<int64_t> signature;
+  if (plans_ != nullptr || governors_ != nullptr) {
+    signature = ValueSignature(inputs, capture_tensors, capture_values);
+  }
+  ThreadGovernor* governor = governors_ != nullptr ? &governors_->For(signature) : nullptr;
+  const ThreadBudgetLease lease(inherit_threads_ ? nullptr : thread_budget_,
+                                WantedThreads(governor));
   const int threads = lease.threads();
   SetThreads(threads);
-  const int64_t start_ns = governor_ != nullptr ? ProfileNowNs() : 0;
+  const int64_t start_ns = governor != nullptr ? ProfileNowNs() : 0;
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs.size()) {
     return Status::InvalidArgument(
@@ -618,10 +627,7 @@ Result<std::vector<RuntimeValue>> Session::RunValues(
                                                check_input_shapes_));
   }
   // The scope outlives the frame: every intermediate is released before it settles.
-  RunScope scope(*this,
-                 plans_ != nullptr ? ValueSignature(inputs, capture_tensors, capture_values)
-                                   : std::vector<int64_t>(),
-                 nullptr);
+  RunScope scope(*this, plans_ != nullptr ? std::move(signature) : std::vector<int64_t>(), nullptr);
   Frame frame(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int id = g.inputs[i];
@@ -650,7 +656,7 @@ Result<std::vector<RuntimeValue>> Session::RunValues(
     }
   }
   scope.set_succeeded();
-  if (governor_ != nullptr) governor_->Record(threads, ProfileNowNs() - start_ns);
+  if (governor != nullptr) governor->Record(threads, ProfileNowNs() - start_ns);
   return results;
 }
 

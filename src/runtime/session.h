@@ -187,9 +187,9 @@ class Session {
   Result<std::vector<OwnedTensor>> RunTensors(std::span<const Tensor> inputs,
                                               std::span<const Tensor> captures,
                                               RunProfile* profile) const;
-  // The width the next run asks for (the governor's choice, or intra_op_threads(), or the
-  // calling thread's for an inheriting session), and setting the calling thread's width.
-  int WantedThreads() const;
+  // The width the next run asks for (`governor`'s choice, or intra_op_threads() without one,
+  // or the calling thread's for an inheriting session), and setting the calling thread's width.
+  int WantedThreads(ThreadGovernor* governor) const;
   void SetThreads(int threads) const;
 
   std::shared_ptr<const Graph> graph_;
@@ -203,7 +203,7 @@ class Session {
   int intra_op_threads_ = 1;
   bool inherit_threads_ = false;
   ThreadBudget* thread_budget_ = nullptr;
-  std::unique_ptr<ThreadGovernor> governor_;  // null: fixed width
+  std::unique_ptr<ThreadGovernors> governors_;  // null: fixed width
   // 1 for nodes that produce a graph output: they allocate from allocator_ even in planned runs.
   std::vector<char> output_nodes_;
   std::unique_ptr<PlanState> plans_;  // null: memory planning off

@@ -77,4 +77,35 @@ int64_t ThreadGovernor::switches() const {
   return switches_;
 }
 
+ThreadGovernors::ThreadGovernors(ThreadGovernorOptions options, size_t max_signatures)
+    : options_(options), max_signatures_(max_signatures), overflow_(options) {}
+
+ThreadGovernor& ThreadGovernors::For(const std::vector<int64_t>& signature) {
+  MutexLock lock(mu_);
+  auto it = by_signature_.find(signature);
+  ThreadGovernor* g = nullptr;
+  if (it != by_signature_.end()) {
+    g = it->second.get();
+  } else if (by_signature_.size() < max_signatures_) {
+    g = by_signature_.emplace(signature, std::make_unique<ThreadGovernor>(options_))
+            .first->second.get();
+  } else {
+    g = &overflow_;
+  }
+  latest_ = g;
+  return *g;
+}
+
+int ThreadGovernors::chosen() const {
+  MutexLock lock(mu_);
+  return latest_ != nullptr ? latest_->chosen() : std::max(1, options_.max_threads);
+}
+
+int64_t ThreadGovernors::switches() const {
+  MutexLock lock(mu_);
+  int64_t n = overflow_.switches();
+  for (const auto& [signature, g] : by_signature_) n += g->switches();
+  return n;
+}
+
 }  // namespace kiln

@@ -21,6 +21,8 @@
 // of one session); each call takes a mutex for a few arithmetic operations.
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "base/mutex.h"
@@ -83,6 +85,35 @@ class ThreadGovernor {
   int runs_since_probe_ KILN_GUARDED_BY(mu_) = 0;
   int probes_since_switch_ KILN_GUARDED_BY(mu_) = 0;
   int64_t switches_ KILN_GUARDED_BY(mu_) = 0;
+};
+
+// One ThreadGovernor per input signature (Session's: dtypes and dims of the inputs): a run's
+// duration is compared only with runs of the same shapes. A server's dynamic batches vary in
+// size, and a batch of 8 measured at one width against a batch of 1 at the other says nothing
+// about the widths; each signature's first run at a width (its kernels' plans being built) is
+// skipped by its own governor. At most `max_signatures` governors: the runs of further
+// signatures share one more.
+//
+// Thread safety: For, chosen and switches may be called from any thread; the governors live as
+// long as this object.
+class ThreadGovernors {
+ public:
+  explicit ThreadGovernors(ThreadGovernorOptions options, size_t max_signatures = 64);
+
+  ThreadGovernor& For(const std::vector<int64_t>& signature) KILN_EXCLUDES(mu_);
+  // The width the governor of the latest signature asked for runs at (max_threads before any).
+  int chosen() const KILN_EXCLUDES(mu_);
+  // Switches of all the governors.
+  int64_t switches() const KILN_EXCLUDES(mu_);
+
+ private:
+  const ThreadGovernorOptions options_;
+  const size_t max_signatures_;
+  mutable Mutex mu_;
+  std::map<std::vector<int64_t>, std::unique_ptr<ThreadGovernor>> by_signature_
+      KILN_GUARDED_BY(mu_);
+  ThreadGovernor overflow_;
+  const ThreadGovernor* latest_ KILN_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -91,6 +92,56 @@ TEST(ThreadGovernorTest, SmallDifferencesDoNotSwitch) {
   // Narrow 10% faster: under the 15% margin, so no switch (noise must not flip the width).
   Drive(g, 2000, [](int w) { return w == 1 ? 900'000 : 1'000'000; });
   EXPECT_EQ(g.switches(), 0);
+}
+
+TEST(ThreadGovernorsTest, OneGovernorPerSignatureAndOneForTheRest) {
+  ThreadGovernors gs(Options(), /*max_signatures=*/2);
+  EXPECT_EQ(gs.chosen(), 2);  // before any run: the full width
+  const std::vector<int64_t> a = {1, 1, 4, 1, 3, 224, 224, 0};
+  const std::vector<int64_t> b = {1, 1, 4, 8, 3, 224, 224, 0};
+  const std::vector<int64_t> c = {1, 1, 4, 2, 3, 224, 224, 0};
+  const std::vector<int64_t> d = {1, 1, 4, 3, 3, 224, 224, 0};
+  ThreadGovernor* ga = &gs.For(a);
+  ThreadGovernor* gb = &gs.For(b);
+  EXPECT_NE(ga, gb);
+  EXPECT_EQ(&gs.For(a), ga);
+  ThreadGovernor* gc = &gs.For(c);  // past max_signatures: the shared one
+  EXPECT_NE(gc, ga);
+  EXPECT_NE(gc, gb);
+  EXPECT_EQ(&gs.For(d), gc);
+  // chosen() follows the latest signature's governor; switches() adds them up.
+  Drive(*ga, 8, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
+  EXPECT_EQ(ga->chosen(), 1);
+  gs.For(b);
+  EXPECT_EQ(gs.chosen(), 2);
+  gs.For(a);
+  EXPECT_EQ(gs.chosen(), 1);
+  EXPECT_EQ(gs.switches(), 1);
+}
+
+TEST(ThreadGovernorsTest, BatchesOfMixedSizesDoNotMakeTheNarrowWidthWin) {
+  // A server's dynamic batches: batch 8 takes 8 ms wide and 14 ms narrow, batch 1 takes 1 ms
+  // wide and 1.6 ms narrow; they arrive interleaved. Wide is faster at both sizes, but a single
+  // governor sees narrow probes land on batch-1 runs against a wide average of mostly batch-8
+  // runs, and switches. Per signature, nothing switches.
+  const auto batch_time = [](int batch, int w) -> int64_t {
+    return batch == 8 ? (w == 1 ? 14'000'000 : 8'000'000) : (w == 1 ? 1'600'000 : 1'000'000);
+  };
+  const auto sizes = [](int i) { return i % 2 == 1 ? 1 : 8; };
+  ThreadGovernor single(Options());
+  ThreadGovernors per_signature(Options());
+  for (int i = 0; i < 2000; ++i) {
+    const int batch = sizes(i);
+    int w = single.Choose();
+    single.Record(w, batch_time(batch, w));
+    ThreadGovernor& g = per_signature.For({batch});
+    w = g.Choose();
+    g.Record(w, batch_time(batch, w));
+  }
+  EXPECT_GT(single.switches(), 0) << "the mixed-size trap this guards against";
+  EXPECT_EQ(per_signature.switches(), 0);
+  EXPECT_EQ(per_signature.For({1}).chosen(), 2);
+  EXPECT_EQ(per_signature.For({8}).chosen(), 2);
 }
 
 }  // namespace

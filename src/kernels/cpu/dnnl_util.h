@@ -151,7 +151,7 @@ int CurrentThreads();
 template <typename Plan>
 class PlanCache {
  public:
-  static constexpr size_t kMaxPlans = 16;
+  static constexpr size_t kMaxPlans = 64;
   using Key = std::vector<int64_t>;
 
   // The plan for `key` at the current thread count, building it with build() ->
