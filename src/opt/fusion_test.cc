@@ -138,6 +138,12 @@ TEST(BiasActivationFusionTest, MatMulBiasEveryActivation) {
        [](TestGraph& t, int v) {
          return t.Op("Gelu", {v}, {}, kDims, DataType::kFloat32, "ai.kiln");
        }},
+      {"HardSwish at opset 13", "HardSwish",
+       [](TestGraph& t, int v) {
+         const int hs = t.Op("HardSigmoid", {v},
+                             {FloatAttr("alpha", 1.0f / 6.0f), FloatAttr("beta", 0.5f)}, kDims);
+         return t.Op("Mul", {hs, v}, {}, kDims);
+       }},
   };
   for (const ActCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -156,6 +162,24 @@ TEST(BiasActivationFusionTest, MatMulBiasEveryActivation) {
     EXPECT_EQ(o.graph->node(0).GetString("activation", "?"), c.want);
     ExpectSameOutputs(*g, *o.graph, kFusedTol);
   }
+}
+
+TEST(BiasActivationFusionTest, MulByAnotherHardSigmoidIsNoHardSwish) {
+  // x * HardSigmoid(x) with PyTorch's default alpha 0.2 is not HardSwish: the bias fuses, the
+  // HardSigmoid and the Mul stay.
+  std::mt19937 rng(6);
+  TestGraph t;
+  const std::vector<int64_t> d = {-1, 5, 8};
+  const int x = t.Input("x", {-1, 5, 6});
+  const int m = t.Op("MatMul", {x, t.Random("w", {6, 8}, rng, -2, 2)}, {}, d);
+  const int b = t.Op("Add", {t.Random("bias", {8}, rng), m}, {}, d);
+  const int hs = t.Op("HardSigmoid", {b}, {FloatAttr("alpha", 0.2f)}, d);
+  t.Output(t.Op("Mul", {b, hs}, {}, d));
+  std::shared_ptr<const Graph> g = t.Build();
+  OptimizedGraph o = OptimizeOnly(g, {"bias_activation_fusion"});
+  EXPECT_EQ(CountOps(*o.graph, "HardSigmoid"), 1);
+  EXPECT_EQ(CountOps(*o.graph, "Mul"), 1);
+  ExpectSameOutputs(*g, *o.graph, kFusedTol);
 }
 
 TEST(BiasActivationFusionTest, GemmBiasThenTanh) {

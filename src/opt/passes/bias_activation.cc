@@ -11,7 +11,8 @@
 //      residual Z when the declared shapes of Z, the core output and the sum are provably equal
 //      (one Z at most).
 //   2. one activation: Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Clip (constant
-//      bounds), ai.kiln Gelu (either form), or SiLU written as Mul(y, Sigmoid(y)).
+//      bounds), ai.kiln Gelu (either form), SiLU written as Mul(y, Sigmoid(y)), or HardSwish
+//      written as Mul(y, HardSigmoid(y)) with alpha 1/6 and beta 0.5 (opset-13 exports).
 // Nothing is fused unless at least one step matched. The core output must be FP32.
 
 #include <fmt/format.h>
@@ -37,16 +38,29 @@ struct Act {
 std::optional<Act> MatchActivation(const GraphEditor& ed, int cur, int opset) {
   if (ed.IsGraphOutput(cur)) return std::nullopt;
   const std::vector<int>& readers = ed.Consumers(cur);
-  if (readers.size() == 2) {  // SiLU: Mul(cur, Sigmoid(cur))
+  if (readers.size() == 2) {
+    // SiLU: Mul(cur, Sigmoid(cur)); HardSwish as opset-13 exports write it:
+    // Mul(cur, HardSigmoid(cur, alpha 1/6, beta 0.5)).
     int sig = -1, mul = -1;
+    std::string_view name;
     for (int r : readers) {
-      if (IsOnnxOp(ed.node(r), "Sigmoid")) sig = r;
-      if (IsOnnxOp(ed.node(r), "Mul")) mul = r;
+      const Node& n = ed.node(r);
+      if (IsOnnxOp(n, "Sigmoid")) {
+        sig = r;
+        name = kActivationSilu;
+      } else if (IsOnnxOp(n, "HardSigmoid") && n.GetFloat("alpha", 0.2f) == 1.0f / 6.0f &&
+                 n.GetFloat("beta", 0.5f) == 0.5f) {
+        sig = r;
+        name = kActivationHardSwish;
+      }
+      if (IsOnnxOp(n, "Mul")) mul = r;
     }
-    if (sig < 0 || mul < 0) return std::nullopt;
+    if (sig < 0 || mul < 0 || ed.node(sig).inputs.empty() || ed.node(sig).inputs[0] != cur) {
+      return std::nullopt;
+    }
     const int s_out = ed.node(sig).outputs[0];
     if (OtherInput(ed.node(mul), cur) != s_out || !ed.OnlyFeeds(s_out, mul)) return std::nullopt;
-    return Act{kActivationSilu, {}, {sig, mul}, ed.node(mul).outputs[0]};
+    return Act{name, {}, {sig, mul}, ed.node(mul).outputs[0]};
   }
   if (readers.size() != 1) return std::nullopt;
   const int r = readers[0];
