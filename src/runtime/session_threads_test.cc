@@ -148,7 +148,7 @@ TEST(SessionThreadsTest, AnAdaptiveSessionKeepsItsOutputsWhileItProbes) {
   ASSERT_NE(adaptive, nullptr);
   EXPECT_EQ(fixed->adapted_threads(), 2);
   const std::vector<OwnedTensor> want = RunOnce(*fixed, in);
-  // Enough runs for the governor's first narrow probes (runs 2, 4 and 6) and more.
+  // Enough runs for the governor's first narrow probes (runs 3, 5 and 7) and more.
   for (int run = 0; run < 40; ++run) {
     ExpectBitwiseEqual(RunOnce(*adaptive, in), want, "adaptive run " + std::to_string(run));
   }

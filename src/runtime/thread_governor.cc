@@ -13,6 +13,8 @@ ThreadGovernor::ThreadGovernor(ThreadGovernorOptions options)
 int ThreadGovernor::Choose() {
   if (options_.max_threads <= 1) return 1;
   MutexLock lock(mu_);
+  // No probe before the full width has one measured run (its first builds the plans).
+  if (chosen_ != 1 && wide_.samples < 2) return chosen_;
   if (++runs_since_probe_ < probe_period_) return chosen_;
   runs_since_probe_ = 0;
   return chosen_ == 1 ? options_.max_threads : 1;
@@ -35,6 +37,16 @@ void ThreadGovernor::Record(int threads, int64_t duration_ns) {
     w.next = (w.next + 1) % window;
   }
   if (threads == chosen_) {
+    if (w.samples == 2 && switches_ == 0) {
+      // The full width's first measured run: probe next, unless its runs are long (no early
+      // probes then).
+      if (ns > static_cast<double>(options_.early_probe_max_ns)) {
+        probe_period_ = std::max(probe_period_, std::max(1, options_.min_probe_period));
+        runs_since_probe_ = 0;
+      } else {
+        runs_since_probe_ = probe_period_ - 1;
+      }
+    }
     if (best_chosen_ns_ == 0 || w.average_ns < best_chosen_ns_) best_chosen_ns_ = w.average_ns;
     if (w.average_ns > options_.rise_ratio * best_chosen_ns_) {
       // Slower than it has been at this width: the machine may be busier; look at the other

@@ -34,8 +34,13 @@ struct ThreadGovernorOptions {
   int max_threads = 1;  // the session's width (N); 1 disables the governor
   // Runs at the chosen width between two probes: at first (a process that starts on a busy
   // machine finds out within a few runs), and after a switch or a rise; doubled after every
-  // probe that loses, up to max_probe_period.
+  // probe that loses, up to max_probe_period. The first probe waits for one measured run at
+  // the full width (the first run builds plans and is not a measure).
   int first_probe_period = 2;
+  // Runs that take longer than this at the full width skip the early probes (the period starts
+  // at min_probe_period): one narrow run of a large model costs more than a later switch saves,
+  // and a few runs of it are all a short measurement makes.
+  int64_t early_probe_max_ns = 20'000'000;
   int min_probe_period = 8;
   int max_probe_period = 256;
   // The other width wins when its average is below this share of the chosen width's average.

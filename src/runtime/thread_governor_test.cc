@@ -47,7 +47,8 @@ TEST(ThreadGovernorTest, QuietMachineStaysWideAndProbesRarely) {
   const int narrow = Drive(g, 4000, [](int w) { return w == 1 ? 1'600'000 : 1'000'000; });
   EXPECT_EQ(g.chosen(), 2);
   EXPECT_EQ(g.switches(), 0);
-  // Probes at runs 2, 4, 6 (the first is the narrow plans' warm-up; two more before one can
+  // Probes at runs 3, 5, 7 (after one measured wide run; the first is the narrow plans'
+  // warm-up; two more before one can
   // win), then the period doubles from 2 to 256: about 4000 / 256 + 10 probes, under 1%.
   EXPECT_GE(narrow, 4);
   EXPECT_LE(narrow, 30) << "narrow probes must become rare on a quiet machine";
@@ -56,7 +57,7 @@ TEST(ThreadGovernorTest, QuietMachineStaysWideAndProbesRarely) {
 TEST(ThreadGovernorTest, BusyMachineSwitchesToOneThread) {
   ThreadGovernor g(Options());
   // Contended: wide runs take 3 ms, narrow 1.5 ms. A process that starts on a busy machine
-  // switches within its first 8 runs (probes at 2, 4, 6).
+  // switches within its first 8 runs (probes at 3, 5, 7).
   Drive(g, 8, [](int w) { return w == 1 ? 1'500'000 : 3'000'000; });
   EXPECT_EQ(g.chosen(), 1);
   EXPECT_EQ(g.switches(), 1);
@@ -94,6 +95,20 @@ TEST(ThreadGovernorTest, SmallDifferencesDoNotSwitch) {
   EXPECT_EQ(g.switches(), 0);
 }
 
+TEST(ThreadGovernorTest, LongRunsSkipTheEarlyProbes) {
+  // 250 ms runs: the first probe comes after min_probe_period runs, not at run 3, so a short
+  // measurement of a large model (a few runs) runs at the full width.
+  ThreadGovernor g(Options());
+  EXPECT_EQ(Drive(g, 8, [](int w) { return w == 1 ? 400'000'000 : 250'000'000; }), 0);
+  // Short runs probe early: runs 3, 5 and 7.
+  ThreadGovernor s(Options());
+  EXPECT_EQ(Drive(s, 8, [](int w) { return w == 1 ? 1'600'000 : 1'000'000; }), 3);
+  // A long model on a busy machine still switches, later.
+  ThreadGovernor b(Options());
+  Drive(b, 40, [](int w) { return w == 1 ? 250'000'000 : 500'000'000; });
+  EXPECT_EQ(b.chosen(), 1);
+}
+
 TEST(ThreadGovernorsTest, OneGovernorPerSignatureAndOneForTheRest) {
   ThreadGovernors gs(Options(), /*max_signatures=*/2);
   EXPECT_EQ(gs.chosen(), 2);  // before any run: the full width
@@ -127,7 +142,7 @@ TEST(ThreadGovernorsTest, BatchesOfMixedSizesDoNotMakeTheNarrowWidthWin) {
   const auto batch_time = [](int batch, int w) -> int64_t {
     return batch == 8 ? (w == 1 ? 14'000'000 : 8'000'000) : (w == 1 ? 1'600'000 : 1'000'000);
   };
-  const auto sizes = [](int i) { return i % 2 == 1 ? 1 : 8; };
+  const auto sizes = [](int i) { return i % 2 == 0 ? 1 : 8; };
   ThreadGovernor single(Options());
   ThreadGovernors per_signature(Options());
   for (int i = 0; i < 2000; ++i) {
