@@ -10,6 +10,12 @@ the runs alternate (A, B, A, B, ...; --repeats pairs); the reported number is th
   4. baseline   kiln vs PyTorch eager behind FastAPI/uvicorn (bench/serving/baseline_server.py),
                 MobileNetV2 with random weights (torchvision, exported to ONNX for kiln), both over
                 HTTP JSON: throughput at equal p99, p99 at equal throughput (open loop)
+  6. threads    MobileNetV2 (batch 1, no dynamic batching) at concurrency 1, 4 and 16 over HTTP
+                binary: the default threads (each batch's width adapts, one thread budget for
+                all running batches) against fixed full widths with oversubscription allowed
+                (--fixed-intra-op-threads --allow-thread-oversubscription): whether the protocol
+                threads, the load generator and the intra-op threads on the same cores keep
+                the throughput of concurrency 1 at 16
   5. protocols  HTTP JSON vs HTTP binary vs gRPC on add_sub at concurrency 1, 16 and 64, and
                 kiln's added latency: its p50 at concurrency 1 minus that of kiln_null_server
                 (a stand-in that does no work) over the same protocol; then a large tensor, one
@@ -45,7 +51,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SCENARIOS = ["batching", "instances", "sweep", "baseline", "protocols"]
+SCENARIOS = ["batching", "instances", "sweep", "baseline", "protocols", "threads"]
 
 
 def free_port():
@@ -438,6 +444,53 @@ def scenario_large_tensor(s):
     return md
 
 
+def mobilenet_v2_onnx(s):
+    """MobileNetV2 with random weights (torchvision), exported once into the suite's folder."""
+    path = os.path.join(s.tmp, "mobilenet_v2.onnx")
+    if not os.path.exists(path):
+        import torch
+        import torchvision
+        torch.manual_seed(0)
+        net = torchvision.models.mobilenet_v2(weights=None).eval()
+        torch.onnx.export(net, torch.randn(1, 3, 224, 224), path, input_names=["input"],
+                          output_names=["output"], opset_version=13,
+                          dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
+    return path
+
+
+def scenario_threads(s):
+    md = ["## 6. Threads: adaptive widths and one thread budget vs fixed, oversubscribed (MobileNetV2,"
+          " HTTP binary)", "",
+          "| concurrency | default infer/s | fixed infer/s | default p99 us | fixed p99 us |",
+          "|---|---|---|---|---|"]
+    try:
+        onnx_path = mobilenet_v2_onnx(s)
+    except ImportError as e:
+        return md[:2] + [f"Skipped: {e} (install with `scripts/install-deps bench`)."]
+    repo = os.path.join(s.tmp, "threads")
+    write_model(repo, "mobilenet_v2", onnx_path,
+                [("in", "input", [3, 224, 224]), ("out", "output", [1000])], max_batch=8)
+    servers = []
+    rows = {}
+    try:
+        servers.append(Server(s.args, "default", repo))
+        servers.append(Server(s.args, "fixed", repo, extra=["--fixed-intra-op-threads",
+                                                             "--allow-thread-oversubscription"]))
+        for c in (1, 4, 16):
+            d, f = s.pair(servers[0], servers[1], "mobilenet_v2", ("c", c), la=f"default c={c}",
+                          lb=f"fixed c={c}")
+            rows[c] = (d, f)
+            md.append(f"| {c} | {d['throughput']:.0f} | {f['throughput']:.0f} | "
+                      f"{d['p99_us']:.0f} | {f['p99_us']:.0f} |")
+        md += ["", "Throughput at 16 / at 1: default "
+               f"**{ratio(rows[16][0]['throughput'], rows[1][0]['throughput']):.2f}x**, fixed "
+               f"{ratio(rows[16][1]['throughput'], rows[1][1]['throughput']):.2f}x."]
+    finally:
+        for sv in servers:
+            sv.stop()
+    return md
+
+
 def scenario_baseline(s):
     md = ["## 4. kiln vs PyTorch eager behind FastAPI (MobileNetV2, random weights, HTTP JSON)", ""]
     try:
@@ -571,6 +624,8 @@ def main():
                     md += scenario_baseline(s)
                 elif name == "protocols":
                     md += scenario_protocols(s)
+                elif name == "threads":
+                    md += scenario_threads(s)
             except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                 print(f"scenario {name} failed: {e}", file=sys.stderr, flush=True)
                 md += [f"## {name}: FAILED", "", f"`{e}`"]
