@@ -67,6 +67,7 @@
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/math_common.h"
+#include "op/slice_range.h"
 
 namespace kiln::cpu {
 namespace {
@@ -306,30 +307,6 @@ void RowStrides(const Shape& s, int64_t* out) {
 }
 
 // ---- Slice -----------------------------------------------------------------------------------
-
-// The reference's clamping (ref/shape_ops.cc ClampSlice): start and element count of one axis.
-struct SliceRange {
-  int64_t start = 0;
-  int64_t count = 0;
-};
-
-SliceRange ClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
-  SliceRange r;
-  if (dim == 0) return r;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    r.count = end > start ? (end - start - 1) / step + 1 : 0;
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-    r.count = start > end ? (start - end - 1) / (-step) + 1 : 0;
-  }
-  r.start = start;
-  return r;
-}
 
 class SliceKernel final : public FastKernel {
  public:

@@ -21,6 +21,7 @@
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
 #include "kernels/ref/tensor_family_util.h"
+#include "op/slice_range.h"
 
 namespace kiln::ref {
 namespace {
@@ -220,30 +221,6 @@ class TileKernel final : public Kernel {
 };
 
 // --- Slice -----------------------------------------------------------------------------------
-
-// Clamped start and element count of one sliced axis (ONNX Slice rules).
-struct SliceRange {
-  int64_t start = 0;
-  int64_t count = 0;
-};
-
-SliceRange ClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
-  if (start < 0) start += dim;  // cannot overflow: dim >= 0
-  if (end < 0) end += dim;
-  SliceRange r;
-  if (dim == 0) return r;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    r.count = end > start ? (end - start - 1) / step + 1 : 0;
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-    r.count = start > end ? (start - end - 1) / (-step) + 1 : 0;
-  }
-  r.start = start;
-  return r;
-}
 
 struct SliceParams {
   std::vector<int64_t> starts, ends, axes, steps;

@@ -49,6 +49,7 @@
 
 #include "kernels/ref/common.h"   // DataTypeFromOnnxNumber: Cast's `to`
 #include "kernels/ref/spatial.h"  // the window rules the Conv and pool kernels apply
+#include "op/slice_range.h"
 #include "opt/pass.h"
 #include "opt/passes/pattern.h"
 
@@ -174,29 +175,11 @@ std::optional<std::vector<size_t>> NormAxes(const Ints& axes, size_t rank) {
   return out;
 }
 
-// The Slice kernel's clamping (kernels/ref/shape_ops.cc ClampSlice) for a known dim: the first
-// index taken and the count.
-struct SliceRange {
-  int64_t start = 0;
-  int64_t count = 0;
-};
-std::optional<SliceRange> ClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
+// The Slice kernels' clamping (op/slice_range.h) for a known dim; nullopt for a step the
+// kernels refuse.
+std::optional<SliceRange> CheckedClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
   if (step == 0 || step == INT64_MIN) return std::nullopt;
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
-  SliceRange r;
-  if (dim == 0) return r;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    r.count = end > start ? (end - start - 1) / step + 1 : 0;
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-    r.count = start > end ? (start - end - 1) / (-step) + 1 : 0;
-  }
-  r.start = start;
-  return r;
+  return ClampSlice(start, end, step, dim);
 }
 
 // A sliced dim: its size when known; a dim of unknown size only when the slice provably takes
@@ -204,7 +187,7 @@ std::optional<SliceRange> ClampSlice(int64_t start, int64_t end, int64_t step, i
 std::optional<Dim> SliceDim(const Dim& d, int64_t start, int64_t end, int64_t step) {
   if (step == 0) return std::nullopt;
   if (d.known()) {
-    std::optional<SliceRange> r = ClampSlice(start, end, step, d.value);
+    std::optional<SliceRange> r = CheckedClampSlice(start, end, step, d.value);
     if (!r) return std::nullopt;
     return Known(r->count);
   }
@@ -1610,7 +1593,7 @@ std::optional<SymTensor> Propagator::EvaluateSlice(const Node& node, const SymTe
   Ints first(rank, 0), step(rank, 1), shape = a.shape;
   for (size_t i = 0; i < ax->size(); ++i) {
     const size_t d = (*ax)[i];
-    std::optional<SliceRange> r = ClampSlice((*starts)[i], (*ends)[i], steps[i], a.shape[d]);
+    std::optional<SliceRange> r = CheckedClampSlice((*starts)[i], (*ends)[i], steps[i], a.shape[d]);
     if (!r) return std::nullopt;
     first[d] = r->start;
     step[d] = steps[i];
