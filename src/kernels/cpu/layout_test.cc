@@ -274,6 +274,45 @@ TEST(CpuLayoutTest, BlockedDilatedConvNeverPlansOneDnnReference) {
   }
 }
 
+TEST(CpuLayoutTest, WideBlockedSpatialConvRunsOnBrgemmAndMatchesReference) {
+  // A 3x3 convolution of a blocked X with 160 or more input channels runs on oneDNN's BRGEMM
+  // kernel (channels-last, reorders at its edges) where oneDNN has one (AVX-512), with and
+  // without a residual; at every level it matches the reference kernel, padding lanes zero.
+  std::mt19937 rng(18);
+  const int64_t b = PreferredChannelBlock();
+  if (b == 0) GTEST_SKIP() << "below AVX2 layout_selection blocks nothing";
+  const bool avx512 = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  for (auto [c, m, stride] : {std::tuple<int64_t, int64_t, int64_t>{170, 40, 1},
+                              {256, 32, 2},
+                              {128, 24, 1}}) {  // narrower: the direct blocked kernel
+    for (bool with_z : {false, true}) {
+      const int64_t oh = (7 + 2 - 3) / stride + 1;
+      KernelCase k("FusedConv", 13);
+      k.Domain(std::string(kKilnDomain), 1)
+          .Input(Block(RandomTensor(Shape({2, c, 7, 7}), rng), b))
+          .ConstInput(RandomTensor(Shape({m, c, 3, 3}), rng))
+          .ConstInput(RandomTensor(Shape({m}), rng));
+      if (with_z) k.Input(Block(RandomTensor(Shape({2, m, oh, oh}), rng), b));
+      k.Attr(IntsAttr("pads", {1, 1, 1, 1}))
+          .Attr(IntsAttr("strides", {stride, stride}))
+          .Attr(StringAttr("activation", "Relu"))
+          .Attr(IntAttr("x_block", b))
+          .Attr(IntAttr("y_block", b));
+      const std::string what = fmt::format("c {} m {} stride {} z {}", c, m, stride, with_z);
+      Result<KernelCase::Prepared> p = k.Prepare("cpu");
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      Result<OwnedTensor> got = k.Execute(*p);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectClose(*got, k.Run("ref"), 1e-4, what);
+      ExpectZeroPadding(*got, m, what);
+      const std::string impl = p->kernel->Implementation();
+      EXPECT_EQ(impl.find("ref"), std::string::npos) << what << ": " << impl;
+      const bool brgemm = impl.find("brgconv") != std::string::npos;
+      EXPECT_EQ(brgemm, avx512 && c >= 160) << what << ": " << impl;
+    }
+  }
+}
+
 TEST(CpuLayoutTest, ResidualOfAFixedFormatConvIsReadInPlace) {
   // A residual Z in Y's fixed format (blocked, or a plain pointwise conv) is added by a
   // binary-add post-op reading Z itself: one primitive, no copy, no reorder, no reference code;
