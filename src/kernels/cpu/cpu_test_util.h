@@ -244,4 +244,47 @@ inline Result<OwnedTensor> SecondRunVerbose(const KernelCase& k, std::string* lo
   return r;
 }
 
+// Plain [N, C, S...] -> blocked [N, ceil(C/b), S..., b] (op/kiln_ops.h), zero padding, by a
+// direct loop from the definition (so padding checks rely on neither kernel under test).
+inline OwnedTensor Block(const OwnedTensor& x, int64_t b) {
+  const int64_t n = x.shape().dim(0), c = x.shape().dim(1);
+  int64_t spatial = 1;
+  std::vector<int64_t> dims = {n, (c + b - 1) / b};
+  for (int i = 2; i < x.shape().rank(); ++i) {
+    spatial *= x.shape().dim(i);
+    dims.push_back(x.shape().dim(i));
+  }
+  dims.push_back(b);
+  const Shape shape{std::span<const int64_t>(dims)};
+  std::vector<float> out(static_cast<size_t>(shape.NumElements()), 0.0f);
+  const float* p = x.data<const float>();
+  for (int64_t in = 0; in < n; ++in) {
+    for (int64_t ic = 0; ic < c; ++ic) {
+      for (int64_t s = 0; s < spatial; ++s) {
+        out[static_cast<size_t>(((in * dims[1] + ic / b) * spatial + s) * b + ic % b)] =
+            p[(in * c + ic) * spatial + s];
+      }
+    }
+  }
+  return MakeTensor<float>(shape, out);
+}
+
+// Every padding channel of blocked `t` (C real channels) is exactly zero.
+inline void ExpectZeroPadding(const OwnedTensor& t, int64_t c, const std::string& what) {
+  ASSERT_TRUE(t.valid()) << what;
+  const int64_t b = t.shape().dim(t.shape().rank() - 1);
+  const float* p = t.data<const float>();
+  int bad = 0;
+  for (int64_t i = 0; i < t.num_elements() && bad < 3; ++i) {
+    const int64_t lane = i % b;
+    int64_t spatial = 1;
+    for (int d = 2; d < t.shape().rank() - 1; ++d) spatial *= t.shape().dim(d);
+    const int64_t cblock = (i / b / spatial) % t.shape().dim(1);
+    if (cblock * b + lane >= c && p[i] != 0.0f) {
+      ++bad;
+      ADD_FAILURE() << what << ": padding element " << i << " is " << p[i];
+    }
+  }
+}
+
 }  // namespace kiln::cpu::testing

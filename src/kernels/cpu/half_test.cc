@@ -19,6 +19,7 @@
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/half_kernels.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/layout.h"
 #include "op/kiln_ops.h"
 
 namespace kiln::cpu {
@@ -217,6 +218,43 @@ TEST(HalfWeightsKernelTest, FusedConvMatchesReferenceAndRoundedFp32) {
       {
         ScopedMaxIsa scalar_only(Isa::kScalar);
         ExpectClose(half.Run("cpu"), expected, 1e-4, what + " scalar widening");
+      }
+    }
+  }
+}
+
+TEST(HalfWeightsKernelTest, BlockedFusedConvMatchesReferenceWithZeroPadding) {
+  // Half weights inside a blocked region (a BF16 convolution where the CPU computes BF16): the
+  // result matches the reference, and the padding lanes of Y are zero whatever the activation
+  // makes of a zero (Sigmoid: 0.5), on NaN-filled output memory.
+  const int64_t block = PreferredChannelBlock();
+  if (block == 0) GTEST_SKIP() << "below AVX2 layout_selection blocks nothing";
+  std::mt19937 rng(23);
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (const char* act : {"Relu", "Sigmoid"}) {
+      for (int64_t k : {1, 3}) {
+        const int64_t c = 20, m = 20;
+        const OwnedTensor x = RandomTensor(Shape({2, c, 6, 6}), rng);
+        const OwnedTensor w = RandomTensor(Shape({m, c, k, k}), rng);
+        const OwnedTensor b = RandomTensor(Shape({m}), rng);
+        const auto make = [&](const OwnedTensor& xv, const OwnedTensor& wv) {
+          KernelCase kc("FusedConv", 1);
+          kc.Domain(std::string(kKilnDomain), 1);
+          kc.Input(Block(xv, block)).ConstInput(wv).ConstInput(b);
+          kc.Attr(StringAttr("activation", act))
+              .Attr(IntsAttr("pads", {k / 2, k / 2, k / 2, k / 2}))
+              .Attr(IntAttr("x_block", block))
+              .Attr(IntAttr("y_block", block));
+          return kc;
+        };
+        const std::string what = fmt::format("{} {} {}x{}", DataTypeName(dt), act, k, k);
+        const OwnedTensor got = make(x, ToHalf(w, dt)).Run("cpu");
+        ExpectZeroPadding(got, m, what);
+        const bool bf16_compute = dt == DataType::kBFloat16 && CpuComputesBf16();
+        const OwnedTensor expected =
+            make(bf16_compute ? RoundedThroughHalf(x, dt) : x, RoundedThroughHalf(w, dt))
+                .Run("ref");
+        ExpectClose(got, expected, 1e-4, what);
       }
     }
   }

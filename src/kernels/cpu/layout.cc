@@ -123,20 +123,6 @@ int64_t PreferredChannelBlock() {
   return (isa & avx2) == avx2 ? 8 : 0;
 }
 
-void ZeroChannelPadding(Tensor& y, int64_t channels, int64_t block) {
-  const int64_t used = channels % block;
-  if (used == 0) return;
-  const int64_t n = y.dim(0), blocks = y.dim(1);
-  const int64_t spatial = y.num_elements() / (n * blocks * block);
-  float* base = y.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    float* last = base + ((i * blocks) + blocks - 1) * spatial * block;  // the last block
-    for (int64_t s = 0; s < spatial; ++s) {
-      std::fill(last + s * block + used, last + (s + 1) * block, 0.0f);
-    }
-  }
-}
-
 Result<std::unique_ptr<Kernel>> CreateReorderToBlocked(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ref::CreateKilnReorderToBlocked(info));
   KILN_ASSIGN_OR_RETURN(int64_t block, ref::AttrReader(info).Int(kAttrBlock, 0));

@@ -18,10 +18,4 @@ namespace kiln::cpu {
 // reference kernel: no blocked layout there). Thread-safe.
 int64_t PreferredChannelBlock();
 
-// Writes zeros into the padding lanes of a blocked FP32 tensor `y` ([N, ceil(C/b), spatial...,
-// b] holding `channels` = C real channels): lanes C % b .. b-1 of the last channel block, for a
-// kernel whose primitive leaves them untouched (oneDNN's 1x1 convolutions without post-ops do).
-// Nothing to do when b divides C. REQUIRES: y is contiguous, FP32, rank >= 3, last dim `block`.
-void ZeroChannelPadding(Tensor& y, int64_t channels, int64_t block);
-
 }  // namespace kiln::cpu
