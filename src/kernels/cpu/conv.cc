@@ -53,6 +53,9 @@ using dt = dnnl::memory::data_type;
 // The input channels from which a spatial convolution of a blocked X tries oneDNN's BRGEMM
 // kernel on channels-last operands first (see BuildPlan).
 constexpr int64_t kBrgemmMinChannels = 160;
+// The images (pixels per channel) up to which a plain pointwise convolution takes oneDNN's
+// blocked kernel with reorders rather than its GEMM on NCHW (see BuildPlan).
+constexpr int64_t kPlainPointwiseMaxSmallPixels = 64;
 
 struct ConvPlan {
   dnnl::convolution_forward prim;
@@ -266,13 +269,18 @@ class ConvKernel final : public Kernel {
     // A pointwise convolution (1x1, stride 1, no padding, one group) is a plain GEMM over NCHW:
     // oneDNN runs it in place faster than reordering X and Y to and from a blocked layout
     // (measured: ResNet-50's 256->64 1x1 at 56x56, about 1.9x). Everything else gets oneDNN's
-    // preferred layout.
+    // preferred layout. Not on a small image (at most 8x8 pixels): a GEMM of so few columns runs
+    // slowly, and oneDNN's blocked 1x1 kernel is faster, reorders included (ShuffleNetV2's
+    // 192->1024 at 7x7: 49 us against 66 us; Inception-v3's 2048->320 at 8x8: 193 / 314 us).
     bool pointwise = group_ == 1 && x_block_ == 0 && y_block_ == 0;
+    int64_t pixels = 1;
     for (int d = 0; d < g.rank; ++d) {
       const size_t du = static_cast<size_t>(d);
       pointwise = pointwise && g.kernel[du] == 1 && g.stride[du] == 1 && g.pad_begin[du] == 0 &&
                   g.pad_end[du] == 0;
+      pixels *= g.out[du];
     }
+    pointwise = pointwise && pixels > kPlainPointwiseMaxSmallPixels;
     // Blocked operands are fixed to their format (no reorder inside a blocked region). A BF16
     // convolution takes X in BF16, in the same format (X is converted on each call) and W in BF16.
     // A thin plain X entering a blocked region (fewer channels than the block: an RGB stem, or

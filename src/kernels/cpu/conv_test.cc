@@ -57,13 +57,14 @@ const std::vector<ConvCase>& Cases() {
       {{1, 8, 9, 9}, 8, {3, 3}, 8, {1, 1}, {}, {1, 1, 1, 1}},        // depthwise
       {{1, 16, 7, 7}, 16, {3, 3}, 16, {2, 2}, {}, {1, 0, 1, 2}},     // depthwise, asymmetric pads
       {{1, 6, 11, 13}, 9, {3, 2}, 3, {1, 2}, {2, 1}, {0, 1, 2, 0}},  // groups + dilations
-      {{1, 17, 7, 7}, 7, {1, 1}},
+      {{1, 17, 7, 7}, 7, {1, 1}},  // pointwise on a small image: blocked, reorders at the edges
       {{3, 4, 8, 8}, 17, {5, 5}, 1, {2, 2}, {}, {}, "SAME_UPPER"},
       {{1, 4, 8, 7}, 3, {4, 4}, 1, {3, 3}, {}, {}, "SAME_LOWER"},
       {{1, 5, 9, 9}, 6, {3, 3}, 1, {1, 1}, {}, {}, "VALID"},
       {{2, 3, 19}, 4, {3}, 1, {2}, {2}, {1, 1}},                              // 1-D
       {{1, 2, 5, 6, 7}, 3, {3, 3, 3}, 1, {1, 2, 1}, {}, {1, 1, 1, 1, 1, 1}},  // 3-D
       {{1, 32, 14, 14}, 64, {3, 3}, 1, {1, 1}, {}, {1, 1, 1, 1}},
+      {{2, 24, 9, 9}, 20, {1, 1}},  // pointwise on a larger image: a GEMM over NCHW in place
   };
   return cases;
 }
@@ -138,7 +139,7 @@ TEST(CpuConvTest, FusedConvWithResidualAndActivations) {
       {"SiLU", {}},     {"HardSigmoid", {}}, {"HardSwish", {}},     {"Gelu", {}},
       {"GeluTanh", {}}, {"Tanh", {}},        {"LeakyRelu", {0.1f}}, {"HardSigmoid", {0.3f, 0.4f}}};
   int seed = 100;
-  for (const ConvCase& cc : {Cases()[2], Cases()[3], Cases()[12]}) {
+  for (const ConvCase& cc : {Cases()[2], Cases()[3], Cases()[6], Cases()[12], Cases()[13]}) {
     for (const Act& act : acts) {
       for (bool with_z : {false, true}) {
         ++seed;

@@ -279,15 +279,15 @@ TEST(CpuLayoutTest, WideBlockedSpatialConvRunsOnBrgemmAndMatchesReference) {
 }
 
 TEST(CpuLayoutTest, ResidualOfAFixedFormatConvIsReadInPlace) {
-  // A residual Z in Y's fixed format (blocked, or a plain pointwise conv) is added by a
-  // binary-add post-op reading Z itself: one primitive, no copy, no reorder, no reference code;
-  // and the result matches the reference kernel.
+  // A residual Z in Y's fixed format (blocked, or a plain pointwise conv on an image of more
+  // than 8x8 pixels) is added by a binary-add post-op reading Z itself: one primitive, no copy,
+  // no reorder, no reference code; and the result matches the reference kernel.
   std::mt19937 rng(17);
   const int64_t b = PreferredChannelBlock();
   for (int64_t yb : {b, int64_t{0}}) {
     const int64_t c = 20, m = 24;
-    OwnedTensor x = RandomTensor(Shape({2, c, 5, 5}), rng);
-    OwnedTensor z = RandomTensor(Shape({2, m, 5, 5}), rng);
+    OwnedTensor x = RandomTensor(Shape({2, c, 9, 9}), rng);
+    OwnedTensor z = RandomTensor(Shape({2, m, 9, 9}), rng);
     KernelCase k("FusedConv", 13);
     k.Domain(std::string(kKilnDomain), 1)
         .Input(yb > 0 ? Block(x, yb) : x)
