@@ -69,6 +69,13 @@ struct ConvPlan {
   bool unimplemented = false;  // oneDNN has no implementation: the fallback kernel runs
   bool binary_z = false;       // Z is read by a binary-add post-op (else copied into Y, summed)
   bool bf16 = false;           // computes in BF16 (a BFLOAT16 W on a CPU with BF16 dot products)
+  // One call's memory objects, bound to the descriptors above and to the arguments; each call
+  // sets their data handles. `src` is `src_user` unless X is reordered (likewise `dst`).
+  struct Call {
+    dnnl::memory src_user, src, wei_user, wei, dst_user, dst, scratch, bias, z;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  CallObjects<Call> calls;
 };
 
 class ConvKernel final : public Kernel {
@@ -441,61 +448,72 @@ class ConvKernel final : public Kernel {
     return plan;
   }
 
+  static std::unique_ptr<ConvPlan::Call> MakeCall(const ConvPlan& plan, bool has_bias, bool has_z) {
+    const dnnl::engine& eng = CpuEngine();
+    auto c = std::make_unique<ConvPlan::Call>();
+    c->src_user = dnnl::memory(plan.src_user, eng, nullptr);
+    c->src = plan.reorder_src ? dnnl::memory(plan.src_md, eng, nullptr) : c->src_user;
+    c->wei_user = dnnl::memory(plan.wei_user, eng, nullptr);
+    c->wei = plan.packed_wei    ? plan.packed_wei
+             : plan.reorder_wei ? dnnl::memory(plan.wei_md, eng, nullptr)
+                                : c->wei_user;
+    c->dst_user = dnnl::memory(plan.dst_user, eng, nullptr);
+    c->dst = plan.reorder_dst ? dnnl::memory(plan.dst_md, eng, nullptr) : c->dst_user;
+    c->scratch = dnnl::memory(plan.scratch_md, eng, nullptr);
+    c->args = {{DNNL_ARG_SRC, c->src},
+               {DNNL_ARG_WEIGHTS, c->wei},
+               {DNNL_ARG_DST, c->dst},
+               {DNNL_ARG_SCRATCHPAD, c->scratch}};
+    if (has_bias) {
+      c->bias = dnnl::memory(plan.bias_md, eng, nullptr);
+      c->args.emplace(DNNL_ARG_BIAS, c->bias);
+    }
+    if (has_z) {
+      c->z = dnnl::memory(plan.dst_user, eng, nullptr);
+      if (plan.binary_z) c->args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c->z);
+    }
+    return c;
+  }
+
   void Execute(const ConvPlan& plan, KernelContext& ctx, Tensor& y, bool has_bias,
                bool has_z) const {
-    const dnnl::engine& eng = CpuEngine();
     dnnl::stream& s = ThreadStream();
-    dnnl::memory src_user(plan.src_user, eng, ctx.input(0).raw_data());
-    dnnl::memory src = src_user;
+    const auto call = plan.calls.Acquire([&] { return MakeCall(plan, has_bias, has_z); });
+    ConvPlan::Call& c = *call;
+    c.src_user.set_data_handle(ctx.input(0).raw_data());
     if (plan.reorder_src) {
-      src =
-          dnnl::memory(plan.src_md, eng, ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size()));
-      plan.src_reorder.execute(s, src_user, src);
+      c.src.set_data_handle(ThreadScratch(ScratchSlot::kSrc, plan.src_md.get_size()));
+      plan.src_reorder.execute(s, c.src_user, c.src);
     }
-    dnnl::memory wei;
     if (w_half_ && !plan.bf16) {  // widened on each call, from the constant or its packed copy
-      wei = plan.reorder_wei
-                ? ExpandHalfWeights(packed_.storage(), plan.packed_half, plan.wei_md)
-                : ExpandHalfWeights(packed_.storage(), ctx.input(1).raw_data(), plan.wei_user);
+      c.args[DNNL_ARG_WEIGHTS] =
+          plan.reorder_wei
+              ? ExpandHalfWeights(packed_.storage(), plan.packed_half, plan.wei_md)
+              : ExpandHalfWeights(packed_.storage(), ctx.input(1).raw_data(), plan.wei_user);
     } else if (!plan.reorder_wei) {
-      wei = dnnl::memory(plan.wei_user, eng, ctx.input(1).raw_data());
-    } else if (plan.packed_wei) {
-      wei = plan.packed_wei;
-    } else {
-      wei = dnnl::memory(plan.wei_md, eng,
-                         ThreadScratch(ScratchSlot::kWeights, plan.wei_md.get_size()));
-      dnnl::memory user(plan.wei_user, eng, ctx.input(1).raw_data());
-      plan.wei_reorder.execute(s, user, wei);
+      c.wei_user.set_data_handle(ctx.input(1).raw_data());
+    } else if (!plan.packed_wei) {
+      c.wei.set_data_handle(ThreadScratch(ScratchSlot::kWeights, plan.wei_md.get_size()));
+      c.wei_user.set_data_handle(ctx.input(1).raw_data());
+      plan.wei_reorder.execute(s, c.wei_user, c.wei);
     }
-    dnnl::memory dst_user(plan.dst_user, eng, y.raw_data());
-    dnnl::memory dst = dst_user;
+    c.dst_user.set_data_handle(y.raw_data());
     if (plan.reorder_dst) {
-      dst =
-          dnnl::memory(plan.dst_md, eng, ThreadScratch(ScratchSlot::kDst, plan.dst_md.get_size()));
+      c.dst.set_data_handle(ThreadScratch(ScratchSlot::kDst, plan.dst_md.get_size()));
     }
-    if (has_z && !plan.binary_z) {
-      if (plan.reorder_dst) {
-        dnnl::memory z(plan.dst_user, eng, ctx.input(3).raw_data());
-        plan.z_reorder.execute(s, z, dst);
-      } else {
+    if (has_z) {
+      c.z.set_data_handle(ctx.input(3).raw_data());
+      if (!plan.binary_z && plan.reorder_dst) {
+        plan.z_reorder.execute(s, c.z, c.dst);
+      } else if (!plan.binary_z) {
         std::memcpy(y.raw_data(), ctx.input(3).raw_data(), y.size_bytes());
       }
     }
-    dnnl::memory scratch(plan.scratch_md, eng,
-                         ThreadScratch(ScratchSlot::kOnednnScratchpad, plan.scratch_md.get_size()));
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src},
-                                                  {DNNL_ARG_WEIGHTS, wei},
-                                                  {DNNL_ARG_DST, dst},
-                                                  {DNNL_ARG_SCRATCHPAD, scratch}};
-    if (has_bias) {
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, eng, ctx.input(2).raw_data()));
-    }
-    if (plan.binary_z) {
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                   dnnl::memory(plan.dst_user, eng, ctx.input(3).raw_data()));
-    }
-    plan.prim.execute(s, args);
-    if (plan.reorder_dst) plan.dst_reorder.execute(s, dst, dst_user);
+    c.scratch.set_data_handle(
+        ThreadScratch(ScratchSlot::kOnednnScratchpad, plan.scratch_md.get_size()));
+    if (has_bias) c.bias.set_data_handle(ctx.input(2).raw_data());
+    plan.prim.execute(s, c.args);
+    if (plan.reorder_dst) plan.dst_reorder.execute(s, c.dst, c.dst_user);
     s.wait();
   }
 

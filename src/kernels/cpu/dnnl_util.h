@@ -111,6 +111,56 @@ class ImplementationLog {
   mutable std::vector<std::string> seen_ KILN_GUARDED_BY(mu_);
 };
 
+// Objects a plan's calls need and can reuse, such as oneDNN memory objects bound to its
+// descriptors (each call sets their data handles): making a dnnl::memory costs about 0.25 us, a
+// convolution node makes five, and a small model at batch 1 runs a node every 10-20 us. Each
+// call holds its own object for its duration, so concurrent calls never share one; at most
+// kKeep idle ones are kept. Thread-safe.
+template <typename T>
+class CallObjects {
+ public:
+  class Lease {
+   public:
+    Lease(const CallObjects* owner, std::unique_ptr<T> obj) : owner_(owner), obj_(std::move(obj)) {}
+    Lease(Lease&&) = default;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (obj_ != nullptr) owner_->Return(std::move(obj_));
+    }
+    T& operator*() const { return *obj_; }
+    T* operator->() const { return obj_.get(); }
+
+   private:
+    const CallObjects* owner_;
+    std::unique_ptr<T> obj_;
+  };
+
+  // An idle object, or make() (returning std::unique_ptr<T>) when none is idle.
+  template <typename Make>
+  Lease Acquire(Make&& make) const KILN_EXCLUDES(mu_) {
+    {
+      MutexLock lock(mu_);
+      if (!idle_.empty()) {
+        std::unique_ptr<T> obj = std::move(idle_.back());
+        idle_.pop_back();
+        return Lease(this, std::move(obj));
+      }
+    }
+    return Lease(this, make());
+  }
+
+ private:
+  static constexpr size_t kKeep = 8;
+  void Return(std::unique_ptr<T> obj) const KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (idle_.size() < kKeep) idle_.push_back(std::move(obj));
+  }
+  mutable Mutex mu_;
+  mutable std::vector<std::unique_ptr<T>> idle_ KILN_GUARDED_BY(mu_);
+};
+
 // "oneDNN <impl_info_str>", the form ImplementationLog records for a oneDNN primitive.
 std::string OnednnImpl(std::string_view impl_info);
 
