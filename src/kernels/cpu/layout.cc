@@ -34,6 +34,11 @@ struct ReorderPlan {
   dnnl::reorder prim;
   dnnl::memory::desc src_md, dst_md;
   Shape out_shape;
+  // One call's memory objects (data handles set on each call).
+  struct Call {
+    dnnl::memory src, dst;
+  };
+  CallObjects<Call> calls;
 };
 
 class BlockReorderKernel final : public Kernel {
@@ -73,11 +78,17 @@ class BlockReorderKernel final : public Kernel {
     KILN_ASSIGN_OR_RETURN(Tensor out,
                           ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
-      const dnnl::engine& eng = CpuEngine();
       dnnl::stream& s = ThreadStream();
-      dnnl::memory src(plan->src_md, eng, const_cast<void*>(in.raw_data()));
-      dnnl::memory dst(plan->dst_md, eng, out.raw_data());
-      plan->prim.execute(s, src, dst);
+      const auto call = plan->calls.Acquire([&] {
+        const dnnl::engine& eng = CpuEngine();
+        auto c = std::make_unique<ReorderPlan::Call>();
+        c->src = dnnl::memory(plan->src_md, eng, nullptr);
+        c->dst = dnnl::memory(plan->dst_md, eng, nullptr);
+        return c;
+      });
+      call->src.set_data_handle(const_cast<void*>(in.raw_data()));
+      call->dst.set_data_handle(out.raw_data());
+      plan->prim.execute(s, call->src, call->dst);
       s.wait();
       return Status::OK();
     });

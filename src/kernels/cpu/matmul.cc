@@ -77,6 +77,13 @@ struct MatMulPlan {
   bool bf16 = false;
   dnnl::memory::desc a_bf16;
   dnnl::reorder a_reorder;
+  // One call's memory objects (data handles set on each call) and its arguments; `a` is what
+  // the primitive reads (`a_user`, or its BF16 copy), `b` likewise.
+  struct Call {
+    dnnl::memory a_user, a, b_user, b, y, scratch, bias;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  CallObjects<Call> calls;
 };
 
 dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims) {
@@ -171,42 +178,55 @@ Result<std::shared_ptr<MatMulPlan>> BuildPlan(const Problem& p, const OwnedTenso
   return plan;
 }
 
+std::unique_ptr<MatMulPlan::Call> MakeCall(const MatMulPlan& plan, bool has_bias) {
+  const dnnl::engine& eng = CpuEngine();
+  auto c = std::make_unique<MatMulPlan::Call>();
+  c->a_user = dnnl::memory(plan.a_md, eng, nullptr);
+  c->a = plan.bf16 ? dnnl::memory(plan.a_bf16, eng, nullptr) : c->a_user;
+  c->b_user = dnnl::memory(plan.b_user, eng, nullptr);
+  c->b = plan.packed_b    ? plan.packed_b
+         : plan.reorder_b ? dnnl::memory(plan.b_md, eng, nullptr)
+                          : c->b_user;
+  c->y = dnnl::memory(plan.y_md, eng, nullptr);
+  c->scratch = dnnl::memory(plan.scratch_md, eng, nullptr);
+  c->args = {{DNNL_ARG_SRC, c->a},
+             {DNNL_ARG_WEIGHTS, c->b},
+             {DNNL_ARG_DST, c->y},
+             {DNNL_ARG_SCRATCHPAD, c->scratch}};
+  if (has_bias) {
+    c->bias = dnnl::memory(plan.bias_md, eng, nullptr);
+    c->args.emplace(DNNL_ARG_BIAS, c->bias);
+  }
+  return c;
+}
+
 // `b_half`: B (and the plan's packed copy) is held in that 16-bit type; kFloat32 otherwise.
 void ExecutePlan(const MatMulPlan& plan, const void* a, const void* b, const void* bias, void* y,
                  DataType b_half) {
-  const dnnl::engine& eng = CpuEngine();
   dnnl::stream& s = ThreadStream();
-  dnnl::memory b_mem;
-  dnnl::memory a_mem(plan.a_md, eng, const_cast<void*>(a));
+  const auto call = plan.calls.Acquire([&] { return MakeCall(plan, bias != nullptr); });
+  MatMulPlan::Call& c = *call;
+  c.a_user.set_data_handle(const_cast<void*>(a));
   if (plan.bf16) {  // A converted to BF16; B used as stored (packed, or the constant itself)
-    dnnl::memory a_bf16(plan.a_bf16, eng, ThreadScratch(ScratchSlot::kSrc, plan.a_bf16.get_size()));
-    plan.a_reorder.execute(s, a_mem, a_bf16);
-    a_mem = a_bf16;
-    b_mem = plan.reorder_b ? plan.packed_b : dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
+    c.a.set_data_handle(ThreadScratch(ScratchSlot::kSrc, plan.a_bf16.get_size()));
+    plan.a_reorder.execute(s, c.a_user, c.a);
+    if (!plan.reorder_b) c.b_user.set_data_handle(const_cast<void*>(b));
   } else if (b_half != DataType::kFloat32) {  // widened on each call
-    b_mem = plan.reorder_b ? ExpandHalfWeights(b_half, plan.packed_half, plan.b_md)
-                           : ExpandHalfWeights(b_half, b, plan.b_user);
+    c.args[DNNL_ARG_WEIGHTS] = plan.reorder_b
+                                   ? ExpandHalfWeights(b_half, plan.packed_half, plan.b_md)
+                                   : ExpandHalfWeights(b_half, b, plan.b_user);
   } else if (!plan.reorder_b) {
-    b_mem = dnnl::memory(plan.b_user, eng, const_cast<void*>(b));
-  } else if (plan.packed_b) {
-    b_mem = plan.packed_b;
-  } else {
-    b_mem =
-        dnnl::memory(plan.b_md, eng, ThreadScratch(ScratchSlot::kWeights, plan.b_md.get_size()));
-    dnnl::memory user(plan.b_user, eng, const_cast<void*>(b));
-    plan.b_reorder.execute(s, user, b_mem);
+    c.b_user.set_data_handle(const_cast<void*>(b));
+  } else if (!plan.packed_b) {
+    c.b.set_data_handle(ThreadScratch(ScratchSlot::kWeights, plan.b_md.get_size()));
+    c.b_user.set_data_handle(const_cast<void*>(b));
+    plan.b_reorder.execute(s, c.b_user, c.b);
   }
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, a_mem},
-      {DNNL_ARG_WEIGHTS, b_mem},
-      {DNNL_ARG_DST, dnnl::memory(plan.y_md, eng, y)},
-      {DNNL_ARG_SCRATCHPAD,
-       dnnl::memory(plan.scratch_md, eng,
-                    ThreadScratch(ScratchSlot::kOnednnScratchpad, plan.scratch_md.get_size()))}};
-  if (bias != nullptr) {
-    args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, eng, const_cast<void*>(bias)));
-  }
-  plan.prim.execute(s, args);
+  c.y.set_data_handle(y);
+  c.scratch.set_data_handle(
+      ThreadScratch(ScratchSlot::kOnednnScratchpad, plan.scratch_md.get_size()));
+  if (bias != nullptr) c.bias.set_data_handle(const_cast<void*>(bias));
+  plan.prim.execute(s, c.args);
   s.wait();
 }
 

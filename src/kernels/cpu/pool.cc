@@ -40,6 +40,12 @@ struct PoolPlan {
   dnnl::pooling_v2_forward prim;
   dnnl::memory::desc src_md, dst_md, scratch_md;
   Shape out_shape;
+  // One call's memory objects (data handles set on each call) and its arguments.
+  struct Call {
+    dnnl::memory src, dst, scratch;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  CallObjects<Call> calls;
 };
 
 bool IsFastTensor(const Tensor& t) {
@@ -100,14 +106,22 @@ class PoolKernel final : public Kernel {
     KILN_ASSIGN_OR_RETURN(Tensor y,
                           ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, plan->out_shape));
     return CatchDnnl(label_, [&]() -> Status {
-      const dnnl::engine& eng = CpuEngine();
       dnnl::stream& s = ThreadStream();
-      plan->prim.execute(
-          s, {{DNNL_ARG_SRC, dnnl::memory(plan->src_md, eng, x.raw_data())},
-              {DNNL_ARG_DST, dnnl::memory(plan->dst_md, eng, y.raw_data())},
-              {DNNL_ARG_SCRATCHPAD, dnnl::memory(plan->scratch_md, eng,
-                                                 ThreadScratch(ScratchSlot::kOnednnScratchpad,
-                                                               plan->scratch_md.get_size()))}});
+      const auto call = plan->calls.Acquire([&] {
+        const dnnl::engine& eng = CpuEngine();
+        auto c = std::make_unique<PoolPlan::Call>();
+        c->src = dnnl::memory(plan->src_md, eng, nullptr);
+        c->dst = dnnl::memory(plan->dst_md, eng, nullptr);
+        c->scratch = dnnl::memory(plan->scratch_md, eng, nullptr);
+        c->args = {
+            {DNNL_ARG_SRC, c->src}, {DNNL_ARG_DST, c->dst}, {DNNL_ARG_SCRATCHPAD, c->scratch}};
+        return c;
+      });
+      call->src.set_data_handle(x.raw_data());
+      call->dst.set_data_handle(y.raw_data());
+      call->scratch.set_data_handle(
+          ThreadScratch(ScratchSlot::kOnednnScratchpad, plan->scratch_md.get_size()));
+      plan->prim.execute(s, call->args);
       s.wait();
       ZeroPaddingLanes(y);
       return Status::OK();
