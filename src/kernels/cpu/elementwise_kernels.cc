@@ -173,19 +173,36 @@ void ScaleF32(const float* x, float s, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
 }
 
+namespace {
+// The mean and 1 / sqrt(variance + epsilon) of x[0..n), in double.
+void RowMeanRstd(const float* x, int64_t n, float epsilon, double* mean, double* rstd) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m += x[i];
+  m /= static_cast<double>(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - m) * (x[i] - m);
+  var /= static_cast<double>(n);
+  *mean = m;
+  *rstd = 1.0 / std::sqrt(var + epsilon);
+}
+}  // namespace
+
 void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
                      int64_t n) {
-  double mean = 0;
-  for (int64_t i = 0; i < n; ++i) mean += x[i];
-  mean /= static_cast<double>(n);
-  double var = 0;
-  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
-  var /= static_cast<double>(n);
-  const double rstd = 1.0 / std::sqrt(var + epsilon);
+  double mean = 0, rstd = 0;
+  RowMeanRstd(x, n, epsilon, &mean, &rstd);
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>((x[i] - mean) * rstd) * scale[i];
     y[i] = bias != nullptr ? v + bias[i] : v;
   }
+}
+
+void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
+                        int64_t n) {
+  double mean = 0, rstd = 0;
+  RowMeanRstd(x, n, epsilon, &mean, &rstd);
+  const double mul = rstd * scale;
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((x[i] - mean) * mul + bias);
 }
 
 }  // namespace scalar
@@ -242,6 +259,11 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
                      int64_t n) {
   UseAvx2() ? avx2::LayerNormRowF32(x, scale, bias, epsilon, y, n)
             : scalar::LayerNormRowF32(x, scale, bias, epsilon, y, n);
+}
+void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
+                        int64_t n) {
+  UseAvx2() ? avx2::InstanceNormRowF32(x, scale, bias, epsilon, y, n)
+            : scalar::InstanceNormRowF32(x, scale, bias, epsilon, y, n);
 }
 
 }  // namespace kiln::cpu

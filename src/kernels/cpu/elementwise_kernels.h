@@ -75,6 +75,9 @@ void ScaleF32(const float* x, float s, float* y, int64_t n);
 // LayerNorm of one row: y = (x - mean) * rstd * scale + bias (bias may be null).
 void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
                      int64_t n);
+// InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
+void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
+                        int64_t n);
 
 namespace scalar {
 void UnaryF32(UnaryKind op, const float* x, float* y, int64_t n);
@@ -93,6 +96,9 @@ float ExpShiftSumF32(const float* x, float max, float* y, int64_t n);
 void ScaleF32(const float* x, float s, float* y, int64_t n);
 void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
                      int64_t n);
+// InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
+void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
+                        int64_t n);
 }  // namespace scalar
 
 namespace avx2 {
@@ -112,6 +118,9 @@ float ExpShiftSumF32(const float* x, float max, float* y, int64_t n);
 void ScaleF32(const float* x, float s, float* y, int64_t n);
 void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
                      int64_t n);
+// InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
+void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
+                        int64_t n);
 }  // namespace avx2
 
 }  // namespace kiln::cpu

@@ -615,22 +615,52 @@ void ScaleF32(const float* x, float s, float* y, int64_t n) {
   Map(x, y, n, [&](__m256 v) { return _mm256_mul_ps(v, vs); });
 }
 
-void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
-                     int64_t n) {
+namespace {
+// The mean and 1 / sqrt(variance + epsilon) of x[0..n): two passes (no cancellation).
+void RowMeanRstd(const float* x, int64_t n, float epsilon, float* mean_out, float* rstd_out) {
   const float mean = SumF32(x, n) / static_cast<float>(n);
   const __m256 vmean = Set(mean);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmean);
+    const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vmean);
+    acc0 = _mm256_fmadd_ps(d0, d0, acc0);
+    acc1 = _mm256_fmadd_ps(d1, d1, acc1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmean);
+    acc0 = _mm256_fmadd_ps(d, d, acc0);
+  }
+  float var = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<float>(n);
+  *mean_out = mean;
+  *rstd_out = 1.0f / std::sqrt(var + epsilon);
+}
+}  // namespace
+
+void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
+                        int64_t n) {
+  float mean = 0, rstd = 0;
+  RowMeanRstd(x, n, epsilon, &mean, &rstd);
+  const float mul = rstd * scale;
+  const __m256 vmean = Set(mean), vmul = Set(mul), vbias = Set(bias);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmean);
-    acc = _mm256_fmadd_ps(d, d, acc);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(d, vmul, vbias));
   }
-  float var = HorizontalSum(acc);
-  for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
-  var /= static_cast<float>(n);
-  const float rstd = 1.0f / std::sqrt(var + epsilon);
+  for (; i < n; ++i) y[i] = (x[i] - mean) * mul + bias;
+}
+
+void LayerNormRowF32(const float* x, const float* scale, const float* bias, float epsilon, float* y,
+                     int64_t n) {
+  float mean = 0, rstd = 0;
+  RowMeanRstd(x, n, epsilon, &mean, &rstd);
+  const __m256 vmean = Set(mean);
   const __m256 vrstd = Set(rstd);
-  i = 0;
+  int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmean), vrstd);
     __m256 v = _mm256_mul_ps(d, _mm256_loadu_ps(scale + i));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Softmax (every opset's axis rule) and ai.kiln LayerNormalization, FP32, on the AVX2 / scalar
-// row microkernels (elementwise_kernels.h), rows split over threads with ParallelFor.
+// Softmax (every opset's axis rule), ai.kiln LayerNormalization and InstanceNormalization, FP32,
+// on the AVX2 / scalar row microkernels (elementwise_kernels.h), rows split over threads with
+// ParallelFor.
 //
 // NOTE: Softmax is seen as [outer, len, inner] around its axis (opsets 7-12 coerce to 2-D, so
 // inner = 1). inner == 1 (the last axis, e.g. attention scores) is three passes over a
@@ -142,7 +143,55 @@ class LayerNormKernel final : public Kernel {
   float epsilon_;
 };
 
+// InstanceNormalization(X [N, C, spatial...], scale [C], B [C]): each (n, c) row of the spatial
+// elements normalized, then scaled and shifted by its channel's values (GroupNorm as exported by
+// torch: a reshape to [N, groups, -1] around it). Anything but contiguous FP32 operands of valid
+// shapes goes to the reference kernel (which reports the errors).
+class InstanceNormKernel final : public Kernel {
+ public:
+  InstanceNormKernel(float epsilon, std::unique_ptr<Kernel> reference)
+      : epsilon_(epsilon), reference_(std::move(reference)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 3, "InstanceNormalization"));
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    const Tensor& bias = ctx.input(2);
+    if (!IsF32Cpu(x) || !IsF32Cpu(scale) || !IsF32Cpu(bias) || x.rank() < 2 || scale.rank() != 1 ||
+        bias.rank() != 1 || scale.dim(0) != x.dim(1) || bias.dim(0) != x.dim(1)) {
+      return reference_->Compute(ctx);
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kFloat32, x.shape()));
+    const int64_t channels = x.dim(1);
+    const int64_t rows = x.dim(0) * channels;
+    const int64_t len = Product(x.shape().dims(), 2, static_cast<size_t>(x.rank()));
+    if (rows == 0 || len == 0) return Status::OK();
+    const float* px = x.data<const float>();
+    const float* ps = scale.data<const float>();
+    const float* pb = bias.data<const float>();
+    float* py = y.data<float>();
+    ParallelFor(rows, std::max<int64_t>(1, 4096 / len), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t c = r % channels;
+        InstanceNormRowF32(px + r * len, ps[c], pb[c], epsilon_, py + r * len, len);
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  float epsilon_;
+  std::unique_ptr<Kernel> reference_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateInstanceNormalization(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateInstanceNormalization(info));
+  KILN_ASSIGN_OR_RETURN(float epsilon, ref::AttrReader(info).Float("epsilon", 1e-5f));
+  return std::make_unique<InstanceNormKernel>(epsilon, std::move(reference));
+}
 
 Result<std::unique_ptr<Kernel>> CreateSoftmax(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateSoftmax(info));

@@ -85,6 +85,39 @@ TEST(CpuLayerNormTest, MatchesFormula) {
   }
 }
 
+TEST(CpuInstanceNormTest, MatchesReference) {
+  // Rows shorter and longer than the vector width, one row, rank 3 to 5, a channel offset far
+  // from zero (the two-pass variance), and GroupNorm's [N, groups, -1] form.
+  std::mt19937 rng(4);
+  const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1},     {2, 3, 5},       {1, 4, 7, 9},
+                                                    {2, 32, 2048}, {1, 3, 2, 3, 4}, {3, 2, 17}};
+  for (Isa isa : Isas()) {
+    ScopedMaxIsa cap(isa);
+    for (const std::vector<int64_t>& shape : shapes) {
+      OwnedTensor x = RandomTensor(S(shape), rng, 95, 105);
+      KernelCase c("InstanceNormalization", 17);
+      c.Input(x)
+          .ConstInput(RandomTensor(S({shape[1]}), rng))
+          .ConstInput(RandomTensor(S({shape[1]}), rng))
+          .Attr(FloatAttr("epsilon", 1e-3f));
+      const std::string what = fmt::format("[{}] {}", fmt::join(shape, ","), IsaName(isa));
+      EXPECT_EQ(c.PickedProvider(), "cpu") << what;
+      ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-4, what);
+    }
+  }
+}
+
+TEST(CpuInstanceNormTest, WrongScaleShapeIsInvalid) {
+  std::mt19937 rng(5);
+  KernelCase c("InstanceNormalization", 17);
+  c.Input(RandomTensor(Shape({1, 4, 6}), rng))
+      .ConstInput(RandomTensor(Shape({3}), rng))
+      .ConstInput(RandomTensor(Shape({4}), rng));
+  Result<OwnedTensor> r = c.TryRun("cpu");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(CpuLayerNormTest, WrongScaleShapeIsInvalid) {
   std::mt19937 rng(3);
   KernelCase c("LayerNormalization", 17);
