@@ -918,6 +918,23 @@ TEST(IdentityEliminationTest, KeepsTrainingDropoutAndUsedMasks) {
   EXPECT_EQ(CountOps(*o.graph, "Dropout"), 1);
 }
 
+TEST(IdentityEliminationTest, RemovesTrainingDropoutOfRatioZero) {
+  // training_mode true with ratio 0 keeps every element at scale 1: the identity. A non-zero
+  // ratio in training mode stays.
+  for (float ratio : {0.0f, 0.5f}) {
+    TestGraph t(13);
+    const int x = t.Input("x", {4});
+    std::vector<int> d = t.OpN(
+        "Dropout", {x, t.Scalar("ratio", ratio), t.Const("training", BoolTensor(Shape{}, {true}))},
+        2, {}, {{4}});
+    t.Output(t.Op("Relu", {d[0]}, {}, {{4}}));
+    std::shared_ptr<const Graph> g = t.Build();
+    OptimizedGraph o = OptimizeOnly(g, {"identity_elimination"});
+    EXPECT_EQ(CountOps(*o.graph, "Dropout"), ratio == 0.0f ? 0 : 1) << ratio;
+    if (ratio == 0.0f) ExpectSameOutputs(*g, *o.graph, 0);
+  }
+}
+
 TEST(IdentityEliminationTest, KeepsRealCastsReshapesAndTransposes) {
   TestGraph t(13);
   const int x = t.Input("x", {2, 3});

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -372,10 +373,44 @@ class ConstantOfShapeKernel final : public Kernel {
                      dims.size(), Shape::kMaxRank);
     }
     KILN_ASSIGN_OR_RETURN(Shape out, MakeShape("ConstantOfShape", dims));
-    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, value_->dtype(), out));
-    WithMover(value_->view(), y, [&](auto mover) {
-      for (int64_t i = 0; i < out.NumElements(); ++i) mover(i, 0);
-    });
+    const size_t size = DataTypeSize(value_->dtype());
+    if (value_->dtype() == DataType::kBytes || size == 0 || value_->num_elements() != 1) {
+      KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, value_->dtype(), out));
+      WithMover(value_->view(), y, [&](auto mover) {
+        for (int64_t i = 0; i < out.NumElements(); ++i) mover(i, 0);
+      });
+      return Status::OK();
+    }
+    const auto* value = static_cast<const unsigned char*>(value_->raw_data());
+    if (std::all_of(value, value + size, [](unsigned char b) { return b == 0; })) {
+      return ctx.AllocateOutput(0, value_->dtype(), out).status();  // zero-filled
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, value_->dtype(), out));
+    const auto fill = [&](auto tag) {
+      using T = decltype(tag);
+      T v;
+      std::memcpy(&v, value, sizeof(T));
+      std::fill_n(static_cast<T*>(y.raw_data()), out.NumElements(), v);
+    };
+    switch (size) {
+      case 1:
+        fill(uint8_t{});
+        break;
+      case 2:
+        fill(uint16_t{});
+        break;
+      case 4:
+        fill(uint32_t{});
+        break;
+      case 8:
+        fill(uint64_t{});
+        break;
+      default:
+        for (int64_t i = 0; i < out.NumElements(); ++i) {
+          std::memcpy(static_cast<unsigned char*>(y.raw_data()) + static_cast<size_t>(i) * size,
+                      value, size);
+        }
+    }
     return Status::OK();
   }
 

@@ -296,6 +296,32 @@ TEST(ConstantOfShapeTest, ValueAndDefault) {
                             .Input(I64({0, 3}))
                             .RunOne(),
                         {0, 3}, {});
+  // Every element width the fill takes, and values that are not zero.
+  ExpectTensor<int64_t>(OpTest("ConstantOfShape", 9)
+                            .Attr(TensorAttr("value", MakeTensor<int64_t>({1}, {-5})))
+                            .Input(I64({2, 3}))
+                            .RunOne(),
+                        {2, 3}, {-5, -5, -5, -5, -5, -5});
+  ExpectTensor<double>(OpTest("ConstantOfShape", 9)
+                           .Attr(TensorAttr("value", MakeTensor<double>({1}, {2.5})))
+                           .Input(I64({3}))
+                           .RunOne(),
+                       {3}, {2.5, 2.5, 2.5});
+  ExpectTensor<float>(OpTest("ConstantOfShape", 9)
+                          .Attr(TensorAttr("value", MakeTensor<float>({1}, {-0.0f})))
+                          .Input(I64({2}))
+                          .RunOne(),
+                      {2}, {-0.0f, -0.0f});
+  ExpectTensor<int8_t>(OpTest("ConstantOfShape", 9)
+                           .Attr(TensorAttr("value", MakeTensor<int8_t>({1}, {-3})))
+                           .Input(I64({4}))
+                           .RunOne(),
+                       {4}, {-3, -3, -3, -3});
+  ExpectTensor<uint16_t>(OpTest("ConstantOfShape", 9)
+                             .Attr(TensorAttr("value", MakeTensor<uint16_t>({1}, {40000})))
+                             .Input(I64({2}))
+                             .RunOne(),
+                         {2}, {40000, 40000});
   ExpectInvalid(OpTest("ConstantOfShape", 9)
                     .Attr(TensorAttr("value", MakeTensor<int32_t>({2}, {7, 8})))
                     .Input(I64({3}))

@@ -113,7 +113,11 @@ class IdentityEliminationPass final : public Pass {
                          !c->data<const bool>()[0]);
           }
         }
-        noop = !mask_used && !training;
+        // In training mode a ratio of 0 keeps every element and scales by 1 / (1 - 0): the
+        // identity too (torchvision's Swin exports its attention dropout so).
+        const std::optional<double> ratio =
+            node.has_input(1) ? ed.ScalarConstant(node.inputs[1]) : std::optional<double>();
+        noop = !mask_used && (!training || (ratio && *ratio == 0));
       } else if (node.op_type == "Cast") {
         const DataType from = ed.DtypeOf(in);
         noop = from != DataType::kInvalid && ed.value(in).type.is_tensor() &&
