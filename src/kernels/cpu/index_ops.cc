@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Index ops on the CPU, parallel, for every fixed-width dtype (the bytes are only moved, except by
 // the scatter reductions): Gather (any axis), GatherND (batch_dims), ScatterElements and
-// ScatterND (reduction none / add / mul), and TopK (FLOAT and INT64 values).
+// ScatterND (reduction none / add / mul), TopK (FLOAT and INT64 values) and NonZero.
 //
 // NOTE on the approach. Every kernel holds the reference kernel built from the same node and
 // hands it the call whenever the inputs are outside the fast path: BYTES data (a declared type
@@ -683,6 +683,70 @@ class TopKKernel final : public Kernel {
   std::unique_ptr<Kernel> reference_;
 };
 
+// NonZero: the coordinates of X's non-zero elements, [rank, count], in row-major order. One pass
+// counts, a second writes each non-zero element's coordinates (a scalar is a 1-D tensor of one
+// element). Fixed-width numbers and BOOL; anything else (FLOAT16, strings) goes to the reference.
+class NonZeroKernel final : public Kernel {
+ public:
+  explicit NonZeroKernel(std::unique_ptr<Kernel> reference) : reference_(std::move(reference)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ref::CheckInputs(ctx, 1, "NonZero"));
+    const Tensor& x = ctx.input(0);
+    if (!x.device().is_cpu() || !x.is_contiguous()) return reference_->Compute(ctx);
+    switch (x.dtype()) {
+      case DataType::kFloat32:
+        return Run<float>(ctx, x);
+      case DataType::kFloat64:
+        return Run<double>(ctx, x);
+      case DataType::kBool:
+      case DataType::kInt8:
+      case DataType::kUint8:
+        return Run<uint8_t>(ctx, x);
+      case DataType::kInt16:
+      case DataType::kUint16:
+        return Run<uint16_t>(ctx, x);
+      case DataType::kInt32:
+      case DataType::kUint32:
+        return Run<uint32_t>(ctx, x);
+      case DataType::kInt64:
+      case DataType::kUint64:
+        return Run<uint64_t>(ctx, x);
+      default:
+        return reference_->Compute(ctx);
+    }
+  }
+
+ private:
+  // T: the element type, or an unsigned integer of its width (any set bit is non-zero).
+  template <typename T>
+  static Status Run(KernelContext& ctx, const Tensor& x) {
+    const T* p = static_cast<const T*>(x.raw_data());
+    const int64_t n = x.num_elements();
+    int64_t nnz = 0;
+    for (int64_t i = 0; i < n; ++i) nnz += p[i] != T{0} ? 1 : 0;
+    const int rank = std::max(x.rank(), 1);
+    KILN_ASSIGN_OR_RETURN(Tensor y,
+                          ctx.AllocateOutputForOverwrite(0, DataType::kInt64, Shape{rank, nnz}));
+    int64_t* out = y.data<int64_t>();
+    int64_t col = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (p[i] == T{0}) continue;
+      int64_t rest = i;
+      for (int d = rank - 1; d >= 1; --d) {
+        const int64_t extent = x.dim(d);
+        out[d * nnz + col] = rest % extent;
+        rest /= extent;
+      }
+      out[col] = rest;
+      ++col;
+    }
+    return Status::OK();
+  }
+
+  std::unique_ptr<Kernel> reference_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> CreateGather(const KernelInfo& info) {
@@ -708,6 +772,11 @@ Result<std::unique_ptr<Kernel>> CreateScatterND(const KernelInfo& info) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateScatterND(info));
   KILN_ASSIGN_OR_RETURN(Reduction reduction, ReadReduction(info));
   return std::make_unique<ScatterNDKernel>(reduction, std::move(reference));
+}
+
+Result<std::unique_ptr<Kernel>> CreateNonZero(const KernelInfo& info) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> reference, ref::CreateNonZero(info));
+  return std::make_unique<NonZeroKernel>(std::move(reference));
 }
 
 Result<std::unique_ptr<Kernel>> CreateTopK(const KernelInfo& info) {

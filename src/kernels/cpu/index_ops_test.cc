@@ -577,5 +577,32 @@ TEST(CpuTopKTest, OnlyTheValuesOutputAndErrors) {
   e.ExpectSameAsReference("negative k");
 }
 
+// --- NonZero -------------------------------------------------------------------------------------
+
+TEST(CpuNonZeroTest, MatchesReferenceForEveryDtypeAndRank) {
+  // Mostly zero elements (random bytes with 3 of 4 elements cleared), a scalar, empty tensors,
+  // and FLOAT's -0 (zero) and NaN (non-zero).
+  std::mt19937 rng(9);
+  const std::vector<std::vector<int64_t>> shapes = {{},       {0},          {7},
+                                                    {30, 17}, {2, 3, 4, 5}, {3, 0, 2}};
+  for (DataType dt : kMoveTypes) {
+    for (const auto& shape : shapes) {
+      OwnedTensor x = RandomOf(dt, S(shape), rng);
+      auto* bytes = static_cast<unsigned char*>(x.raw_data());
+      const size_t size = DataTypeSize(dt);
+      for (int64_t i = 0; i < x.num_elements(); ++i) {
+        if (rng() % 4 != 0) std::memset(bytes + static_cast<size_t>(i) * size, 0, size);
+      }
+      Case c("NonZero", 13);
+      c.Input(std::move(x));
+      c.ExpectSameAsReference(
+          fmt::format("NonZero [{}] {}", fmt::join(shape, ","), DataTypeName(dt)));
+    }
+  }
+  Case f("NonZero", 13);
+  f.Input(MakeTensor<float>(S({2, 3}), {0.0f, -0.0f, std::nanf(""), 1.0f, 0.0f, -2.0f}));
+  f.ExpectSameAsReference("NonZero -0 and NaN");
+}
+
 }  // namespace
 }  // namespace kiln::cpu
