@@ -6,10 +6,10 @@
 // convolutions, where it ran as three full passes (a broadcast Mul, a broadcast Add, a Relu)
 // over a concatenation that grows layer by layer. Here each (image, channel slot) is one job:
 // plain X, slot c is a row of H*W values with one scale and one shift; blocked X, slot cb is
-// H*W groups of b lanes with b scales and b shifts (the inner loop over the lanes vectorizes);
-// the activation runs on the job's output while it is in cache (ApplyActivationInPlace, AVX2
-// where available). Padding lanes of a blocked Y are written as zeros. Jobs go to the team in
-// runs of at least 32 KB. Other dtypes, shapes the op does not describe, and non-contiguous
+// H*W groups of b lanes with b scales and b shifts (LanesAffineF32, AVX2 where available, ReLU
+// in the same pass); another activation runs on the job's output while it is in cache
+// (ApplyActivationInPlace). Padding lanes of a blocked Y are written as zeros. Jobs go to the team
+// in runs of at least 32 KB. Other dtypes, shapes the op does not describe, and non-contiguous
 // tensors run on the reference kernel, which reports the errors.
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_factories.h"
+#include "kernels/cpu/elementwise_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ref/common.h"
 #include "kernels/ref/factories.h"
@@ -61,27 +62,30 @@ class ChannelAffineKernel final : public Kernel {
     const int64_t jobs = x.dim(0) * slots;
     const int64_t inner = x.num_elements() / jobs;  // per job: spatial (x b lanes when blocked)
     const int64_t grain = std::max<int64_t>(1, 8192 / inner);
+    // ReLU is applied in the affine pass itself; other activations in a second pass over the
+    // job's output while it is in cache.
+    const bool relu = act_.kind == ActivationKind::kRelu;
     ParallelFor(jobs, grain, [&](int64_t begin, int64_t end) {
       float lane_scale[64], lane_bias[64];
       for (int64_t j = begin; j < end; ++j) {
         const int64_t slot = j % slots;
         const float* src = px + j * inner;
         float* dst = py + j * inner;
-        if (b == 0) {
-          const float s = ps[slot], t = pb[slot];
-          for (int64_t k = 0; k < inner; ++k) dst[k] = src[k] * s + t;
-        } else {
-          const int64_t first = slot * b;
-          for (int64_t l = 0; l < b; ++l) {
-            const bool real = first + l < c;
-            lane_scale[l] = real ? ps[first + l] : 0.0f;
-            lane_bias[l] = real ? pb[first + l] : 0.0f;
-          }
-          for (int64_t p = 0; p < inner; p += b) {
-            for (int64_t l = 0; l < b; ++l) dst[p + l] = src[p + l] * lane_scale[l] + lane_bias[l];
-          }
+        // A plain row is groups of 8 lanes of one scale and shift (and its tail); a blocked
+        // slot is groups of b lanes, one scale and shift per lane.
+        const int64_t lanes = b == 0 ? 8 : b;
+        for (int64_t l = 0; l < lanes; ++l) {
+          const int64_t ch = b == 0 ? slot : slot * b + l;
+          lane_scale[l] = ch < c ? ps[ch] : 0.0f;
+          lane_bias[l] = ch < c ? pb[ch] : 0.0f;
         }
-        ApplyActivationInPlace(act_, dst, inner);
+        const int64_t groups = inner / lanes;
+        LanesAffineF32(src, lane_scale, lane_bias, relu, dst, groups, lanes);
+        for (int64_t k = groups * lanes; k < inner; ++k) {  // a plain row's tail
+          const float v = src[k] * lane_scale[0] + lane_bias[0];
+          dst[k] = relu ? std::max(v, 0.0f) : v;
+        }
+        if (!relu) ApplyActivationInPlace(act_, dst, inner);
         if (b > 0 && (slot + 1) * b > c) {  // the last slot's padding lanes: zeros
           for (int64_t p = 0; p < inner; p += b) {
             std::fill(dst + p + (c - slot * b), dst + p + b, 0.0f);

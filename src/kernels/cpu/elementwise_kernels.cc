@@ -197,6 +197,16 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
   }
 }
 
+void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
+                    int64_t groups, int64_t lanes) {
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      const float v = x[g * lanes + l] * scale[l] + bias[l];
+      y[g * lanes + l] = relu ? std::max(v, 0.0f) : v;
+    }
+  }
+}
+
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n) {
   double mean = 0, rstd = 0;
@@ -259,6 +269,11 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
                      int64_t n) {
   UseAvx2() ? avx2::LayerNormRowF32(x, scale, bias, epsilon, y, n)
             : scalar::LayerNormRowF32(x, scale, bias, epsilon, y, n);
+}
+void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
+                    int64_t groups, int64_t lanes) {
+  UseAvx2() ? avx2::LanesAffineF32(x, scale, bias, relu, y, groups, lanes)
+            : scalar::LanesAffineF32(x, scale, bias, relu, y, groups, lanes);
 }
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n) {

@@ -78,6 +78,10 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
 // InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n);
+// y[g * lanes + l] = x[g * lanes + l] * scale[l] + bias[l] for g < groups (then max(., 0) when
+// `relu`): a per-channel affine over `groups` pixels of a blocked tensor's channel block.
+void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
+                    int64_t groups, int64_t lanes);
 
 namespace scalar {
 void UnaryF32(UnaryKind op, const float* x, float* y, int64_t n);
@@ -99,6 +103,10 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
 // InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n);
+// y[g * lanes + l] = x[g * lanes + l] * scale[l] + bias[l] for g < groups (then max(., 0) when
+// `relu`): a per-channel affine over `groups` pixels of a blocked tensor's channel block.
+void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
+                    int64_t groups, int64_t lanes);
 }  // namespace scalar
 
 namespace avx2 {
@@ -121,6 +129,10 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
 // InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n);
+// y[g * lanes + l] = x[g * lanes + l] * scale[l] + bias[l] for g < groups (then max(., 0) when
+// `relu`): a per-channel affine over `groups` pixels of a blocked tensor's channel block.
+void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
+                    int64_t groups, int64_t lanes);
 }  // namespace avx2
 
 }  // namespace kiln::cpu

@@ -640,6 +640,29 @@ void RowMeanRstd(const float* x, int64_t n, float epsilon, float* mean_out, floa
 }
 }  // namespace
 
+void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
+                    int64_t groups, int64_t lanes) {
+  if (lanes % 8 != 0 || lanes > 64) {
+    scalar::LanesAffineF32(x, scale, bias, relu, y, groups, lanes);
+    return;
+  }
+  const int64_t vecs = lanes / 8;
+  __m256 vs[8], vb[8];
+  for (int64_t k = 0; k < vecs; ++k) {
+    vs[k] = _mm256_loadu_ps(scale + 8 * k);
+    vb[k] = _mm256_loadu_ps(bias + 8 * k);
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t k = 0; k < vecs; ++k) {
+      const int64_t at = g * lanes + 8 * k;
+      __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(x + at), vs[k], vb[k]);
+      if (relu) v = _mm256_max_ps(zero, v);  // a NaN stays NaN, as std::max(v, 0) keeps it
+      _mm256_storeu_ps(y + at, v);
+    }
+  }
+}
+
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n) {
   float mean = 0, rstd = 0;
