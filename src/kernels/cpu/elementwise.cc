@@ -114,6 +114,9 @@ void ForEachRow(const RowPlan& p, int64_t begin, int64_t end, F&& row) {
   }
 }
 
+// Rows of at most this many elements are batched into LanesBinaryF32 calls (BroadcastBinary).
+constexpr int64_t kShortRow = 64;
+
 // y = a op b, a [sa] and b [sb] broadcast to `out` (which y has, contiguous). y may be a when a
 // has the shape `out` (in place).
 void BroadcastBinary(BinaryKind op, const float* pa, const Shape& sa, const float* pb,
@@ -139,6 +142,42 @@ void BroadcastBinary(BinaryKind op, const float* pa, const Shape& sa, const floa
   // General broadcast: one microkernel call per row of the last merged dim.
   const RowPlan p = PlanRows(sa, sb, out);
   const int64_t len = p.len;
+  if (p.la == 1 && p.lb == 1 && len <= kShortRow) {
+    // Short rows (a blocked tensor times its per-channel lanes, [N, C/b, H*W, b] * [N, C/b, 1,
+    // b]): consecutive rows where one operand stays and the other advances are one
+    // LanesBinaryF32 call, not one call per row of b elements.
+    ParallelFor(p.rows, std::max<int64_t>(1, kElementGrain / len), [&](int64_t begin, int64_t end) {
+      int64_t start = 0, count = 0, a0 = 0, b0 = 0;
+      int kind = 0;  // 0: one row so far, 1: b stays (a advances), 2: a stays
+      const auto flush = [&] {
+        if (count == 0) return;
+        if (kind == 2) {
+          LanesBinaryF32(op, pb + b0, pa + a0, /*v_first=*/true, py + start * len, count, len);
+        } else {
+          LanesBinaryF32(op, pa + a0, pb + b0, /*v_first=*/false, py + start * len, count, len);
+        }
+      };
+      ForEachRow(p, begin, end, [&](int64_t row, int64_t oa, int64_t ob) {
+        if (count > 0) {
+          const bool b_stays = ob == b0 && oa == a0 + count * len;
+          const bool a_stays = oa == a0 && ob == b0 + count * len;
+          if ((kind != 2 && b_stays) || (kind != 1 && a_stays)) {
+            if (kind == 0) kind = b_stays ? 1 : 2;
+            ++count;
+            return;
+          }
+          flush();
+        }
+        start = row;
+        count = 1;
+        a0 = oa;
+        b0 = ob;
+        kind = 0;
+      });
+      flush();
+    });
+    return;
+  }
   ParallelFor(p.rows, std::max<int64_t>(1, kElementGrain / len), [&](int64_t begin, int64_t end) {
     ForEachRow(p, begin, end, [&](int64_t row, int64_t oa, int64_t ob) {
       float* yr = py + row * len;

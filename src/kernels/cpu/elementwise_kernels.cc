@@ -197,6 +197,27 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
   }
 }
 
+void LanesReduceF32(bool max, const float* x, int64_t groups, int64_t lanes, float* acc) {
+  for (int64_t l = 0; l < lanes; ++l) acc[l] = x[l];
+  for (int64_t g = 1; g < groups; ++g) {
+    const float* row = x + g * lanes;
+    for (int64_t l = 0; l < lanes; ++l) {
+      // NaN propagates: a NaN lane replaces acc, and a NaN acc stays (no comparison is true).
+      acc[l] = max ? (row[l] > acc[l] || row[l] != row[l] ? row[l] : acc[l]) : acc[l] + row[l];
+    }
+  }
+}
+
+void LanesBinaryF32(BinaryKind op, const float* x, const float* v, bool v_first, float* y,
+                    int64_t groups, int64_t lanes) {
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      const float a = x[g * lanes + l];
+      y[g * lanes + l] = v_first ? Apply(op, v[l], a) : Apply(op, a, v[l]);
+    }
+  }
+}
+
 void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
                     int64_t groups, int64_t lanes) {
   for (int64_t g = 0; g < groups; ++g) {
@@ -269,6 +290,15 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
                      int64_t n) {
   UseAvx2() ? avx2::LayerNormRowF32(x, scale, bias, epsilon, y, n)
             : scalar::LayerNormRowF32(x, scale, bias, epsilon, y, n);
+}
+void LanesReduceF32(bool max, const float* x, int64_t groups, int64_t lanes, float* acc) {
+  UseAvx2() ? avx2::LanesReduceF32(max, x, groups, lanes, acc)
+            : scalar::LanesReduceF32(max, x, groups, lanes, acc);
+}
+void LanesBinaryF32(BinaryKind op, const float* x, const float* v, bool v_first, float* y,
+                    int64_t groups, int64_t lanes) {
+  UseAvx2() ? avx2::LanesBinaryF32(op, x, v, v_first, y, groups, lanes)
+            : scalar::LanesBinaryF32(op, x, v, v_first, y, groups, lanes);
 }
 void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
                     int64_t groups, int64_t lanes) {

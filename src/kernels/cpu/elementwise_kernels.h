@@ -78,6 +78,13 @@ void LayerNormRowF32(const float* x, const float* scale, const float* bias, floa
 // InstanceNorm of one row (one channel): y = (x - mean) * rstd * scale + bias.
 void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, float* y,
                         int64_t n);
+// acc[l] = the sum (or, `max`, the maximum; a NaN wins) of x[g * lanes + l] over g < groups
+// (groups >= 1), in order of g: a blocked tensor's global pooling over its pixels.
+void LanesReduceF32(bool max, const float* x, int64_t groups, int64_t lanes, float* acc);
+// y[g * lanes + l] = x[g * lanes + l] op v[l] for g < groups (v[l] op x[...] when `v_first`):
+// one operand repeating a short row (a blocked tensor's per-channel lanes) over the other.
+void LanesBinaryF32(BinaryKind op, const float* x, const float* v, bool v_first, float* y,
+                    int64_t groups, int64_t lanes);
 // y[g * lanes + l] = x[g * lanes + l] * scale[l] + bias[l] for g < groups (then max(., 0) when
 // `relu`): a per-channel affine over `groups` pixels of a blocked tensor's channel block.
 void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
@@ -107,6 +114,9 @@ void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, 
 // `relu`): a per-channel affine over `groups` pixels of a blocked tensor's channel block.
 void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
                     int64_t groups, int64_t lanes);
+void LanesBinaryF32(BinaryKind op, const float* x, const float* v, bool v_first, float* y,
+                    int64_t groups, int64_t lanes);
+void LanesReduceF32(bool max, const float* x, int64_t groups, int64_t lanes, float* acc);
 }  // namespace scalar
 
 namespace avx2 {
@@ -133,6 +143,9 @@ void InstanceNormRowF32(const float* x, float scale, float bias, float epsilon, 
 // `relu`): a per-channel affine over `groups` pixels of a blocked tensor's channel block.
 void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
                     int64_t groups, int64_t lanes);
+void LanesBinaryF32(BinaryKind op, const float* x, const float* v, bool v_first, float* y,
+                    int64_t groups, int64_t lanes);
+void LanesReduceF32(bool max, const float* x, int64_t groups, int64_t lanes, float* acc);
 }  // namespace avx2
 
 }  // namespace kiln::cpu

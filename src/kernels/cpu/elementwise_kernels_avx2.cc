@@ -640,6 +640,51 @@ void RowMeanRstd(const float* x, int64_t n, float epsilon, float* mean_out, floa
 }
 }  // namespace
 
+void LanesReduceF32(bool max, const float* x, int64_t groups, int64_t lanes, float* acc) {
+  if (lanes % 8 != 0 || lanes > 64) {
+    scalar::LanesReduceF32(max, x, groups, lanes, acc);
+    return;
+  }
+  const int64_t vecs = lanes / 8;
+  __m256 va[8];
+  for (int64_t k = 0; k < vecs; ++k) va[k] = _mm256_loadu_ps(x + 8 * k);
+  for (int64_t g = 1; g < groups; ++g) {
+    for (int64_t k = 0; k < vecs; ++k) {
+      const __m256 r = _mm256_loadu_ps(x + g * lanes + 8 * k);
+      if (max) {  // as the scalar rule: take r where r > acc or r is NaN
+        const __m256 take =
+            _mm256_or_ps(_mm256_cmp_ps(r, va[k], _CMP_GT_OQ), _mm256_cmp_ps(r, r, _CMP_UNORD_Q));
+        va[k] = _mm256_blendv_ps(va[k], r, take);
+      } else {
+        va[k] = _mm256_add_ps(va[k], r);
+      }
+    }
+  }
+  for (int64_t k = 0; k < vecs; ++k) _mm256_storeu_ps(acc + 8 * k, va[k]);
+}
+
+void LanesBinaryF32(BinaryKind op, const float* x, const float* v, bool v_first, float* y,
+                    int64_t groups, int64_t lanes) {
+  if (lanes % 8 != 0 || lanes > 64) {  // row by row on the vector microkernel
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* row = x + g * lanes;
+      v_first ? avx2::BinaryF32(op, v, row, y + g * lanes, lanes)
+              : avx2::BinaryF32(op, row, v, y + g * lanes, lanes);
+    }
+    return;
+  }
+  const int64_t vecs = lanes / 8;
+  __m256 vv[8];
+  for (int64_t k = 0; k < vecs; ++k) vv[k] = _mm256_loadu_ps(v + 8 * k);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t k = 0; k < vecs; ++k) {
+      const int64_t at = g * lanes + 8 * k;
+      const __m256 a = _mm256_loadu_ps(x + at);
+      _mm256_storeu_ps(y + at, v_first ? BinaryOp(op, vv[k], a) : BinaryOp(op, a, vv[k]));
+    }
+  }
+}
+
 void LanesAffineF32(const float* x, const float* scale, const float* bias, bool relu, float* y,
                     int64_t groups, int64_t lanes) {
   if (lanes % 8 != 0 || lanes > 64) {

@@ -49,10 +49,18 @@ TEST(CpuElementwiseTest, BinaryBroadcastMatchesReference) {
       {{1, 12, 128, 128}, {1, 1, 1, 128}},
       {{0, 3}, {3}},
       {{1000}, {1000}},
+      // Short rows repeated over a middle dim (blocked per-channel lanes): 16, 8, 24, 64 and 4
+      // lanes, and rows where both operands advance (no run to batch).
+      {{2, 3, 5, 16}, {2, 3, 1, 16}},
+      {{1, 4, 6, 8}, {1, 4, 1, 8}},
+      {{3, 7, 24}, {3, 1, 24}},
+      {{2, 5, 64}, {5, 64}},
+      {{2, 3, 4, 4}, {3, 1, 4}},
+      {{2, 3, 2, 16}, {2, 1, 2, 16}},
   };
   for (Isa isa : Isas()) {
     ScopedMaxIsa cap(isa);
-    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
       for (const auto& [a, b] : cases) {
         for (bool swap : {false, true}) {
           KernelCase c(op, 14);
@@ -457,8 +465,16 @@ TEST(CpuMathTest, PowSpecialCasesWithTensorExponent) {
 TEST(CpuMathTest, PowTensorExponentBroadcasts) {
   std::mt19937 rng(4);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{7}, {7}},          {{2, 3, 17}, {17}},           {{2, 3, 17}, {3, 1}}, {{1}, {2, 9}},
-      {{4, 1, 9}, {5, 1}}, {{2, 3, 4, 5}, {2, 1, 4, 1}}, {{1000}, {1000}},     {{0, 3}, {3}},
+      {{7}, {7}},
+      {{2, 3, 17}, {17}},
+      {{2, 3, 17}, {3, 1}},
+      {{1}, {2, 9}},
+      {{4, 1, 9}, {5, 1}},
+      {{2, 3, 4, 5}, {2, 1, 4, 1}},
+      {{1000}, {1000}},
+      {{0, 3}, {3}},
+      {{2, 3, 5, 16}, {2, 3, 1, 16}},
+      {{2, 3, 1, 8}, {2, 3, 4, 8}},
   };
   for (Isa isa : Isas()) {
     ScopedMaxIsa cap(isa);

@@ -277,20 +277,8 @@ class GlobalPoolKernel final : public Kernel {
         rows, std::max<int64_t>(1, 4096 / (spatial * b) + 1), [&](int64_t begin, int64_t end) {
           float acc[64];
           for (int64_t r = begin; r < end; ++r) {
-            const float* src = px + r * spatial * b;
-            for (int64_t l = 0; l < b; ++l) acc[l] = src[l];
-            for (int64_t s = 1; s < spatial; ++s) {
-              const float* row = src + s * b;
-              if (max_) {
-                // NaN propagates, as in the reference: a NaN row lane replaces acc, and a NaN acc
-                // stays (no comparison with it is true).
-                for (int64_t l = 0; l < b; ++l) {
-                  acc[l] = row[l] > acc[l] || row[l] != row[l] ? row[l] : acc[l];
-                }
-              } else {
-                for (int64_t l = 0; l < b; ++l) acc[l] += row[l];
-              }
-            }
+            // NaN propagates, as in the reference (LanesReduceF32's max rule).
+            LanesReduceF32(max_, px + r * spatial * b, spatial, b, acc);
             const int64_t first_channel = (r % blocks) * b;
             for (int64_t l = 0; l < b; ++l) {
               py[r * b + l] = first_channel + l >= channels ? 0.0f : (max_ ? acc[l] : acc[l] * inv);

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "kernels/cpu/cpu_test_util.h"
@@ -154,6 +155,27 @@ TEST(CpuPoolTest, BlockedPoolMatchesReference) {
       EXPECT_EQ(c.PickedProvider(), "cpu");
       ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-5,
                   fmt::format("{} x [{}] block {}", bc.pool, fmt::join(bc.x, ","), b));
+    }
+  }
+}
+
+TEST(CpuPoolTest, BlockedGlobalPoolsPropagateNan) {
+  // A NaN anywhere in a lane's pixels makes its maximum and its mean NaN, first or later.
+  std::mt19937 rng(7);
+  for (int64_t b : {8, 16}) {
+    for (const char* pool : {"GlobalMaxPool", "GlobalAveragePool"}) {
+      OwnedTensor x = BlockedInput(2, 20, 5, 3, b, rng);
+      float* p = x.data<float>();
+      p[3] = std::numeric_limits<float>::quiet_NaN();          // first pixel, lane 3
+      p[7 * b + 5] = std::numeric_limits<float>::quiet_NaN();  // a later pixel, lane 5
+      p[x.num_elements() - 1 - b] = std::numeric_limits<float>::quiet_NaN();  // last block
+      KernelCase c(std::string(kBlockedPoolOp), 17);
+      c.Domain(std::string(kKilnDomain), 1);
+      c.Input(std::move(x));
+      c.Attr(StringAttr(std::string(kAttrPool), pool));
+      c.Attr(IntAttr(std::string(kAttrBlock), b));
+      c.Attr(IntAttr(std::string(kAttrChannels), 20));
+      ExpectClose(c.Run("cpu"), c.Run("ref"), 1e-5, fmt::format("{} block {}", pool, b));
     }
   }
 }
