@@ -2,6 +2,7 @@
 # The two README commands:
 #   make run    install what is missing, build, generate the demo repository, serve it on :8000
 #   make test   install what is missing, build, run every test (CTest)
+#             (with the `llm` group of scripts/install-deps: the generative-model references)
 # and `make` alone: configure and build into build/ (the binary is build/kiln).
 # `make thread-safety` builds the whole tree (src, tools, tests) with clang++ in build-clang/,
 # where Clang's thread-safety analysis (-Wthread-safety) checks the KILN_GUARDED_BY /
@@ -36,7 +37,8 @@ run: deps
 	@$(MAKE) --no-print-directory build
 	$(BUILD_DIR)/kiln serve --model-repository $(BUILD_DIR)/demo_models --http-port $(HTTP_PORT) $(KILN_ARGS)
 
-test: deps
+test:
+	@scripts/install-deps llm
 	@$(MAKE) --no-print-directory build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 

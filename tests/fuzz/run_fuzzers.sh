@@ -3,7 +3,7 @@
 # Runs every kiln fuzz target for FUZZ_SECONDS (default 60) each, from seed corpora built out of
 # real inputs: ONNX backend test models, the demo requests, gRPC inference requests (protoc
 # --encode from text), repository requests, .npy files, SequenceProto / OptionalProto test data
-# files, config.pbtxt files.
+# files, config.pbtxt files, small GGUF files.
 # Usage: run_fuzzers.sh BUILD_DIR [SECONDS]. Crashes are written to BUILD_DIR/fuzz/crashes/.
 set -euo pipefail
 build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
@@ -91,6 +91,40 @@ prefixed 03 "$testdata/node/test_optional_get_element_sequence/test_data_set_0/i
 config=$(seed config $(find "$build/demo_models" "$root/src/repo" -name '*.pbtxt' 2>/dev/null))
 printf 'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 16 ] } ]\ndynamic_batching { preferred_batch_size: [ 4, 8 ] }\n' \
   > "$config/seed.pbtxt"
+# GGUF: small files with every metadata type, arrays and tensors of several ggml types.
+gguf=$(seed gguf)
+/usr/bin/python3 - "$gguf" <<'PY'
+import struct, sys
+d = sys.argv[1]
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+def kv(key, vtype, payload):
+    return s(key) + struct.pack("<I", vtype) + payload
+def gguf(version, kvs, tensors, alignment=32):
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)) + b"".join(kvs)
+    offset, data = 0, b""
+    for name, ne, gtype, nbytes in tensors:
+        out += s(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+        out += struct.pack("<IQ", gtype, offset)
+        data += bytes((i * 7) % 256 for i in range(nbytes))
+        offset = (offset + nbytes + alignment - 1) // alignment * alignment
+        data += b"\0" * (offset - len(data))
+    out += b"\0" * (-len(out) % alignment)
+    return out + data
+meta = [kv("general.architecture", 8, s("llama")), kv("general.alignment", 4, struct.pack("<I", 32)),
+        kv("u8", 0, b"\x07"), kv("i16", 3, struct.pack("<h", -3)), kv("f32", 6, struct.pack("<f", 0.5)),
+        kv("bool", 7, b"\x01"), kv("u64", 10, struct.pack("<Q", 1 << 40)), kv("f64", 12, struct.pack("<d", 2.5)),
+        kv("tokens", 9, struct.pack("<IQ", 8, 3) + s("<s>") + s("a") + s("\u2581b")),
+        kv("scores", 9, struct.pack("<IQ", 6, 3) + struct.pack("<3f", 0, -1, -2)),
+        kv("types", 9, struct.pack("<IQ", 5, 3) + struct.pack("<3i", 3, 1, 1))]
+tensors = [("token_embd.weight", [32, 3], 2, 3 * 18), ("blk.0.attn_q.weight", [256, 1], 12, 144),
+           ("blk.0.ffn_down.weight", [256, 1], 14, 210), ("output_norm.weight", [32], 0, 128),
+           ("x", [32, 1, 1, 2], 8, 2 * 34), ("h", [4], 1, 8), ("b", [4], 30, 8)]
+open(f"{d}/v3.gguf", "wb").write(gguf(3, meta, tensors))
+open(f"{d}/v2.gguf", "wb").write(gguf(2, meta[:3], tensors[:2]))
+open(f"{d}/meta_only.gguf", "wb").write(gguf(3, meta, []))
+PY
 grpc_infer=$(seed grpc_infer)
 encode() {  # encode NAME TEXT: a ModelInferRequest from protobuf text format
   printf '%s' "$2" | protoc --encode=inference.ModelInferRequest -I"$root/src/server/grpc" \
@@ -104,7 +138,7 @@ status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
     fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
     fuzz_config:"$config" fuzz_binary_section:"$binary" fuzz_http_request:"$http_request" \
-    fuzz_grpc_infer:"$grpc_infer"; do
+    fuzz_grpc_infer:"$grpc_infer" fuzz_gguf:"$gguf"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
