@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Internal interface of llm_matmul.cc and its instruction-set kernels (quant_kernels_*.cc):
+// the activations prepared for one MatMul call (Acts), the tile kernels' signature, and the
+// scalar activation quantizers every path shares, so that the fast paths quantize exactly as
+// the reference does. Not part of the library's API.
+//
+// Tile kernels compute, for rows [r0, r1) and tokens [t0, t1), the partial dot products over
+// columns [c0, c1) and store them to y[t * ldy + r] (accumulate false) or add them (true). They
+// run on the calling thread; llm_matmul.cc splits the work over threads.
+
+#include <cmath>
+#include <cstdint>
+
+#include "llm/ggml_quants.h"
+#include "llm/llm_matmul.h"
+#include "tensor/dtype.h"
+
+namespace kiln::llm::qk {
+
+// Activation rows of one call, converted for the weight type. Token t's data starts at
+// t * <stride>. Every array is zero beyond the real columns up to its stride, and strides keep
+// rows 64-byte aligned, so kernels may read whole vectors past the last column.
+struct Acts {
+  int64_t cols = 0;
+  // Q8_0 codes (Q4_0 / Q8_0 weights) or Q8_K codes (Q4_K / Q6_K weights), int8.
+  const int8_t* qs = nullptr;
+  int64_t qs_stride = 0;  // bytes; a multiple of 64 covering cols
+  // Per block (32 elements for Q8_0, 256 for Q8_K): the scale (Q8_0: the f16-rounded value).
+  const float* d = nullptr;
+  // Q8_0 only, per block: -offset * (sum of the block's codes), offset 8 for Q4_0 weights and
+  // 128 for Q8_0 weights: the correction of the unsigned-weight integer dot products.
+  const int32_t* bias = nullptr;
+  int64_t blk_stride = 0;  // elements of d / bias per token; even, covering cols / block
+  // Q8_K only: the sums of the codes per 16 (bsums16, 16 per super-block) and per 32 (bsums32,
+  // 8 per super-block).
+  const int16_t* bsums16 = nullptr;
+  const int16_t* bsums32 = nullptr;
+  int64_t bsums_stride = 0;  // elements of bsums16 per token (bsums32: half of it)
+  // F32 / F16 / BF16 weights: the activations, rounded to F16 / BF16 for those weights.
+  const float* f = nullptr;
+  int64_t f_stride = 0;
+};
+
+using TileFn = void (*)(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1, int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy);
+
+// Quantizes n elements (a multiple of 32) to Q8_0 codes: q[0..n), d[n/32] (f16-rounded scale),
+// bias[n/32] = -offset * sum of each block's codes. Same results on every path.
+using QuantizeQ8_0Fn = void (*)(const float* x, int64_t n, int offset, int8_t* q, float* d,
+                                int32_t* bias);
+// y[i] = x[i] rounded to F16 (bf16 false) or BF16 (true) and widened back.
+using RoundHalfFn = void (*)(const float* x, int64_t n, bool bf16, float* y);
+
+// Column step of the tile kernels: c0 and c1 must be multiples of it, or c1 == cols.
+constexpr int64_t ColumnStep(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0:
+      return 64;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return 256;
+    default:
+      return 64;
+  }
+}
+
+// One instruction-set family's kernels. Tile(type) is null for a type it has no kernel for.
+namespace scalar {
+TileFn Tile(GgmlType type);
+void QuantizeQ8_0(const float* x, int64_t n, int offset, int8_t* q, float* d, int32_t* bias);
+void RoundHalf(const float* x, int64_t n, bool bf16, float* y);
+}  // namespace scalar
+namespace avx2 {  // AVX2 + FMA + F16C
+TileFn Tile(GgmlType type);
+void QuantizeQ8_0(const float* x, int64_t n, int offset, int8_t* q, float* d, int32_t* bias);
+void RoundHalf(const float* x, int64_t n, bool bf16, float* y);
+}  // namespace avx2
+namespace avx512 {  // AVX-512 F/BW/DQ/VL
+TileFn Tile(GgmlType type);
+void QuantizeQ8_0(const float* x, int64_t n, int offset, int8_t* q, float* d, int32_t* bias);
+// n elements (a multiple of 256) to Q8_K codes, exactly as QuantizeActBlockQ8_K per block.
+void QuantizeQ8_K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums16,
+                  int16_t* bsums32);
+}  // namespace avx512
+namespace avx512vnni {  // AVX-512 F/BW/DQ/VL + VNNI
+TileFn Tile(GgmlType type);
+}  // namespace avx512vnni
+
+// ---------------------------------------------------------------------------------------------
+// Scalar quantizers shared by every path.
+
+// One 32-block of activations to Q8_0 as ggml-cpu's x86 quantize_row_q8_0: amax, d = amax /
+// 127 (stored f16), codes round-half-even(x * (127 / amax)). Returns the f16-rounded d.
+inline float QuantizeActBlockQ8_0(const float* x, int8_t* q, int32_t* sum) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  int32_t s = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int v = static_cast<int>(std::nearbyint(x[j] * id));
+    q[j] = static_cast<int8_t>(v);
+    s += v;
+  }
+  *sum = s;
+  return Float16ToFloat(FloatToFloat16(d));
+}
+
+// One 256-block of activations to Q8_K as quantize_row_q8_K_ref (QuantizeRow kQ8_K): codes,
+// returns d; bsums16[16], bsums32[8].
+inline float QuantizeActBlockQ8_K(const float* x, int8_t* q, int16_t* bsums16, int16_t* bsums32) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < 256; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  float d = 0.0f;
+  if (amax == 0.0f) {
+    for (int j = 0; j < 256; ++j) q[j] = 0;
+  } else {
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 256; ++j) {
+      const int v = static_cast<int>(std::nearbyint(iscale * x[j]));
+      q[j] = static_cast<int8_t>(v < 127 ? v : 127);
+    }
+    d = 1.0f / iscale;
+  }
+  for (int g = 0; g < 16; ++g) {
+    int s = 0;
+    for (int l = 0; l < 16; ++l) s += q[16 * g + l];
+    bsums16[g] = static_cast<int16_t>(s);
+  }
+  for (int g = 0; g < 8; ++g) {
+    bsums32[g] = static_cast<int16_t>(bsums16[2 * g] + bsums16[2 * g + 1]);
+  }
+  return d;
+}
+
+// The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a Q4_K block's packed `scales`, as
+// 16 bytes built from its three 32-bit words (UnpackQ4KScales, four bytes at a time).
+inline void UnpackQ4KScales16(const uint8_t* s, uint32_t out[4]) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, s, 4);
+  __builtin_memcpy(&w1, s + 4, 4);
+  __builtin_memcpy(&w2, s + 8, 4);
+  constexpr uint32_t k6 = 0x3f3f3f3fu, k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+  out[0] = w0 & k6;                                     // sc[0..3]
+  out[1] = (w2 & k4) | (((w0 >> 6) & k2) << 4);         // sc[4..7]
+  out[2] = w1 & k6;                                     // m[0..3]
+  out[3] = ((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4);  // m[4..7]
+}
+
+inline float HalfToF32(const void* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return Float16ToFloat(Float16{h});
+}
+
+}  // namespace kiln::llm::qk
