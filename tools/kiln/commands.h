@@ -3,8 +3,11 @@
 // The `kiln` subcommands. Each Add*Command registers its CLI11 subcommand and flags; the returned
 // callback runs it and returns the process exit code. main.cc wires them together.
 
+#include <cstdint>
 #include <functional>
 #include <string>
+
+#include "base/status.h"
 
 namespace CLI {
 class App;
@@ -32,5 +35,24 @@ CommandMain AddValidateCommand(CLI::App& app);
 CommandMain AddServeCommand(CLI::App& app);
 // `kiln bench -m MODEL ...`: the load generator (closed and open loop, HTTP and gRPC).
 CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv);
+// `kiln profile MODEL.gguf` (or a Hugging Face checkpoint directory): the decoder engine's
+// prompt processing, token generation and batched decode speed, with per-kernel times
+// (llm_profile.cc).
+struct LlmProfileOptions {
+  std::string model;
+  int threads = 0;
+  int64_t prompt_tokens = 512;
+  int64_t gen_tokens = 128;
+  int64_t parallel = 16;
+  int64_t parallel_prompt_tokens = 32;
+  int64_t batch_size = 512;
+  int repetitions = 3;
+  int warmup = 4;
+  bool json = false;
+};
+Status ProfileLlm(const LlmProfileOptions& options);
+
+// `kiln generate MODEL.gguf --prompt TEXT ...`: continue a prompt with a generative model.
+CommandMain AddGenerateCommand(CLI::App& app);
 
 }  // namespace kiln::tools

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -65,7 +66,15 @@ struct ProfileOptions {
   std::vector<std::string> disabled_passes;
   std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
   InputFileFlags input_files;             // inputs fed from files; the others are random
+  LlmProfileOptions llm;                  // generative models (llm_profile.cc)
 };
+
+// A generative model: a .gguf file or a directory with config.json (a Hugging Face checkpoint).
+bool IsGenerativeModel(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
+  std::ifstream config(path + "/config.json");
+  return config.good();
+}
 
 // A "VmRSS" / "VmHWM" line of /proc/self/status in bytes; 0 where unavailable.
 uint64_t ProcStatusBytes(const std::string& key) {
@@ -389,7 +398,9 @@ CommandMain AddProfileCommand(CLI::App& app) {
       "profile",
       "Time a model on random inputs or inputs from files: latency percentiles, throughput, "
       "memory plan, per-node table, Chrome trace");
-  cmd->add_option("model", opt->model, "ONNX model file")->required();
+  cmd->add_option("model", opt->model,
+                  "ONNX model file, or a generative model (GGUF file or Hugging Face directory)")
+      ->required();
   cmd->add_option("--batch", opt->batch,
                   "Batch size: replaces a symbolic first dim of the random inputs")
       ->check(CLI::PositiveNumber)
@@ -425,7 +436,41 @@ CommandMain AddProfileCommand(CLI::App& app) {
                 "compare");
   cmd->add_option("--trace", opt->trace,
                   "Write a Chrome trace (JSON; chrome://tracing or ui.perfetto.dev) to this file");
+  auto* llm = cmd->add_option_group("generative models", "For a GGUF file or HF directory");
+  llm->add_option("--prompt-tokens", opt->llm.prompt_tokens, "Prompt-processing tokens (pp)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  llm->add_option("--gen-tokens", opt->llm.gen_tokens, "Decode steps (tg)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  llm->add_option("--parallel", opt->llm.parallel,
+                  "Sequences decoded together in the batched-decode test (1: skip it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  llm->add_option("--parallel-prompt-tokens", opt->llm.parallel_prompt_tokens,
+                  "Prompt tokens of each batched-decode sequence")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  llm->add_option("--batch-size", opt->llm.batch_size, "Prompt tokens per step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  llm->add_option("--repetitions", opt->llm.repetitions,
+                  "Runs of each test (the median is reported)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   return [opt] {
+    if (IsGenerativeModel(opt->model)) {
+      opt->llm.model = opt->model;
+      opt->llm.threads = opt->threads;
+      opt->llm.json = opt->json;
+      opt->llm.warmup = std::max(opt->warmup, 1);
+      Status s = ProfileLlm(opt->llm);
+      if (!s.ok()) {
+        std::fprintf(stderr, "kiln profile: %s\n", s.message().c_str());
+        return 1;
+      }
+      return 0;
+    }
     Status s = Profile(*opt);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln profile: %s\n", s.message().c_str());
