@@ -10,7 +10,7 @@ and a 512-token SentencePiece-style ("llama") vocabulary: <unk> <s> </s>, the 25
 is noise; what matters is that each token costs what a small real model's does (the default,
 768 wide, 8 layers, 51 M parameters: 102 MB of F16 weights read per token).
 
-Format (GGUF v3, little-endian): "GGUF", uint32 version, uint64 tensor count, uint64 key-value
+Format (GGUF v3, little-endian; tests/llm/gguf_writer.py encodes it): "GGUF", uint32 version, uint64 tensor count, uint64 key-value
 count; the key-value pairs (string key, uint32 value type, value; strings are a uint64 length and
 UTF-8 bytes; arrays a uint32 element type, a uint64 count and the elements); one record per tensor
 (name, uint32 rank, uint64 dims with ne[0] the innermost, uint32 ggml type, uint64 offset into
@@ -24,42 +24,21 @@ Same arguments, same bytes: the weights come from numpy's seeded generator.
 """
 import argparse
 import os
-import struct
 import sys
 
 import numpy as np
 
-ALIGNMENT = 32
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "llm"))
+import gguf_writer as gw  # noqa: E402  (tests/llm/gguf_writer.py: the GGUF encoding)
 
-# gguf metadata value types
-U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
-_SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
-           BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
+ALIGNMENT = 32
 
 # ggml tensor types
 GGML_F32, GGML_F16 = 0, 1
 
 # llama.cpp token types
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_BYTE = 1, 2, 3, 6
-
-
-def _string(s):
-    b = s.encode("utf-8")
-    return struct.pack("<Q", len(b)) + b
-
-
-def _value(vtype, v):
-    if vtype == STRING:
-        return _string(v)
-    if vtype == ARRAY:
-        etype, items = v
-        out = [struct.pack("<IQ", etype, len(items))]
-        if etype == STRING:
-            out.extend(_string(s) for s in items)
-        else:
-            out.append(np.asarray(items, dtype=np.dtype(_SCALAR[etype])).tobytes())
-        return b"".join(out)
-    return struct.pack(_SCALAR[vtype], v)
 
 
 def vocabulary(size):
@@ -95,31 +74,30 @@ def write_gguf(path, args):
     tokens, scores, types = vocabulary(args.vocab)
 
     arch = "llama"
-    kv = [
-        ("general.architecture", STRING, arch),
-        ("general.name", STRING, "kiln contention random llama"),
-        ("general.alignment", U32, ALIGNMENT),
-        ("general.file_type", U32, 1),  # mostly F16
-        (f"{arch}.context_length", U32, args.context),
-        (f"{arch}.embedding_length", U32, n_embd),
-        (f"{arch}.block_count", U32, n_layer),
-        (f"{arch}.feed_forward_length", U32, n_ff),
-        (f"{arch}.attention.head_count", U32, n_head),
-        (f"{arch}.attention.head_count_kv", U32, n_head_kv),
-        (f"{arch}.rope.dimension_count", U32, head_dim),
-        (f"{arch}.rope.freq_base", F32, 10000.0),
-        (f"{arch}.attention.layer_norm_rms_epsilon", F32, 1e-5),
-        (f"{arch}.vocab_size", U32, args.vocab),
-        ("tokenizer.ggml.model", STRING, "llama"),
-        ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
-        ("tokenizer.ggml.scores", ARRAY, (F32, scores)),
-        ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
-        ("tokenizer.ggml.unknown_token_id", U32, 0),
-        ("tokenizer.ggml.bos_token_id", U32, 1),
-        ("tokenizer.ggml.eos_token_id", U32, 2),
-        ("tokenizer.ggml.add_bos_token", BOOL, True),
-        ("tokenizer.ggml.add_eos_token", BOOL, False),
-    ]
+    w = gw.GGUFWriter(alignment=ALIGNMENT)
+    w.add_string("general.architecture", arch)
+    w.add_string("general.name", "kiln contention random llama")
+    w.add_uint32("general.alignment", ALIGNMENT)
+    w.add_uint32("general.file_type", 1)  # mostly F16
+    w.add_uint32(f"{arch}.context_length", args.context)
+    w.add_uint32(f"{arch}.embedding_length", n_embd)
+    w.add_uint32(f"{arch}.block_count", n_layer)
+    w.add_uint32(f"{arch}.feed_forward_length", n_ff)
+    w.add_uint32(f"{arch}.attention.head_count", n_head)
+    w.add_uint32(f"{arch}.attention.head_count_kv", n_head_kv)
+    w.add_uint32(f"{arch}.rope.dimension_count", head_dim)
+    w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_uint32(f"{arch}.vocab_size", args.vocab)
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", gw.STRING, tokens)
+    w.add_array("tokenizer.ggml.scores", gw.FLOAT32, scores)
+    w.add_array("tokenizer.ggml.token_type", gw.INT32, types)
+    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.add_bool("tokenizer.ggml.add_bos_token", True)
+    w.add_bool("tokenizer.ggml.add_eos_token", False)
 
     # (name, ggml dims ne[0..], ggml type); weights are [in, out] in ggml's order.
     specs = [("token_embd.weight", (n_embd, args.vocab), GGML_F16)]
@@ -139,41 +117,22 @@ def write_gguf(path, args):
     specs += [("output_norm.weight", (n_embd,), GGML_F32),
               ("output.weight", (n_embd, args.vocab), GGML_F16)]
 
-    def nbytes(dims, gtype):
-        return int(np.prod(dims)) * (4 if gtype == GGML_F32 else 2)
-
-    def pad(n):
-        return (ALIGNMENT - n % ALIGNMENT) % ALIGNMENT
-
-    header = [b"GGUF", struct.pack("<IQQ", 3, len(specs), len(kv))]
-    for key, vtype, v in kv:
-        header += [_string(key), struct.pack("<I", vtype), _value(vtype, v)]
-    offset = 0
-    for name, dims, gtype in specs:
-        header += [_string(name), struct.pack("<I", len(dims)),
-                   struct.pack(f"<{len(dims)}Q", *dims), struct.pack("<IQ", gtype, offset)]
-        offset += nbytes(dims, gtype)
-        offset += pad(offset)
-    head = b"".join(header)
-
+    # The data is drawn while writing, tensor by tensor in file order (same seed, same bytes).
     rng = np.random.default_rng(args.seed)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(head + b"\0" * pad(len(head)))
-        for name, dims, gtype in specs:
-            shape = tuple(reversed(dims))  # numpy's C order: the last axis is ne[0]
-            if len(dims) == 1:
-                data = np.ones(shape, dtype=np.float32)
-            else:
-                scale = 1.0 / np.sqrt(dims[0])  # keeps activations near unit size
-                if name == "token_embd.weight":
-                    scale = 1.0
-                data = (rng.standard_normal(shape, dtype=np.float32) * scale).astype(
-                    np.float32 if gtype == GGML_F32 else np.float16)
-            raw = data.tobytes()
-            assert len(raw) == nbytes(dims, gtype)
-            f.write(raw + b"\0" * pad(len(raw)))
-    os.replace(tmp, path)
+
+    def tensor_data(name, dims, gtype):
+        shape = tuple(reversed(dims))  # numpy's C order: the last axis is ne[0]
+        if len(dims) == 1:
+            return np.ones(shape, dtype=np.float32)
+        scale = 1.0 / np.sqrt(dims[0])  # keeps activations near unit size
+        if name == "token_embd.weight":
+            scale = 1.0
+        return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(
+            np.float32 if gtype == GGML_F32 else np.float16)
+
+    for name, dims, gtype in specs:
+        w.add_tensor(name, dims, gtype, lambda n=name, d=dims, g=gtype: tensor_data(n, d, g))
+    w.write(path)
     params = sum(int(np.prod(d)) for _, d, _ in specs)
     return params
 

@@ -22,6 +22,9 @@ namespace {
 __attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* data, int64_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i < n; i += 16) {
+    // Software prefetch 2 KiB ahead: the hardware prefetchers alone leave bandwidth unused on
+    // some CPUs (kiln's decode kernels prefetch the same way).
+    _mm_prefetch(reinterpret_cast<const char*>(data + i) + 2048, _MM_HINT_T0);
     a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)));
     a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 4)));
     a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 8)));
@@ -36,6 +39,7 @@ __attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* data, int64_t n
 uint64_t SumPlain(const uint64_t* data, int64_t n) {
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for (int64_t i = 0; i < n; i += 4) {
+    _mm_prefetch(reinterpret_cast<const char*>(data + i) + 2048, _MM_HINT_T0);
     s0 += data[i];
     s1 += data[i + 1];
     s2 += data[i + 2];

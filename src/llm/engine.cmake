@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: Apache-2.0
+# The decoder model (architectures, weight binding), the engine (one forward step over a
+# flattened batch on the paged KV cache) and sampling: kiln_llm, the whole of src/llm.
+add_library(kiln_llm STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/model.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/engine.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/sampling.cc)
+target_link_libraries(kiln_llm PUBLIC kiln_llm_formats kiln_llm_quants kiln_llm_tokenizer
+  kiln_llm_chat_template kiln_llm_kv kiln_kernels kiln_base simdjson::simdjson)
+# bench/llm/run.py's read-bandwidth probe (the limit token generation is measured against).
+add_executable(kiln_read_bandwidth ${CMAKE_SOURCE_DIR}/bench/llm/read_bandwidth.cc)
+target_link_libraries(kiln_read_bandwidth PRIVATE OpenMP::OpenMP_CXX)
+
+if(KILN_BUILD_TESTS)
+  # Runs on the test models of the fixture llm_test_models (tests/llm/CMakeLists.txt).
+  add_executable(llm_engine_test ${CMAKE_CURRENT_SOURCE_DIR}/engine_test.cc)
+  target_link_libraries(llm_engine_test PRIVATE kiln_llm GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(llm_engine_test DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED llm_models LABELS "llm"
+               ENVIRONMENT "KILN_LLM_TEST_MODELS=${CMAKE_BINARY_DIR}/llm-test-models")
+endif()
