@@ -181,8 +181,9 @@ Status ProfileLlm(const LlmProfileOptions& o) {
     rows.push_back(row);
   }
   // Token generation, one sequence, and batched decode.
-  for (int64_t width : {int64_t{1}, o.parallel}) {
-    if (width <= 0 || (width == o.parallel && o.parallel <= 1)) continue;
+  std::vector<int64_t> widths = {1};
+  if (o.parallel > 1) widths.push_back(o.parallel);
+  for (int64_t width : widths) {
     Row row;
     row.name = width == 1 ? fmt::format("tg{}", o.gen_tokens)
                           : fmt::format("tg{} x{} sequences", o.gen_tokens, width);
