@@ -109,8 +109,10 @@ TEST_P(EngineTest, ChunkedPrefillMatchesOneStep) {
   const std::vector<float> one = RunAlone(*e, tokens, 45);
   const std::vector<float> chunked = RunAlone(*e, tokens, 7);
   const std::vector<float> decode = RunAlone(*e, tokens, 1);
-  EXPECT_LT(MaxAbsDiff(one.data(), chunked.data(), static_cast<int64_t>(one.size())), Tolerance(*model_));
-  EXPECT_LT(MaxAbsDiff(one.data(), decode.data(), static_cast<int64_t>(one.size())), Tolerance(*model_));
+  EXPECT_LT(MaxAbsDiff(one.data(), chunked.data(), static_cast<int64_t>(one.size())),
+            Tolerance(*model_));
+  EXPECT_LT(MaxAbsDiff(one.data(), decode.data(), static_cast<int64_t>(one.size())),
+            Tolerance(*model_));
 }
 
 TEST_P(EngineTest, MixedBatchMatchesSequencesAlone) {
