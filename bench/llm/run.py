@@ -12,8 +12,9 @@ For each model file, kiln (`kiln profile MODEL.gguf --json`) and llama.cpp (node
 
 and the table gives each engine's median over the rounds and kiln / llama.cpp. Token generation
 is bound by memory bandwidth, so the script measures the machine's read bandwidth
-(kiln_read_bandwidth, a STREAM-like read loop on the same threads) and reports, for kiln's tg
-rows, tokens/s x bytes read per token / bandwidth (bytes per token: the weight matrices, the
+(kiln_read_bandwidth, a STREAM-like read loop on the same threads) (in every round, the
+median taken: a virtual machine's bandwidth drifts) and reports, for the tg rows,
+tokens/s x bytes read per token / bandwidth (bytes per token: the weight matrices, the
 token embedding's one row excepted). Memory: kiln's resident set after the run against the file
 size plus the KV cache.
 
@@ -98,14 +99,19 @@ def main():
         files[t] = path
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    bw = float(subprocess.run([args.bandwidth_probe, "1024", "10"], check=True,
-                              capture_output=True, text=True, env=env).stdout.strip())
-    print(f"read bandwidth: {bw:.2f} GB/s ({args.threads} threads)", file=sys.stderr)
+
+    def bandwidth():
+        return float(subprocess.run([args.bandwidth_probe, "1024", "10"], check=True,
+                                    capture_output=True, text=True, env=env).stdout.strip())
+    # The probe runs in every round too (a virtual machine's bandwidth drifts); the shares use
+    # the median of all its runs.
+    bws = [bandwidth()]
 
     results = {}
     for t, path in files.items():
         kiln_rows, peer_rows, kiln_meta = {}, {}, None
         for r in range(args.rounds):
+            bws.append(bandwidth())
             k = run_json([args.kiln, "profile", path, "--json", "--threads", str(args.threads),
                           "--prompt-tokens", str(args.pp), "--gen-tokens", str(args.tg),
                           "--parallel", str(args.parallel), "--repetitions", "1"], env)
@@ -121,6 +127,7 @@ def main():
             print(f"{t} round {r + 1}: kiln {k['rows']} llama.cpp {p['rows']}", file=sys.stderr,
                   flush=True)
         bytes_per_token = kiln_meta["weight_bytes"] - kiln_meta.get("embedding_bytes", 0)
+        bw = statistics.median(bws)
         rows = []
         for test in kiln_rows:
             kv = statistics.median(kiln_rows[test])
@@ -134,11 +141,21 @@ def main():
                       "bytes_per_token": bytes_per_token, "kv_bytes": kiln_meta["kv_bytes"],
                       "rss_bytes": kiln_meta["rss_bytes"],
                       "peak_rss_bytes": kiln_meta["peak_rss_bytes"], "rows": rows}
+    bw = statistics.median(bws)
+    for res in results.values():  # shares against the median of every probe
+        for row in res["rows"]:
+            if "bandwidth_share" in row:
+                row["bandwidth_share"] = row["kiln"] * res["bytes_per_token"] / (bw * 1e9)
+                row["llama.cpp_bandwidth_share"] = (row["llama.cpp"] * res["bytes_per_token"] /
+                                                    (bw * 1e9))
+    print(f"read bandwidth: median {bw:.2f} GB/s of {len(bws)} probes "
+          f"({min(bws):.2f}..{max(bws):.2f})", file=sys.stderr)
 
     lines = [f"# kiln vs llama.cpp: decoder engine ({args.shape} shape)", "",
              f"- commit {commit()}, CPU {cpu_name()}, {args.threads} threads, "
              f"{args.rounds} interleaved rounds (medians)",
-             f"- read bandwidth {bw:.2f} GB/s (kiln_read_bandwidth)",
+             f"- read bandwidth {bw:.2f} GB/s: the median of {len(bws)} runs of kiln_read_bandwidth "
+             f"(one per round and type, {min(bws):.2f}..{max(bws):.2f})",
              f"- command: `bench/llm/run.py --shape {args.shape} --types {args.types} "
              f"--threads {args.threads} --rounds {args.rounds}`", "",
              "| type | test | kiln tokens/s | llama.cpp tokens/s | kiln / llama.cpp | "
@@ -168,7 +185,8 @@ def main():
             f.write(text)
         with open(os.path.join(out_dir, stem + ".json"), "w") as f:
             json.dump({"commit": commit(), "cpu": cpu_name(), "threads": args.threads,
-                       "bandwidth_gbs": bw, "results": results}, f, indent=1)
+                       "bandwidth_gbs": bw, "bandwidth_probes_gbs": bws, "results": results},
+                      f, indent=1)
         print(f"wrote bench/results/{stem}.md", file=sys.stderr)
 
 
