@@ -42,6 +42,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vocab  # noqa: E402  (node_binary: the Node.js install-deps chose)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 PROMPTS = [
@@ -53,7 +56,11 @@ PROMPTS = [
 
 
 def run_llamacpp(model, prompt, n, top=0):
-    cmd = ["node", os.path.join(HERE, "llamacpp.mjs"), model, "--prompt", prompt, "--n", str(n),
+    node = vocab.node_binary()
+    if node is None:
+        print("check_llamacpp: Node.js not found (scripts/install-deps llm); skipping")
+        sys.exit(77)
+    cmd = [node, os.path.join(HERE, "llamacpp.mjs"), model, "--prompt", prompt, "--n", str(n),
            "--threads", "2", "--kv-type", "f32"]
     if top:
         cmd += ["--logits", str(top)]

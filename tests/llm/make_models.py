@@ -523,7 +523,8 @@ def _llamacpp(path, prompt, n, kv_type, extra=()):
     """llamacpp.mjs's JSON, or None when node-llama-cpp is not installed."""
     import subprocess
     here = os.path.dirname(os.path.abspath(__file__))
-    cmd = ["node", os.path.join(here, "llamacpp.mjs"), path, "--prompt", prompt, "--n", str(n),
+    import vocab as vocab_mod
+    cmd = [vocab_mod.node_binary() or "node", os.path.join(here, "llamacpp.mjs"), path, "--prompt", prompt, "--n", str(n),
            "--kv-type", kv_type, *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode == 77:

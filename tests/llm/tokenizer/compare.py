@@ -121,7 +121,7 @@ def main():
             print("FAIL", f)
         return 1
 
-    node = shutil.which("node")
+    node = vocab.node_binary()
     if node is None:
         skip("node not found")
     if not vocab.available():
