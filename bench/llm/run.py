@@ -38,6 +38,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "llm"))
+import vocab  # noqa: E402  (node_binary: the Node.js scripts/install-deps llm chose)
 
 
 def cpu_name():
@@ -118,7 +120,8 @@ def main():
             kiln_meta = k
             for row in k["rows"]:
                 kiln_rows.setdefault(row["test"], []).append(row["tokens_per_s"])
-            p = run_json(["node", os.path.join(ROOT, "bench", "llm", "llamacpp_bench.mjs"),
+            p = run_json([vocab.node_binary() or "node",
+                          os.path.join(ROOT, "bench", "llm", "llamacpp_bench.mjs"),
                           "--model", path, "--threads", str(args.threads), "--pp", str(args.pp),
                           "--tg", str(args.tg), "--parallel", str(args.parallel),
                           "--repetitions", "1", "--node-dir", args.node_dir], env)
