@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Part 4, chat_template: the Jinja2 subset that renders models' chat templates (value model and
+# The Jinja2 subset that renders models' chat templates (value model and
 # JSON, lexer and parser, evaluator) behind ChatTemplate. Included by src/llm/CMakeLists.txt.
 add_library(kiln_llm_chat_template STATIC)
 target_sources(kiln_llm_chat_template PRIVATE

@@ -18,4 +18,10 @@ if(KILN_BUILD_TESTS)
   gtest_discover_tests(llm_engine_test DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED llm_models LABELS "llm"
                ENVIRONMENT "KILN_LLM_TEST_MODELS=${CMAKE_BINARY_DIR}/llm-test-models")
+  # And whole at every lower ISA level: the step's numerics with the AVX2 and scalar kernels.
+  kiln_test_at_isa_levels(NAME llm_engine_test COMMAND $<TARGET_FILE:llm_engine_test>)
+  foreach(level avx512 avx2 scalar)
+    set_tests_properties(llm_engine_test@${level} PROPERTIES FIXTURES_REQUIRED llm_models
+      ENVIRONMENT "KILN_LLM_TEST_MODELS=${CMAKE_BINARY_DIR}/llm-test-models")
+  endforeach()
 endif()

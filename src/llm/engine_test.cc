@@ -97,10 +97,12 @@ double MaxAbsDiff(const float* a, const float* b, int64_t n) {
 // summation-order rounding. Half weights round the activations to 16 bits before the dot
 // products, and the prompt (tiled) and decode kernels sum in different orders, so a last-bit
 // difference upstream can move an activation across a 16-bit rounding boundary: about 1e-3 of
-// the logits' scale.
+// the logits' scale for F16 (11-bit mantissa), 8 times that for BF16 (8 bits; measured 1.3e-2
+// with the AVX2 kernels).
 double Tolerance(const Model& m) {
   const std::string& t = m.config().file_type;
-  return t == "f16" || t == "bf16" ? 1e-2 : 2e-4;
+  if (t == "bf16") return 4e-2;
+  return t == "f16" ? 1e-2 : 2e-4;
 }
 
 TEST_P(EngineTest, ChunkedPrefillMatchesOneStep) {

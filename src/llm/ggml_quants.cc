@@ -322,41 +322,10 @@ void QuantQ6_K(const float* x, BlockQ6_K* b, int64_t nb) {
   }
 }
 
-// The names of the types this file handles (ggml's spelling); GgmlTypeName lives in the
-// formats library, which this one does not depend on.
+// ggml's name of the type, or "type N" for a number without one.
 std::string TypeLabel(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return "f32";
-    case GgmlType::kF16:
-      return "f16";
-    case GgmlType::kBF16:
-      return "bf16";
-    case GgmlType::kQ4_0:
-      return "q4_0";
-    case GgmlType::kQ4_1:
-      return "q4_1";
-    case GgmlType::kQ5_0:
-      return "q5_0";
-    case GgmlType::kQ5_1:
-      return "q5_1";
-    case GgmlType::kQ8_0:
-      return "q8_0";
-    case GgmlType::kQ2_K:
-      return "q2_K";
-    case GgmlType::kQ3_K:
-      return "q3_K";
-    case GgmlType::kQ4_K:
-      return "q4_K";
-    case GgmlType::kQ5_K:
-      return "q5_K";
-    case GgmlType::kQ6_K:
-      return "q6_K";
-    case GgmlType::kQ8_K:
-      return "q8_K";
-    default:
-      return fmt::format("type {}", static_cast<uint32_t>(type));
-  }
+  const std::string_view name = GgmlTypeName(type);
+  return name.empty() ? fmt::format("type {}", static_cast<uint32_t>(type)) : std::string(name);
 }
 
 Status CheckRow(GgmlType type, int64_t n, const char* what) {

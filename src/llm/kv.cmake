@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Part 5, kv: the paged KV cache (block manager and storage), paged attention and the decoder's
+# The paged KV cache (block manager and storage), paged attention and the decoder's
 # small row-wise ops (RMSNorm, RoPE, SwiGLU). Included by src/llm/CMakeLists.txt.
 add_library(kiln_llm_kv STATIC)
 target_sources(kiln_llm_kv PRIVATE

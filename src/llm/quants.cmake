@@ -17,7 +17,7 @@ set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/quant_kernels_avx512.cc
 set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/quant_kernels_avx512vnni.cc
   TARGET_DIRECTORY kiln_llm_quants
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mfma;-mf16c;-mavx512vnni")
-target_link_libraries(kiln_llm_quants PUBLIC kiln_base kiln_tensor kiln_kernels)
+target_link_libraries(kiln_llm_quants PUBLIC kiln_llm_types kiln_base kiln_tensor kiln_kernels)
 
 kiln_test(llm_quants_test ISA_LEVELS
   SOURCES
