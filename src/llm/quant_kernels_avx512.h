@@ -196,11 +196,14 @@ struct Q0x4 {
             uint16_t h;
             std::memcpy(&h, blk, 2);
             dbits |= static_cast<uint64_t>(h) << (16 * i);
+            // Row i's quants go to 128-bit lane i (a masked broadcast: the lane index need not
+            // be a compile-time constant, as _mm512_inserti32x4's must).
+            const __mmask16 lane = static_cast<__mmask16>(0xF << (4 * i));
             const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-            qa = i == 0 ? _mm512_zextsi128_si512(lo) : _mm512_inserti32x4(qa, lo, i);
+            qa = _mm512_mask_broadcast_i32x4(qa, lane, lo);
             if constexpr (kQ8) {
               const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
-              qb = i == 0 ? _mm512_zextsi128_si512(hi) : _mm512_inserti32x4(qb, hi, i);
+              qb = _mm512_mask_broadcast_i32x4(qb, lane, hi);
             }
           }
           dwv[g] = _mm512_permutexvar_ps(
