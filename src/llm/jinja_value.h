@@ -50,7 +50,7 @@ struct ListData {
 class DictData {
  public:
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below Value (pair<Value, Value> needs it complete)
   // nullptr when absent. Keys compare with Python's == (1 == 1.0 == True).
   const Value* Find(const Value& key) const;
   const Value* FindString(std::string_view key) const;
@@ -229,5 +229,7 @@ void AppendUpper(std::string& out, char32_t cp);
 void AppendLower(std::string& out, char32_t cp);
 // Python's str.strip()/lstrip()/rstrip() without arguments (Unicode whitespace).
 std::string_view PyStrip(std::string_view s, bool left, bool right);
+
+inline size_t DictData::size() const { return items_.size(); }
 
 }  // namespace kiln::llm::jinja
