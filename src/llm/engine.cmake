@@ -4,12 +4,22 @@
 add_library(kiln_llm STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/engine.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/sampling.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/prompt.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/sampling.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/stop_strings.cc)
 target_link_libraries(kiln_llm PUBLIC kiln_llm_formats kiln_llm_quants kiln_llm_tokenizer
   kiln_llm_chat_template kiln_llm_kv kiln_kernels kiln_base simdjson::simdjson)
 # bench/llm/run.py's read-bandwidth probe (the limit token generation is measured against).
 add_executable(kiln_read_bandwidth ${CMAKE_SOURCE_DIR}/bench/llm/read_bandwidth.cc)
 target_link_libraries(kiln_read_bandwidth PRIVATE OpenMP::OpenMP_CXX)
+
+# Sampling (penalties, bias, min_tokens, top-k/p, min-p, logprobs, seeds) and the stop-string
+# filter: hand-computed expectations on small vocabularies, no model.
+kiln_test(llm_sampling_test
+  SOURCES
+    ${CMAKE_CURRENT_SOURCE_DIR}/sampling_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/stop_strings_test.cc
+  LIBS kiln_llm)
 
 if(KILN_BUILD_TESTS)
   # Runs on the test models of the fixture llm_test_models (tests/llm/CMakeLists.txt).

@@ -67,6 +67,7 @@ class Engine {
 
   const Model& model() const { return model_; }
   KvCache& kv_cache() { return *cache_; }
+  const KvCache& kv_cache() const { return *cache_; }
   int64_t context_length() const { return context_length_; }
 
   // Runs one step. `copies` (from BlockManager::Reserve) are executed first. logits must hold

@@ -32,6 +32,7 @@
 #include "llm/chat_template.h"
 #include "llm/engine.h"
 #include "llm/model.h"
+#include "llm/prompt.h"
 #include "llm/sampling.h"
 #include "llm/tokenizer.h"
 #include "tensor/npy.h"
@@ -116,18 +117,9 @@ Result<std::vector<int32_t>> PromptIds(const GenerateOptions& o, const llm::Mode
     KILN_ASSIGN_OR_RETURN(std::string messages, ReadText(o.messages));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<llm::ChatTemplate> tmpl,
                           llm::ChatTemplate::Parse(model.chat_template()));
-    llm::ChatRenderOptions render;
-    render.add_generation_prompt = true;
-    const std::string bos = tok.bos_id() >= 0 ? std::string(tok.Piece(tok.bos_id())) : "";
-    render.bos_token = bos;
-    render.eos_token = tok.eos_id() >= 0 ? std::string(tok.Piece(tok.eos_id())) : "";
-    Result<std::string> rendered = tmpl->RenderJson(messages, render);
-    if (!rendered.ok()) return rendered.status().WithContext("'" + o.messages + "'");
-    const std::string& text = *rendered;
-    // The template writes the BOS text itself when the model wants one; add it only when not.
-    const bool has_bos = !bos.empty() && text.rfind(bos, 0) == 0;
-    KILN_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
-                          tok.Encode(text, /*add_special=*/!has_bos, /*parse_special=*/true));
+    Result<std::vector<int32_t>> ids =
+        llm::ChatPromptIds(model, *tmpl, messages, /*add_generation_prompt=*/true);
+    if (!ids.ok()) return ids.status().WithContext("'" + o.messages + "'");
     return ids;
   }
   return tok.Encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
@@ -211,7 +203,13 @@ int RunGenerate(const GenerateOptions& o) {
   }
   const double prompt_s = Seconds(prompt_start, Clock::now());
 
-  llm::Sampler sampler({o.temperature, o.top_k, o.top_p, o.seed});
+  llm::SamplingParams sampling;
+  sampling.temperature = o.temperature;
+  sampling.top_k = o.top_k;
+  sampling.top_p = o.top_p;
+  sampling.seed = o.seed;
+  llm::Sampler sampler(sampling, static_cast<int32_t>(c.vocab));
+  sampler.SetPrompt(*prompt);
   llm::IncrementalDetokenizer detok(model.tokenizer());
   std::string text;
   std::vector<int32_t> generated;
@@ -221,6 +219,7 @@ int RunGenerate(const GenerateOptions& o) {
     const int32_t next = sampler.Sample(logits);
     const bool eog = model.tokenizer().IsEog(next);
     if (eog && !o.ignore_eos) break;
+    sampler.Accept(next);
     generated.push_back(next);
     all.push_back(next);
     const std::string piece = detok.Push(next);
