@@ -36,6 +36,7 @@
 #include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
 #include "repo/model_runner.h"
+#include "repo/served_model.h"
 #include "sched/batcher.h"
 #include "sched/instance_options.h"
 #include "sched/request.h"
@@ -56,7 +57,7 @@ FailureReason EnqueueFailureReason(const Status& refused);
 // Bytes of the graph's initializers (the top-level graph's constant values: the weights).
 uint64_t GraphWeightBytes(const Graph& graph);
 
-class LoadedModelImpl final : public LoadedModel {
+class LoadedModelImpl final : public ServedModel {
  public:
   // Builds the instances' sessions over `graph` and starts the scheduler. REQUIRES: `config` is
   // complete and validated against `graph` (ValidateModelConfig, ValidateConfigAgainstGraph).
@@ -95,19 +96,19 @@ class LoadedModelImpl final : public LoadedModel {
   // refused by validation or the queue, counts as a success or a failure).
   ModelStatistics Statistics() const override;
   // Zeroes the statistics (after warmup, before the version serves).
-  void ResetStatistics();
+  void ResetStatistics() override;
 
   // Refuses new requests, runs every queued request (each callback is called), then joins the
   // threads. Idempotent; concurrent callers return once the threads are gone.
   // REQUIRES: not called from inside a ResponseSink of this model.
-  void Shutdown();
+  void Shutdown() override;
 
   // Requests accepted but not yet handed to an instance (for tests and stats).
   size_t queued() const;
   size_t PendingRequestCount() const override;
   // Set by the model manager once the version is loaded and warmed up.
   double LoadDurationSeconds() const override;
-  void SetLoadDuration(uint64_t ns);
+  void SetLoadDuration(uint64_t ns) override;
   uint64_t WeightBytes() const override { return weight_bytes_; }
 
  private:

@@ -37,6 +37,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "repo/llm_model.h"
 #include "repo/loaded_model.h"
 #include "repo/model_config.h"
 #include "repo/model_manager_impl.h"
@@ -95,9 +96,9 @@ constexpr std::string_view kControlModeError =
 struct VersionLoad {
   int64_t version = -1;
   Status status;
-  std::shared_ptr<LoadedModelImpl> model;  // set when status is OK
-  bool reused = false;                     // `model` is the version already serving
-  std::string files;                       // the version's fingerprint
+  std::shared_ptr<ServedModel> model;  // set when status is OK
+  bool reused = false;                 // `model` is the version already serving
+  std::string files;                   // the version's fingerprint
 };
 struct ModelLoad {
   Status status;  // model-level failure (config, layout); then `versions` may be empty
@@ -161,8 +162,8 @@ class ModelManagerImpl final : public ModelManager {
   struct VersionEntry {
     ModelState state = ModelState::kUnknown;
     std::string reason;
-    std::shared_ptr<LoadedModelImpl> model;  // set while READY (and during Shutdown's drain)
-    std::string files;                       // fingerprint of the files `model` was loaded from
+    std::shared_ptr<ServedModel> model;  // set while READY (and during Shutdown's drain)
+    std::string files;                   // fingerprint of the files `model` was loaded from
   };
   struct ModelEntry {
     bool should_load = false;
@@ -183,7 +184,7 @@ class ModelManagerImpl final : public ModelManager {
     std::string config_files;
     std::map<int64_t, VersionEntry> ready;  // READY versions with their files
   };
-  using Retired = std::vector<std::shared_ptr<LoadedModelImpl>>;
+  using Retired = std::vector<std::shared_ptr<ServedModel>>;
 
   // Builds every selected version of model `name`. No lock held.
   // `model_dir`: where the model's files are (its repository directory, or the directory of
@@ -322,11 +323,35 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
   // detected from the highest selected version, the one whose graph completes the config.
   std::vector<int64_t> missing;
   const std::vector<int64_t> selected = SelectVersions(config.version_policy(), *found, &missing);
+  const int64_t probe_version = selected.empty() ? found->back() : selected.back();
+  // A generative model: its backend says so, or its version directory holds a GGUF file or a
+  // Hugging Face checkpoint (no config needed).
+  const bool generative = config.backend() == kLlmBackend || config.platform() == kLlmBackend ||
+                          (config.backend().empty() && config.platform().empty() &&
+                           IsGenerativeModelDir(dir / std::to_string(probe_version), config));
   if (!completed) {
-    const int64_t probe_version = selected.empty() ? found->back() : selected.back();
-    Status s = AutoCompleteServerFields(name, dir / std::to_string(probe_version), &config);
+    Status s;
+    if (generative) {
+      if (config.name().empty()) config.set_name(name);
+      if (config.name() != name) {
+        s = Status::InvalidArgument(
+            fmt::format("model '{}': {} names the model '{}', but the model directory is '{}'",
+                        name, kConfigFileName, config.name(), name));
+      }
+      if (s.ok()) s = AutoCompleteLlmConfig(&config);
+    } else {
+      s = AutoCompleteServerFields(name, dir / std::to_string(probe_version), &config);
+    }
     if (s.ok()) s = NormalizeModelConfig(&config, options_.workers_per_model);
     if (!s.ok()) return fail_model(s);
+  }
+  std::optional<LlmServingOptions> llm_options;
+  if (generative) {
+    Result<LlmServingOptions> o = LlmOptionsFromConfig(config);
+    if (!o.ok()) return fail_model(Status::Unavailable(o.status().message()));
+    o->drain_timeout_ns = options_.instance_options.drain_timeout_ns;
+    llm_options = *o;
+    completed = true;
   }
 
   for (int64_t v : missing) {
@@ -365,6 +390,21 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
       }
     }
     const auto load_start = std::chrono::steady_clock::now();
+    if (generative) {
+      Result<std::shared_ptr<LlmModel>> model =
+          LlmModel::Create(version, config, LlmModelPath(dir / std::to_string(version), config),
+                           *llm_options, options_.instance_options);
+      if (!model.ok()) {
+        v.status = Status::Unavailable(model.status().message());
+        continue;
+      }
+      (*model)->SetLoadDuration(
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - load_start)
+                                    .count()));
+      v.model = std::move(model).value();
+      continue;
+    }
     Result<fs::path> path = ResolveModelFile(dir / std::to_string(version), config);
     if (!path.ok()) {
       v.status = Status::Unavailable(path.status().message());
@@ -1012,7 +1052,7 @@ bool ModelManagerImpl::AllModelsReady() const {
 
 void ModelManagerImpl::Shutdown() {
   MutexLock serialize(shutdown_mu_);
-  std::vector<std::shared_ptr<LoadedModelImpl>> models;
+  std::vector<std::shared_ptr<ServedModel>> models;
   std::thread poll_thread;
   {
     MutexLock lock(mu_);

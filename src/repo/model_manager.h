@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "sched/gen_request.h"
 #include "sched/instance_options.h"
 #include "sched/request.h"
 #include "sched/stats.h"
@@ -154,6 +155,21 @@ class LoadedModel {
   void Infer(std::unique_ptr<InferRequest> request, InferCallback done) {
     Infer(std::move(request), CallbackSink(std::move(done)));
   }
+  // Generative models only (docs/generation.md): tokenizes the prompt (or renders the chat
+  // messages with the model's template), queues the sequence with the continuous-batching
+  // scheduler and streams its output to `sink` (sched/gen_request.h). Errors, as
+  // sink->Finish(error) before any chunk: INVALID_ARGUMENT for a bad parameter or a prompt that
+  // does not fit the context (naming both lengths); RESOURCE_EXHAUSTED when the waiting queue is
+  // full; UNAVAILABLE when the model is unloading. A tensor model answers UNIMPLEMENTED.
+  virtual void Generate(std::unique_ptr<GenerateRequest> request,
+                        std::shared_ptr<GenerationSink> sink) {
+    (void)request;
+    sink->Finish(Status::Unimplemented("model '" + name() +
+                                       "' is not a generative model (it has no /generate or "
+                                       "OpenAI completions endpoint)"));
+  }
+  // True for a generative model (Generate works; Infer takes Triton's LLM tensors).
+  virtual bool generative() const { return false; }
   // Cumulative statistics of this version since it was loaded.
   virtual ModelStatistics Statistics() const { return {}; }
   // The complete, normalized config this version runs with (what the ModelConfig RPC returns);

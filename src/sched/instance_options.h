@@ -45,6 +45,9 @@ struct InstanceOptions {
   // BatcherOptions::inline_max_ns: a model whose runs average at most this long runs a request
   // that finds an instance free on the caller's (protocol) thread; 0: never.
   int64_t inline_max_ns = 0;
+  // How long unloading a generative model lets its running sequences finish before it cancels
+  // them (`kiln serve --exit-timeout-secs`).
+  int64_t drain_timeout_ns = 30'000'000'000;
 };
 
 // What PlanInstances decided.

@@ -104,6 +104,9 @@ class ResponseSink {
   virtual void Finish(Result<InferResponse> result) = 0;
   // Partial responses handed to Send and not yet written out by the consumer.
   virtual size_t backlog() const { return 0; }
+  // Whether Send reaches the client (a decoupled stream); false: partial responses are dropped,
+  // so a request that can only stream is refused.
+  virtual bool streaming() const { return false; }
 };
 
 using InferCallback = std::function<void(Result<InferResponse>)>;

@@ -91,6 +91,54 @@ inline const std::vector<double>& BatchSizeBuckets() {
   return kBounds;
 }
 
+// Upper bounds (seconds) of the generation latency histograms (time to first token,
+// inter-token latency, time per output token, end to end): 1 ms .. 640 s.
+inline const std::vector<double>& GenLatencyBucketsSeconds() {
+  static const std::vector<double> kBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                              0.15,  0.2,   0.3,  0.4,  0.5,  0.75, 1,    2.5,
+                                              5,     7.5,   10,   20,   40,   80,   160,  640};
+  return kBounds;
+}
+// Upper bounds of the token-count histograms (prompt and generation lengths): 1 .. 100000.
+inline const std::vector<double>& TokenCountBuckets() {
+  static const std::vector<double> kBounds = {1,   2,    5,    10,   20,    50,    100,   200,
+                                              500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
+  return kBounds;
+}
+
+// Generation statistics of a generative model (docs/metrics.md maps each to vLLM's name).
+struct GenerationStatistics {
+  bool present = false;  // false for tensor models
+  // Per request (successful ones): time to first token, end to end, waiting before the first
+  // step, time per output token ((e2e - ttft) / (tokens - 1)); per token: inter-token latency.
+  Histogram ttft_seconds{GenLatencyBucketsSeconds()};
+  Histogram e2e_seconds{GenLatencyBucketsSeconds()};
+  Histogram queue_seconds{GenLatencyBucketsSeconds()};
+  Histogram tpot_seconds{GenLatencyBucketsSeconds()};
+  Histogram itl_seconds{GenLatencyBucketsSeconds()};
+  Histogram prompt_tokens{TokenCountBuckets()};
+  Histogram generation_tokens{TokenCountBuckets()};
+  Histogram step_seconds{GenLatencyBucketsSeconds()};  // one engine step
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  uint64_t finished_stop = 0;  // requests by finish reason (all choices done)
+  uint64_t finished_length = 0;
+  uint64_t finished_abort = 0;  // cancelled, timed out, cut, failed
+  uint64_t cancellations = 0;   // requests whose client left
+  uint64_t stream_cuts = 0;     // streams cut because the client read too slowly
+  uint64_t preemptions = 0;
+  uint64_t prefix_queries_tokens = 0;
+  uint64_t prefix_hits_tokens = 0;
+  uint64_t steps = 0;
+  // Gauges, read when the statistics are taken.
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t kv_blocks_cached = 0;
+};
+
 struct InferStatistics {
   StatDuration success;         // total time from arrival to response, successful requests
   StatDuration fail;            // total time of failed requests (rejected, timed out, errors)
@@ -124,6 +172,7 @@ struct ModelStatistics {
   Histogram compute_seconds{DurationBucketsSeconds()};
   // Executed batch sizes, one observation per session run; count == execution_count.
   Histogram batch_size{BatchSizeBuckets()};
+  GenerationStatistics generation;
 };
 
 class StatsCollector {

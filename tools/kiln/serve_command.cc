@@ -226,6 +226,7 @@ Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, Model
   mopt.instance_options.intra_op_threads = opt.intra_op_threads;
   mopt.instance_options.inline_max_ns = opt.inline_execution_us * 1000;
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
+  mopt.instance_options.drain_timeout_ns = int64_t{opt.exit_timeout_secs} * 1'000'000'000;
   mopt.instance_options.adapt_threads = !opt.fixed_intra_op_threads;
   if (!opt.allow_thread_oversubscription) {
     // One budget for the runs of every model, for the life of the process (the manager and its

@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: Apache-2.0
+// LlmModel on the random-weight test models (KILN_LLM_TEST_MODELS, the CTest fixture
+// llm_test_models): what continuous batching returns is checked against the engine run alone,
+// one sequence at a time (one prompt step, then one decode step per token, argmax): chunked
+// prefill, batching with other sequences, preemption by recompute and n > 1 must not change a
+// greedy output. Also: stop strings, cancellation returning the KV blocks, the queue limit,
+// refusals, the config parameters.
+#include "repo/llm_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "llm/engine.h"
+#include "llm/model.h"
+#include "llm/sampling.h"
+#include "repo/model_config.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ModelPath(const std::string& file) {
+  const char* dir = std::getenv("KILN_LLM_TEST_MODELS");
+  return dir == nullptr ? std::string() : (fs::path(dir) / file).string();
+}
+
+// Collects one request's chunks; Wait returns its final result.
+class CollectSink final : public GenerationSink {
+ public:
+  void Send(GenChunk chunk) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (chunk.index >= static_cast<int32_t>(text_.size())) {
+      text_.resize(static_cast<size_t>(chunk.index) + 1);
+      ids_.resize(text_.size());
+      finish_.resize(text_.size());
+    }
+    const auto i = static_cast<size_t>(chunk.index);
+    text_[i] += chunk.text;
+    ids_[i].insert(ids_[i].end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    if (chunk.finish_reason.has_value()) finish_[i] = chunk.finish_reason;
+    ++chunks_;
+  }
+  void Finish(Result<GenFinal> result) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = std::move(result);
+    done_ = true;
+    cv_.notify_all();
+  }
+  Result<GenFinal> Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(120), [&] { return done_; })) {
+      return Status::DeadlineExceeded("test sink: no answer in 120 s");
+    }
+    return result_;
+  }
+  bool done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  int chunks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return chunks_;
+  }
+  std::vector<int32_t> ids(size_t choice = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return choice < ids_.size() ? ids_[choice] : std::vector<int32_t>();
+  }
+  std::string text(size_t choice = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return choice < text_.size() ? text_[choice] : std::string();
+  }
+  std::optional<FinishReason> finish(size_t choice = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return choice < finish_.size() ? finish_[choice] : std::nullopt;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> text_;
+  std::vector<std::vector<int32_t>> ids_;
+  std::vector<std::optional<FinishReason>> finish_;
+  int chunks_ = 0;
+  bool done_ = false;
+  Result<GenFinal> result_ = Status::Internal("unset");
+};
+
+// The scheduler's gauges settle just after the last answer (the policy frees a finished
+// sequence after its last chunk was sent): waits until nothing runs and no block is used.
+ModelStatistics SettledStatistics(const LoadedModel& model) {
+  const auto start = std::chrono::steady_clock::now();
+  ModelStatistics s = model.Statistics();
+  while ((s.generation.running != 0 || s.generation.kv_blocks_used != 0) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    s = model.Statistics();
+  }
+  return s;
+}
+
+// The engine alone: the prompt in one step, then one token per step, greedy.
+std::vector<int32_t> GreedyAlone(const std::string& path, const std::vector<int32_t>& prompt,
+                                 int64_t max_tokens) {
+  Result<std::unique_ptr<llm::Model>> model = llm::Model::Load(path);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  llm::EngineOptions eo;
+  eo.kv_budget_bytes = 64 << 20;
+  Result<std::unique_ptr<llm::Engine>> engine = llm::Engine::Create(**model, eo);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  llm::BlockManager& bm = (*engine)->kv_cache().blocks();
+  const int64_t vocab = (*model)->config().vocab;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  std::vector<int32_t> tokens = prompt;
+  llm::SequenceBlocks seq;
+  std::vector<int32_t> out;
+  int64_t pos0 = 0;
+  while (static_cast<int64_t>(out.size()) < max_tokens) {
+    std::vector<llm::BlockCopy> copies;
+    EXPECT_TRUE(bm.Reserve(&seq, static_cast<int64_t>(tokens.size()), &copies).ok());
+    llm::StepSequence step;
+    step.kv = &seq;
+    step.pos0 = pos0;
+    step.tokens = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(pos0));
+    EXPECT_TRUE((*engine)->Forward({&step, 1}, copies, logits.data()).ok());
+    bm.Commit(&seq, tokens, static_cast<int64_t>(tokens.size()));
+    pos0 = static_cast<int64_t>(tokens.size());
+    const int32_t t = llm::Argmax(logits);
+    out.push_back(t);
+    tokens.push_back(t);
+  }
+  return out;
+}
+
+std::vector<int32_t> RandomPrompt(std::mt19937& rng, int64_t len) {
+  std::uniform_int_distribution<int32_t> id(300, 30000);
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (int32_t& t : p) t = id(rng);
+  return p;
+}
+
+inference::ModelConfig Config(const std::string& name) {
+  inference::ModelConfig c;
+  c.set_name(name);
+  EXPECT_TRUE(AutoCompleteLlmConfig(&c).ok());
+  return c;
+}
+
+std::unique_ptr<GenerateRequest> Greedy(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  auto r = std::make_unique<GenerateRequest>();
+  r->prompt_tokens = prompt;
+  r->sampling.temperature = 0;
+  r->sampling.max_tokens = max_tokens;
+  r->sampling.ignore_eos = true;
+  return r;
+}
+
+class LlmModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    path_ = ModelPath(GetParam());
+    if (path_.empty() || !fs::exists(path_)) {
+      GTEST_SKIP() << "test model " << GetParam()
+                   << " missing: set KILN_LLM_TEST_MODELS to make_models.py --preset test's "
+                      "folder";
+    }
+  }
+  std::shared_ptr<LlmModel> Make(const LlmServingOptions& o) {
+    Result<std::shared_ptr<LlmModel>> m = LlmModel::Create(1, Config("m"), path_, o, {});
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? *m : nullptr;
+  }
+  std::string path_;
+};
+
+// Many prompts of mixed lengths at once, with a small token budget (every long prompt is
+// chunked, decodes interleave with prompt chunks): each output equals the engine alone.
+TEST_P(LlmModelTest, BatchedChunkedGreedyEqualsAlone) {
+  std::mt19937 rng(7);
+  const std::vector<int64_t> lengths = {5, 17, 64, 150, 33, 300, 9, 90};
+  constexpr int64_t kNew = 12;
+  std::vector<std::vector<int32_t>> prompts, expected;
+  for (int64_t len : lengths) {
+    prompts.push_back(RandomPrompt(rng, len));
+    expected.push_back(GreedyAlone(path_, prompts.back(), kNew));
+  }
+  LlmServingOptions o;
+  o.policy.max_num_batched_tokens = 64;
+  o.kv_cache_bytes = 64 << 20;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (const auto& p : prompts) {
+    sinks.push_back(std::make_shared<CollectSink>());
+    model->Generate(Greedy(p, kNew), sinks.back());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Result<GenFinal> r = sinks[i]->Wait();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(sinks[i]->ids(), expected[i]) << "prompt " << i << " (" << lengths[i] << " tokens)";
+    EXPECT_EQ(sinks[i]->finish(), FinishReason::kLength);
+    EXPECT_EQ(r->usage.prompt_tokens, lengths[i]);
+    EXPECT_EQ(r->usage.completion_tokens, kNew);
+  }
+  const ModelStatistics s = SettledStatistics(*model);
+  EXPECT_EQ(s.generation.running, 0);
+  EXPECT_EQ(s.generation.kv_blocks_used, 0);
+  EXPECT_EQ(s.generation.generation_tokens_total, kNew * static_cast<int64_t>(lengths.size()));
+}
+
+// A KV cache too small for every sequence at once: sequences are preempted, recomputed later,
+// and still produce the engine-alone output.
+TEST_P(LlmModelTest, PreemptionKeepsOutputs) {
+  std::mt19937 rng(11);
+  constexpr int64_t kNew = 40;
+  std::vector<std::vector<int32_t>> prompts, expected;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(RandomPrompt(rng, 30 + 7 * i));
+    expected.push_back(GreedyAlone(path_, prompts.back(), kNew));
+  }
+  Result<std::unique_ptr<llm::Model>> m = llm::Model::Load(path_);
+  ASSERT_TRUE(m.ok());
+  const llm::ModelConfig& mc = (*m)->config();
+  const int64_t block_bytes = 16 * mc.n_layers * mc.n_kv_heads * mc.head_dim * 2 * 2;
+  LlmServingOptions o;
+  o.kv_cache_bytes = 16 * block_bytes;  // 256 tokens: about three of the six at full length
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->kv_blocks(), 16);
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (const auto& p : prompts) {
+    sinks.push_back(std::make_shared<CollectSink>());
+    model->Generate(Greedy(p, kNew), sinks.back());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Result<GenFinal> r = sinks[i]->Wait();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(sinks[i]->ids(), expected[i]) << "prompt " << i;
+  }
+  const ModelStatistics s = SettledStatistics(*model);
+  EXPECT_GT(s.generation.preemptions, 0u);
+  EXPECT_EQ(s.generation.kv_blocks_used, 0);
+}
+
+// n = 3: the choices share the prompt; the same seed gives the same three outputs again, and
+// choice 0 is what n = 1 with that seed gives.
+TEST_P(LlmModelTest, SeededChoicesAreReproducible) {
+  std::mt19937 rng(3);
+  const std::vector<int32_t> prompt = RandomPrompt(rng, 40);
+  LlmServingOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  const auto run = [&](int32_t n, bool with_noise) {
+    auto r = std::make_unique<GenerateRequest>();
+    r->prompt_tokens = prompt;
+    r->sampling.temperature = 0.9f;
+    r->sampling.top_p = 0.95f;
+    r->sampling.seed = 1234;
+    r->sampling.n = n;
+    r->sampling.max_tokens = 10;
+    r->sampling.ignore_eos = true;
+    auto sink = std::make_shared<CollectSink>();
+    // Another request in the same steps must not change a seeded output.
+    std::shared_ptr<CollectSink> noise;
+    if (with_noise) {
+      noise = std::make_shared<CollectSink>();
+      model->Generate(Greedy(RandomPrompt(rng, 25), 10), noise);
+    }
+    model->Generate(std::move(r), sink);
+    EXPECT_TRUE(sink->Wait().ok());
+    if (noise) EXPECT_TRUE(noise->Wait().ok());
+    std::vector<std::vector<int32_t>> out;
+    for (int32_t c = 0; c < n; ++c) out.push_back(sink->ids(static_cast<size_t>(c)));
+    return out;
+  };
+  const auto a = run(3, false);
+  const auto b = run(3, true);
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), 3u);
+  for (const auto& ids : a) EXPECT_EQ(ids.size(), 10u);
+  EXPECT_NE(a[0], a[1]);  // different generators (a random collision is vanishingly unlikely)
+  EXPECT_EQ(run(1, true)[0], a[0]);
+}
+
+// A stop string cuts the output before its first occurrence, even across tokens.
+TEST_P(LlmModelTest, StopStringEndsTheOutputBeforeIt) {
+  std::mt19937 rng(5);
+  const std::vector<int32_t> prompt = RandomPrompt(rng, 20);
+  LlmServingOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  auto full = std::make_shared<CollectSink>();
+  model->Generate(Greedy(prompt, 24), full);
+  ASSERT_TRUE(full->Wait().ok());
+  const std::string text = full->text();
+  ASSERT_GE(text.size(), 12u);
+  // A stop string from the middle of the text, on character boundaries.
+  size_t at = text.size() / 2;
+  while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+  size_t end = std::min(text.size(), at + 4);
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+  const std::string stop = text.substr(at, end - at);
+  ASSERT_FALSE(stop.empty());
+  auto r = Greedy(prompt, 24);
+  r->sampling.stop = {stop};
+  auto sink = std::make_shared<CollectSink>();
+  model->Generate(std::move(r), sink);
+  ASSERT_TRUE(sink->Wait().ok());
+  EXPECT_EQ(sink->text(), text.substr(0, text.find(stop)));
+  EXPECT_EQ(sink->finish(), FinishReason::kStop);
+}
+
+// A cancelled request is answered CANCELLED and its blocks come back.
+TEST_P(LlmModelTest, CancellationReturnsTheBlocks) {
+  std::mt19937 rng(9);
+  LlmServingOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  auto cancel = std::make_shared<Cancellation>();
+  auto r = Greedy(RandomPrompt(rng, 50), 1500);
+  r->cancellation = cancel;
+  auto sink = std::make_shared<CollectSink>();
+  model->Generate(std::move(r), sink);
+  const auto start = std::chrono::steady_clock::now();
+  while (sink->chunks() < 3 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(sink->chunks(), 3);
+  EXPECT_GT(model->Statistics().generation.kv_blocks_used, 0);
+  cancel->Cancel();
+  Result<GenFinal> result = sink->Wait();
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
+  const ModelStatistics s = SettledStatistics(*model);
+  EXPECT_EQ(s.generation.kv_blocks_used, 0);
+  EXPECT_EQ(s.generation.cancellations, 1u);
+}
+
+// Refusals, each answered before any chunk, and the model keeps serving.
+TEST_P(LlmModelTest, RefusesWhatCannotRun) {
+  LlmServingOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  o.context_length = 256;
+  o.policy.max_queue_size = 1;
+  o.policy.max_num_seqs = 1;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  std::mt19937 rng(1);
+  const auto expect_refused = [&](std::unique_ptr<GenerateRequest> r, StatusCode code,
+                                  const std::string& needle) {
+    auto sink = std::make_shared<CollectSink>();
+    model->Generate(std::move(r), sink);
+    Result<GenFinal> result = sink->Wait();
+    EXPECT_EQ(result.status().code(), code) << result.status().ToString();
+    EXPECT_NE(result.status().message().find(needle), std::string::npos)
+        << result.status().ToString();
+    EXPECT_EQ(sink->chunks(), 0);
+  };
+  expect_refused(Greedy(RandomPrompt(rng, 256), 1), StatusCode::kInvalidArgument,
+                 "the prompt has 256 tokens, but the model's context length is 256");
+  expect_refused(Greedy(RandomPrompt(rng, 200), 100), StatusCode::kInvalidArgument,
+                 "300 tokens were requested (200 in the prompt, 100 for the completion)");
+  expect_refused(Greedy({}, 1), StatusCode::kInvalidArgument, "empty");
+  auto bias = Greedy(RandomPrompt(rng, 5), 1);
+  bias->sampling.logit_bias = {{1 << 30, 1.0f}};
+  expect_refused(std::move(bias), StatusCode::kInvalidArgument, "outside the vocabulary");
+  // One running, one waiting: the third is refused (the queue holds one).
+  auto first = std::make_shared<CollectSink>(), second = std::make_shared<CollectSink>();
+  model->Generate(Greedy(RandomPrompt(rng, 10), 200), first);
+  while (first->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  model->Generate(Greedy(RandomPrompt(rng, 10), 2), second);
+  expect_refused(Greedy(RandomPrompt(rng, 10), 2), StatusCode::kResourceExhausted, "full");
+  EXPECT_TRUE(first->Wait().ok());
+  EXPECT_TRUE(second->Wait().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LlmModelTest,
+                         ::testing::Values("llama-small-q8_0.gguf", "qwen2-small-f32.gguf",
+                                           "llama-small256-q4_k_m.gguf"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return n;
+                         });
+
+// ---- config ----
+
+TEST(LlmOptionsTest, ParametersAndRefusals) {
+  inference::ModelConfig c;
+  c.set_name("m");
+  const auto set = [&](const std::string& k, const std::string& v) {
+    (*c.mutable_parameters())[k].set_string_value(v);
+  };
+  set("max_num_seqs", "8");
+  set("max_num_batched_tokens", "256");
+  set("enable_prefix_caching", "false");
+  set("kv_cache_dtype", "f32");
+  set("batching", "static");
+  c.mutable_dynamic_batching()->set_priority_levels(3);
+  c.mutable_dynamic_batching()->set_default_priority_level(2);
+  c.mutable_dynamic_batching()->mutable_default_queue_policy()->set_max_queue_size(5);
+  c.mutable_dynamic_batching()->mutable_default_queue_policy()->set_default_timeout_microseconds(
+      7000);
+  Result<LlmServingOptions> o = LlmOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->policy.max_num_seqs, 8);
+  EXPECT_EQ(o->policy.max_num_batched_tokens, 256);
+  EXPECT_FALSE(o->prefix_caching);
+  EXPECT_EQ(o->kv_cache_dtype, "f32");
+  EXPECT_TRUE(o->policy.static_batching);
+  EXPECT_EQ(o->policy.priority_levels, 3u);
+  EXPECT_EQ(o->policy.default_priority, 2u);
+  EXPECT_EQ(o->policy.max_queue_size, 5u);
+  EXPECT_EQ(o->default_timeout_us, 7000);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"max_num_seqs", "0"},      {"max_num_seqs", "x"}, {"block_size", "2000"},
+      {"kv_cache_dtype", "int8"}, {"temperature", "3"},  {"enable_chunked_prefill", "y"},
+      {"batching", "dynamic"},    {"unknown_key", "1"},  {"top_p", "0"},
+      {"max_tokens", "-5"},
+  };
+  for (const auto& [k, v] : bad) {
+    inference::ModelConfig b;
+    b.set_name("m");
+    (*b.mutable_parameters())[k].set_string_value(v);
+    Result<LlmServingOptions> r = LlmOptionsFromConfig(b);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << k << "=" << v;
+    EXPECT_NE(r.status().message().find("'" + k + "'"), std::string::npos) << r.status().ToString();
+  }
+}
+
+TEST(LlmOptionsTest, AutoCompleteGivesTheLlmSignature) {
+  inference::ModelConfig c;
+  c.set_name("m");
+  ASSERT_TRUE(AutoCompleteLlmConfig(&c).ok());
+  EXPECT_EQ(c.backend(), "kiln_llm");
+  ASSERT_EQ(c.input_size(), 4);
+  EXPECT_EQ(c.input(0).name(), "text_input");
+  EXPECT_FALSE(c.input(0).optional());
+  EXPECT_TRUE(c.input(1).optional());
+  ASSERT_EQ(c.output_size(), 1);
+  EXPECT_EQ(c.output(0).name(), "text_output");
+  EXPECT_TRUE(c.model_transaction_policy().decoupled());
+  inference::ModelConfig batching;
+  batching.set_name("m");
+  batching.set_max_batch_size(8);
+  EXPECT_EQ(AutoCompleteLlmConfig(&batching).code(), StatusCode::kInvalidArgument);
+  inference::ModelConfig wrong;
+  wrong.set_name("m");
+  wrong.add_input()->set_name("input_ids");
+  EXPECT_EQ(AutoCompleteLlmConfig(&wrong).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LlmOptionsTest, RecognizesGenerativeVersionDirectories) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_llm_dir_test_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "gguf");
+  fs::create_directories(dir / "hf");
+  fs::create_directories(dir / "onnx");
+  std::ofstream(dir / "gguf" / "model.gguf") << "x";
+  std::ofstream(dir / "hf" / "config.json") << "{}";
+  std::ofstream(dir / "hf" / "model.safetensors") << "x";
+  std::ofstream(dir / "onnx" / "model.onnx") << "x";
+  inference::ModelConfig none;
+  EXPECT_TRUE(IsGenerativeModelDir(dir / "gguf", none));
+  EXPECT_TRUE(IsGenerativeModelDir(dir / "hf", none));
+  EXPECT_FALSE(IsGenerativeModelDir(dir / "onnx", none));
+  EXPECT_EQ(LlmModelPath(dir / "gguf", none), dir / "gguf" / "model.gguf");
+  EXPECT_EQ(LlmModelPath(dir / "hf", none), dir / "hf");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
