@@ -11,6 +11,7 @@
 
 #include "base/logging.h"
 #include "server/classification.h"
+#include "server/gen_infer.h"
 
 namespace kiln {
 namespace {
@@ -82,6 +83,7 @@ class InferenceSink final : public ResponseSink {
   }
 
   size_t backlog() const override { return out_->backlog(); }
+  bool streaming() const override { return out_->streaming(); }
 
  private:
   Status Classified(InferResponse& response) const {
@@ -106,9 +108,15 @@ Result<std::shared_ptr<LoadedModel>> FindModel(const ModelManager& manager, std:
 
 void StartInference(std::shared_ptr<LoadedModel> model, std::unique_ptr<InferRequest> request,
                     std::vector<ClassifyOutput> classify, std::shared_ptr<ResponseSink> sink) {
+  std::shared_ptr<LoadedModel> model_ref = model;
   LoadedModel& target = *model;
+  const bool generative = target.generative();
   auto guarded =
       std::make_shared<InferenceSink>(std::move(model), std::move(classify), std::move(sink));
+  if (generative) {
+    StartGenerativeInference(std::move(model_ref), std::move(request), std::move(guarded));
+    return;
+  }
   target.Infer(std::move(request), std::move(guarded));
 }
 

@@ -340,23 +340,34 @@ Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::strin
 
 // The gRPC side of one inference (server/inference.h guarantees one Finish): the final result
 // goes to `done`, and the server counts it in flight until then (Stop waits for it).
+// ModelStreamInfer passes `partial` (a decoupled model's responses before its final one, each
+// a message of the stream) and `backlog` (messages queued and not yet written); ModelInfer
+// answers once and passes neither.
 class GrpcInferSink final : public ResponseSink {
  public:
-  GrpcInferSink(Impl* server, std::function<void(Result<InferResponse>)> done)
-      : server_(server), done_(std::move(done)) {
+  GrpcInferSink(Impl* server, std::function<void(Result<InferResponse>)> done,
+                std::function<void(InferResponse)> partial, std::function<size_t()> backlog)
+      : server_(server),
+        done_(std::move(done)),
+        partial_(std::move(partial)),
+        backlog_(std::move(backlog)) {
     server_->InferenceStarted();
   }
-  // ModelInfer and ModelStreamInfer answer a tensor request once: a partial response has no
-  // message of its own yet.
-  void Send(InferResponse) override {}
+  void Send(InferResponse response) override {
+    if (partial_) partial_(std::move(response));
+  }
   void Finish(Result<InferResponse> result) override {
     done_(std::move(result));
     server_->InferenceDone();
   }
+  size_t backlog() const override { return backlog_ ? backlog_() : 0; }
+  bool streaming() const override { return static_cast<bool>(partial_); }
 
  private:
   Impl* server_;
   std::function<void(Result<InferResponse>)> done_;
+  std::function<void(InferResponse)> partial_;
+  std::function<size_t()> backlog_;
 };
 
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
@@ -365,7 +376,9 @@ class GrpcInferSink final : public ResponseSink {
 void StartGrpcInference(Impl* server,
                         const std::shared_ptr<const inference::ModelInferRequest>& msg_ptr,
                         std::shared_ptr<const Cancellation> cancellation,
-                        std::function<void(Result<InferResponse>)> done) {
+                        std::function<void(Result<InferResponse>)> done,
+                        std::function<void(InferResponse)> partial = {},
+                        std::function<size_t()> backlog = {}) {
   const inference::ModelInferRequest& msg = *msg_ptr;
   if (server->draining()) {
     done(Status::Unavailable("the server is shutting down: no new inference requests"));
@@ -390,7 +403,8 @@ void StartGrpcInference(Impl* server,
     if (k.ok() && *k > 0) classify.push_back({out.name(), *k});
   }
   StartInference(std::move(model).value(), std::move(request).value(), std::move(classify),
-                 std::make_shared<GrpcInferSink>(server, std::move(done)));
+                 std::make_shared<GrpcInferSink>(server, std::move(done), std::move(partial),
+                                                 std::move(backlog)));
 }
 
 // ---- unary handlers ----
@@ -794,22 +808,49 @@ class StreamCall {
     std::string id = request->id();
     std::string model = request->model_name();
     std::string version = request->model_version();
-    StartGrpcInference(server_, request, cancel_,
-                       [this, id = std::move(id), model = std::move(model),
-                        version = std::move(version)](Result<InferResponse> result) {
-                         Status status = result.status();
-                         if (status.ok()) {
-                           Result<WireMessage> wire =
-                               EncodeModelInferResponse(*result, FinalResponseHead());
-                           if (wire.ok()) {
-                             Enqueue(ToByteBuffer(std::move(wire).value().NestedAs(
-                                 inference::ModelStreamInferResponse::kInferResponseFieldNumber)));
-                             return;
-                           }
-                           status = wire.status();
-                         }
-                         Enqueue(ErrorResponse(status, id, model, version));
-                       });
+    StartGrpcInference(
+        server_, request, cancel_,
+        [this, id = std::move(id), model = std::move(model),
+         version = std::move(version)](Result<InferResponse> result) {
+          Status status = result.status();
+          if (status.ok()) {
+            Result<WireMessage> wire = EncodeModelInferResponse(*result, FinalResponseHead());
+            if (wire.ok()) {
+              Enqueue(ToByteBuffer(std::move(wire).value().NestedAs(
+                  inference::ModelStreamInferResponse::kInferResponseFieldNumber)));
+              return;
+            }
+            status = wire.status();
+          }
+          Enqueue(ErrorResponse(status, id, model, version));
+        },
+        [this](InferResponse partial) {
+          inference::ModelInferResponse head;
+          (*head.mutable_parameters())["triton_final_response"].set_bool_param(false);
+          Result<WireMessage> wire = EncodeModelInferResponse(partial, head);
+          if (!wire.ok()) {
+            KILN_LOG_ERROR("ModelStreamInfer: {}", wire.status().message());
+            return;
+          }
+          EnqueuePartial(ToByteBuffer(std::move(wire).value().NestedAs(
+              inference::ModelStreamInferResponse::kInferResponseFieldNumber)));
+        },
+        [this] {
+          std::lock_guard<std::mutex> lock(mu_);
+          return outgoing_.size();
+        });
+  }
+
+  // A decoupled model's response before its final one: written like an answer, but the
+  // request stays pending.
+  void EnqueuePartial(grpc::ByteBuffer bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return;
+    outgoing_.push_back(std::move(bytes));
+    if (!writing_) {
+      writing_ = true;
+      stream_.Write(outgoing_.front(), &write_tag_);
+    }
   }
 
   // The inner response's parameters of every answer: each request of the stream has one.

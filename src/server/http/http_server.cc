@@ -63,6 +63,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -75,9 +76,12 @@
 #include "repo/model_manager.h"
 #include "server/http/compression.h"
 #include "server/http/config_json.h"
+#include "server/http/gen_http.h"
+#include "server/http/generate_json.h"
 #include "server/http/infer_json.h"
 #include "server/http/logging_json.h"
 #include "server/http/metadata_json.h"
+#include "server/http/openai_json.h"
 #include "server/http/repository_json.h"
 #include "server/http/router.h"
 #include "server/http/stats_json.h"
@@ -156,6 +160,8 @@ class HttpServer::Impl {
   bool ready() const { return ready_.load() && !draining_.load(); }
   bool stopping() const { return stopping_.load(); }
   bool draining() const { return draining_.load(); }
+  // Unix time the server was created (OpenAI's model "created").
+  int64_t started_unix() const { return started_unix_; }
   WorkGuard MakeWorkGuard() { return net::make_work_guard(ioc_); }
   net::thread_pool& control_pool() { return control_pool_; }
   void InferStarted() { infer_in_flight_.fetch_add(1); }
@@ -175,6 +181,9 @@ class HttpServer::Impl {
   std::atomic<bool> draining_{false};
   std::atomic<size_t> infer_in_flight_{0};
   std::atomic<int> port_{0};
+  const int64_t started_unix_ = std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
 
   std::mutex lifecycle_mu_;  // serializes Start and Stop
   enum class State { kCreated, kRunning, kStopped };
@@ -224,6 +233,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnInferDone(Result<InferResponse> result);
   // On the strand: a repository load / unload finished.
   void OnControlDone(const Status& status);
+  // On the strand: the generation in flight sent a chunk / finished.
+  void OnGenChunk(GenChunk chunk);
+  void OnGenDone(Result<GenFinal> result);
 
  private:
   enum class State { kReading, kBusy, kLingering, kClosed };
@@ -244,6 +256,18 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleRepositoryIndex(const Route& route);
   void HandleLoggingUpdate();
   void HandleRepositoryControl(const Route& route);
+  void HandleOpenAiModels(const Route& route);
+  void HandleOpenAi(const Route& route);
+  void HandleGenerate(const Route& route);
+  // Starts a generation whose answer `format` writes (gen_http.h).
+  void StartGeneration(const std::shared_ptr<LoadedModel>& model,
+                       std::unique_ptr<GenerateRequest> request,
+                       std::unique_ptr<GenHttpFormat> format);
+  // Writes what is pending of the generation's stream (headers, chunks, the end).
+  void PumpGeneration();
+  void OnGenWritten(size_t chunks, bool last, beast::error_code ec, size_t bytes);
+  // An error answer with a body in the API's own shape (OpenAI's, or kiln's {"error"}).
+  void SendErrorBody(const Status& status, std::string body);
 
   void SendEmpty(unsigned status);
   void SendJson(unsigned status, std::string body);
@@ -282,6 +306,20 @@ class Session : public std::enable_shared_from_this<Session> {
   ResponseEncoding infer_encoding_;
   ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
   std::shared_ptr<Cancellation> infer_cancel_;  // null: no inference pending
+
+  // The generation in flight (NOTE on generation streams).
+  std::unique_ptr<GenHttpFormat> gen_format_;  // null: none
+  std::shared_ptr<std::atomic<size_t>> gen_backlog_;
+  bool gen_started_ = false;  // the response header was written (or is being written)
+  bool gen_writing_ = false;  // a write is in progress
+  bool gen_done_ = false;     // the model finished; gen_tail_ holds the last bytes
+  bool gen_chunked_ = true;   // HTTP/1.1 chunked body; HTTP/1.0: raw body, then close
+  std::string gen_pending_;   // bytes to write next
+  size_t gen_pending_chunks_ = 0;
+  std::string gen_out_;   // bytes being written
+  std::string gen_tail_;  // bytes after the last chunk
+  std::optional<http::response<http::empty_body>> gen_header_;
+  std::optional<http::response_serializer<http::empty_body>> gen_serializer_;
 };
 
 // Carries a Session and a work guard from the model to the session's strand; see the NOTE
@@ -314,6 +352,48 @@ class HttpInferSink final : public ResponseSink {
   std::shared_ptr<Session> session_;
   std::optional<WorkGuard> work_;
   HttpServer::Impl* const server_;
+};
+
+// The GenerationSink of a generation request: carries the Session and a work guard like
+// HttpInferSink and posts every chunk and the final result to the session's strand. backlog()
+// counts the chunks posted and not yet written to the socket (the session decrements it), so a
+// client that reads too slowly makes the model cut its stream.
+class HttpGenSink final : public GenerationSink {
+ public:
+  HttpGenSink(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server,
+              std::shared_ptr<std::atomic<size_t>> backlog)
+      : session_(std::move(session)),
+        work_(std::move(work)),
+        server_(server),
+        backlog_(std::move(backlog)) {
+    server_->InferStarted();
+  }
+  HttpGenSink(const HttpGenSink&) = delete;
+  HttpGenSink& operator=(const HttpGenSink&) = delete;
+
+  void Send(GenChunk chunk) override {
+    backlog_->fetch_add(1);
+    net::post(session_->executor(), [session = session_, chunk = std::move(chunk)]() mutable {
+      session->OnGenChunk(std::move(chunk));
+    });
+  }
+  void Finish(Result<GenFinal> result) override {
+    std::shared_ptr<Session> session = std::move(session_);
+    std::optional<WorkGuard> work = std::move(work_);
+    work_.reset();
+    server_->InferFinished();
+    net::any_io_executor ex = session->executor();
+    net::post(ex, [session = std::move(session), result = std::move(result)]() mutable {
+      session->OnGenDone(std::move(result));
+    });
+  }
+  size_t backlog() const override { return backlog_->load(); }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::optional<WorkGuard> work_;
+  HttpServer::Impl* const server_;
+  std::shared_ptr<std::atomic<size_t>> backlog_;
 };
 
 void Session::DoReadHeader() {
@@ -452,6 +532,11 @@ void Session::Handle() {
   const Route route = RouteRequest(ToStd(req.method_string()), ToStd(req.target()));
   switch (route.kind) {
     case RouteKind::kNotFound:
+      if (ToStd(req.target()).starts_with("/v1/")) {
+        const Status nf = Status::NotFound("Not Found");
+        SendErrorBody(nf, OpenAiErrorJson(nf));
+        return;
+      }
       SendError(Status::NotFound("Not Found"));
       return;
     case RouteKind::kMethodNotAllowed: {
@@ -503,6 +588,18 @@ void Session::Handle() {
       return;
     case RouteKind::kLoggingUpdate:
       HandleLoggingUpdate();
+      return;
+    case RouteKind::kModelGenerate:
+    case RouteKind::kModelGenerateStream:
+      HandleGenerate(route);
+      return;
+    case RouteKind::kOpenAiModels:
+    case RouteKind::kOpenAiModel:
+      HandleOpenAiModels(route);
+      return;
+    case RouteKind::kOpenAiCompletions:
+    case RouteKind::kOpenAiChatCompletions:
+      HandleOpenAi(route);
       return;
   }
   SendError(Status::Internal("unhandled route"));
@@ -736,6 +833,319 @@ void Session::OnControlDone(const Status& status) {
     return;
   }
   SendEmpty(kHttpOk);
+}
+
+// ---- Generation (the OpenAI-compatible API and Triton's generate extension) ----
+//
+// NOTE on generation streams. A generation answers with one JSON body, or with Server-Sent
+// Events over a chunked body. The response header is written with the first chunk that has
+// bytes (not before), so an error that comes before any output (a full queue, a timeout in the
+// queue, a bad parameter found by the model) is still a plain error response with its status.
+// Chunks arrive on the strand (HttpGenSink) and append to gen_pending_; one write is in flight
+// at a time and takes everything pending as one HTTP chunk; when it completes the backlog
+// counter drops by the number of model chunks it carried. After the final result, the tail (the
+// usage event and "data: [DONE]", or an error event) and the last chunk are written and the
+// connection goes on with its next request. While it runs, the disconnect watch of the infer
+// path cancels the request when the client goes away.
+
+namespace {
+
+std::string RandomHexId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{:016x}", rng());
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Session::SendErrorBody(const Status& status, std::string body) {
+  const ProtocolStatus& p = ProtocolStatusFor(status.code());
+  if (p.http >= 500) KILN_LOG_WARN("HTTP {}: {}", p.http, status.ToString());
+  Response res{static_cast<http::status>(p.http), version_};
+  if (p.http_retry_after) res.set(http::field::retry_after, "1");
+  res.set(http::field::content_type, "application/json");
+  res.body() = std::move(body);
+  Send(std::move(res), After::kContinue);
+}
+
+void Session::HandleOpenAiModels(const Route& route) {
+  ModelManager* manager = server_->manager();
+  std::vector<OpenAiModelInfo> models;
+  for (const ModelIndexEntry& e : manager->Index()) {
+    if (e.state != ModelState::kReady) continue;
+    if (!route.model.empty() && e.name != route.model) continue;
+    Result<std::shared_ptr<LoadedModel>> m = manager->GetModel(e.name, -1);
+    if (!m.ok() || !(*m)->generative()) continue;
+    if (!models.empty() && models.back().id == e.name) continue;  // one entry per model
+    models.push_back({e.name, server_->started_unix(), "kiln"});
+  }
+  if (route.kind == RouteKind::kOpenAiModels) {
+    SendJson(kHttpOk, ModelsListJson(models));
+    return;
+  }
+  if (models.empty()) {
+    const Status s = Status::NotFound(fmt::format("The model `{}` does not exist.", route.model));
+    SendErrorBody(s, OpenAiErrorJson(s, "model"));
+    return;
+  }
+  SendJson(kHttpOk, ModelJson(models.front()));
+}
+
+void Session::HandleOpenAi(const Route& route) {
+  const bool chat = route.kind == RouteKind::kOpenAiChatCompletions;
+  if (server_->draining()) {
+    const Status s = Status::Unavailable("the server is shutting down: no new requests");
+    SendErrorBody(s, OpenAiErrorJson(s));
+    return;
+  }
+  std::string param;
+  const std::string& body = body_parser_->get().body();
+  Result<OpenAiRequest> parsed =
+      chat ? ParseChatCompletionRequest(body, &param) : ParseCompletionRequest(body, &param);
+  body_parser_.reset();
+  if (!parsed.ok()) {
+    SendErrorBody(parsed.status(), OpenAiErrorJson(parsed.status(), param));
+    return;
+  }
+  ModelManager* manager = server_->manager();
+  std::string name = parsed->model;
+  if (name.empty()) {
+    // No model named: the one generative model served, when there is exactly one.
+    std::vector<std::string> generative;
+    for (const ModelIndexEntry& e : manager->Index()) {
+      if (e.state != ModelState::kReady) continue;
+      Result<std::shared_ptr<LoadedModel>> m = manager->GetModel(e.name, -1);
+      if (m.ok() && (*m)->generative() && (generative.empty() || generative.back() != e.name)) {
+        generative.push_back(e.name);
+      }
+    }
+    if (generative.size() != 1) {
+      const Status s =
+          Status::InvalidArgument("'model' is required (the server has " +
+                                  std::to_string(generative.size()) + " generative models)");
+      SendErrorBody(s, OpenAiErrorJson(s, "model"));
+      return;
+    }
+    name = generative.front();
+  }
+  Result<std::shared_ptr<LoadedModel>> model = manager->GetModel(name, -1);
+  if (!model.ok() || !(*model)->generative()) {
+    const Status s =
+        model.ok() || model.status().code() == StatusCode::kNotFound
+            ? Status::NotFound(fmt::format(
+                  "The model `{}` does not exist{}.", name,
+                  model.ok() ? " as a generative model (it is a tensor model: use /v2/models/" +
+                                   name + "/infer)"
+                             : ""))
+            : model.status();
+    SendErrorBody(s, OpenAiErrorJson(s, "model"));
+    return;
+  }
+  std::unique_ptr<GenHttpFormat> format =
+      MakeOpenAiFormat(*parsed, chat, (chat ? "chatcmpl-" : "cmpl-") + RandomHexId(), UnixSeconds(),
+                       parsed->model.empty() ? name : parsed->model);
+  auto request = std::make_unique<GenerateRequest>(std::move(parsed->request));
+  // OpenAI's legacy completions default to 16 tokens; chat goes on until the context is full.
+  if (!chat && request->sampling.max_tokens < 0) request->sampling.max_tokens = 16;
+  StartGeneration(*model, std::move(request), std::move(format));
+}
+
+void Session::HandleGenerate(const Route& route) {
+  const bool stream = route.kind == RouteKind::kModelGenerateStream;
+  if (server_->draining()) {
+    SendError(Status::Unavailable("the server is shutting down: no new inference requests"));
+    return;
+  }
+  Result<std::shared_ptr<LoadedModel>> model =
+      FindModel(*server_->manager(), route.model, route.version);
+  if (!model.ok()) {
+    SendError(model.status());
+    return;
+  }
+  if (!(*model)->generative()) {
+    SendError(Status::InvalidArgument(fmt::format(
+        "model '{}' is not a generative model: the generate extension needs one (use /infer)",
+        route.model)));
+    return;
+  }
+  Result<TritonGenerateRequest> parsed = ParseGenerateRequest(body_parser_->get().body());
+  body_parser_.reset();
+  if (!parsed.ok()) {
+    SendError(parsed.status());
+    return;
+  }
+  // Triton's rule: /generate answers once; "stream": true belongs to /generate_stream (which
+  // streams whatever the parameter says).
+  if (!stream && parsed->stream) {
+    SendError(Status::InvalidArgument(
+        "'stream' is true: /generate answers once; use /generate_stream to stream"));
+    return;
+  }
+  std::unique_ptr<GenHttpFormat> format =
+      MakeGenerateFormat(*parsed, stream, route.model, (*model)->version());
+  StartGeneration(*model, std::make_unique<GenerateRequest>(std::move(parsed->request)),
+                  std::move(format));
+}
+
+void Session::StartGeneration(const std::shared_ptr<LoadedModel>& model,
+                              std::unique_ptr<GenerateRequest> request,
+                              std::unique_ptr<GenHttpFormat> format) {
+  gen_format_ = std::move(format);
+  gen_backlog_ = std::make_shared<std::atomic<size_t>>(0);
+  gen_started_ = gen_writing_ = gen_done_ = false;
+  gen_chunked_ = version_ >= 11;
+  gen_pending_.clear();
+  gen_pending_chunks_ = 0;
+  gen_tail_.clear();
+  infer_cancel_ = std::make_shared<Cancellation>();
+  request->cancellation = infer_cancel_;
+  auto sink = std::make_shared<HttpGenSink>(shared_from_this(), server_->MakeWorkGuard(), server_,
+                                            gen_backlog_);
+  model->Generate(std::move(request), std::move(sink));
+  if (infer_cancel_ != nullptr) WatchForDisconnect();
+}
+
+void Session::OnGenChunk(GenChunk chunk) {
+  if (state_ == State::kClosed || gen_format_ == nullptr) return;
+  std::string bytes = gen_format_->Chunk(chunk);
+  if (!gen_format_->stream() || bytes.empty()) {
+    gen_backlog_->fetch_sub(1);
+    return;
+  }
+  gen_pending_ += bytes;
+  ++gen_pending_chunks_;
+  PumpGeneration();
+}
+
+void Session::OnGenDone(Result<GenFinal> result) {
+  if (state_ == State::kClosed || gen_format_ == nullptr) return;
+  if (!gen_started_) {
+    // Nothing written yet: an ordinary response.
+    std::unique_ptr<GenHttpFormat> format = std::move(gen_format_);
+    if (infer_cancel_ != nullptr) {
+      infer_cancel_.reset();
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);  // ends the disconnect watch
+    }
+    if (!result.ok()) {
+      SendErrorBody(result.status(), format->ErrorBody(result.status()));
+      return;
+    }
+    std::string body = format->Finish(*result);
+    if (!format->stream()) {
+      SendJson(kHttpOk, std::move(body));
+      return;
+    }
+    // A stream whose every chunk was empty: header, tail and end in one go.
+    gen_format_ = std::move(format);
+    gen_tail_ = std::move(body);
+    gen_done_ = true;
+    PumpGeneration();
+    return;
+  }
+  gen_tail_ =
+      result.ok() ? gen_format_->Finish(*result) : gen_format_->StreamError(result.status());
+  gen_done_ = true;
+  PumpGeneration();
+}
+
+void Session::PumpGeneration() {
+  if (gen_writing_ || state_ == State::kClosed) return;
+  if (!gen_started_) {
+    gen_started_ = true;
+    gen_writing_ = true;
+    gen_header_.emplace(http::status::ok, version_);
+    gen_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
+    gen_header_->set(http::field::cache_control, "no-cache");
+    if (gen_chunked_) {
+      gen_header_->chunked(true);
+    } else {
+      keep_alive_ = false;  // HTTP/1.0: the body ends when the connection closes
+    }
+    gen_header_->keep_alive(keep_alive_ && !server_->stopping());
+    gen_serializer_.emplace(*gen_header_);
+    stream_.expires_after(kWriteTimeout);
+    http::async_write_header(stream_, *gen_serializer_,
+                             [self = shared_from_this()](beast::error_code ec, size_t bytes) {
+                               self->OnGenWritten(0, false, ec, bytes);
+                             });
+    return;
+  }
+  if (!gen_pending_.empty()) {
+    gen_out_ = std::move(gen_pending_);
+    gen_pending_.clear();
+    const size_t chunks = gen_pending_chunks_;
+    gen_pending_chunks_ = 0;
+    gen_writing_ = true;
+    stream_.expires_after(kWriteTimeout);
+    auto done = [self = shared_from_this(), chunks](beast::error_code ec, size_t bytes) {
+      self->OnGenWritten(chunks, false, ec, bytes);
+    };
+    if (gen_chunked_) {
+      net::async_write(stream_, http::make_chunk(net::buffer(gen_out_)), std::move(done));
+    } else {
+      net::async_write(stream_, net::buffer(gen_out_), std::move(done));
+    }
+    return;
+  }
+  if (gen_done_) {
+    gen_out_ = std::move(gen_tail_);
+    gen_tail_.clear();
+    gen_writing_ = true;
+    stream_.expires_after(kWriteTimeout);
+    auto done = [self = shared_from_this()](beast::error_code ec, size_t bytes) {
+      self->OnGenWritten(0, true, ec, bytes);
+    };
+    if (gen_chunked_) {
+      // The tail (when any) and the last chunk in one write. (The chunk objects hold their
+      // size line; async_write copies them.)
+      if (gen_out_.empty()) {
+        net::async_write(stream_, http::make_chunk_last(), std::move(done));
+      } else {
+        net::async_write(
+            stream_,
+            beast::buffers_cat(http::make_chunk(net::buffer(gen_out_)), http::make_chunk_last()),
+            std::move(done));
+      }
+    } else {
+      net::async_write(stream_, net::buffer(gen_out_), std::move(done));
+    }
+  }
+}
+
+void Session::OnGenWritten(size_t chunks, bool last, beast::error_code ec, size_t /*bytes*/) {
+  gen_writing_ = false;
+  gen_out_.clear();
+  if (gen_backlog_ != nullptr && chunks > 0) gen_backlog_->fetch_sub(chunks);
+  if (ec) {
+    // The client is gone (or too slow for the write timeout): cancel the generation.
+    if (infer_cancel_ != nullptr) std::shared_ptr<Cancellation>(std::move(infer_cancel_))->Cancel();
+    Close();
+    return;
+  }
+  stream_.expires_never();  // between tokens the connection may be quiet for long
+  if (!last) {
+    PumpGeneration();
+    return;
+  }
+  gen_format_.reset();
+  gen_serializer_.reset();
+  gen_header_.reset();
+  if (infer_cancel_ != nullptr) {
+    infer_cancel_.reset();
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);  // ends the disconnect watch
+  }
+  if (keep_alive_ && gen_chunked_ && !server_->stopping()) {
+    DoReadHeader();
+    return;
+  }
+  CloseGracefully();
 }
 
 void Session::OnInferDone(Result<InferResponse> result) {

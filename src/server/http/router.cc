@@ -109,8 +109,30 @@ bool PercentDecode(std::string_view in, std::string* out) {
   return true;
 }
 
+// The OpenAI-compatible API: /v1/models[/{id}], /v1/completions, /v1/chat/completions.
+Route RouteOpenAi(std::string_view method, std::string_view path) {
+  if (path == "/v1/models") return WithMethod(Make(RouteKind::kOpenAiModels), method, "GET");
+  if (path == "/v1/completions") {
+    return WithMethod(Make(RouteKind::kOpenAiCompletions), method, "POST");
+  }
+  if (path == "/v1/chat/completions") {
+    return WithMethod(Make(RouteKind::kOpenAiChatCompletions), method, "POST");
+  }
+  constexpr std::string_view kModel = "/v1/models/";
+  if (path.starts_with(kModel)) {
+    // A model id may contain '/' (Hugging Face names: "org/name"): the rest of the path.
+    const std::string_view id = path.substr(kModel.size());
+    if (id.empty()) return Make(RouteKind::kNotFound);
+    Route route = Make(RouteKind::kOpenAiModel);
+    if (!PercentDecode(id, &route.model)) return BadName("model name", id);
+    return WithMethod(std::move(route), method, "GET");
+  }
+  return Make(RouteKind::kNotFound);
+}
+
 Route RouteRequest(std::string_view method, std::string_view target) {
   std::string_view path = target.substr(0, target.find('?'));
+  if (path.starts_with("/v1/")) return RouteOpenAi(method, path);
   if (path == "/v2") return WithMethod(Make(RouteKind::kServerMetadata), method, "GET");
   constexpr std::string_view kPrefix = "/v2/";
   if (!path.starts_with(kPrefix)) return Make(RouteKind::kNotFound);
@@ -158,6 +180,10 @@ Route RouteRequest(std::string_view method, std::string_view target) {
     route.kind = RouteKind::kModelStats;
   } else if (suffix_len == 1 && parts[next] == "config") {
     route.kind = RouteKind::kModelConfig;
+  } else if (suffix_len == 1 && (parts[next] == "generate" || parts[next] == "generate_stream")) {
+    route.kind =
+        parts[next] == "generate" ? RouteKind::kModelGenerate : RouteKind::kModelGenerateStream;
+    expected_method = "POST";
   } else {
     return Make(RouteKind::kNotFound);
   }

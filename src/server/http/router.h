@@ -10,8 +10,11 @@
 // `/v2/models/stats` (checked first) is the all-models statistics endpoint. Repository paths are
 // `/v2/repository[/{repo}]/index` and `/v2/repository[/{repo}]/models/{name}/(load|unload)`;
 // the optional {repo} segment is reported in Route::repository (the server refuses it).
-// `/v2/logging` takes GET and POST. Endpoints kiln does not implement yet (trace, shared memory,
-// generate) answer 404 like any unknown path. A known path with the wrong method is 405.
+// `/v2/logging` takes GET and POST. `/v2/models/{m}[/versions/{v}]/generate` and
+// `.../generate_stream` are Triton's generate extension. `/v1/...` is the OpenAI-compatible API
+// (`/v1/models`, `/v1/models/{id}`, `/v1/completions`, `/v1/chat/completions`). Endpoints kiln
+// does not implement yet (trace, shared memory) answer 404 like any unknown path. A known path
+// with the wrong method is 405.
 //
 // Thread safety: pure function; call from any thread.
 
@@ -38,6 +41,12 @@ enum class RouteKind {
   kRepositoryUnload,  // POST /v2/repository[/{repo}]/models/{m}/unload
   kLoggingGet,        // GET /v2/logging
   kLoggingUpdate,     // POST /v2/logging
+  kModelGenerate,     // POST /v2/models/{m}[/versions/{v}]/generate
+  kModelGenerateStream,    // POST /v2/models/{m}[/versions/{v}]/generate_stream
+  kOpenAiModels,           // GET /v1/models
+  kOpenAiModel,            // GET /v1/models/{id} (id: the rest of the path, '/' allowed)
+  kOpenAiCompletions,      // POST /v1/completions
+  kOpenAiChatCompletions,  // POST /v1/chat/completions
 };
 
 struct Route {

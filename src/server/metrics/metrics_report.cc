@@ -3,6 +3,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "repo/model_manager.h"
 #include "server/metrics/exposition.h"
@@ -41,6 +42,96 @@ void PerModelHistogram(ExpositionWriter& w, std::span<const ModelMetrics> models
     const std::string version = std::to_string(m.version);
     w.HistogramSample({{"model", m.name}, {"version", version}}, histogram(m));
   }
+}
+
+// The generation families (docs/metrics.md maps each to vLLM's name), over the generative
+// models only; nothing when there is none.
+void RenderGenerationMetrics(ExpositionWriter& w, std::span<const ModelMetrics> all) {
+  std::vector<ModelMetrics> gen;
+  for (const ModelMetrics& m : all) {
+    if (m.stats.generation.present) gen.push_back(m);
+  }
+  if (gen.empty()) return;
+  using T = MetricType;
+  using G = GenerationStatistics;
+  const auto hist = [&](std::string_view name, std::string_view help, Histogram G::*field) {
+    PerModelHistogram(w, gen, name, help, [field](const ModelMetrics& m) -> const Histogram& {
+      return m.stats.generation.*field;
+    });
+  };
+  hist("kiln_gen_time_to_first_token_seconds",
+       "Generation requests: arrival to the first output token, in seconds", &G::ttft_seconds);
+  hist("kiln_gen_inter_token_latency_seconds",
+       "Time between two consecutive output tokens of a sequence, in seconds", &G::itl_seconds);
+  hist("kiln_gen_time_per_output_token_seconds",
+       "Generation requests: (end to end - time to first token) / (output tokens - 1), seconds",
+       &G::tpot_seconds);
+  hist("kiln_gen_e2e_request_latency_seconds",
+       "Generation requests: arrival to the last token, in seconds", &G::e2e_seconds);
+  hist("kiln_gen_queue_time_seconds",
+       "Generation requests: arrival to the first engine step, in seconds", &G::queue_seconds);
+  hist("kiln_gen_prompt_tokens", "Prompt length of each finished request, in tokens",
+       &G::prompt_tokens);
+  hist("kiln_gen_generation_tokens",
+       "Generated tokens of each finished request (all choices), in tokens", &G::generation_tokens);
+  hist("kiln_gen_step_duration_seconds", "Duration of one engine step (all its sequences)",
+       &G::step_seconds);
+  const auto counter = [&](std::string_view name, T type, std::string_view help, auto field) {
+    PerModel(w, gen, name, type, help, [field](const ModelMetrics& m) {
+      return static_cast<double>(m.stats.generation.*field);
+    });
+  };
+  counter("kiln_gen_prompt_tokens_total", T::kCounter, "Prompt tokens of finished requests",
+          &G::prompt_tokens_total);
+  counter("kiln_gen_generation_tokens_total", T::kCounter, "Generated tokens",
+          &G::generation_tokens_total);
+  w.BeginFamily("kiln_gen_requests_finished_total", T::kCounter,
+                "Finished choices by reason: stop (end of generation, stop string or token), "
+                "length (max_tokens or the context), abort (cancelled, timed out, cut, failed)");
+  for (const ModelMetrics& m : gen) {
+    const std::string version = std::to_string(m.version);
+    const G& g = m.stats.generation;
+    w.Sample({{"model", m.name}, {"version", version}, {"reason", "stop"}},
+             static_cast<double>(g.finished_stop));
+    w.Sample({{"model", m.name}, {"version", version}, {"reason", "length"}},
+             static_cast<double>(g.finished_length));
+    w.Sample({{"model", m.name}, {"version", version}, {"reason", "abort"}},
+             static_cast<double>(g.finished_abort));
+  }
+  counter("kiln_gen_preemptions_total", T::kCounter,
+          "Sequences preempted (KV cache full) and recomputed later", &G::preemptions);
+  counter("kiln_gen_prefix_cache_queries_total", T::kCounter,
+          "Prompt tokens looked up in the prefix cache", &G::prefix_queries_tokens);
+  counter("kiln_gen_prefix_cache_hits_total", T::kCounter,
+          "Prompt tokens found in the prefix cache", &G::prefix_hits_tokens);
+  counter("kiln_gen_cancellations_total", T::kCounter, "Generation requests whose client went away",
+          &G::cancellations);
+  counter("kiln_gen_stream_cuts_total", T::kCounter,
+          "Streams cut because the client read too slowly", &G::stream_cuts);
+  counter("kiln_gen_running_sequences", T::kGauge, "Sequences running (in the engine's batch)",
+          &G::running);
+  counter("kiln_gen_waiting_sequences", T::kGauge,
+          "Sequences waiting for admission (queued or preempted)", &G::waiting);
+  w.BeginFamily("kiln_gen_kv_cache_blocks", T::kGauge,
+                "KV cache blocks by state: used (held by sequences), cached (free, holding a "
+                "reusable prefix), free");
+  for (const ModelMetrics& m : gen) {
+    const std::string version = std::to_string(m.version);
+    const G& g = m.stats.generation;
+    w.Sample({{"model", m.name}, {"version", version}, {"state", "used"}},
+             static_cast<double>(g.kv_blocks_used));
+    w.Sample({{"model", m.name}, {"version", version}, {"state", "cached"}},
+             static_cast<double>(g.kv_blocks_cached));
+    w.Sample({{"model", m.name}, {"version", version}, {"state", "free"}},
+             static_cast<double>(g.kv_blocks_free));
+  }
+  PerModel(w, gen, "kiln_gen_kv_cache_usage_ratio", T::kGauge,
+           "Share of the KV cache blocks held by sequences (0..1)", [](const ModelMetrics& m) {
+             const G& g = m.stats.generation;
+             return g.kv_blocks_total > 0 ? static_cast<double>(g.kv_blocks_used) /
+                                                static_cast<double>(g.kv_blocks_total)
+                                          : 0.0;
+           });
 }
 
 }  // namespace
@@ -172,6 +263,7 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
                static_cast<double>(m.stats.failures[static_cast<size_t>(r)]));
     }
   }
+  RenderGenerationMetrics(w, models);
   PerModel(w, models, "kiln_model_weight_bytes", T::kGauge,
            "Bytes of model weights (graph initializers) held in memory",
            [](const ModelMetrics& m) { return static_cast<double>(m.weight_bytes); });
