@@ -92,6 +92,7 @@ Result<bool> ParseBool(std::string_view model, std::string_view key, std::string
 }  // namespace
 
 Result<LlmServingOptions> LlmOptionsFromConfig(const inference::ModelConfig& config) {
+  constexpr int64_t kDefaultMinQueue = 256;
   LlmServingOptions o;
   const std::string& m = config.name();
   constexpr int64_t kMaxI = int64_t{1} << 50;
@@ -162,6 +163,12 @@ Result<LlmServingOptions> LlmOptionsFromConfig(const inference::ModelConfig& con
       o.default_timeout_us =
           static_cast<int64_t>(db.default_queue_policy().default_timeout_microseconds());
     }
+  }
+  if (!config.has_dynamic_batching() || !config.dynamic_batching().has_default_queue_policy()) {
+    // No queue policy: a bounded queue all the same (a config may ask for an unbounded one
+    // with max_queue_size 0).
+    o.policy.max_queue_size =
+        static_cast<size_t>(std::max<int64_t>(kDefaultMinQueue, 4 * o.policy.max_num_seqs));
   }
   return o;
 }
@@ -306,6 +313,7 @@ class LlmModel::Core final : public GenKvSpace, public GenExecutor {
     const int64_t blocks = engine_->kv_cache().num_blocks();
     stats_.generation.present = true;
     stats_.generation.kv_blocks_total = blocks;
+    stats_.generation.kv_block_size = engine_->kv_cache().block_size();
     stats_.generation.kv_blocks_free = blocks;
   }
 
@@ -327,6 +335,7 @@ class LlmModel::Core final : public GenKvSpace, public GenExecutor {
     out.generation.running = sched.policy.running;
     out.generation.waiting = sched.policy.waiting;
     out.generation.preemptions = static_cast<uint64_t>(sched.policy.preemptions);
+    out.generation.scheduler_seconds_total = static_cast<double>(sched.policy_ns) * 1e-9;
     return out;
   }
   void ResetStatistics() {
@@ -338,6 +347,7 @@ class LlmModel::Core final : public GenKvSpace, public GenExecutor {
     stats_.generation.kv_blocks_used = g.kv_blocks_used;
     stats_.generation.kv_blocks_free = g.kv_blocks_free;
     stats_.generation.kv_blocks_cached = g.kv_blocks_cached;
+    stats_.generation.kv_block_size = g.kv_block_size;
   }
 
   // ---- GenKvSpace (scheduler thread) ----
@@ -793,7 +803,13 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
   const int64_t vocab = model_->config().vocab;
   if (!steps_.empty()) {
     logits_.resize(static_cast<size_t>(std::max<int64_t>(num_logits, 1) * vocab));
+    const auto forward_start = std::chrono::steady_clock::now();
     Status s = engine_->Forward(steps_, copies_, logits_.data());
+    {
+      MutexLock lock(stats_mu_);
+      stats_.generation.forward_seconds_total +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
+    }
     copies_.clear();
     if (!s.ok()) {
       KILN_LOG_ERROR("model '{}': engine step failed: {}", name_, s.message());
@@ -879,7 +895,17 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
 
 void LlmModel::Core::SampleKvGauges() {
   const llm::KvStats kv = blocks().stats();
+  // Positions holding K/V, over the sequences that hold blocks (a block shared by n choices
+  // counts once per choice: the figure is an upper bound of the cache's useful slots then).
+  int64_t filled = 0;
+  {
+    MutexLock lock(seqs_mu_);
+    for (const auto& [id, s] : seqs_) {
+      if (!s->kv.blocks.empty()) filled += s->kv.num_computed;
+    }
+  }
   MutexLock lock(stats_mu_);
+  stats_.generation.kv_tokens = filled;
   GenerationStatistics& g = stats_.generation;
   g.kv_blocks_total = kv.total;
   g.kv_blocks_used = kv.used;

@@ -55,8 +55,9 @@ inline constexpr std::string_view kGgufModelFileName = "model.gguf";
 //   temperature, top_p, top_k, max_tokens   default sampling parameters of requests that do not
 //                            set them (defaults: 1.0, 1.0, 0 = all, until the context is full)
 // and dynamic_batching's priority_levels, default_priority_level, default_queue_policy
-// { max_queue_size, default_timeout_microseconds } (the waiting queue; 0 = unbounded queue, no
-// timeout).
+// { max_queue_size, default_timeout_microseconds } (the waiting queue: a request past
+// max_queue_size is answered 429; 0 = unbounded; a timeout of 0 = none). Without a
+// default_queue_policy the queue holds max(256, 4 x max_num_seqs) sequences.
 struct LlmServingOptions {
   int64_t context_length = 0;
   int64_t kv_cache_bytes = 0;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <system_error>
 #include <utility>
 
@@ -113,7 +114,9 @@ void GenScheduler::Loop() {
   for (;;) {
     const int64_t now = clock_.NowNs();
     if (stopping_ && (policy_.idle() || now >= drain_deadline_ns_)) break;
+    const auto schedule_start = std::chrono::steady_clock::now();
     StepPlan plan = policy_.Schedule(now);
+    const auto schedule_end = std::chrono::steady_clock::now();
     if (!PlanDidSomething(plan)) {
       // Idle, or what waits cannot be admitted now: sleep until something changes.
       int64_t wake_ns = policy_.next_deadline_ns();
@@ -139,6 +142,7 @@ void GenScheduler::Loop() {
     if (!plan.run.empty()) executor_->Execute(plan, &outcomes, &forks);
     lock.Lock();
     if (plan.run.empty()) continue;
+    const auto complete_start = std::chrono::steady_clock::now();
     policy_.Complete(plan, outcomes);
     ++stats_.steps;
     stats_.batched_tokens += plan.num_batched_tokens;
@@ -148,6 +152,11 @@ void GenScheduler::Loop() {
         fork_errors.emplace_back(f.child, std::move(s));
       }
     }
+    // Wall time of the policy's own work (the executor's is the model's to measure).
+    stats_.policy_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            (schedule_end - schedule_start) + (std::chrono::steady_clock::now() - complete_start))
+            .count();
     if (!fork_errors.empty()) {
       lock.Unlock();
       for (auto& [child, why] : fork_errors) executor_->Dropped(child, why);

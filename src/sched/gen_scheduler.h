@@ -65,6 +65,7 @@ struct GenSchedulerStats {
   GenPolicyStats policy;
   int64_t steps = 0;           // engine steps run
   int64_t batched_tokens = 0;  // tokens over all steps
+  int64_t policy_ns = 0;       // steady-clock time spent planning and completing steps
 };
 
 class GenScheduler {

@@ -130,6 +130,10 @@ struct GenerationStatistics {
   uint64_t prefix_queries_tokens = 0;
   uint64_t prefix_hits_tokens = 0;
   uint64_t steps = 0;
+  // Where a step's time goes: the engine's forward pass, and the scheduler's planning (the rest
+  // of step_seconds is sampling, detokenization and handing chunks to the clients).
+  double forward_seconds_total = 0;
+  double scheduler_seconds_total = 0;
   // Gauges, read when the statistics are taken.
   int64_t running = 0;
   int64_t waiting = 0;
@@ -137,6 +141,8 @@ struct GenerationStatistics {
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_free = 0;
   int64_t kv_blocks_cached = 0;
+  int64_t kv_tokens = 0;  // positions holding K/V of the running sequences
+  int64_t kv_block_size = 0;
 };
 
 struct InferStatistics {

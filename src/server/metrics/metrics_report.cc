@@ -98,6 +98,11 @@ void RenderGenerationMetrics(ExpositionWriter& w, std::span<const ModelMetrics> 
     w.Sample({{"model", m.name}, {"version", version}, {"reason", "abort"}},
              static_cast<double>(g.finished_abort));
   }
+  counter("kiln_gen_forward_seconds_total", T::kCounter,
+          "Time in the engine's forward passes, in seconds", &G::forward_seconds_total);
+  counter("kiln_gen_scheduler_seconds_total", T::kCounter,
+          "Time the scheduler spent planning and completing steps, in seconds",
+          &G::scheduler_seconds_total);
   counter("kiln_gen_preemptions_total", T::kCounter,
           "Sequences preempted (KV cache full) and recomputed later", &G::preemptions);
   counter("kiln_gen_prefix_cache_queries_total", T::kCounter,
@@ -125,6 +130,12 @@ void RenderGenerationMetrics(ExpositionWriter& w, std::span<const ModelMetrics> 
     w.Sample({{"model", m.name}, {"version", version}, {"state", "free"}},
              static_cast<double>(g.kv_blocks_free));
   }
+  counter("kiln_gen_kv_cache_tokens", T::kGauge,
+          "Positions holding K/V of the running sequences (used blocks x block size minus this "
+          "is the slack of their last blocks)",
+          &G::kv_tokens);
+  counter("kiln_gen_kv_cache_block_size", T::kGauge, "Tokens per KV cache block",
+          &G::kv_block_size);
   PerModel(w, gen, "kiln_gen_kv_cache_usage_ratio", T::kGauge,
            "Share of the KV cache blocks held by sequences (0..1)", [](const ModelMetrics& m) {
              const G& g = m.stats.generation;
