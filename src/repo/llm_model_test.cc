@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -349,6 +350,60 @@ TEST_P(LlmModelTest, CancellationReturnsTheBlocks) {
   const ModelStatistics s = SettledStatistics(*model);
   EXPECT_EQ(s.generation.kv_blocks_used, 0);
   EXPECT_EQ(s.generation.cancellations, 1u);
+}
+
+// A client that does not read: once more chunks than max_stream_backlog wait, the stream is cut
+// (RESOURCE_EXHAUSTED), counted, and its blocks come back.
+class StuckSink final : public GenerationSink {
+ public:
+  void Send(GenChunk) override { ++sent_; }
+  void Finish(Result<GenFinal> result) override { inner_.Finish(std::move(result)); }
+  size_t backlog() const override { return sent_; }  // nothing is ever written
+  CollectSink& inner() { return inner_; }
+  size_t sent() const { return sent_; }
+
+ private:
+  std::atomic<size_t> sent_{0};
+  CollectSink inner_;
+};
+
+TEST_P(LlmModelTest, SlowReaderStreamIsCut) {
+  std::mt19937 rng(13);
+  LlmServingOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  o.max_stream_backlog = 8;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  auto sink = std::make_shared<StuckSink>();
+  model->Generate(Greedy(RandomPrompt(rng, 20), 500), sink);
+  Result<GenFinal> result = sink->inner().Wait();
+  EXPECT_EQ(result.status().code(), StatusCode::kResourceExhausted) << result.status().ToString();
+  EXPECT_NE(result.status().message().find("reads too slowly"), std::string::npos);
+  EXPECT_EQ(sink->sent(), 9u);  // cut at the first chunk past the limit
+  const ModelStatistics s = SettledStatistics(*model);
+  EXPECT_EQ(s.generation.stream_cuts, 1u);
+  EXPECT_EQ(s.generation.kv_blocks_used, 0);
+}
+
+// A request that cannot fit the KV cache even alone is refused, naming what it needs.
+TEST_P(LlmModelTest, KvCacheTooSmallForTheRequest) {
+  std::mt19937 rng(17);
+  Result<std::unique_ptr<llm::Model>> m = llm::Model::Load(path_);
+  ASSERT_TRUE(m.ok());
+  const llm::ModelConfig& mc = (*m)->config();
+  LlmServingOptions o;
+  o.kv_cache_bytes = 4 * 16 * mc.n_layers * mc.n_kv_heads * mc.head_dim * 2 * 2;  // 4 blocks
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  auto sink = std::make_shared<CollectSink>();
+  model->Generate(Greedy(RandomPrompt(rng, 60), 10), sink);  // 70 tokens: 5 blocks
+  Result<GenFinal> result = sink->Wait();
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << result.status().ToString();
+  EXPECT_NE(result.status().message().find("5 blocks"), std::string::npos)
+      << result.status().ToString();
+  auto fits = std::make_shared<CollectSink>();
+  model->Generate(Greedy(RandomPrompt(rng, 40), 10), fits);
+  EXPECT_TRUE(fits->Wait().ok());
 }
 
 // Refusals, each answered before any chunk, and the model keeps serving.

@@ -846,6 +846,74 @@ def check_back_pressure(c):
     t.check("back-pressure: tiny_q answers again afterwards", r.status == 200, repr(r))
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def check_many_streams(c):
+    """500 streams at once on tiny (max_num_seqs 64, the default queue of 256): each is answered
+    200 (a whole stream) or 429, the server's memory stays bounded, and it keeps serving."""
+    t = c.t
+    n = 500
+    body = json.dumps({"model": "tiny", "prompt": [1, 450, 4996], "max_tokens": 200,
+                       "ignore_eos": True, "temperature": 0, "stream": True}).encode()
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+    rss_before = rss_kib(c.server.pid)
+    peak = [rss_before]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(c.server.pid))
+            time.sleep(0.02)
+
+    def one():
+        s = socket.create_connection(("127.0.0.1", c.port), timeout=120)
+        try:
+            s.sendall(head + body)
+            data = b""
+            while True:
+                part = s.recv(65536)
+                if not part:
+                    break
+                data += part
+            return data
+        finally:
+            s.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        replies = run_concurrently([one] * n)
+    finally:
+        done.set()
+        watcher.join()
+    errors = [r for r in replies if isinstance(r, Exception)]
+    ok = [r for r in replies if isinstance(r, bytes) and r.startswith(b"HTTP/1.1 200")
+          and r.rstrip().endswith(b"0") and b"data: [DONE]" in r]
+    busy = [r for r in replies if isinstance(r, bytes) and r.startswith(b"HTTP/1.1 429")]
+    other = [r for r in replies if isinstance(r, bytes) and r not in ok and r not in busy]
+    print(f"      ({len(ok)} complete streams, {len(busy)} x 429, {len(other)} other, "
+          f"{len(errors)} client errors; RSS {rss_before // 1024} -> peak {peak[0] // 1024} MiB)",
+          flush=True)
+    t.check(f"{n} concurrent streams: each is a whole stream or a 429",
+            not errors and not other, repr((errors + [o[:200] for o in other])[:2]))
+    t.check(f"{n} concurrent streams: the queue bound answers some 429", len(busy) >= 1,
+            f"{len(busy)} x 429")
+    t.check(f"{n} concurrent streams: at least 64 complete", len(ok) >= 64, f"{len(ok)}")
+    t.check(f"{n} concurrent streams: peak RSS grows by less than 256 MiB",
+            peak[0] - rss_before < 256 * 1024, f"{rss_before} -> {peak[0]} KiB")
+    t.check(f"{n} concurrent streams: the server is alive and ready",
+            c.server.poll() is None and get(c.port, "/v2/health/ready").status == 200)
+    r = c.completion({"prompt": [1, 450], "max_tokens": 3})
+    t.check(f"{n} concurrent streams: the next request succeeds", r.status == 200, repr(r))
+
+
 def check_triton_generate(c):
     t = c.t
     prompt = "The quick brown fox"
@@ -1109,6 +1177,7 @@ def main():
                          ("n and logprobs", check_n_and_logprobs), ("lengths", check_lengths),
                          ("errors", check_errors), ("disconnect", check_disconnect),
                          ("back-pressure", check_back_pressure),
+                         ("many streams", check_many_streams),
                          ("triton generate", check_triton_generate)]:
             t.run(name, fn, c)
         if c.generate_text is not None:
