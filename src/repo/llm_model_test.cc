@@ -406,6 +406,34 @@ TEST_P(LlmModelTest, KvCacheTooSmallForTheRequest) {
   EXPECT_TRUE(fits->Wait().ok());
 }
 
+// Unloading drains: running sequences finish within the drain limit; past it they are
+// cancelled (UNAVAILABLE), and requests after Shutdown are refused.
+TEST_P(LlmModelTest, ShutdownDrainsThenCancels) {
+  std::mt19937 rng(19);
+  for (const bool long_drain : {true, false}) {
+    LlmServingOptions o;
+    o.kv_cache_bytes = 64 << 20;
+    o.drain_timeout_ns = long_drain ? 60'000'000'000 : 0;
+    std::shared_ptr<LlmModel> model = Make(o);
+    ASSERT_NE(model, nullptr);
+    auto running = std::make_shared<CollectSink>();
+    model->Generate(Greedy(RandomPrompt(rng, 20), long_drain ? 40 : 1900), running);
+    while (running->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    model->Shutdown();
+    Result<GenFinal> result = running->Wait();
+    if (long_drain) {
+      EXPECT_TRUE(result.ok()) << result.status().ToString();
+      EXPECT_EQ(running->ids().size(), 40u);
+    } else {
+      EXPECT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
+      EXPECT_LT(running->ids().size(), 1900u);
+    }
+    auto after = std::make_shared<CollectSink>();
+    model->Generate(Greedy(RandomPrompt(rng, 5), 2), after);
+    EXPECT_EQ(after->Wait().status().code(), StatusCode::kUnavailable);
+  }
+}
+
 // Refusals, each answered before any chunk, and the model keeps serving.
 TEST_P(LlmModelTest, RefusesWhatCannotRun) {
   LlmServingOptions o;
