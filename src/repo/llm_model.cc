@@ -369,9 +369,10 @@ class LlmModel::Core final : public GenKvSpace, public GenExecutor {
     return mutable_blocks().Reserve(&Get(id).kv, new_len, &copies_).ok();
   }
   void Free(GenSeqId id) override {
-    GenSequence& s = Get(id);
-    mutable_blocks().Free(&s.kv);
-    if (s.finished) Erase(id);
+    GenSequence* s = Find(id);
+    if (s == nullptr) return;
+    mutable_blocks().Free(&s->kv);
+    if (s->finished) Erase(id);
     SampleKvGauges();
   }
   void Fork(GenSeqId parent, GenSeqId child) override {
@@ -388,9 +389,17 @@ class LlmModel::Core final : public GenKvSpace, public GenExecutor {
   const llm::BlockManager& blocks() const { return engine_->kv_cache().blocks(); }
   llm::BlockManager& mutable_blocks() { return engine_->kv_cache().blocks(); }
 
-  GenSequence& Get(GenSeqId id) const {
+  // The sequence `id`: null when it is not (or no longer) in the table.
+  GenSequence* Find(GenSeqId id) const {
     MutexLock lock(seqs_mu_);
-    return *seqs_.at(id);
+    const auto it = seqs_.find(id);
+    return it == seqs_.end() ? nullptr : it->second.get();
+  }
+  // REQUIRES: the policy holds `id`, so the table does too.
+  GenSequence& Get(GenSeqId id) const {
+    GenSequence* s = Find(id);
+    KILN_CHECK(s != nullptr, "generation sequence ", id, " is not in the sequence table");
+    return *s;
   }
   void Erase(GenSeqId id) {
     MutexLock lock(seqs_mu_);
@@ -632,8 +641,9 @@ void LlmModel::Core::Fail(GenRequestState& req, const Status& why) {
 }
 
 void LlmModel::Core::Dropped(GenSeqId id, const Status& why) {
-  GenSequence& s = Get(id);
-  std::shared_ptr<GenRequestState> req = s.req;
+  GenSequence* s = Find(id);
+  if (s == nullptr) return;
+  std::shared_ptr<GenRequestState> req = s->req;
   Erase(id);
   Fail(*req, why);
 }
@@ -771,6 +781,15 @@ void LlmModel::Core::Accept(GenSequence& s, int32_t token, const llm::TokenLogpr
   }
 }
 
+namespace {
+
+bool ForkedThisStep(const std::vector<GenFork>& forks, GenSeqId parent) {
+  return std::any_of(forks.begin(), forks.end(),
+                     [parent](const GenFork& f) { return f.parent == parent; });
+}
+
+}  // namespace
+
 void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* outcomes,
                              std::vector<GenFork>* forks) {
   omp_set_num_threads(threads_);
@@ -784,8 +803,9 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
     GenSequence& s = Get(c.seq);
     seqs[i] = &s;
     (*outcomes)[i].seq = c.seq;
-    if (s.req->done || (s.req->cancellation != nullptr && s.req->cancellation->cancelled())) {
-      if (!s.req->done) Fail(*s.req, Status::Cancelled("request cancelled"));
+    if (s.finished || s.req->done ||
+        (s.req->cancellation != nullptr && s.req->cancellation->cancelled())) {
+      if (!s.req->done && !s.finished) Fail(*s.req, Status::Cancelled("request cancelled"));
       s.finished = true;
       (*outcomes)[i].finished = true;
       continue;
@@ -876,10 +896,15 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
     const int32_t t = s.sampler->Sample(row_, want_lp ? &lp : nullptr);
     Accept(s, t, want_lp ? &lp : nullptr, now);
     (*outcomes)[i].appended = true;
-    if (s.finished || req.done) {
+    if (req.done) {
       s.finished = true;
       (*outcomes)[i].finished = true;
+    } else if (s.finished && !ForkedThisStep(*forks, s.id)) {
+      (*outcomes)[i].finished = true;
     }
+    // A parent whose own choice ended with its first token while its forks go on stays in
+    // the policy for one more step (the forks are added after this step completes and share
+    // its blocks); the next step finds it finished and lets it go.
   }
   const int64_t end = NowNs(clock_);
   {

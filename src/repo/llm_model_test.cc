@@ -296,6 +296,48 @@ TEST_P(LlmModelTest, SeededChoicesAreReproducible) {
   EXPECT_EQ(run(1, true)[0], a[0]);
 }
 
+// Choice 0 (the sequence the others fork from) may end with its first token while the other
+// choices go on: the request still completes every choice.
+TEST_P(LlmModelTest, FirstChoiceEndingAtOnceKeepsTheOthers) {
+  std::mt19937 rng(23);
+  const std::vector<int32_t> prompt = RandomPrompt(rng, 12);
+  LlmServingOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  std::shared_ptr<LlmModel> model = Make(o);
+  ASSERT_NE(model, nullptr);
+  Result<std::unique_ptr<llm::Model>> m = llm::Model::Load(path_);
+  ASSERT_TRUE(m.ok());
+  // Half the vocabulary stops a choice: some seed makes choice 0 stop at once while others run.
+  std::vector<int32_t> stops;
+  for (int32_t id = 0; id < (*m)->config().vocab; id += 2) stops.push_back(id);
+  bool seen = false;
+  for (uint64_t seed = 1; seed <= 40 && !seen; ++seed) {
+    auto r = std::make_unique<GenerateRequest>();
+    r->prompt_tokens = prompt;
+    r->sampling.temperature = 1.0f;
+    r->sampling.seed = seed;
+    r->sampling.n = 8;
+    r->sampling.max_tokens = 6;
+    r->sampling.stop_token_ids = stops;
+    auto sink = std::make_shared<CollectSink>();
+    model->Generate(std::move(r), sink);
+    Result<GenFinal> result = sink->Wait();
+    ASSERT_TRUE(result.ok()) << "seed " << seed << ": " << result.status().ToString();
+    int64_t total = 0;
+    for (size_t c = 0; c < 8; ++c) {
+      ASSERT_TRUE(sink->finish(c).has_value()) << "seed " << seed << " choice " << c;
+      total += static_cast<int64_t>(sink->ids(c).size());
+    }
+    EXPECT_EQ(result->usage.completion_tokens, total);
+    const bool parent_stopped = sink->ids(0).size() == 1 && sink->finish(0) == FinishReason::kStop;
+    bool other_ran = false;
+    for (size_t c = 1; c < 8; ++c) other_ran |= sink->ids(c).size() > 1;
+    seen = parent_stopped && other_ran;
+  }
+  EXPECT_TRUE(seen) << "no seed in 1..40 made choice 0 stop at once while another ran";
+  EXPECT_EQ(SettledStatistics(*model).generation.kv_blocks_used, 0);
+}
+
 // A stop string cuts the output before its first occurrence, even across tokens.
 TEST_P(LlmModelTest, StopStringEndsTheOutputBeforeIt) {
   std::mt19937 rng(5);

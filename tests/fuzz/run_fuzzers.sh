@@ -3,7 +3,7 @@
 # Runs every kiln fuzz target for FUZZ_SECONDS (default 60) each, from seed corpora built out of
 # real inputs: ONNX backend test models, the demo requests, gRPC inference requests (protoc
 # --encode from text), repository requests, .npy files, SequenceProto / OptionalProto test data
-# files, config.pbtxt files, small GGUF files.
+# files, config.pbtxt files, small GGUF files, OpenAI / generate request bodies.
 # Usage: run_fuzzers.sh BUILD_DIR [SECONDS]. Crashes are written to BUILD_DIR/fuzz/crashes/.
 set -euo pipefail
 build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
@@ -125,6 +125,15 @@ open(f"{d}/v3.gguf", "wb").write(gguf(3, meta, tensors))
 open(f"{d}/v2.gguf", "wb").write(gguf(2, meta[:3], tensors[:2]))
 open(f"{d}/meta_only.gguf", "wb").write(gguf(3, meta, []))
 PY
+gen_json=$(seed gen_json)
+printf '{"model":"m","prompt":"Hello","max_tokens":8,"temperature":0.7,"stop":["a","b"],"logit_bias":{"5":-100},"n":2,"stream":true,"stream_options":{"include_usage":true},"logprobs":2}' \
+  > "$gen_json/completion.json"
+printf '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"top_logprobs":3,"logprobs":true,"seed":-1}' \
+  > "$gen_json/chat.json"
+printf '{"text_input":"Hello","parameters":{"stream":"true","max_tokens":"4","temperature":0}}' \
+  > "$gen_json/generate.json"
+printf '{"prompt":[[1,2,3]],"max_completion_tokens":3,"min_tokens":1,"stop_token_ids":[2]}' \
+  > "$gen_json/token_ids.json"
 grpc_infer=$(seed grpc_infer)
 encode() {  # encode NAME TEXT: a ModelInferRequest from protobuf text format
   printf '%s' "$2" | protoc --encode=inference.ModelInferRequest -I"$root/src/server/grpc" \
@@ -138,7 +147,7 @@ status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
     fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
     fuzz_config:"$config" fuzz_binary_section:"$binary" fuzz_http_request:"$http_request" \
-    fuzz_grpc_infer:"$grpc_infer" fuzz_gguf:"$gguf"; do
+    fuzz_grpc_infer:"$grpc_infer" fuzz_gguf:"$gguf" fuzz_gen_json:"$gen_json"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
