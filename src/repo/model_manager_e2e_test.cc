@@ -91,15 +91,23 @@ class DemoRepoTest : public ::testing::Test {
   }
 };
 
-TEST_F(DemoRepoTest, LoadsBothModels) {
+TEST_F(DemoRepoTest, LoadsEveryDemoModel) {
   auto manager = Load(kDemo);
   Status s = manager->LoadInitialModels();
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(manager->AllModelsReady());
   const std::vector<ModelIndexEntry> index = manager->Index();
-  ASSERT_EQ(index.size(), 2u);
+  ASSERT_EQ(index.size(), 3u);
   EXPECT_EQ(index[0].name, "add_sub");
   EXPECT_EQ(index[1].name, "digits");
+  EXPECT_EQ(index[2].name, "tiny_lm");
+  // tiny_lm has no config: its model.gguf makes it a generative model.
+  Result<std::shared_ptr<LoadedModel>> lm = manager->GetModel("tiny_lm", -1);
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  EXPECT_TRUE((*lm)->generative());
+  EXPECT_EQ((*lm)->signature().platform, "kiln_llm");
+  ASSERT_FALSE((*lm)->signature().inputs.empty());
+  EXPECT_EQ((*lm)->signature().inputs[0].name, "text_input");
   for (const ModelIndexEntry& e : index) {
     EXPECT_EQ(e.version, 1);
     EXPECT_EQ(e.state, ModelState::kReady);
