@@ -125,6 +125,7 @@ struct GenPolicy::Impl {
   std::vector<GenSeqId> cancel_pending;              // Cancel since the last Schedule
   std::vector<GenSeqId> order;                       // scratch: the running ids of a pass
   int64_t preemptions = 0;
+  int64_t static_batch_left = 0;  // static batching: members of the open batch not yet admitted
 };
 
 void GenPolicy::Impl::Schedule(int64_t now_ns, StepPlan& plan) {
@@ -179,16 +180,19 @@ void GenPolicy::Impl::Schedule(int64_t now_ns, StepPlan& plan) {
 
 void GenPolicy::Impl::Admit(StepPlan& plan, int64_t& budget) {
   if (options.static_batching) {
-    // Request-level batching: the batch is closed once one of its sequences has generated a
-    // token, and stays closed until every one of them has finished.
-    for (const OrderKey& k : running) {
-      const Seq& r = seqs.at(k.id);
-      if (r.info.num_tokens > r.prompt_tokens) return;
+    // Request-level batching: when nothing runs, the next batch is the first max_num_seqs
+    // waiting sequences; they are admitted (over as many steps as their prompts need) and no
+    // other sequence is until every one of them has finished.
+    if (running.empty() && static_batch_left == 0) {
+      static_batch_left =
+          std::min<int64_t>(options.max_num_seqs, static_cast<int64_t>(waiting.size()));
     }
+    if (static_batch_left == 0) return;
   }
   auto it = waiting.begin();
   while (it != waiting.end() && budget > 0 &&
-         static_cast<int64_t>(running.size()) < options.max_num_seqs) {
+         static_cast<int64_t>(running.size()) < options.max_num_seqs &&
+         (!options.static_batching || static_batch_left > 0)) {
     const GenSeqId id = it->id;
     Seq& s = seqs.at(id);
     const int64_t num_tokens = s.info.num_tokens;
@@ -237,6 +241,7 @@ void GenPolicy::Impl::Admit(StepPlan& plan, int64_t& budget) {
     it = waiting.erase(it);
     plan.run.push_back({id, matched, end - matched, end == num_tokens, /*is_prompt=*/true});
     budget -= end - matched;
+    if (options.static_batching) --static_batch_left;
   }
 }
 

@@ -95,9 +95,10 @@ struct GenPolicyOptions {
   size_t max_queue_size = 0;     // waiting sequences at most; 0: unbounded
   uint32_t priority_levels = 1;  // priorities 1..priority_levels (1 highest)
   uint32_t default_priority = 1;
-  // Request-level (static) batching, for comparison: sequences are admitted only while no
-  // running sequence has generated a token, so a batch of up to max_num_seqs runs until its
-  // longest member finishes before the next one starts. Off: continuous batching.
+  // Request-level (static) batching, for comparison: when nothing runs, the first
+  // max_num_seqs waiting sequences form a batch; they are admitted (their prompts chunked by
+  // the token budget as usual) and the batch runs until its longest member finishes before the
+  // next one forms. Off: continuous batching.
   bool static_batching = false;
 };
 

@@ -486,6 +486,20 @@ TEST(GenPolicyTest, StaticBatchingWaitsForTheWholeBatch) {
   }
 }
 
+TEST(GenPolicyTest, StaticBatchIsTheFirstMaxNumSeqsWaiting) {
+  // max_num_seqs 3, budget 20, prompts of 10: the batch {1, 2, 3} needs two steps to admit
+  // (1 and 2 decode meanwhile); 4 and 5 wait until the whole batch has finished.
+  GenPolicyOptions o = Options(20, /*max_num_seqs=*/3);
+  o.static_batching = true;
+  Harness h(o);
+  for (GenSeqId id = 1; id <= 5; ++id) h.Add({id, 10, 2});
+  EXPECT_EQ(Chunks(h.Step()), (std::vector<C>{{1, 0, 10, L, P}, {2, 0, 10, L, P}}));
+  EXPECT_EQ(Chunks(h.Step()),
+            (std::vector<C>{{1, 10, 1, L, D}, {2, 10, 1, L, D}, {3, 0, 10, L, P}}));  // 1, 2 done
+  EXPECT_EQ(Chunks(h.Step()), (std::vector<C>{{3, 10, 1, L, D}}));                    // 3 done
+  EXPECT_EQ(Chunks(h.Step()), (std::vector<C>{{4, 0, 10, L, P}, {5, 0, 10, L, P}}));
+}
+
 TEST(GenPolicyTest, WatermarkWaivedWhenNothingRuns) {
   // 4 blocks, watermark 2: a 64-token prompt needs all 4 and still runs when it is alone.
   GenPolicyOptions o = Options(512);
