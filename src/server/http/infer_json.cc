@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "server/http/compression.h"
+#include "server/http/json_read.h"
 #include "server/json_writer.h"
 #include "server/raw_tensor.h"
 #include "tensor/shape.h"
@@ -33,73 +34,13 @@ static_assert(kJsonPaddingBytes >= simdjson::SIMDJSON_PADDING);
 namespace dom = simdjson::dom;
 using ElementType = dom::element_type;
 
-std::string_view JsonTypeName(ElementType type) {
-  switch (type) {
-    case ElementType::ARRAY:
-      return "an array";
-    case ElementType::OBJECT:
-      return "an object";
-    case ElementType::INT64:
-    case ElementType::UINT64:
-      return "an integer";
-    case ElementType::DOUBLE:
-      return "a number";
-    case ElementType::STRING:
-      return "a string";
-    case ElementType::BOOL:
-      return "a boolean";
-    case ElementType::NULL_VALUE:
-      return "null";
-  }
-  return "a JSON value";
-}
-
-// Typed reads of an element whose type() was checked by the caller.
-int64_t AsInt64(dom::element e) {
-  int64_t v = 0;
-  if (e.get_int64().get(v) != simdjson::SUCCESS) v = 0;
-  return v;
-}
-uint64_t AsUint64(dom::element e) {
-  uint64_t v = 0;
-  if (e.get_uint64().get(v) != simdjson::SUCCESS) v = 0;
-  return v;
-}
-double AsDouble(dom::element e) {
-  double v = 0;
-  if (e.get_double().get(v) != simdjson::SUCCESS) v = 0;
-  return v;
-}
-std::string_view AsString(dom::element e) {
-  std::string_view v;
-  if (e.get_string().get(v) != simdjson::SUCCESS) v = {};
-  return v;
-}
-bool AsBool(dom::element e) {
-  bool v = false;
-  if (e.get_bool().get(v) != simdjson::SUCCESS) v = false;
-  return v;
-}
-
-// The element as it appeared (numbers, short strings) or its JSON type, for error messages.
-std::string Describe(dom::element e) {
-  switch (e.type()) {
-    case ElementType::INT64:
-      return std::to_string(AsInt64(e));
-    case ElementType::UINT64:
-      return std::to_string(AsUint64(e));
-    case ElementType::DOUBLE:
-      return fmt::format("{}", AsDouble(e));
-    case ElementType::STRING: {
-      const std::string_view v = AsString(e);
-      return "\"" + std::string(v.substr(0, 32)) + (v.size() > 32 ? "...\"" : "\"");
-    }
-    case ElementType::BOOL:
-      return AsBool(e) ? "true" : "false";
-    default:
-      return std::string(JsonTypeName(e.type()));
-  }
-}
+using json_read::AsBool;
+using json_read::AsDouble;
+using json_read::AsInt64;
+using json_read::AsString;
+using json_read::AsUint64;
+using json_read::JsonTypeName;
+std::string Describe(dom::element e) { return json_read::JsonValueForMessage(e); }
 
 // The protocol's parameter values are booleans, numbers and strings: an object, an array or null
 // in a `parameters` object (of the request, an input or an output) is INVALID_ARGUMENT naming

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "server/http/infer_json.h"
+#include "server/http/json_read.h"
 #include "server/json_writer.h"
 #include "server/status_map.h"
 
@@ -31,71 +32,16 @@ using ElementType = dom::element_type;
 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
-std::string_view JsonTypeName(ElementType type) {
-  switch (type) {
-    case ElementType::ARRAY:
-      return "an array";
-    case ElementType::OBJECT:
-      return "an object";
-    case ElementType::INT64:
-    case ElementType::UINT64:
-      return "an integer";
-    case ElementType::DOUBLE:
-      return "a number";
-    case ElementType::STRING:
-      return "a string";
-    case ElementType::BOOL:
-      return "a boolean";
-    case ElementType::NULL_VALUE:
-      return "null";
-  }
-  return "a JSON value";
-}
+using json_read::AsDouble;
+using json_read::AsInt64;
+using json_read::AsString;
+using json_read::AsUint64;
+using json_read::JsonTypeName;
 
-// Typed reads of an element whose type() was checked by the caller.
-int64_t AsInt64(dom::element e) {
-  int64_t v = 0;
-  if (e.get_int64().get(v) != simdjson::SUCCESS) v = 0;
-  return v;
-}
-uint64_t AsUint64(dom::element e) {
-  uint64_t v = 0;
-  if (e.get_uint64().get(v) != simdjson::SUCCESS) v = 0;
-  return v;
-}
-double AsDouble(dom::element e) {
-  double v = 0;
-  if (e.get_double().get(v) != simdjson::SUCCESS) v = 0;
-  return v;
-}
-std::string_view AsString(dom::element e) {
-  std::string_view v;
-  if (e.get_string().get(v) != simdjson::SUCCESS) v = {};
-  return v;
-}
-
-// The element as it appeared (numbers, short strings) or its JSON type, for error messages.
+// The element for an error message (json_read.h), an empty string named as such.
 std::string Describe(dom::element e) {
-  switch (e.type()) {
-    case ElementType::INT64:
-      return std::to_string(AsInt64(e));
-    case ElementType::UINT64:
-      return std::to_string(AsUint64(e));
-    case ElementType::DOUBLE:
-      return fmt::format("{}", AsDouble(e));
-    case ElementType::STRING: {
-      const std::string_view v = AsString(e);
-      if (v.empty()) return "an empty string";
-      return "\"" + std::string(v.substr(0, 32)) + (v.size() > 32 ? "...\"" : "\"");
-    }
-    case ElementType::BOOL: {
-      bool b = false;
-      if (e.get_bool().get(b) != simdjson::SUCCESS) b = false;
-      return b ? "true" : "false";
-    }
-    default:
-      return std::string(JsonTypeName(e.type()));
-  }
+  if (e.type() == ElementType::STRING && AsString(e).empty()) return "an empty string";
+  return json_read::JsonValueForMessage(e);
 }
 
 bool IsNull(dom::element e) { return e.type() == ElementType::NULL_VALUE; }
