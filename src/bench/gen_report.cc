@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "bench/stamp.h"
 #include "server/json_writer.h"
 
 namespace kiln::bench {
@@ -25,32 +26,6 @@ std::string SloText(const GoodputSlo& slo) {
   add("TTFT", slo.ttft_ms);
   add("TPOT", slo.tpot_ms);
   add("E2E", slo.e2el_ms);
-  return out;
-}
-
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
   return out;
 }
 
@@ -90,7 +65,7 @@ std::string CdfSvg(const std::vector<Series>& series, const std::string& title) 
       "<text x='{2}' y='18' font-size='13' text-anchor='middle'>{3}</text>"
       "<line x1='{4}' y1='{5}' x2='{6}' y2='{5}' stroke='black'/>"
       "<line x1='{4}' y1='{5}' x2='{4}' y2='{7}' stroke='black'/>",
-      w, h, w / 2, Escape(title), ml, h - mb, w - mr, mt);
+      w, h, w / 2, HtmlEscape(title), ml, h - mb, w - mr, mt);
   for (int i = 0; i <= 5; ++i) {
     double xv = xmax * i / 5, f = i / 5.0;
     svg += fmt::format(
@@ -120,7 +95,7 @@ std::string CdfSvg(const std::vector<Series>& series, const std::string& title) 
     svg += fmt::format(
         "<rect x='{}' y='{}' width='12' height='3' fill='{}'/><text x='{}' y='{}' "
         "font-size='12'>{}</text>",
-        ml + 10, mt + 8 + 16 * legend, s.color, ml + 28, mt + 13 + 16 * legend, Escape(s.name));
+        ml + 10, mt + 8 + 16 * legend, s.color, ml + 28, mt + 13 + 16 * legend, HtmlEscape(s.name));
     ++legend;
   }
   svg += "</svg>";
@@ -318,23 +293,24 @@ std::string FormatGenHtml(const GenRunInfo& info, const GenMetrics& m,
 
   std::string page =
       "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kiln bench generate: " +
-      Escape(info.model) +
+      HtmlEscape(info.model) +
       "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
       "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th:first-child,"
       "td:first-child{text-align:left}code{background:#f4f4f4}</style></head><body>";
-  page += fmt::format("<h1>kiln bench generate: {}</h1>", Escape(info.model));
+  page += fmt::format("<h1>kiln bench generate: {}</h1>", HtmlEscape(info.model));
   page += fmt::format(
       "<p>Command: <code>{}</code><br>Commit: {}<br>CPU: {} ({} logical)<br>Started: {} UTC<br>"
       "Server: {}{}<br>Dataset: {}, {} prompts; request rate {}/s, burstiness {:g}, max "
       "concurrency {}</p>",
-      Escape(info.command_line), Escape(info.git_commit.empty() ? "unknown" : info.git_commit),
-      Escape(info.cpu_model), info.cpu_count, Escape(info.start_time_utc), Escape(info.url),
-      Escape(info.endpoint), Escape(info.dataset), info.num_prompts, RateLabel(info.request_rate),
-      info.burstiness,
+      HtmlEscape(info.command_line),
+      HtmlEscape(info.git_commit.empty() ? "unknown" : info.git_commit), HtmlEscape(info.cpu_model),
+      info.cpu_count, HtmlEscape(info.start_time_utc), HtmlEscape(info.url),
+      HtmlEscape(info.endpoint), HtmlEscape(info.dataset), info.num_prompts,
+      RateLabel(info.request_rate), info.burstiness,
       info.max_concurrency > 0 ? std::to_string(info.max_concurrency) : "unlimited");
   page += "<h2>Summary</h2><table>";
   auto line = [&](const std::string& name, const std::string& value) {
-    page += "<tr><td>" + Escape(name) + "</td><td>" + Escape(value) + "</td></tr>";
+    page += "<tr><td>" + HtmlEscape(name) + "</td><td>" + HtmlEscape(value) + "</td></tr>";
   };
   line("Benchmark duration (s)", fmt::format("{:.2f}", m.duration_s));
   line("Successful requests", std::to_string(m.completed));
@@ -367,9 +343,9 @@ std::string FormatGenHtml(const GenRunInfo& info, const GenMetrics& m,
   if (m.failed > 0) {
     page += "<h2>Errors</h2><ul>";
     for (const auto& [kind, n] : m.errors_by_kind) {
-      page += fmt::format("<li>{} x {}</li>", n, Escape(kind));
+      page += fmt::format("<li>{} x {}</li>", n, HtmlEscape(kind));
     }
-    page += "</ul><p>First: <code>" + Escape(m.first_error) + "</code></p>";
+    page += "</ul><p>First: <code>" + HtmlEscape(m.first_error) + "</code></p>";
   }
   page +=
       "<p>Latencies count from the send. TTFT = first content chunk; ITL = gaps between content "

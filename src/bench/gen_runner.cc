@@ -17,56 +17,11 @@
 #include "bench/gen_dataset.h"
 #include "bench/gen_report.h"
 #include "bench/net.h"
+#include "bench/stamp.h"
 #include "bench/writers.h"
 
 namespace kiln::bench {
 namespace {
-
-// The stamp's pieces, as runner.cc writes them for the KServe mode.
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-std::string Run(const std::string& cmd) {
-  std::string out;
-  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (std::fgets(buf, sizeof(buf), p)) out += buf;
-    ::pclose(p);
-  }
-  return out;
-}
-
-// The commit of the tree the kiln binary sits in, "-dirty" with uncommitted changes; "" unknown.
-std::string GitCommit() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  std::string dir = exe.parent_path().string();
-  std::string out = Run("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  if (out.size() != 40) return "";
-  std::string status =
-      Run("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null");
-  return status.empty() ? out : out + "-dirty";
-}
-
-std::string UtcNow() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Every request in flight holds a socket: lift the soft limit on open files to the hard one.
 void RaiseFileLimit() {

@@ -24,6 +24,7 @@
 #include "bench/writers.h"
 #ifdef KILN_HAVE_GRPC
 #include "bench/grpc_load.h"
+#include "bench/stamp.h"
 #endif
 
 namespace kiln::bench {
@@ -37,53 +38,6 @@ int64_t CpuNs() {
            static_cast<int64_t>(tv.tv_usec) * 1000;
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-// The commit of the source tree the kiln binary sits in (build/kiln -> the checkout), if git
-// knows it; "-dirty" when that tree has uncommitted changes.
-std::string GitCommit() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  std::string dir = exe.parent_path().string();
-  std::string cmd = "git -C '" + dir + "' rev-parse HEAD 2>/dev/null";
-  std::string out;
-  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[128];
-    while (std::fgets(buf, sizeof(buf), p)) out += buf;
-    ::pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  if (out.size() != 40) return "";
-  cmd = "git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null";
-  std::string status;
-  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (std::fgets(buf, sizeof(buf), p)) status += buf;
-    ::pclose(p);
-  }
-  return status.empty() ? out : out + "-dirty";
-}
-
-std::string UtcNow() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 struct Window {

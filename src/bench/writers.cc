@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench/stamp.h"
 #include "server/json_writer.h"
 
 namespace kiln::bench {
@@ -32,29 +33,6 @@ std::string LoadLabel(const PointResult& p) {
 std::string Num(double v) {
   if (!std::isfinite(v)) return "0";
   return fmt::format("{:.6g}", v);
-}
-
-std::string HtmlEscape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 double NetworkServerUs(const PointResult& p) {
