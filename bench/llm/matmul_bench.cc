@@ -8,13 +8,14 @@
 //
 //   OMP_NUM_THREADS=2 build/src/llm/llm_matmul_bench [--types q4_0,q8_0,...] [--tokens 1,16,512]
 //       [--shapes 2048x2048,...] [--min-time 0.5] [--isa avx512|avx2|scalar] [--no-vnni]
-//       [--cpu-time] [--in-cache] [--no-bandwidth]
+//       [--cpu-time] [--in-cache] [--no-pack] [--no-bandwidth]
 //
 // --cpu-time times calls by CPU time instead of wall time (one thread: the thread's; several:
 // the process's divided by the thread count, with OMP_WAIT_POLICY=passive), for a machine
 // shared with other work. --in-cache uses one copy of each matrix (by default calls cycle
 // through copies of at least 256 MiB in all, so that weights stream from memory as in decode).
-// At the end, the TinyLlama-1.1B model's matrix products per token are summed from the rows.
+// The matrices are packed (PackedWeights) where the kernels read a packed copy, as a loaded model
+// is; --no-pack runs them as stored. At the end, the TinyLlama-1.1B model's matrix products per token are summed from the rows.
 //
 // Shapes are ROWSxCOLS (out x in features): q/o 2048x2048, k/v 256x2048, gate/up 5632x2048,
 // down 2048x5632, output 32000x2048.
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <new>
 #include <random>
 #include <string>
@@ -148,6 +150,7 @@ int main(int argc, char** argv) {
   double min_time = 0.5;
   bool bandwidth = true;
   bool rotate = true;
+  bool pack = true;
   bool cpu_mode = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -171,6 +174,8 @@ int main(int argc, char** argv) {
       kiln::llm::SetMatMulVnniAllowed(false);
     } else if (a == "--cpu-time") {  // CPU time (see CpuTime), not wall time
       cpu_mode = true;
+    } else if (a == "--no-pack") {
+      pack = false;
     } else if (a == "--in-cache") {  // one copy of each matrix: its kernels' speed from cache
       rotate = false;
     } else if (a == "--no-bandwidth") {
@@ -221,6 +226,10 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < copies; ++k) {
         ws.push_back({type, rows, cols, wbytes.data() + k * matrix_bytes, row_bytes});
       }
+      std::vector<kiln::llm::WeightMatrix*> to_pack;
+      for (kiln::llm::WeightMatrix& w : ws) to_pack.push_back(&w);
+      const std::unique_ptr<kiln::llm::PackedWeights> packed =
+          pack ? kiln::llm::PackedWeights::Pack(to_pack) : nullptr;
       for (const std::string& tk : token_list) {
         const int64_t n = std::atoll(tk.c_str());
         std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));

@@ -209,6 +209,20 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+void GgufFile::ReleasePages(std::span<const uint8_t> bytes) const {
+  if (mapping_ == nullptr || bytes.empty()) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / page * page;
+  const std::span<const uint8_t> all = mapping_->bytes();
+  if (begin >= end || begin < reinterpret_cast<uintptr_t>(all.data()) ||
+      end > reinterpret_cast<uintptr_t>(all.data()) + all.size()) {
+    return;
+  }
+  // A shared read-only file mapping: the pages come back from the file when touched.
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

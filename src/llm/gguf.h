@@ -197,6 +197,11 @@ class GgufFile {
   // nullptr when there is no tensor of that name.
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
+  // Drops the whole pages inside `bytes` (a part of the file's data) from the process's resident
+  // set, for data that has been copied elsewhere (packed weights); they are read again from the
+  // file if touched. Nothing for a file from Parse.
+  void ReleasePages(std::span<const uint8_t> bytes) const;
+
  private:
   friend class GgufParser;
   GgufFile() = default;

@@ -15,12 +15,14 @@
 #include "llm/llm_matmul.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -205,7 +207,16 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
   return a;
 }
 
-qk::TileFn SelectTile(Path path, GgmlType type) {
+bool ReadsPacked(Path path, GgmlType type) {
+  return (path == Path::kAvx512 || path == Path::kAvx512Vnni) && IsQ8_0Class(type);
+}
+
+qk::TileFn SelectTile(Path path, const WeightMatrix& w) {
+  const GgmlType type = w.type;
+  if (w.packed != nullptr && ReadsPacked(path, type)) {
+    return path == Path::kAvx512Vnni ? qk::avx512vnni::TilePacked(type)
+                                     : qk::avx512::TilePacked(type);
+  }
   qk::TileFn fn = nullptr;
   switch (path) {
     case Path::kAvx512Vnni:
@@ -262,6 +273,81 @@ Status CheckWeightMatrix(const WeightMatrix& w) {
   }
   return Status::OK();
 }
+
+bool MatMulReadsPacked(GgmlType type) { return ReadsPacked(ActivePath(), type); }
+
+namespace {
+
+// Writes w (Q4_0 or Q8_0) in the packed layout (quant_kernels.h) to out, which holds
+// qk::PackedBytes(w.type, w.rows, w.cols) bytes; padding rows and blocks are zero.
+void PackMatrix(const WeightMatrix& w, uint8_t* out) {
+  const bool q8 = w.type == GgmlType::kQ8_0;
+  const int64_t block_bytes = q8 ? 34 : 18;
+  const int64_t nb = w.cols / 32;
+  const int64_t group_bytes = qk::PackedGroupBytes(w.type, w.cols);
+  const int64_t super_bytes = qk::PackedSuperBytes(w.type);
+  const int64_t packed_block = qk::PackedBlockBytes(w.type);
+  const int64_t groups = (w.rows + qk::kPackRows - 1) / qk::kPackRows;
+  cpu::ParallelFor(groups, 16, [&](int64_t gb, int64_t ge) {
+    for (int64_t g = gb; g < ge; ++g) {
+      uint8_t* dst = out + g * group_bytes;
+      std::memset(dst, 0, static_cast<size_t>(group_bytes));
+      for (int64_t i = 0; i < qk::kPackRows; ++i) {
+        const int64_t r = g * qk::kPackRows + i;
+        if (r >= w.rows) break;
+        const uint8_t* row = w.data + r * w.row_bytes;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = row + b * block_bytes;
+          uint8_t* sb = dst + (b / qk::kPackBlocks) * super_bytes;
+          const int64_t k = b % qk::kPackBlocks;
+          std::memcpy(sb + 2 * (qk::kPackRows * k + i), blk, 2);  // the f16 scale
+          // Rows 0..3, then 4..7: one line (Q4_0) or two (Q8_0) per 4 rows.
+          uint8_t* codes = sb + 2 * qk::kPackRows * qk::kPackBlocks + k * packed_block +
+                           (i / 4) * (packed_block / 2) + 16 * (i % 4);
+          std::memcpy(codes, blk + 2, 16);
+          if (q8) std::memcpy(codes + 64, blk + 18, 16);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<PackedWeights> PackedWeights::Pack(std::span<WeightMatrix* const> matrices) {
+  // Offsets of the distinct matrices (by data) to pack.
+  std::vector<std::pair<const uint8_t*, size_t>> placed;
+  size_t total = 0;
+  for (WeightMatrix* w : matrices) {
+    if (w == nullptr || w->rows == 0 || w->cols == 0 || !MatMulReadsPacked(w->type)) continue;
+    bool seen = false;
+    for (const auto& [data, offset] : placed) seen = seen || data == w->data;
+    if (seen) continue;
+    placed.emplace_back(w->data, total);
+    total += static_cast<size_t>(qk::PackedBytes(w->type, w->rows, w->cols));
+  }
+  if (total == 0) return nullptr;
+  // Whole 2 MiB pages, so that the kernel can back all of it with huge pages.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = (total + kHuge - 1) / kHuge * kHuge;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages work too
+  auto* base = static_cast<uint8_t*>(p);
+  std::vector<bool> done(placed.size(), false);
+  for (WeightMatrix* w : matrices) {
+    if (w == nullptr || w->rows == 0 || w->cols == 0 || !MatMulReadsPacked(w->type)) continue;
+    for (size_t i = 0; i < placed.size(); ++i) {
+      if (placed[i].first != w->data) continue;
+      if (!done[i]) PackMatrix(*w, base + placed[i].second);
+      done[i] = true;
+      w->packed = base + placed[i].second;
+    }
+  }
+  return std::unique_ptr<PackedWeights>(new PackedWeights(base, bytes));
+}
+
+PackedWeights::~PackedWeights() { munmap(base_, bytes_); }
 
 void SetMatMulVnniAllowed(bool allowed) { VnniAllowed().store(allowed, std::memory_order_relaxed); }
 
@@ -338,7 +424,7 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
     for (int k = 0; k < n_types; ++k) {
       if (types[k] == w.type) job.acts = &acts[k];
     }
-    job.tile = SelectTile(path, w.type);
+    job.tile = SelectTile(path, w);
     // Column chunks (4-byte float activations only) and token blocks sized for L2.
     job.kc = cols;
     // (Not for a few tokens: decode streams whole rows, and its activations are small.)

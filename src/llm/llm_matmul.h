@@ -25,7 +25,11 @@
 //
 // Kernels: AVX-512 (with VNNI where the CPU has avx512_vnni), AVX2+FMA+F16C, and portable
 // scalar, chosen per call by kiln::cpu::ActiveIsa() (kernels/cpu/isa.h); they read the weights
-// in place, in ggml's layout (no repacking, no copy). Q4_0 / Q8_0 use registers of "4 rows x 16
+// in place, in ggml's layout, except that the AVX-512 kernels read Q4_0 / Q8_0 matrices from a
+// packed copy when the model made one (PackedWeights): 4 rows' blocks interleaved, so that one
+// aligned 64-byte load feeds a register, in memory backed by 2 MiB pages where the kernel gives
+// them (decode streams every weight once per token; 4 KiB pages cost it TLB misses and
+// prefetcher restarts). Q4_0 / Q8_0 use registers of "4 rows x 16
 // columns" against broadcast activation codes (quant_kernels_avx512.h), the K-quants integer
 // sums over each super-block, the float types a 4-row x 6-token FMA tile. Decode (few tokens)
 // streams each weight row once against all tokens, with software prefetch of the rows ahead;
@@ -39,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "base/status.h"
@@ -54,6 +59,9 @@ struct WeightMatrix {
   int64_t cols = 0;  // in features, ggml ne[0]
   const uint8_t* data = nullptr;
   size_t row_bytes = 0;
+  // Optional: the same matrix in the packed layout (PackedWeights::Pack sets it). The kernels
+  // that read that layout use it instead of `data`; the others read `data`.
+  const uint8_t* packed = nullptr;
 };
 
 // Whether MatMul accepts `w`: a type in GgmlTypeSupported, rows and cols >= 0, cols a multiple
@@ -85,6 +93,34 @@ struct MatMulOutput {
 // each other nor x.
 void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t ldx,
                   int64_t n_tokens);
+
+// Whether the kernels MatMul runs now (the active ISA) read matrices of `type` from a packed
+// copy: Q4_0 and Q8_0 on AVX-512.
+bool MatMulReadsPacked(GgmlType type);
+
+// Packed copies of weight matrices, in one block of memory (anonymous, 2 MiB pages requested).
+// The layout (quant_kernels.h, "packed layout"): rows in groups of 4, each group a run of
+// super-blocks holding 8 blocks' scales and then their codes, 4 rows interleaved per block.
+// The copies hold the same numbers: MatMul gives the same results with or without them.
+class PackedWeights {
+ public:
+  // Copies every matrix in `matrices` that MatMulReadsPacked(type) into the packed layout and
+  // points its `packed` at the copy (matrices with the same data share one copy). Returns null
+  // when there is nothing to pack, or when the memory cannot be had (the matrices are then left
+  // as they were, and the kernels read them in place). The packing runs on the calling
+  // thread's OpenMP team.
+  static std::unique_ptr<PackedWeights> Pack(std::span<WeightMatrix* const> matrices);
+  ~PackedWeights();
+  PackedWeights(const PackedWeights&) = delete;
+  PackedWeights& operator=(const PackedWeights&) = delete;
+
+  size_t bytes() const { return bytes_; }
+
+ private:
+  PackedWeights(uint8_t* base, size_t bytes) : base_(base), bytes_(bytes) {}
+  uint8_t* base_;
+  size_t bytes_;
+};
 
 namespace ref {
 // The same product, computed plainly on the calling thread: each token's activations quantized

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -194,21 +195,39 @@ void CheckShape(GgmlType type, int64_t rows, int64_t cols, int64_t n_tokens, uin
     for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(want[t * ldy + r], kSentinel);
   }
 
-  for (const Level& level : Levels()) {
-    SCOPED_TRACE(level.name);
-    cpu::ScopedMaxIsa cap(level.isa);
-    VnniGuard vnni(level.vnni);
-    std::vector<float> got(static_cast<size_t>(n_tokens * ldy), kSentinel);
-    MatMul(wt.w, x.data(), ldx, n_tokens, got.data(), ldy);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t r = 0; r < rows; ++r) {
-        // The integer parts are exact; only the F32 summation order differs.
-        const double tol = 2e-6 * scale[t * rows + r] + 1e-6;
-        ASSERT_NEAR(got[t * ldy + r], want[t * ldy + r], tol)
-            << MatMulKernelName() << " t " << t << " r " << r;
-      }
-      for (int64_t r = rows; r < ldy; ++r) {
-        ASSERT_EQ(got[t * ldy + r], kSentinel) << "padding touched at t " << t << " r " << r;
+  // The AVX-512 kernels of Q4_0 / Q8_0 read a packed copy when there is one: every level runs
+  // the matrix as stored and, where the top level packs the type, with a packed copy (which the
+  // levels below it ignore).
+  std::vector<std::pair<WeightMatrix, std::string>> forms{{wt.w, "as stored"}};
+  WeightMatrix packed_w = wt.w;
+  WeightMatrix* to_pack[] = {&packed_w};
+  const std::unique_ptr<PackedWeights> packed = PackedWeights::Pack(to_pack);
+  if (MatMulReadsPacked(type)) {
+    ASSERT_NE(packed, nullptr);
+    ASSERT_NE(packed_w.packed, nullptr);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(packed_w.packed) % 64, 0u);
+    forms.emplace_back(packed_w, "packed");
+  } else {
+    ASSERT_EQ(packed, nullptr);
+    ASSERT_EQ(packed_w.packed, nullptr);
+  }
+  for (const auto& [w, form] : forms) {
+    for (const Level& level : Levels()) {
+      SCOPED_TRACE(level.name + ", " + form);
+      cpu::ScopedMaxIsa cap(level.isa);
+      VnniGuard vnni(level.vnni);
+      std::vector<float> got(static_cast<size_t>(n_tokens * ldy), kSentinel);
+      MatMul(w, x.data(), ldx, n_tokens, got.data(), ldy);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          // The integer parts are exact; only the F32 summation order differs.
+          const double tol = 2e-6 * scale[t * rows + r] + 1e-6;
+          ASSERT_NEAR(got[t * ldy + r], want[t * ldy + r], tol)
+              << MatMulKernelName() << " t " << t << " r " << r;
+        }
+        for (int64_t r = rows; r < ldy; ++r) {
+          ASSERT_EQ(got[t * ldy + r], kSentinel) << "padding touched at t " << t << " r " << r;
+        }
       }
     }
   }
@@ -259,6 +278,9 @@ TEST(LlmMatMulTest, LargeSplitsOverThreads) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(std::max(2, saved));
   CheckShape(GgmlType::kQ4_0, 150, 2048, 200, 7);
+  // Decode's shape: one token, rows over threads (packed groups on AVX-512).
+  CheckShape(GgmlType::kQ4_0, 70, 5632, 1, 17);
+  CheckShape(GgmlType::kQ8_0, 70, 1056, 1, 18);
   CheckShape(GgmlType::kF16, 70, 1536, 40, 8);
   CheckShape(GgmlType::kQ6_K, 40, 1024, 20, 9);
   omp_set_num_threads(saved);
@@ -292,6 +314,55 @@ TEST(LlmMatMulTest, SharedActivations) {
       }
       MatMulShared(outs, x.data(), ldx, n);
       for (int k = 0; k < 5; ++k) EXPECT_EQ(shared[k], single[k]) << "output " << k << " n " << n;
+    }
+  }
+}
+
+// The packed layout holds each block's scale and codes where quant_kernels.h says; matrices
+// with the same data share one copy; types the kernels read in place are left alone.
+TEST(LlmMatMulTest, PackedLayout) {
+  if (!MatMulReadsPacked(GgmlType::kQ4_0)) {
+    WeightMatrix w = MakeWeights(GgmlType::kQ4_0, 5, 64, 1).w;
+    WeightMatrix* one[] = {&w};
+    EXPECT_EQ(PackedWeights::Pack(one), nullptr);
+    EXPECT_EQ(w.packed, nullptr);
+    GTEST_SKIP() << "the active kernels (" << MatMulKernelName() << ") read Q4_0 in place";
+  }
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0}) {
+    const bool q8 = type == GgmlType::kQ8_0;
+    const int64_t rows = 11, cols = 32 * 11;  // a padded row group and a padded super-block
+    const Weights a = MakeWeights(type, rows, cols, 21);
+    const Weights f = MakeWeights(GgmlType::kF16, 3, cols, 22);
+    WeightMatrix w1 = a.w, w2 = a.w, wf = f.w;
+    WeightMatrix* list[] = {&w1, &wf, &w2};
+    const std::unique_ptr<PackedWeights> packed = PackedWeights::Pack(list);
+    ASSERT_NE(packed, nullptr);
+    EXPECT_EQ(w1.packed, w2.packed);
+    EXPECT_EQ(wf.packed, nullptr);
+    // 2 groups of 8 rows x 2 super-blocks of 8 blocks: 128 bytes of scales and 8 blocks of
+    // codes (8 rows x 16 bytes, Q8_0 twice that) each.
+    const int64_t block = q8 ? 256 : 128, super = 128 + 8 * block, group = 2 * super;
+    EXPECT_EQ(qk::PackedBytes(type, rows, cols), 2 * group);
+    EXPECT_GE(packed->bytes(), static_cast<size_t>(2 * group));
+    const int64_t block_bytes = q8 ? 34 : 18;
+    for (int64_t r = 0; r < 16; ++r) {
+      for (int64_t b = 0; b < 16; ++b) {
+        const uint8_t* sb = w1.packed + (r / 8) * group + (b / 8) * super;
+        const uint8_t* scale = sb + 2 * (8 * (b % 8) + r % 8);
+        const uint8_t* codes =
+            sb + 128 + (b % 8) * block + (r % 8 / 4) * (block / 2) + 16 * (r % 4);
+        if (r >= rows || b >= cols / 32) {  // padding: zero
+          EXPECT_EQ(scale[0] | scale[1], 0) << "r " << r << " b " << b;
+          for (int j = 0; j < 16; ++j) EXPECT_EQ(codes[j], 0);
+          continue;
+        }
+        const uint8_t* blk = a.w.data + r * a.w.row_bytes + b * block_bytes;
+        EXPECT_EQ(std::memcmp(scale, blk, 2), 0) << "r " << r << " b " << b;
+        EXPECT_EQ(std::memcmp(codes, blk + 2, 16), 0) << "r " << r << " b " << b;
+        if (q8) {
+          EXPECT_EQ(std::memcmp(codes + 64, blk + 18, 16), 0) << "r " << r << " b " << b;
+        }
+      }
     }
   }
 }

@@ -267,6 +267,22 @@ Status ModelLoader::BindWeights() {
     }
   }
   c.file_type = mixed ? "mixed" : std::string(GgmlTypeName(first));
+  // Packed copies for the kernels that read them; the file's pages of what was copied leave the
+  // resident set (the token embedding's rows are still read from the file, a row per token).
+  std::vector<WeightMatrix*> matrices{&m_->output_};
+  for (LayerWeights& l : m_->layers_) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      matrices.push_back(w);
+    }
+  }
+  m_->packed_ = PackedWeights::Pack(matrices);
+  if (m_->packed_ != nullptr && m_->gguf_ != nullptr) {
+    for (const WeightMatrix* w : matrices) {
+      if (w->packed != nullptr) {
+        m_->gguf_->ReleasePages({w->data, static_cast<size_t>(w->rows) * w->row_bytes});
+      }
+    }
+  }
   return Status::OK();
 }
 

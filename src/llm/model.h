@@ -94,6 +94,8 @@ class Model {
   uint64_t weight_bytes() const { return weight_bytes_; }
   // The model file's size (the GGUF file, or the sum of the safetensors files).
   uint64_t file_bytes() const { return file_bytes_; }
+  // Bytes of the packed weight copies (llm_matmul.h PackedWeights; 0 when none).
+  uint64_t packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
 
   // The architectures kiln runs, for messages: "llama, qwen2, qwen3".
   static std::string SupportedArchitectures();
@@ -111,6 +113,8 @@ class Model {
   WeightMatrix output_{};
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
+  // Packed copies of the matrices the active kernels read packed (null: none).
+  std::unique_ptr<PackedWeights> packed_;
   // F32 copies of vectors stored in another type (norms and biases of F16/BF16 checkpoints).
   std::vector<std::unique_ptr<float[]>> owned_;
   uint64_t weight_bytes_ = 0;

@@ -66,6 +66,27 @@ constexpr int64_t ColumnStep(GgmlType type) {
   }
 }
 
+// The packed layout of Q4_0 / Q8_0 matrices (PackedWeights): rows in groups of 8 (the last
+// group padded with zero rows), group g at packed + g * PackedGroupBytes, one stream for a
+// kernel's 8-row tile; a group is a run of super-blocks of 8 blocks of 32 columns (the last
+// padded with zero blocks), each 64-byte aligned: the 8 blocks' f16 scales as [block][row]
+// (128 bytes), then per block the codes of rows 0..3 and then rows 4..7, each as Q4_0 [row][16
+// code bytes] (one 64-byte line) or Q8_0 [row][codes 0..15] then [row][codes 16..31] (two
+// lines). One aligned 64-byte load gives a "4 rows x 16 columns" register of the AVX-512
+// kernels (quant_kernels_avx512.h).
+constexpr int64_t kPackRows = 8;
+constexpr int64_t kPackBlocks = 8;
+constexpr int64_t PackedBlockBytes(GgmlType type) { return type == GgmlType::kQ8_0 ? 256 : 128; }
+constexpr int64_t PackedSuperBytes(GgmlType type) {
+  return 2 * kPackRows * kPackBlocks + kPackBlocks * PackedBlockBytes(type);
+}
+constexpr int64_t PackedGroupBytes(GgmlType type, int64_t cols) {
+  return (cols / 32 + kPackBlocks - 1) / kPackBlocks * PackedSuperBytes(type);
+}
+constexpr int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
+  return (rows + kPackRows - 1) / kPackRows * PackedGroupBytes(type, cols);
+}
+
 // One instruction-set family's kernels. Tile(type) is null for a type it has no kernel for.
 namespace scalar {
 TileFn Tile(GgmlType type);
@@ -79,6 +100,9 @@ void RoundHalf(const float* x, int64_t n, bool bf16, float* y);
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F/BW/DQ/VL
 TileFn Tile(GgmlType type);
+// Tiles of Q4_0 / Q8_0 matrices that read w.packed (null for other types). REQUIRES: r0 is a
+// multiple of kPackRows.
+TileFn TilePacked(GgmlType type);
 void QuantizeQ8_0(const float* x, int64_t n, int offset, int8_t* q, float* d, int32_t* bias);
 // n elements (a multiple of 256) to Q8_K codes, exactly as QuantizeActBlockQ8_K per block.
 void QuantizeQ8_K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums16,
@@ -86,6 +110,7 @@ void QuantizeQ8_K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums
 }  // namespace avx512
 namespace avx512vnni {  // AVX-512 F/BW/DQ/VL + VNNI
 TileFn Tile(GgmlType type);
+TileFn TilePacked(GgmlType type);
 }  // namespace avx512vnni
 
 // ---------------------------------------------------------------------------------------------

@@ -154,6 +154,17 @@ TileFn Tile(GgmlType type) {
   }
 }
 
+TileFn TilePacked(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return TileQ0Avx512</*kVnni=*/false, /*kQ8=*/false, /*kPacked=*/true>;
+    case GgmlType::kQ8_0:
+      return TileQ0Avx512</*kVnni=*/false, /*kQ8=*/true, /*kPacked=*/true>;
+    default:
+      return nullptr;
+  }
+}
+
 void QuantizeQ8_0(const float* x, int64_t n, int offset, int8_t* q, float* d, int32_t* bias) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   for (int64_t b = 0; b < n / 32; ++b) {

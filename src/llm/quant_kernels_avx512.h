@@ -110,10 +110,16 @@ struct Ctx512 {
 // tiles (rows are contiguous, so the same offsets that many rows further), at least 32 KiB
 // (measured on Zen 5: without software prefetch decode streams at half the speed, and 4 KiB
 // ahead leaves decode of 1 KiB rows latency-bound).
-inline int64_t PrefetchAhead(int m, size_t row_bytes) {
+inline int64_t PrefetchAheadBytes(int64_t tile) {
   constexpr int64_t kMinBytes = 32768;
-  const int64_t tile = m * static_cast<int64_t>(row_bytes);
   return tile * std::max<int64_t>(1, (kMinBytes + tile - 1) / tile);
+}
+// How far ahead the packed kernels prefetch their one stream (a row group: 8 rows' blocks):
+// measured on Zen 5 (llm_matmul_bench, one token), 8 KiB streams Q4_0 and Q8_0 at 90-95% of the
+// read bandwidth; 1 KiB at 75-90%, none at 55-90%, 16 KiB slows Q8_0 again.
+constexpr int64_t kPackedPrefetchBytes = 8192;
+inline int64_t PrefetchAhead(int m, size_t row_bytes) {
+  return PrefetchAheadBytes(m * static_cast<int64_t>(row_bytes));
 }
 
 template <int MR, int NR, template <int, int> class Kernel>
@@ -144,19 +150,59 @@ void RunTiles512(const Ctx512& ctx, int64_t r0, int64_t r1, int64_t t0, int64_t 
 // vpdpbusd leaves in each 32-bit lane a partial dot product of one row (4 per row), so a block
 // (32 columns) of 4 rows x 1 token costs 2 dot instructions and one F32 conversion, scale and
 // FMA with [dw_r * dx x 4 lanes per row]: half the work per column of one-row-per-register
-// kernels, without repacking the weights. The 4 partial sums of each row are added at the end.
-template <bool kVnni, bool kQ8>
+// kernels. The 4 partial sums of each row are added at the end. kPacked: the registers come from
+// the packed layout (quant_kernels.h) with one aligned load each, and the 4 rows' scales with
+// one 8-byte load, instead of a load and a lane insert per row and a 2-byte load per scale.
+template <bool kVnni, bool kQ8, bool kPacked>
 struct Q0x4 {
   template <int M, int N>
   struct K {
     static constexpr int G = (M + 3) / 4;  // groups of 4 rows
 
+    // Block b of rows wr[0, rows) (ggml layout) into the 128-bit lanes of qa (codes 0..15 of
+    // each row) and qb (Q8_0: codes 16..31), their f16 scales into dbits (16 bits per row).
+    [[gnu::always_inline]] static inline void LoadRows(const uint8_t* const* wr, int rows,
+                                                       int64_t b, bool prefetch, int64_t ahead,
+                                                       uint64_t* dbits, __m512i* qa, __m512i* qb) {
+      constexpr int64_t kBlock = kQ8 ? 34 : 18;
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        if (i >= rows) break;
+        const uint8_t* blk = wr[i] + b * kBlock;
+        if (prefetch && ((b * kBlock) & 63) < kBlock) {  // once per 64-byte line
+          _mm_prefetch(reinterpret_cast<const char*>(blk + ahead), _MM_HINT_T0);
+        }
+        uint16_t h;
+        std::memcpy(&h, blk, 2);
+        *dbits |= static_cast<uint64_t>(h) << (16 * i);
+        // Row i's codes go to 128-bit lane i (a masked broadcast: the lane index need not be a
+        // compile-time constant, as _mm512_inserti32x4's must).
+        const __mmask16 lane = static_cast<__mmask16>(0xF << (4 * i));
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+        *qa = _mm512_mask_broadcast_i32x4(*qa, lane, lo);
+        if constexpr (kQ8) {
+          const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
+          *qb = _mm512_mask_broadcast_i32x4(*qb, lane, hi);
+        }
+      }
+    }
+
     static void Run(const Ctx512& c, int64_t r, int64_t t) {
       const WeightMatrix& w = c.w;
       const Acts& a = c.a;
-      constexpr int64_t kBlock = kQ8 ? 34 : 18;
-      const uint8_t* wr[M];
-      for (int i = 0; i < M; ++i) wr[i] = w.data + (r + i) * w.row_bytes;
+      constexpr GgmlType kType = kQ8 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
+      constexpr int64_t kSuper = PackedSuperBytes(kType);
+      constexpr int64_t kPackedBlock = PackedBlockBytes(kType);
+      const uint8_t* wr[M];         // ggml layout: the rows
+      const uint8_t* gp = nullptr;  // packed: the row group
+      int64_t ahead;
+      if constexpr (kPacked) {
+        gp = w.packed + r / kPackRows * PackedGroupBytes(kType, w.cols);
+        ahead = kPackedPrefetchBytes;
+      } else {
+        for (int i = 0; i < M; ++i) wr[i] = w.data + (r + i) * w.row_bytes;
+        ahead = PrefetchAheadBytes(M * static_cast<int64_t>(w.row_bytes));
+      }
       const int8_t* xq[N];
       const float* xd[N];
       const int32_t* xb[N];
@@ -175,7 +221,6 @@ struct Q0x4 {
       const __m512i ones16 = _mm512_set1_epi16(1);
       const __m512i idx_d = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
       const bool prefetch = t == c.t_first;
-      const int64_t ahead = PrefetchAhead(M, w.row_bytes);
 
       for (int64_t b = c.c0 / 32; b < c.c1 / 32; ++b) {
         __m512i wlo[G], whi[G];
@@ -186,25 +231,27 @@ struct Q0x4 {
           const int rows = M - 4 * g < 4 ? M - 4 * g : 4;
           uint64_t dbits = 0;
           __m512i qa = _mm512_setzero_si512(), qb = _mm512_setzero_si512();
+          if constexpr (kPacked) {
+            // Super-block b / 8: its scales (2 lines), then block b % 8's codes, 4 rows per
+            // 64-byte line (Q8_0: codes 0..15, then 16..31 of the same rows).
+            const uint8_t* sb = gp + (b / kPackBlocks) * kSuper;
+            const int64_t k = b % kPackBlocks;
+            const uint8_t* q = sb + 2 * 64 + k * kPackedBlock + g * (kQ8 ? 128 : 64);
+            if (prefetch && g == 0) {
 #pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) {
-            if (i >= rows) break;
-            const uint8_t* blk = wr[4 * g + i] + b * kBlock;
-            if (prefetch && ((b * kBlock) & 63) < kBlock) {  // once per 64-byte line
-              _mm_prefetch(reinterpret_cast<const char*>(blk + ahead), _MM_HINT_T0);
+              for (int64_t l = 0; l < kPackedBlock; l += 64) {
+                _mm_prefetch(reinterpret_cast<const char*>(q + l + ahead), _MM_HINT_T0);
+              }
+              if (k == 0) {
+                _mm_prefetch(reinterpret_cast<const char*>(sb + ahead), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(sb + 64 + ahead), _MM_HINT_T0);
+              }
             }
-            uint16_t h;
-            std::memcpy(&h, blk, 2);
-            dbits |= static_cast<uint64_t>(h) << (16 * i);
-            // Row i's quants go to 128-bit lane i (a masked broadcast: the lane index need not
-            // be a compile-time constant, as _mm512_inserti32x4's must).
-            const __mmask16 lane = static_cast<__mmask16>(0xF << (4 * i));
-            const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-            qa = _mm512_mask_broadcast_i32x4(qa, lane, lo);
-            if constexpr (kQ8) {
-              const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
-              qb = _mm512_mask_broadcast_i32x4(qb, lane, hi);
-            }
+            std::memcpy(&dbits, sb + 16 * k + 8 * g, 8);
+            qa = _mm512_load_si512(q);
+            if constexpr (kQ8) qb = _mm512_load_si512(q + 64);
+          } else {
+            LoadRows(wr + 4 * g, rows, b, prefetch, ahead, &dbits, &qa, &qb);
           }
           dwv[g] = _mm512_permutexvar_ps(
               idx_d,
@@ -278,11 +325,11 @@ struct Q0x4 {
   };
 };
 
-template <bool kVnni, bool kQ8>
+template <bool kVnni, bool kQ8, bool kPacked = false>
 void TileQ0Avx512(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, int64_t t0,
                   int64_t t1, int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy) {
   const Ctx512 ctx{w, a, c0, c1, accumulate, y, ldy, t0};
-  RunTiles512<8, 6, Q0x4<kVnni, kQ8>::template K>(ctx, r0, r1, t0, t1);
+  RunTiles512<8, 6, Q0x4<kVnni, kQ8, kPacked>::template K>(ctx, r0, r1, t0, t1);
 }
 
 // ---------------------------------------------------------------------------------------------

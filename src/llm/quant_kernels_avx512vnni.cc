@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The AVX512_VNNI build of the Q4_0 / Q8_0 tile kernels (quant_kernels_avx512.h, vpdpbusd);
+// The AVX512_VNNI build of the Q4_0 / Q8_0 tile kernels, in ggml's layout and packed
+// (quant_kernels_avx512.h, vpdpbusd);
 // built with the AVX-512 flags plus -mavx512vnni and called only when the CPU reports
 // avx512vnni (llm_matmul.cc). Types without a VNNI kernel answer nullptr.
 
@@ -17,6 +18,17 @@ TileFn Tile(GgmlType type) {
       return TileQ4KAvx512</*kVnni=*/true>;
     case GgmlType::kQ6_K:
       return TileQ6KAvx512</*kVnni=*/true>;
+    default:
+      return nullptr;
+  }
+}
+
+TileFn TilePacked(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return TileQ0Avx512</*kVnni=*/true, /*kQ8=*/false, /*kPacked=*/true>;
+    case GgmlType::kQ8_0:
+      return TileQ0Avx512</*kVnni=*/true, /*kQ8=*/true, /*kPacked=*/true>;
     default:
       return nullptr;
   }

@@ -282,7 +282,9 @@ TEST_P(LlmModelTest, SeededChoicesAreReproducible) {
     }
     model->Generate(std::move(r), sink);
     EXPECT_TRUE(sink->Wait().ok());
-    if (noise) EXPECT_TRUE(noise->Wait().ok());
+    if (noise) {
+      EXPECT_TRUE(noise->Wait().ok());
+    }
     std::vector<std::vector<int32_t>> out;
     for (int32_t c = 0; c < n; ++c) out.push_back(sink->ids(static_cast<size_t>(c)));
     return out;
