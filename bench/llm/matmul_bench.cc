@@ -15,7 +15,8 @@
 // shared with other work. --in-cache uses one copy of each matrix (by default calls cycle
 // through copies of at least 256 MiB in all, so that weights stream from memory as in decode).
 // The matrices are packed (PackedWeights) where the kernels read a packed copy, as a loaded model
-// is; --no-pack runs them as stored. At the end, the TinyLlama-1.1B model's matrix products per token are summed from the rows.
+// is; --no-pack runs them as stored. At the end, the TinyLlama-1.1B model's matrix products per
+// token are summed from the rows.
 //
 // Shapes are ROWSxCOLS (out x in features): q/o 2048x2048, k/v 256x2048, gate/up 5632x2048,
 // down 2048x5632, output 32000x2048.
