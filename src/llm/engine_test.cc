@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
+#include "llm/llm_matmul.h"
 #include "llm/model.h"
 #include "llm/tokenizer.h"
 
@@ -270,6 +272,44 @@ TEST_P(EngineTest, HalfPrecisionKvCacheStaysClose) {
   EXPECT_LT(f16_diff, 5e-2 * scale);
   EXPECT_LT(bf16_diff, 1e-1 * scale);
   EXPECT_GT(bf16_diff, 0.0);  // it did round
+}
+
+// A model loaded while the kernels read Q4_0 / Q8_0 packed holds packed copies, and its logits
+// are those of the same model loaded without them (loaded under an AVX2 cap, then run by the
+// same AVX-512 kernels on the weights as stored): the packed layout changes where the bytes are,
+// not the arithmetic, so the two agree bit for bit.
+TEST_P(EngineTest, PackedWeightsGiveTheSameLogits) {
+  const bool packs = MatMulReadsPacked(GgmlType::kQ4_0);
+  const std::string& type = model_->config().file_type;
+  const bool packable = type == "q4_0" || type == "q8_0";
+  if (!packs || !packable) {
+    EXPECT_EQ(model_->packed_bytes(), 0u) << type << " on " << MatMulKernelName();
+    GTEST_SKIP() << "no packed copies: " << type << " weights, " << MatMulKernelName()
+                 << " kernels";
+  }
+  EXPECT_GT(model_->packed_bytes(), 0u);
+  std::unique_ptr<Model> as_stored;
+  {
+    cpu::ScopedMaxIsa cap(cpu::Isa::kAvx2);
+    Result<std::unique_ptr<Model>> m = Model::Load(ModelPath(GetParam()));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    as_stored = std::move(*m);
+  }
+  EXPECT_EQ(as_stored->packed_bytes(), 0u);
+  const std::vector<int32_t> tokens = Tokens(21, 5);
+  std::unique_ptr<Engine> packed_engine = NewEngine();
+  EngineOptions o;  // as NewEngine's
+  o.kv_dtype = KvDtype::kF32;
+  o.kv_budget_bytes = 64 << 20;
+  o.prefix_caching = true;
+  o.context_length = 512;
+  Result<std::unique_ptr<Engine>> plain_engine = Engine::Create(*as_stored, o);
+  ASSERT_TRUE(plain_engine.ok()) << plain_engine.status().ToString();
+  for (int chunk : {21, 1}) {  // a prompt step and decode steps
+    const std::vector<float> packed = RunAlone(*packed_engine, tokens, chunk);
+    const std::vector<float> plain = RunAlone(**plain_engine, tokens, chunk);
+    EXPECT_EQ(packed, plain) << "chunk " << chunk;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineTest,

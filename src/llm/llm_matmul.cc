@@ -314,7 +314,9 @@ void PackMatrix(const WeightMatrix& w, uint8_t* out) {
 
 }  // namespace
 
-std::unique_ptr<PackedWeights> PackedWeights::Pack(std::span<WeightMatrix* const> matrices) {
+std::unique_ptr<PackedWeights> PackedWeights::Pack(
+    std::span<WeightMatrix* const> matrices,
+    const std::function<void(const WeightMatrix&)>& packed_one) {
   // Offsets of the distinct matrices (by data) to pack.
   std::vector<std::pair<const uint8_t*, size_t>> placed;
   size_t total = 0;
@@ -339,9 +341,12 @@ std::unique_ptr<PackedWeights> PackedWeights::Pack(std::span<WeightMatrix* const
     if (w == nullptr || w->rows == 0 || w->cols == 0 || !MatMulReadsPacked(w->type)) continue;
     for (size_t i = 0; i < placed.size(); ++i) {
       if (placed[i].first != w->data) continue;
-      if (!done[i]) PackMatrix(*w, base + placed[i].second);
-      done[i] = true;
       w->packed = base + placed[i].second;
+      if (!done[i]) {
+        PackMatrix(*w, base + placed[i].second);
+        if (packed_one) packed_one(*w);
+      }
+      done[i] = true;
     }
   }
   return std::unique_ptr<PackedWeights>(new PackedWeights(base, bytes));

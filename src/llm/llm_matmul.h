@@ -43,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -108,8 +109,12 @@ class PackedWeights {
   // points its `packed` at the copy (matrices with the same data share one copy). Returns null
   // when there is nothing to pack, or when the memory cannot be had (the matrices are then left
   // as they were, and the kernels read them in place). The packing runs on the calling
-  // thread's OpenMP team.
-  static std::unique_ptr<PackedWeights> Pack(std::span<WeightMatrix* const> matrices);
+  // thread's OpenMP team. `packed_one`, when set, is called with each matrix as soon as its copy
+  // is made (so that a caller can let go of the original before the next is read: a model
+  // releases the file's pages, which keeps the peak resident set near one copy of the weights).
+  static std::unique_ptr<PackedWeights> Pack(
+      std::span<WeightMatrix* const> matrices,
+      const std::function<void(const WeightMatrix&)>& packed_one = {});
   ~PackedWeights();
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;

@@ -275,14 +275,10 @@ Status ModelLoader::BindWeights() {
       matrices.push_back(w);
     }
   }
-  m_->packed_ = PackedWeights::Pack(matrices);
-  if (m_->packed_ != nullptr && m_->gguf_ != nullptr) {
-    for (const WeightMatrix* w : matrices) {
-      if (w->packed != nullptr) {
-        m_->gguf_->ReleasePages({w->data, static_cast<size_t>(w->rows) * w->row_bytes});
-      }
-    }
-  }
+  const GgufFile* gguf = m_->gguf_.get();
+  m_->packed_ = PackedWeights::Pack(matrices, [gguf](const WeightMatrix& w) {
+    if (gguf != nullptr) gguf->ReleasePages({w.data, static_cast<size_t>(w.rows) * w.row_bytes});
+  });
   return Status::OK();
 }
 
