@@ -12,11 +12,13 @@ For each model file, kiln (`kiln profile MODEL.gguf --json`) and llama.cpp (node
 
 and the table gives each engine's median over the rounds and kiln / llama.cpp. Token generation
 is bound by memory bandwidth, so the script measures the machine's read bandwidth
-(kiln_read_bandwidth, a STREAM-like read loop on the same threads) (in every round, the
-median taken: a virtual machine's bandwidth drifts) and reports, for the tg rows,
-tokens/s x bytes read per token / bandwidth (bytes per token: the weight matrices, the
-token embedding's one row excepted). Memory: kiln's resident set after the run against the file
-size plus the KV cache.
+(kiln_read_bandwidth, a STREAM-like read loop on the same threads, 2 MiB pages) and reports, for
+the tg rows, tokens/s x bytes read per token / bandwidth (bytes per token: the weight matrices,
+the token embedding's one row excepted). A virtual machine's bandwidth drifts (here between
+about 50 and 85 GB/s within seconds), so the probe runs right before and right after each
+engine's run in every round, that run's share is taken against the mean of those two, and the
+table gives the median share over the rounds (the JSON keeps every round's). Memory: kiln's
+resident set (and its peak) against the file size plus the KV cache.
 
 The models are written by tests/llm/make_models.py (seeded random weights, TinyLlama-1.1B's
 shape: 22 layers, hidden 2048, 32 heads, 4 KV heads, FFN 5632, vocabulary 32000) into
@@ -105,18 +107,20 @@ def main():
     def bandwidth():
         return float(subprocess.run([args.bandwidth_probe, "1024", "10"], check=True,
                                     capture_output=True, text=True, env=env).stdout.strip())
-    # The probe runs in every round too (a virtual machine's bandwidth drifts); the shares use
-    # the median of all its runs.
+    # Probes bracket every engine run (a virtual machine's bandwidth drifts): bws[i] and
+    # bws[i + 1] around run i.
     bws = [bandwidth()]
 
     results = {}
     for t, path in files.items():
         kiln_rows, peer_rows, kiln_meta = {}, {}, None
+        kiln_bw, peer_bw = [], []  # per round: the mean of the probes around the engine's run
         for r in range(args.rounds):
-            bws.append(bandwidth())
             k = run_json([args.kiln, "profile", path, "--json", "--threads", str(args.threads),
                           "--prompt-tokens", str(args.pp), "--gen-tokens", str(args.tg),
                           "--parallel", str(args.parallel), "--repetitions", "1"], env)
+            bws.append(bandwidth())
+            kiln_bw.append((bws[-2] + bws[-1]) / 2)
             kiln_meta = k
             for row in k["rows"]:
                 kiln_rows.setdefault(row["test"], []).append(row["tokens_per_s"])
@@ -125,40 +129,43 @@ def main():
                           "--model", path, "--threads", str(args.threads), "--pp", str(args.pp),
                           "--tg", str(args.tg), "--parallel", str(args.parallel),
                           "--repetitions", "1", "--node-dir", args.node_dir], env)
+            bws.append(bandwidth())
+            peer_bw.append((bws[-2] + bws[-1]) / 2)
             for row in p["rows"]:
                 peer_rows.setdefault(row["test"], []).append(row["tokens_per_s"])
             print(f"{t} round {r + 1}: kiln {k['rows']} llama.cpp {p['rows']}", file=sys.stderr,
                   flush=True)
         bytes_per_token = kiln_meta["weight_bytes"] - kiln_meta.get("embedding_bytes", 0)
-        bw = statistics.median(bws)
         rows = []
         for test in kiln_rows:
             kv = statistics.median(kiln_rows[test])
             pv = statistics.median(peer_rows.get(test, [float("nan")]))
             row = {"test": test, "kiln": kv, "llama.cpp": pv, "ratio": kv / pv}
             if test.startswith("tg") and "x" not in test:
-                row["bandwidth_share"] = kv * bytes_per_token / (bw * 1e9)
-                row["llama.cpp_bandwidth_share"] = pv * bytes_per_token / (bw * 1e9)
+                ks = [v * bytes_per_token / (b * 1e9) for v, b in zip(kiln_rows[test], kiln_bw)]
+                ps = [v * bytes_per_token / (b * 1e9)
+                      for v, b in zip(peer_rows.get(test, []), peer_bw)]
+                row["bandwidth_share"] = statistics.median(ks)
+                row["llama.cpp_bandwidth_share"] = statistics.median(ps) if ps else float("nan")
+                row["bandwidth_shares"] = ks
+                row["llama.cpp_bandwidth_shares"] = ps
+                row["bandwidth_gbs"] = kiln_bw
             rows.append(row)
         results[t] = {"file": os.path.basename(path), "file_bytes": kiln_meta["file_bytes"],
                       "bytes_per_token": bytes_per_token, "kv_bytes": kiln_meta["kv_bytes"],
                       "rss_bytes": kiln_meta["rss_bytes"],
                       "peak_rss_bytes": kiln_meta["peak_rss_bytes"], "rows": rows}
     bw = statistics.median(bws)
-    for res in results.values():  # shares against the median of every probe
-        for row in res["rows"]:
-            if "bandwidth_share" in row:
-                row["bandwidth_share"] = row["kiln"] * res["bytes_per_token"] / (bw * 1e9)
-                row["llama.cpp_bandwidth_share"] = (row["llama.cpp"] * res["bytes_per_token"] /
-                                                    (bw * 1e9))
     print(f"read bandwidth: median {bw:.2f} GB/s of {len(bws)} probes "
           f"({min(bws):.2f}..{max(bws):.2f})", file=sys.stderr)
 
     lines = [f"# kiln vs llama.cpp: decoder engine ({args.shape} shape)", "",
              f"- commit {commit()}, CPU {cpu_name()}, {args.threads} threads, "
              f"{args.rounds} interleaved rounds (medians)",
-             f"- read bandwidth {bw:.2f} GB/s: the median of {len(bws)} runs of kiln_read_bandwidth "
-             f"(one per round and type, {min(bws):.2f}..{max(bws):.2f})",
+             f"- read bandwidth: {len(bws)} runs of kiln_read_bandwidth, one before and after "
+             f"each engine run, {min(bws):.2f}..{max(bws):.2f} GB/s (median {bw:.2f}); each "
+             "round's share is against the mean of the two around it, the table's is the median "
+             "over the rounds",
              f"- command: `bench/llm/run.py --shape {args.shape} --types {args.types} "
              f"--threads {args.threads} --rounds {args.rounds}`", "",
              "| type | test | kiln tokens/s | llama.cpp tokens/s | kiln / llama.cpp | "
