@@ -40,6 +40,8 @@
 
 namespace kiln {
 
+class Stream;  // backend/backend.h
+
 // What a kernel factory may look at: the description of the node (op, domain, opset in force,
 // attributes, and per operand slot its presence, declared type and constant data). Holds a
 // reference: valid only during kernel construction, while the description lives.
@@ -130,6 +132,9 @@ class KernelContext {
   // The owners of the input tensors, one per input (null where the runtime does not lend one:
   // graph inputs and outputs, constants), for ForwardInput. The runtime sets them per call.
   void set_input_owners(std::span<const OwnedTensor* const> owners) { input_owners_ = owners; }
+  std::span<const OwnedTensor* const> input_owners() const { return input_owners_; }
+  // Where outputs come from (for a kernel that runs another kernel in a context of its own).
+  Allocator& allocator() const { return allocator_; }
   // For view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity): makes output `out` share input
   // `in`'s memory under `shape` (same dtype and element count) instead of copying it. Returns
   // false, doing nothing, when the runtime lent no owner for input `in`; the kernel then copies.
@@ -139,6 +144,12 @@ class KernelContext {
   // Whether output `out` was made by ForwardInput (it is memory of an input, not a new block).
   bool forwarded(int out) const { return out >= 0 && out < 64 && ((forwarded_ >> out) & 1) != 0; }
 
+  // The stream of the node's device (backend/backend.h): kernels of an asynchronous device
+  // enqueue their work on it, after the copies that brought their inputs. Null for the CPU,
+  // whose kernels run on the calling thread. The runtime sets it per call.
+  void set_stream(Stream* stream) { stream_ = stream; }
+  Stream* stream() const { return stream_; }
+
  private:
   std::span<const Tensor> inputs_;
   std::span<const RuntimeValue* const> input_values_;
@@ -147,6 +158,7 @@ class KernelContext {
   Allocator& allocator_;
   std::span<const OwnedTensor* const> input_owners_;
   uint64_t forwarded_ = 0;  // bit o: output o was forwarded
+  Stream* stream_ = nullptr;
 };
 
 class Kernel {

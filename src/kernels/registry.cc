@@ -85,8 +85,9 @@ void KernelContext::SetOutputValue(int i, RuntimeValue value) {
   value_slot = std::move(value);
 }
 
-const KernelRegistry& KernelRegistry::Global() {
-  static const KernelRegistry* const registry = [] {
+namespace {
+KernelRegistry& MutableGlobal() {
+  static KernelRegistry* const registry = [] {
     auto* r = new KernelRegistry();
     RegisterRefKernels(*r);
     RegisterCpuKernels(*r);
@@ -94,10 +95,19 @@ const KernelRegistry& KernelRegistry::Global() {
   }();
   return *registry;
 }
+}  // namespace
+
+const KernelRegistry& KernelRegistry::Global() { return MutableGlobal(); }
+
+void KernelRegistry::RegisterGlobal(std::span<const KernelDef> defs) {
+  KernelRegistry& r = MutableGlobal();
+  for (const KernelDef& def : defs) r.Register(def);
+}
 
 void KernelRegistry::Register(const KernelDef& def) {
   KILN_CHECK(def.since_version <= def.end_version, "bad opset range for ", def.op_type);
   KILN_CHECK(def.create != nullptr, "kernel ", def.op_type, " has no factory");
+  MutexLock lock(mu_);
   defs_.push_back(def);
 }
 
@@ -105,14 +115,25 @@ Result<const KernelDef*> KernelRegistry::Find(const KernelInfo& info, DeviceType
                                               std::string_view only_provider) const {
   const NodeDesc& node = info.node();
   const int64_t opset = info.opset();
-  bool op_known = false;
+  // The candidates, gathered under the lock; `supports` runs without it (a device's predicate
+  // may look up kernels itself). Definitions never move, so the pointers stay valid.
+  std::vector<const KernelDef*> candidates;
+  {
+    MutexLock lock(mu_);
+    for (const KernelDef& def : defs_) {
+      if (def.device != device || def.op_type != node.op_type || def.domain != node.domain) {
+        continue;
+      }
+      if (!only_provider.empty() && def.provider != only_provider) continue;
+      if (opset < def.since_version || opset > def.end_version) continue;
+      candidates.push_back(&def);
+    }
+  }
+  const bool op_known = !candidates.empty();
   DataType dtype = DataType::kInvalid;
   const KernelDef* best = nullptr;
-  for (const KernelDef& def : defs_) {
-    if (def.device != device || def.op_type != node.op_type || def.domain != node.domain) continue;
-    if (!only_provider.empty() && def.provider != only_provider) continue;
-    if (opset < def.since_version || opset > def.end_version) continue;
-    op_known = true;
+  for (const KernelDef* candidate : candidates) {
+    const KernelDef& def = *candidate;
     dtype = def.type_input >= 0 ? info.input_type(def.type_input).dtype : info.output_type(0).dtype;
     if (dtype != DataType::kInvalid && !(def.types & TypeBit(dtype))) continue;
     if (def.supports != nullptr && !def.supports(info)) continue;

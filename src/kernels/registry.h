@@ -10,13 +10,18 @@
 //   KILN_ASSIGN_OR_RETURN(const KernelDef* def, reg.Find(info, DeviceType::kCpu));
 //   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, def->create(info));
 //
-// Thread safety: Register is not thread-safe; Find is safe once registration is done. Global()
-// is fully registered before it returns.
+// Thread safety: Register and Find are thread-safe (a registry is locked while either runs;
+// lookups happen at session load, not per run). Global() holds every kernel built into the
+// binary when it returns; a device registered at run time (a test's device) adds its table
+// with RegisterGlobal. Definitions never move: Find's pointers stay valid.
 
 #include <cstdint>
+#include <deque>
+#include <span>
 #include <string_view>
 #include <vector>
 
+#include "base/mutex.h"
 #include "kernels/kernel.h"
 
 namespace kiln {
@@ -53,6 +58,12 @@ class KernelRegistry {
  public:
   // The process-wide registry with every kernel built into this binary.
   static const KernelRegistry& Global();
+  // Adds `defs` to Global(): the kernel table of a device registered at run time.
+  static void RegisterGlobal(std::span<const KernelDef> defs);
+
+  KernelRegistry() = default;
+  KernelRegistry(const KernelRegistry&) = delete;
+  KernelRegistry& operator=(const KernelRegistry&) = delete;
 
   // REQUIRES: def.since_version <= def.end_version.
   void Register(const KernelDef& def);
@@ -68,10 +79,13 @@ class KernelRegistry {
   Result<const KernelDef*> Find(const KernelInfo& info, DeviceType device,
                                 std::string_view only_provider = {}) const;
 
-  std::span<const KernelDef> defs() const { return defs_; }
+  // Every definition, in registration order (elements never move). Not synchronized with
+  // Register: for tests and tools, once registration is done.
+  const std::deque<KernelDef>& defs() const KILN_NO_THREAD_SAFETY_ANALYSIS { return defs_; }
 
  private:
-  std::vector<KernelDef> defs_;
+  mutable Mutex mu_;
+  std::deque<KernelDef> defs_ KILN_GUARDED_BY(mu_);  // a deque: Find's pointers stay valid
 };
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend.h"
 #include "base/logging.h"
 #include "repo/model_config.h"
 #include "sched/clock.h"
@@ -36,6 +37,12 @@ uint64_t Elapsed(int64_t from_ns, int64_t to_ns) {
   return to_ns > from_ns ? static_cast<uint64_t>(to_ns - from_ns) : 0;
 }
 
+// Host memory the session's device copies from and to fastest (pinned where it has it).
+Allocator& StagingAllocator(Device device) {
+  Backend* backend = BackendRegistry::Find(device);
+  return backend != nullptr ? backend->host_buffer_type().allocator() : HostAllocator();
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(inference::ModelConfig config, std::unique_ptr<Session> session,
@@ -45,7 +52,8 @@ ModelRunner::ModelRunner(inference::ModelConfig config, std::unique_ptr<Session>
       session_(std::move(session)),
       plan_(std::move(plan)),
       options_(std::move(options)),
-      allocator_(options_.allocator != nullptr ? options_.allocator : &HostAllocator()) {
+      allocator_(options_.allocator != nullptr ? options_.allocator
+                                               : &StagingAllocator(session_->device())) {
   signature_.output_labels = options_.output_labels;
 }
 

@@ -41,7 +41,9 @@ using OutputLabels = std::map<std::string, std::vector<std::string>, std::less<>
 
 struct ModelRunnerOptions {
   // Where batch input tensors are assembled and requests' sliced outputs are allocated; nullptr:
-  // HostAllocator(). Must outlive the runner and every response it answered.
+  // the host buffer type of the session's device (backend/backend.h: pinned host memory for a
+  // device that has it, which its copies read fastest; HostAllocator() for the CPU). Must
+  // outlive the runner and every response it answered.
   Allocator* allocator = nullptr;
   // Executions and batch sizes are recorded here; nullptr: not recorded.
   std::shared_ptr<StatsCollector> stats;

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <string>
 
+#include "backend/backend.h"
+#include "base/mutex.h"
 #include "kernels/registry.h"
 #include "runtime/arena.h"
 #include "runtime/control_flow.h"
@@ -17,83 +19,151 @@ namespace kiln {
 struct Session::NodeKernel {
   std::unique_ptr<Kernel> kernel;
   const KernelDef* def = nullptr;
+  bool on_device = false;  // runs on SessionOptions::device (not the CPU)
 };
 
-// The plan cache and the planner's counters.
+// Placement on a device other than the CPU (SessionOptions::device).
+struct Session::DeviceState {
+  Backend* backend = nullptr;
+  std::vector<char> on_device;         // per node: 1 = runs on backend's device
+  std::vector<OwnedTensor> constants;  // per value: its device copy when a device node reads it
+  // The device side plans every node: its graph outputs go back to host memory within the run.
+  std::vector<char> no_heap_nodes;
+  Mutex mu;
+  std::vector<std::unique_ptr<Stream>> idle KILN_GUARDED_BY(mu);  // streams between runs
+};
+
+// One run's stream of the session's device: taken from the idle ones (or created), and given
+// back synchronized when the run ends (a stream that failed is dropped). Declared in Execute
+// before anything the stream's work reads, so that the work is done before that is freed.
+class Session::StreamLease {
+ public:
+  explicit StreamLease(DeviceState* d) : d_(d) {}
+  StreamLease(const StreamLease&) = delete;
+  StreamLease& operator=(const StreamLease&) = delete;
+  ~StreamLease() {
+    if (stream_ == nullptr) return;
+    if (!stream_->Synchronize().ok()) return;
+    MutexLock lock(d_->mu);
+    d_->idle.push_back(std::move(stream_));
+  }
+  Status Acquire() {
+    {
+      MutexLock lock(d_->mu);
+      if (!d_->idle.empty()) {
+        stream_ = std::move(d_->idle.back());
+        d_->idle.pop_back();
+        return Status::OK();
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(stream_, d_->backend->CreateStream());
+    return Status::OK();
+  }
+  Stream& operator*() const { return *stream_; }
+
+ private:
+  DeviceState* d_;  // null: no device (Acquire is never called)
+  std::unique_ptr<Stream> stream_;
+};
+
+// The plan caches and the planner's counters. A session with nodes on a device plans two sides:
+// the host's allocations (the session's allocator) and the device's (its buffer type), each with
+// a plan and arenas of its own, cached under the same input signature.
 struct Session::PlanState {
-  explicit PlanState(size_t capacity) : cache(capacity) {}
-  PlanCache cache;
+  explicit PlanState(size_t capacity) : cache{PlanCache(capacity), PlanCache(capacity)} {}
+  PlanCache cache[2];  // [0] host, [1] device
   std::atomic<int64_t> recorded_runs{0};
   std::atomic<int64_t> planned_runs{0};
   std::atomic<int64_t> unplanned_runs{0};
   std::atomic<int64_t> heap_fallbacks{0};
 };
 
-// How one run executes: which allocator nodes use and whether it is profiled.
+// How one run executes: which allocators nodes use and whether it is profiled. Per side ([0]
+// the host, [1] the device): the run allocator (null: nodes use the side's allocator), the
+// nodes that bypass it, the recorder when it records.
 struct Session::RunState {
-  RunAllocator* run_allocator = nullptr;          // null: every node uses the session's allocator
-  const std::vector<char>* heap_nodes = nullptr;  // nodes that bypass run_allocator
-  RecordingAllocator* recorder = nullptr;         // set when run_allocator records
+  RunAllocator* run_allocator[2] = {nullptr, nullptr};
+  const std::vector<char>* heap_nodes[2] = {nullptr, nullptr};
+  RecordingAllocator* recorder[2] = {nullptr, nullptr};
   RunProfile* profile = nullptr;
 };
 
-// Picks the run allocator for one run from the plan cache and settles it afterwards: builds and
-// caches the plan after a recording run that succeeded, returns an arena to its pool. Declared
-// before the Frame of the run so that every intermediate is gone when it settles.
+// Picks the run allocators for one run from the plan caches and settles them afterwards: builds
+// and caches the plans after a recording run that succeeded, returns arenas to their pools.
+// Declared before the Frame of the run so that every intermediate is gone when it settles.
 class Session::RunScope {
  public:
   // `signature`: the run's input signature; empty when the run cannot be planned.
   RunScope(const Session& session, std::vector<int64_t> signature, RunProfile* profile)
-      : session_(session) {
+      : session_(session), sides_(session.device_ != nullptr ? 2 : 1) {
     state_.profile = profile;
     PlanState* plans = session.plans_.get();
     if (plans == nullptr || signature.empty()) {
       if (plans != nullptr) plans->unplanned_runs.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    entry_ = plans->cache.Find(signature);
-    if (entry_ != nullptr) {
-      Result<std::unique_ptr<PlannedAllocator>> arena = AcquireArena(*entry_, *session.allocator_);
-      if (arena.ok()) {
-        arena_ = std::move(arena).value();
-        state_.run_allocator = arena_.get();
-        state_.heap_nodes = &entry_->plan.heap_nodes;
-        plans->planned_runs.fetch_add(1, std::memory_order_relaxed);
-      } else {  // no memory for an arena: run unplanned; the allocator's errors will tell
-        entry_ = nullptr;
-        plans->unplanned_runs.fetch_add(1, std::memory_order_relaxed);
+    bool cached = true;
+    for (int side = 0; side < sides_; ++side) {
+      entry_[side] = plans->cache[side].Find(signature);
+      cached = cached && entry_[side] != nullptr;
+    }
+    if (cached) {
+      for (int side = 0; side < sides_; ++side) {
+        Result<std::unique_ptr<PlannedAllocator>> arena =
+            AcquireArena(*entry_[side], session.SideAllocator(side));
+        if (!arena.ok()) {  // no memory for an arena: run unplanned; the allocators will tell
+          for (int k = 0; k < side; ++k) {
+            ReleaseArena(*entry_[k], std::move(arena_[k]));
+            state_.run_allocator[k] = nullptr;
+            state_.heap_nodes[k] = nullptr;
+          }
+          for (std::shared_ptr<PlanEntry>& e : entry_) e = nullptr;
+          plans->unplanned_runs.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        arena_[side] = std::move(arena).value();
+        state_.run_allocator[side] = arena_[side].get();
+        state_.heap_nodes[side] = &entry_[side]->plan.heap_nodes;
       }
+      plans->planned_runs.fetch_add(1, std::memory_order_relaxed);
       return;
     }
+    for (std::shared_ptr<PlanEntry>& e : entry_) e = nullptr;
     signature_ = std::move(signature);
-    recorder_ = std::make_unique<RecordingAllocator>(*session.allocator_);
-    state_.run_allocator = recorder_.get();
-    state_.recorder = recorder_.get();
-    state_.heap_nodes = &session.output_nodes_;
+    for (int side = 0; side < sides_; ++side) {
+      recorder_[side] = std::make_unique<RecordingAllocator>(session.SideAllocator(side));
+      state_.run_allocator[side] = recorder_[side].get();
+      state_.recorder[side] = recorder_[side].get();
+      state_.heap_nodes[side] = &session.HeapNodes(side);
+    }
   }
   RunScope(const RunScope&) = delete;
   RunScope& operator=(const RunScope&) = delete;
 
   ~RunScope() {
     PlanState* plans = session_.plans_.get();
-    if (arena_ != nullptr) {
-      plans->heap_fallbacks.fetch_add(arena_->fallbacks(), std::memory_order_relaxed);
-      ReleaseArena(*entry_, std::move(arena_));
+    for (int side = 0; side < sides_; ++side) {
+      if (arena_[side] == nullptr) continue;
+      plans->heap_fallbacks.fetch_add(arena_[side]->fallbacks(), std::memory_order_relaxed);
+      ReleaseArena(*entry_[side], std::move(arena_[side]));
     }
-    if (recorder_ != nullptr) {
-      if (succeeded_) {
-        const int num_nodes = session_.graph_->num_nodes();
-        std::vector<RecordedAllocation> records = recorder_->records();
-        MemoryPlan plan = BuildMemoryPlan(records, num_nodes, session_.output_nodes_);
-        std::shared_ptr<PlanEntry> entry =
-            plans->cache.Insert(std::move(signature_), std::move(plan));
-        plans->recorded_runs.fetch_add(1, std::memory_order_relaxed);
+    if (recorder_[0] == nullptr) return;
+    if (succeeded_) {
+      const int num_nodes = session_.graph_->num_nodes();
+      for (int side = 0; side < sides_; ++side) {
+        std::vector<RecordedAllocation> records = recorder_[side]->records();
+        MemoryPlan plan = BuildMemoryPlan(records, num_nodes, session_.HeapNodes(side));
+        std::shared_ptr<PlanEntry> entry = plans->cache[side].Insert(signature_, std::move(plan));
         // One arena up front, so the next run of this signature allocates nothing.
         Result<std::unique_ptr<PlannedAllocator>> arena =
-            AcquireArena(*entry, *session_.allocator_);
+            AcquireArena(*entry, session_.SideAllocator(side));
         if (arena.ok()) ReleaseArena(*entry, std::move(arena).value());
       }
-      if (!recorder_->EndRun()) (void)recorder_.release();  // deletes itself with its last block
+      plans->recorded_runs.fetch_add(1, std::memory_order_relaxed);
+    }
+    for (int side = 0; side < sides_; ++side) {
+      // A recorder with live blocks deletes itself with its last block.
+      if (!recorder_[side]->EndRun()) (void)recorder_[side].release();
     }
   }
 
@@ -102,11 +172,12 @@ class Session::RunScope {
 
  private:
   const Session& session_;
+  const int sides_;
   RunState state_;
   std::vector<int64_t> signature_;
-  std::shared_ptr<PlanEntry> entry_;
-  std::unique_ptr<PlannedAllocator> arena_;
-  std::unique_ptr<RecordingAllocator> recorder_;
+  std::shared_ptr<PlanEntry> entry_[2];
+  std::unique_ptr<PlannedAllocator> arena_[2];
+  std::unique_ptr<RecordingAllocator> recorder_[2];
   bool succeeded_ = false;
 };
 
@@ -186,6 +257,18 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
                                                  const SessionOptions& options) {
   if (graph == nullptr) return Status::InvalidArgument("Session::Create: null graph");
   const KernelRegistry& registry = KernelRegistry::Global();
+  Backend* backend = nullptr;  // the preferred device's, when it is not the CPU
+  if (!options.device.is_cpu()) {
+    backend = BackendRegistry::Find(options.device);
+    if (backend == nullptr) {
+      std::string known;
+      for (Backend* b : BackendRegistry::All()) {
+        known += (known.empty() ? "" : ", ") + b->device().ToString();
+      }
+      return Status::InvalidArgument(fmt::format("no backend for device {} (this process has: {})",
+                                                 options.device.ToString(), known));
+    }
+  }
   std::vector<NodeKernel> kernels;
   kernels.reserve(static_cast<size_t>(graph->num_nodes()));
   for (const Node& node : graph->nodes()) {
@@ -200,8 +283,21 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
       kernels.push_back({std::move(kernel).value(), &ControlFlowKernelDef()});
       continue;
     }
+    // The preferred device when it has a kernel that takes the node (tensors only), else the
+    // CPU, as ONNX Runtime's execution providers fall back.
+    if (backend != nullptr) {
+      Result<const KernelDef*> def =
+          registry.Find(info, options.device.type, options.kernel_provider);
+      if (def.ok()) {
+        Result<std::unique_ptr<Kernel>> kernel = (*def)->create(info);
+        if (kernel.ok() && !(*kernel)->TakesNonTensorValues()) {
+          kernels.push_back({std::move(kernel).value(), *def, /*on_device=*/true});
+          continue;
+        }
+      }
+    }
     KILN_ASSIGN_OR_RETURN(const KernelDef* def,
-                          registry.Find(info, options.device.type, options.kernel_provider));
+                          registry.Find(info, DeviceType::kCpu, options.kernel_provider));
     Result<std::unique_ptr<Kernel>> kernel = def->create(info);
     if (!kernel.ok()) {
       return kernel.status().WithContext(fmt::format(
@@ -210,6 +306,8 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
     kernels.push_back({std::move(kernel).value(), def});
   }
   auto session = std::unique_ptr<Session>(new Session(std::move(graph), std::move(kernels)));
+  if (backend != nullptr) KILN_RETURN_IF_ERROR(session->PlaceOnDevice(*backend));
+  session->device_preferred_ = options.device;
   session->check_input_shapes_ = options.check_input_shapes;
   session->allocator_ = options.allocator != nullptr ? options.allocator : &HostAllocator();
   session->intra_op_threads_ =
@@ -226,6 +324,83 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> gr
         static_cast<size_t>(std::max(1, options.memory_plan_cache_size)));
   }
   return session;
+}
+
+Status Session::PlaceOnDevice(Backend& backend) {
+  const Graph& g = *graph_;
+  auto d = std::make_unique<DeviceState>();
+  d->backend = &backend;
+  d->on_device.assign(static_cast<size_t>(g.num_nodes()), 0);
+  d->no_heap_nodes.assign(static_cast<size_t>(g.num_nodes()), 0);
+  bool any = false;
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    if (kernels_[static_cast<size_t>(n)].on_device) {
+      d->on_device[static_cast<size_t>(n)] = 1;
+      any = true;
+    }
+  }
+  if (!any) return Status::OK();
+  // Where each value is made: 1 on the device (graph inputs, constants and captures: the host).
+  std::vector<char> made_on_device(static_cast<size_t>(g.num_values()), 0);
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    for (int out : g.node(n).outputs) {
+      if (out != kNoValue) made_on_device[static_cast<size_t>(out)] = d->on_device[n];
+    }
+  }
+  // Copies per run: distinct (value, side) pairs read across the edge, and device outputs.
+  d->constants.resize(static_cast<size_t>(g.num_values()));
+  std::vector<char> copied(static_cast<size_t>(g.num_values()), 0);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, backend.CreateStream());
+  int64_t copies = 0;
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    const bool dev = d->on_device[static_cast<size_t>(n)] != 0;
+    auto read = [&](int id) -> Status {
+      if (id == kNoValue || copied[static_cast<size_t>(id)] ||
+          made_on_device[static_cast<size_t>(id)] == dev) {
+        return Status::OK();
+      }
+      copied[static_cast<size_t>(id)] = 1;
+      const Value& v = g.value(id);
+      if (!v.is_constant()) {
+        ++copies;
+        return Status::OK();
+      }
+      const Tensor& src = v.constant->view();
+      KILN_ASSIGN_OR_RETURN(OwnedTensor dst,
+                            OwnedTensor::AllocateForOverwrite(src.dtype(), src.shape(),
+                                                              backend.buffer_type().allocator()));
+      stream->CopyAsync(dst.raw_data(), src.raw_data(), src.size_bytes());
+      d->constants[static_cast<size_t>(id)] = std::move(dst);
+      return Status::OK();
+    };
+    for (int id : node.inputs) KILN_RETURN_IF_ERROR(read(id));
+    for (int id : node.implicit_inputs) KILN_RETURN_IF_ERROR(read(id));
+  }
+  for (int out : g.outputs) copies += made_on_device[static_cast<size_t>(out)];
+  KILN_RETURN_IF_ERROR(stream->Synchronize());
+  {
+    MutexLock lock(d->mu);
+    d->idle.push_back(std::move(stream));
+  }
+  device_copies_ = copies;
+  device_ = std::move(d);
+  return Status::OK();
+}
+
+const std::vector<char>& Session::HeapNodes(int side) const {
+  return side == 0 ? output_nodes_ : device_->no_heap_nodes;
+}
+
+Allocator& Session::SideAllocator(int side) const {
+  return side == 0 ? *allocator_ : device_->backend->buffer_type().allocator();
+}
+
+Device Session::placement(int node) const {
+  if (device_ != nullptr && device_->on_device[static_cast<size_t>(node)]) {
+    return device_->backend->device();
+  }
+  return Device::Cpu();
 }
 
 int Session::WantedThreads(ThreadGovernor* governor) const {
@@ -248,10 +423,13 @@ int64_t Session::thread_switches() const {
 MemoryPlanStats Session::memory_plan_stats() const {
   MemoryPlanStats stats;
   if (plans_ == nullptr) return stats;
-  for (const std::shared_ptr<PlanEntry>& e : plans_->cache.Entries()) {
+  for (const std::shared_ptr<PlanEntry>& e : plans_->cache[0].Entries()) {
     MemoryPlanStats::Plan p;
     p.signature = e->key;
     p.arena_bytes = e->plan.arena_bytes;
+    for (const std::shared_ptr<PlanEntry>& d : plans_->cache[1].Entries()) {
+      if (d->key == e->key) p.device_arena_bytes = d->plan.arena_bytes;
+    }
     p.unplanned_bytes = e->plan.unplanned_bytes;
     p.live_peak_bytes = e->plan.live_peak_bytes;
     p.planned_allocations = static_cast<int64_t>(e->plan.allocations.size());
@@ -266,7 +444,7 @@ MemoryPlanStats Session::memory_plan_stats() const {
   stats.planned_runs = plans_->planned_runs.load(std::memory_order_relaxed);
   stats.unplanned_runs = plans_->unplanned_runs.load(std::memory_order_relaxed);
   stats.heap_fallbacks = plans_->heap_fallbacks.load(std::memory_order_relaxed);
-  stats.evictions = plans_->cache.evictions();
+  stats.evictions = plans_->cache[0].evictions();
   for (const NodeKernel& k : kernels_) {
     if (k.kernel != nullptr) AddSubgraphPlanStats(*k.kernel, stats);
   }
@@ -393,7 +571,37 @@ struct Session::Frame {
   std::vector<OwnedTensor> owned;
   std::vector<const RuntimeValue*> values;
   std::vector<std::unique_ptr<RuntimeValue>> owned_values;
+  // With a device (sized by Execute): a value's copy on the other side of the device edge (on
+  // the device for a value made on the host, in host memory for one made on the device).
+  std::vector<Tensor> alt_views;
+  std::vector<OwnedTensor> alt_owned;
+  // Host tensors released while a copy from them may still be pending on the stream.
+  std::vector<OwnedTensor> keep_alive;
 };
+
+Status Session::CopyAcross(int id, bool to_device, Allocator& allocator, Frame& frame,
+                           Stream& stream) const {
+  const size_t slot = static_cast<size_t>(id);
+  Tensor src = frame.views[slot];
+  OwnedTensor contiguous;  // a strided caller's view, made contiguous first
+  if (!src.is_contiguous()) {
+    KILN_ASSIGN_OR_RETURN(contiguous, OwnedTensor::CopyOf(src));
+    src = contiguous.view();
+    frame.keep_alive.push_back(contiguous);
+  }
+  if (src.dtype() == DataType::kBytes) {
+    return Status::Internal(fmt::format("value '{}' holds strings and cannot move to {}",
+                                        graph_->value(id).name,
+                                        to_device ? device_->backend->device().ToString() : "cpu"));
+  }
+  KILN_ASSIGN_OR_RETURN(OwnedTensor dst,
+                        OwnedTensor::AllocateForOverwrite(src.dtype(), src.shape(), allocator));
+  stream.CopyAsync(dst.raw_data(), src.raw_data(), src.size_bytes());
+  if (!to_device) KILN_RETURN_IF_ERROR(stream.Synchronize());  // the host reads it next
+  frame.alt_owned[slot] = std::move(dst);
+  frame.alt_views[slot] = frame.alt_owned[slot].view();
+  return Status::OK();
+}
 
 Status Session::Execute(std::span<const Tensor> capture_tensors,
                         std::span<const RuntimeValue* const> capture_values, Frame& frame,
@@ -406,6 +614,19 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
   for (int id = 0; id < g.num_values(); ++id) {
     const Value& v = g.value(id);
     if (v.is_constant()) frame.views[static_cast<size_t>(id)] = v.constant->view();
+  }
+  // With a device: the run's stream, and the device copies of the constants. The lease is
+  // declared before the node buffers, so the stream's work is done before they go.
+  DeviceState* dev_state = device_.get();
+  StreamLease stream(dev_state);
+  if (dev_state != nullptr) {
+    KILN_RETURN_IF_ERROR(stream.Acquire());
+    frame.alt_views.assign(static_cast<size_t>(g.num_values()), Tensor());
+    frame.alt_owned.assign(static_cast<size_t>(g.num_values()), OwnedTensor());
+    for (int id = 0; id < g.num_values(); ++id) {
+      const OwnedTensor& c = dev_state->constants[static_cast<size_t>(id)];
+      if (c.valid()) frame.alt_views[static_cast<size_t>(id)] = c.view();
+    }
   }
   for (size_t i = 0; i < captures_.size(); ++i) {
     const size_t id = static_cast<size_t>(captures_[i]);
@@ -424,6 +645,17 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     const Node& node = g.node(n);
     const Kernel& kernel = *kernels_[static_cast<size_t>(n)].kernel;
     const bool takes_values = kernel.TakesNonTensorValues();
+    const bool on_device = dev_state != nullptr && dev_state->on_device[static_cast<size_t>(n)];
+    // The node's allocator, for its outputs and the copies of its inputs across the device edge:
+    // its side's run allocator (planned or recording) unless the node bypasses it.
+    const int side = on_device ? 1 : 0;
+    Allocator* node_allocator = on_device ? &SideAllocator(1) : allocator_;
+    RunAllocator* run_allocator = state.run_allocator[side];
+    if (run_allocator != nullptr &&
+        (state.heap_nodes[side] == nullptr || !(*state.heap_nodes[side])[static_cast<size_t>(n)])) {
+      run_allocator->BeginNode(n);
+      node_allocator = run_allocator;
+    }
     const size_t num_inputs = node.inputs.size() + node.implicit_inputs.size();
     node_inputs.assign(num_inputs, Tensor());
     node_owners.assign(num_inputs, nullptr);
@@ -433,6 +665,20 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
           i < node.inputs.size() ? node.inputs[i] : node.implicit_inputs[i - node.inputs.size()];
       if (id == kNoValue) continue;
       const Tensor& t = frame.views[static_cast<size_t>(id)];
+      if (t.valid() && dev_state != nullptr &&
+          (t.device() == dev_state->backend->device()) != on_device) {
+        // Across the device edge: the value's copy on this node's side, made once.
+        const size_t slot = static_cast<size_t>(id);
+        if (!frame.alt_views[slot].valid()) {
+          KILN_RETURN_IF_ERROR(CopyAcross(id, on_device, *node_allocator, frame, *stream)
+                                   .WithContext(fmt::format("{}: input {}", NodeLabel(node), i)));
+        }
+        node_inputs[i] = frame.alt_views[slot];
+        if (frame.alt_owned[slot].valid() && last_use_[slot] != g.num_nodes()) {
+          node_owners[i] = &frame.alt_owned[slot];
+        }
+        continue;
+      }
       if (t.valid()) {
         node_inputs[i] = t;
         // An intermediate of this run may be shared by a view op's output; a graph output is
@@ -461,12 +707,6 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
       node_value_outputs.clear();
       node_value_outputs.resize(node.outputs.size());
     }
-    Allocator* node_allocator = allocator_;
-    if (state.run_allocator != nullptr &&
-        (state.heap_nodes == nullptr || !(*state.heap_nodes)[static_cast<size_t>(n)])) {
-      state.run_allocator->BeginNode(n);
-      node_allocator = state.run_allocator;
-    }
     KernelContext ctx(
         node_inputs,
         takes_values ? std::span<const RuntimeValue* const>(node_values)
@@ -475,6 +715,7 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
         takes_values ? std::span<RuntimeValue>(node_value_outputs) : std::span<RuntimeValue>(),
         *node_allocator);
     ctx.set_input_owners(node_owners);
+    if (on_device) ctx.set_stream(&*stream);
     const int64_t start_ns = state.profile != nullptr ? ProfileNowNs() : 0;
     Status s = kernel.Compute(ctx);
     if (state.profile != nullptr) {
@@ -483,10 +724,11 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
                                       s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0});
     }
     if (!s.ok()) return s.WithContext(NodeLabel(node));
-    if (state.recorder != nullptr && node_allocator == state.recorder) {
+    RecordingAllocator* recorder = state.recorder[side];
+    if (recorder != nullptr && node_allocator == recorder) {
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         if (node_outputs[o].valid() && node.outputs[o] != kNoValue && !ctx.forwarded(o)) {
-          state.recorder->MarkValue(node_outputs[o].raw_data(), node.outputs[o]);
+          recorder->MarkValue(node_outputs[o].raw_data(), node.outputs[o]);
         }
       }
     }
@@ -509,6 +751,16 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     auto release = [&](int id, int last_use) {
       if (id == kNoValue || last_use_[static_cast<size_t>(id)] != last_use) return;
       const size_t slot = static_cast<size_t>(id);
+      if (dev_state != nullptr) {
+        // A copy from the host tensor may still be pending on the stream: keep it until the run
+        // ends (the stream's work is done by then).
+        if (frame.alt_owned[slot].valid() && frame.owned[slot].valid() &&
+            frame.alt_views[slot].device() == dev_state->backend->device()) {
+          frame.keep_alive.push_back(std::move(frame.owned[slot]));
+        }
+        frame.alt_owned[slot] = OwnedTensor();
+        frame.alt_views[slot] = Tensor();
+      }
       if (frame.owned[slot].valid()) {
         frame.owned[slot] = OwnedTensor();
         frame.views[slot] = Tensor();
@@ -522,6 +774,26 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     for (int id : node.implicit_inputs) release(id, n);
     // Outputs nobody reads (last_use_ -1; graph outputs have num_nodes) die here too.
     for (int id : node.outputs) release(id, -1);
+  }
+  if (dev_state != nullptr) {
+    // Graph outputs made on the device go back to host memory.
+    for (int id : g.outputs) {
+      const size_t slot = static_cast<size_t>(id);
+      if (!frame.views[slot].valid() ||
+          frame.views[slot].device() != dev_state->backend->device()) {
+        continue;
+      }
+      if (!frame.alt_views[slot].valid()) {
+        // Outlives the run: the device's host buffer type (pinned where it has one).
+        KILN_RETURN_IF_ERROR(CopyAcross(id, /*to_device=*/false,
+                                        dev_state->backend->host_buffer_type().allocator(), frame,
+                                        *stream));
+      }
+      frame.owned[slot] = std::move(frame.alt_owned[slot]);
+      frame.views[slot] = frame.owned[slot].view();
+      frame.alt_views[slot] = Tensor();
+    }
+    KILN_RETURN_IF_ERROR((*stream).Synchronize());
   }
   return Status::OK();
 }

@@ -55,7 +55,13 @@
 
 namespace kiln {
 
+class Backend;  // backend/backend.h
+class Stream;
+
 struct SessionOptions {
+  // The preferred device (backend/backend.h; its backend must be registered): each node runs
+  // there when the device has a kernel for its op, dtypes and shapes, else on the CPU. Copies are
+  // made at device edges; the caller's inputs and the returned outputs are host memory.
   Device device = Device::Cpu();
   // Check input dims against the declared shapes (dtype and rank are always checked). Off for
   // subgraphs, whose loop-carried values may change shape between iterations.
@@ -91,6 +97,7 @@ struct MemoryPlanStats {
   struct Plan {
     std::vector<int64_t> signature;  // input count, then per input: dtype, rank, dims
     size_t arena_bytes = 0;          // the planned peak of intermediates
+    size_t device_arena_bytes = 0;   // the same on the session's device (0: none)
     size_t unplanned_bytes = 0;      // the sum of the planned intermediates' sizes
     size_t live_peak_bytes = 0;      // the most bytes live at once: the best any plan can do
     int64_t planned_allocations = 0;
@@ -163,6 +170,14 @@ class Session {
 
   // Name of the kernel provider chosen for node i ("ref", ...), for profiles and tests.
   std::string_view provider(int node) const;
+  // The preferred device (SessionOptions::device).
+  Device device() const { return device_preferred_; }
+  // The device node i runs on: SessionOptions::device or, where that has no kernel, the CPU.
+  Device placement(int node) const;
+  // Tensors one run copies between devices (at most): values read on another device than the
+  // one they were made on (graph inputs and constants count as the CPU's; constants read on the
+  // device are copied there once, at Create), and graph outputs made on the device.
+  int64_t device_copies_per_run() const { return device_copies_; }
   // The implementations node i's kernel has run on so far (Kernel::Implementation: "oneDNN
   // jit:avx2", "kiln ref", ...; a control-flow node lists its subgraphs'); "" when the provider
   // says it all.
@@ -178,7 +193,22 @@ class Session {
   struct RunState;
   class RunScope;
   struct PlanState;
+  struct DeviceState;
+  class StreamLease;
   Session(std::shared_ptr<const Graph> graph, std::vector<NodeKernel> kernels);
+
+  // Sets up device_ for the nodes Create placed on `backend`'s device (nothing when none is):
+  // copies the constants they read to the device and counts the copies a run makes.
+  Status PlaceOnDevice(Backend& backend);
+  // Makes value `id`'s copy on the other side (the device when `to_device`, else host memory)
+  // in frame.alt_*, from `allocator`: enqueued on `stream`; a copy to the host is waited for.
+  Status CopyAcross(int id, bool to_device, Allocator& allocator, Frame& frame,
+                    Stream& stream) const;
+  // The allocator of one side of the memory plans: 0 the host's (allocator_), 1 the device's.
+  Allocator& SideAllocator(int side) const;
+  // The nodes a side's plan leaves to the side's allocator: on the host, the producers of graph
+  // outputs (they outlive the run); on the device, none.
+  const std::vector<char>& HeapNodes(int side) const;
 
   // Binds the captures into `frame`, runs every node, and leaves the graph outputs in it.
   Status Execute(std::span<const Tensor> capture_tensors,
@@ -207,6 +237,10 @@ class Session {
   // 1 for nodes that produce a graph output: they allocate from allocator_ even in planned runs.
   std::vector<char> output_nodes_;
   std::unique_ptr<PlanState> plans_;  // null: memory planning off
+  // Placement on a device other than the CPU: null when every node runs on the CPU.
+  std::unique_ptr<DeviceState> device_;
+  Device device_preferred_ = Device::Cpu();
+  int64_t device_copies_ = 0;
 };
 
 // Checks `tensor` against a declared value type; the message names `what` ("input 'x'").

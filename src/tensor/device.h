@@ -7,7 +7,10 @@
 
 namespace kiln {
 
-enum class DeviceType : uint8_t { kCpu = 0, kCuda = 1 };
+// kTest is the device of kiln's own tests (kernels/testdev: host memory that the CPU kernels may
+// not read, with a stream that runs its work on a thread of its own); it exists only where a
+// test registers it.
+enum class DeviceType : uint8_t { kCpu = 0, kCuda = 1, kTest = 2 };
 
 struct Device {
   DeviceType type = DeviceType::kCpu;
@@ -15,10 +18,19 @@ struct Device {
 
   static Device Cpu() { return {}; }
   static Device Cuda(int index) { return {DeviceType::kCuda, index}; }
+  static Device Test(int index) { return {DeviceType::kTest, index}; }
   bool is_cpu() const { return type == DeviceType::kCpu; }
-  // "cpu" or "cuda:0".
+  // "cpu", "cuda:0" or "test:0".
   std::string ToString() const {
-    return type == DeviceType::kCpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+    switch (type) {
+      case DeviceType::kCpu:
+        return "cpu";
+      case DeviceType::kCuda:
+        return "cuda:" + std::to_string(index);
+      case DeviceType::kTest:
+        break;
+    }
+    return "test:" + std::to_string(index);
   }
   friend bool operator==(const Device&, const Device&) = default;
 };
