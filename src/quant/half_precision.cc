@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/target.h"
 
 namespace kiln::quant {
 namespace {
@@ -166,7 +166,7 @@ CpuHalfSupport DetectCpuHalfSupport() {
   s.avx512fp16 = __builtin_cpu_supports("avx512fp16") != 0;
 #endif
   // As the kernels see it (oneDNN's dispatch, which ONEDNN_MAX_CPU_ISA lowers).
-  s.avx512bf16 = CpuKernelsComputeBf16();
+  s.avx512bf16 = KernelTargetFor(DeviceType::kCpu).bf16_dot_products;
   return s;
 }
 

@@ -16,7 +16,7 @@
 
 #include "graph/onnx/exporter.h"
 #include "graph/onnx/importer.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/target.h"
 #include "opt/optimizer.h"
 #include "quant/model_metadata.h"
 #include "runtime/session.h"
@@ -165,7 +165,7 @@ Result<Int8Target> ResolveInt8Target(std::string_view target_cpu) {
     return Status::InvalidArgument(
         fmt::format("unknown --target-cpu '{}' (expected native, avx2 or vnni)", target_cpu));
   }
-  const bool here_vnni = CpuKernelsHaveInt8DotProducts();
+  const bool here_vnni = KernelTargetFor(DeviceType::kCpu).int8_dot_products;
   Int8Target t;
   t.cpu = native ? (here_vnni ? "vnni" : "avx2") : std::string(target_cpu);
   const bool vnni = t.cpu == "vnni";
