@@ -22,7 +22,9 @@
 // GCC 12 reports the undefined pass-through of the unmasked AVX-512 intrinsics (casts,
 // conversions) as uninitialized reads: false positives, silenced for this code only.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // GCC's only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
