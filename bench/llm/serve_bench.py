@@ -48,7 +48,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import resource
 import random
 import re
@@ -67,6 +66,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "llm"))
 import vocab  # noqa: E402  (node_binary: the Node.js scripts/install-deps llm chose)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stamp import commit, cpu_name  # noqa: E402
 
 # KV bytes per token of the models make_models.py writes (f16 K and V): layers x 2 x KV heads x
 # head_dim x 2 bytes.
@@ -78,24 +79,6 @@ KV_TOKENS_PER_SEQ = 1024
 READY_TIMEOUT_S = 300.0
 POLL_S = 0.5
 
-
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def commit():
-    try:
-        return subprocess.check_output(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                       text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def tree_dirty():
