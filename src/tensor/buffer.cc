@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace kiln {
@@ -29,6 +30,11 @@ class HostAllocatorImpl final : public Allocator {
 };
 
 }  // namespace
+
+Status Allocator::Fill(void* ptr, int value, size_t bytes) {
+  if (bytes > 0) std::memset(ptr, value, bytes);
+  return Status::OK();
+}
 
 Allocator& HostAllocator() {
   static HostAllocatorImpl* const instance = new HostAllocatorImpl();

@@ -28,6 +28,10 @@ class Allocator {
   // REQUIRES: ptr came from Allocate on this allocator with the same `bytes`.
   virtual void Free(void* ptr, size_t bytes) = 0;
   virtual Device device() const = 0;
+  // Sets `bytes` bytes at `ptr` (memory this allocator handed out) to `value`, as memset does;
+  // allocators of memory the host may not write (a GPU's) override it with the device's own
+  // fill, ordered before any work enqueued on the device after the call.
+  virtual Status Fill(void* ptr, int value, size_t bytes);
 };
 
 // Plain aligned host memory. The process-wide instance lives forever.

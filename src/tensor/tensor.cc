@@ -66,7 +66,7 @@ Result<OwnedTensor> OwnedTensor::AllocateImpl(DataType dtype, const Shape& shape
       delete b;
     });
   } else {
-    if (zero && bytes > 0) std::memset(buffer->data(), 0, bytes);
+    if (zero && bytes > 0) KILN_RETURN_IF_ERROR(allocator.Fill(buffer->data(), 0, bytes));
     t.buffer_ = std::move(buffer);
   }
   t.view_ = Tensor(dtype, shape, t.buffer_->data(), allocator.device());

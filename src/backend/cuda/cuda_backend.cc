@@ -55,6 +55,12 @@ class DevicePoolAllocator final : public Allocator {
     (void)cudaFreeAsync(ptr, cudaStreamLegacy);  // ordered after the work enqueued before
   }
   Device device() const override { return Device::Cuda(index_); }
+  Status Fill(void* ptr, int value, size_t bytes) override {
+    if (bytes == 0) return Status::OK();
+    KILN_RETURN_IF_ERROR(UseDevice(index_));
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ptr, value, bytes, cudaStreamLegacy));
+    return Status::OK();
+  }
 
  private:
   const int index_;
@@ -211,6 +217,11 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+CUstream_st* CudaStreamHandle(Stream* stream) {
+  auto* s = dynamic_cast<CudaStream*>(stream);
+  return s != nullptr ? s->stream() : nullptr;
+}
 
 int CudaDeviceCount(std::string* why) {
   int n = 0;

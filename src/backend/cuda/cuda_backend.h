@@ -27,7 +27,11 @@
 
 #include "base/result.h"
 
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
 namespace kiln {
+
+class Stream;  // backend/backend.h
 
 struct CudaBackendOptions {
   // Bytes the device memory pool keeps cached between synchronizations
@@ -42,6 +46,10 @@ int CudaDeviceCount(std::string* why = nullptr);
 // Registers a backend for each visible GPU (once per process; later calls return the same
 // count). Returns how many; 0 is not an error.
 Result<int> RegisterCudaBackends(const CudaBackendOptions& options = {});
+
+// The CUDA stream behind `stream` (a stream a CUDA backend created), or null for any other
+// stream (or null). What a CUDA kernel enqueues its work on.
+CUstream_st* CudaStreamHandle(Stream* stream);
 
 // Free and total memory of GPU `index` (cudaMemGetInfo).
 struct CudaMemoryInfo {

@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "kernels/cuda/tables.h"
+
+namespace kiln::cuda {
+
+std::vector<KernelDef> BlasKernelDefs() { return {}; }
+
+}  // namespace kiln::cuda
