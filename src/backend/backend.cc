@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -70,6 +72,7 @@ class CpuBackendImpl final : public Backend {
 struct Registry {
   Mutex mu;
   std::vector<std::unique_ptr<Backend>> backends KILN_GUARDED_BY(mu);
+  std::map<DeviceType, std::string> missing KILN_GUARDED_BY(mu);
 };
 
 Registry& TheRegistry() {
@@ -117,6 +120,33 @@ std::vector<Backend*> BackendRegistry::All() {
   MutexLock lock(r.mu);
   for (const std::unique_ptr<Backend>& b : r.backends) all.push_back(b.get());
   return all;
+}
+
+void BackendRegistry::SetMissingReason(DeviceType type, std::string why) {
+  Registry& r = TheRegistry();
+  MutexLock lock(r.mu);
+  r.missing[type] = std::move(why);
+}
+
+std::string BackendRegistry::MissingReason(DeviceType type) {
+  Registry& r = TheRegistry();
+  MutexLock lock(r.mu);
+  auto it = r.missing.find(type);
+  if (it != r.missing.end()) return it->second;
+  const std::string name = Device{type, 0}.ToString();
+  return "no " + name.substr(0, name.find(':')) + " device is registered in this process";
+}
+
+std::vector<Backend*> BackendRegistry::OfType(DeviceType type) {
+  std::vector<Backend*> found;
+  Registry& r = TheRegistry();
+  MutexLock lock(r.mu);
+  for (const std::unique_ptr<Backend>& b : r.backends) {
+    if (b->device().type == type) found.push_back(b.get());
+  }
+  std::sort(found.begin(), found.end(),
+            [](Backend* a, Backend* b) { return a->device().index < b->device().index; });
+  return found;
 }
 
 }  // namespace kiln

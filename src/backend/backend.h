@@ -49,6 +49,13 @@ class Event {
   virtual Status Synchronize() = 0;
   // Whether the event is complete, without waiting.
   virtual bool Ready() const = 0;
+  // Device time from `earlier` (an event of the same stream recorded with RecordTimed) to this
+  // one, once both are complete. UNIMPLEMENTED where the device keeps no timestamps (the CPU's
+  // and the test device's events).
+  virtual Result<int64_t> NanosecondsSince(const Event& earlier) const {
+    (void)earlier;
+    return Status::Unimplemented("this device's events carry no time");
+  }
 };
 
 // An ordered queue of work on one device.
@@ -65,6 +72,9 @@ class Stream {
   virtual void CopyAsync(void* dst, const void* src, size_t bytes) = 0;
   // An event that completes when the work enqueued so far has run.
   virtual std::unique_ptr<Event> Record() = 0;
+  // Record() with a device timestamp, for Event::NanosecondsSince (kiln profile's device times);
+  // Record() where the device has no timestamps.
+  virtual std::unique_ptr<Event> RecordTimed() { return Record(); }
   // Makes the work enqueued after this call wait until `event` (of any stream) is complete.
   virtual void Wait(std::shared_ptr<Event> event) = 0;
   // Blocks until everything enqueued so far has run; returns the stream's first error.
@@ -101,6 +111,14 @@ class Backend {
   // CopyAsync run before they return).
   virtual bool async() const = 0;
   virtual Result<std::unique_ptr<Stream>> CreateStream() = 0;
+  // Gives memory the device's pools keep cached for reuse back to the device (after a model is
+  // unloaded); a no-op where nothing is cached.
+  virtual void TrimCachedMemory() {}
+  // Annotations for the device's profilers (NVTX ranges for Nsight on CUDA): the runtime brackets
+  // each node it runs on the device with them. No-ops by default. Not nested across threads:
+  // a range pushed on one thread is popped on that thread.
+  virtual void PushRange(std::string_view name) { (void)name; }
+  virtual void PopRange() {}
 };
 
 // The CPU: host memory (HostAllocator), synchronous streams.
@@ -117,6 +135,13 @@ class BackendRegistry {
   static Backend* Find(Device device);
   // Every registered backend, the CPU first.
   static std::vector<Backend*> All();
+  // Why devices of `type` are missing (no GPU, no driver, a build without the backend): set by
+  // whoever tried to register them, for load errors. Default: "no <type> device is registered
+  // in this process".
+  static void SetMissingReason(DeviceType type, std::string why);
+  static std::string MissingReason(DeviceType type);
+  // The registered devices of `type`, by index.
+  static std::vector<Backend*> OfType(DeviceType type);
 };
 
 }  // namespace kiln

@@ -13,6 +13,10 @@ KernelTarget KernelTargetFor(DeviceType device) {
     t.channel_block = cpu::PreferredChannelBlock();
     t.int8_dot_products = CpuKernelsHaveInt8DotProducts();
     t.bf16_dot_products = CpuKernelsComputeBf16();
+  } else if (device == DeviceType::kCuda) {
+    // NCHW convolutions through cuDNN (no blocked layout); half weights computed in half on the
+    // tensor cores; INT8 stays on the CPU's kernels.
+    t.bf16_dot_products = true;
   }
   return t;
 }

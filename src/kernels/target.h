@@ -28,7 +28,8 @@ struct KernelTarget {
   bool bf16_dot_products = false;
 };
 
-// The target of this machine's kernels for `device`. CPU: the block oneDNN's dispatch ISA runs
+// The target of this machine's kernels for `device`. CUDA: no blocked layout, BF16 computed in
+// BF16, no INT8 dot products. CPU: the block oneDNN's dispatch ISA runs
 // natively (16 with AVX-512, 8 with AVX2, 0 below; ONEDNN_MAX_CPU_ISA caps it) and the dot
 // products it dispatches (capped the same way). A device without kernels here gets the
 // defaults (no blocked layout, no INT8 or BF16 dot products). Thread-safe.

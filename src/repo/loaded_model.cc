@@ -2,10 +2,12 @@
 #include "repo/loaded_model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <thread>
 
+#include "backend/backend.h"
 #include "base/logging.h"
 #include "opt/optimizer.h"
 #include "repo/batching.h"
@@ -148,6 +150,43 @@ class LoadedModelImpl::Executor final : public BatchExecutor {
   const std::vector<std::shared_ptr<const ModelRunner>> runners_;
 };
 
+namespace {
+
+// The devices of the KIND_GPU instances, one entry per instance. Errors name the group and what
+// this process has.
+Result<std::vector<Device>> GpuInstanceDevices(const inference::ModelConfig& config) {
+  std::vector<Device> devices;
+  const std::vector<Backend*> gpus = BackendRegistry::OfType(DeviceType::kCuda);
+  for (const inference::ModelInstanceGroup& g : config.instance_group()) {
+    if (g.kind() != inference::ModelInstanceGroup::KIND_GPU) continue;
+    if (gpus.empty()) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': instance_group '{}' asks for KIND_GPU, but this kiln has no GPU "
+                      "({}); use KIND_CPU",
+                      config.name(), g.name(), BackendRegistry::MissingReason(DeviceType::kCuda)));
+    }
+    std::vector<int> listed(g.gpus().begin(), g.gpus().end());
+    if (listed.empty()) {
+      for (Backend* b : gpus) listed.push_back(b->device().index);
+    }
+    for (int gpu : listed) {
+      if (BackendRegistry::Find(Device::Cuda(gpu)) == nullptr) {
+        std::vector<std::string> have;
+        for (Backend* b : gpus) have.push_back(b->name());
+        return Status::InvalidArgument(fmt::format(
+            "model '{}': instance_group '{}' asks for KIND_GPU on GPU {}, but this kiln has {} "
+            "GPU{}: {}",
+            config.name(), g.name(), gpu, gpus.size(), gpus.size() == 1 ? "" : "s",
+            fmt::join(have, ", ")));
+      }
+      for (int c = 0; c < std::max(1, g.count()); ++c) devices.push_back(Device::Cuda(gpu));
+    }
+  }
+  return devices;
+}
+
+}  // namespace
+
 LoadedModelImpl::LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRunner> first_runner,
                                  std::shared_ptr<StatsCollector> stats, int instance_count)
     : version_(version),
@@ -163,14 +202,26 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   // Weight bytes are those of the model as imported (its initializers), whatever the optimizer
   // folds or drops below.
   const uint64_t weight_bytes = GraphWeightBytes(*graph);
-  // The graph optimizer runs once per load and every instance shares its result. A failure
-  // would be an optimizer bug: it is logged and the model is served as imported. An unknown
-  // pass name in the config fails the load.
+  // Where the instances run: KIND_GPU groups on their GPUs (`count` instances on each listed
+  // GPU, every GPU when none is listed), the other groups on the CPU.
+  KILN_RETURN_IF_ERROR(ValidateInstanceGroups(config));
+  KILN_ASSIGN_OR_RETURN(std::vector<Device> gpu_instances, GpuInstanceDevices(config));
+  int requested = 0;
+  bool any_cpu_group = config.instance_group().empty();
+  for (const inference::ModelInstanceGroup& g : config.instance_group()) {
+    if (g.kind() == inference::ModelInstanceGroup::KIND_GPU) continue;
+    requested += std::max(1, g.count());
+    any_cpu_group = true;
+  }
+  // The graph optimizer runs once per load and target device; every instance on that kind of
+  // device shares its result. A failure would be an optimizer bug: it is logged and the model
+  // is served as imported. An unknown pass name in the config fails the load.
   KILN_ASSIGN_OR_RETURN(GraphOptimizationConfig optimization, GraphOptimizationFromConfig(config));
-  if (optimization.enabled) {
+  auto optimize = [&](DeviceType device) -> Result<std::shared_ptr<const Graph>> {
+    if (!optimization.enabled) return graph;
     OptimizerOptions optimizer_options;
     optimizer_options.disabled_passes = optimization.disabled_passes;
-    optimizer_options.target = KernelTargetFor(DeviceType::kCpu);
+    optimizer_options.target = KernelTargetFor(device);
     // optimization { precision } fp32 / fp16 / bf16 is how the weights are held; "" keeps the
     // model's own (auto); int8 quantized the graph before this point and keeps auto too.
     const std::string& precision = config.optimization().precision();
@@ -178,53 +229,80 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
       optimizer_options.weight_precision = precision;
     }
     Result<OptimizedGraph> optimized = OptimizeGraph(graph, optimizer_options);
-    if (optimized.ok()) {
-      graph = optimized->graph;
-    } else if (optimized.status().code() == StatusCode::kInvalidArgument) {
+    if (optimized.ok()) return std::shared_ptr<const Graph>(optimized->graph);
+    if (optimized.status().code() == StatusCode::kInvalidArgument) {
       return optimized.status().WithContext(fmt::format("model '{}' version {}: parameter '{}'",
                                                         model, version, kDisabledPassesParameter));
-    } else {
-      KILN_LOG_WARN(
-          "model '{}' version {}: graph optimization failed, serving the graph as "
-          "imported: {}",
-          model, version, optimized.status().ToString());
     }
+    KILN_LOG_WARN(
+        "model '{}' version {}: graph optimization failed, serving the graph as "
+        "imported: {}",
+        model, version, optimized.status().ToString());
+    return graph;
+  };
+  std::shared_ptr<const Graph> cpu_graph, gpu_graph;
+  if (any_cpu_group) {
+    KILN_ASSIGN_OR_RETURN(cpu_graph, optimize(DeviceType::kCpu));
+  }
+  if (!gpu_instances.empty()) {
+    KILN_ASSIGN_OR_RETURN(gpu_graph, optimize(DeviceType::kCuda));
   }
   KILN_ASSIGN_OR_RETURN(BatchPolicyConfig policy, MakeBatchPolicyConfig(config));
 
-  KILN_RETURN_IF_ERROR(ValidateInstanceGroups(config));
-  int requested = 0;
-  for (const inference::ModelInstanceGroup& g : config.instance_group()) {
-    requested += std::max(1, g.count());
-  }
-  requested = std::max(1, requested);
   const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-  const InstancePlan instances = PlanInstances(requested, options, hardware);
-  const int count = instances.instances;
-  if (count < requested) {
-    KILN_LOG_WARN(
-        "model '{}' version {}: starting {} of the {} configured instances ({} intra-op "
-        "thread(s) each within a budget of {} threads; the thread budget can be raised or "
-        "oversubscription allowed)",
-        model, version, count, requested, instances.intra_op_threads,
-        options.cpu_threads > 0 ? options.cpu_threads : hardware);
+  int cpu_count = 0;
+  InstancePlan instances;
+  if (any_cpu_group) {
+    requested = std::max(1, requested);
+    instances = PlanInstances(requested, options, hardware);
+    cpu_count = instances.instances;
+    if (cpu_count < requested) {
+      KILN_LOG_WARN(
+          "model '{}' version {}: starting {} of the {} configured instances ({} intra-op "
+          "thread(s) each within a budget of {} threads; the thread budget can be raised or "
+          "oversubscription allowed)",
+          model, version, cpu_count, requested, instances.intra_op_threads,
+          options.cpu_threads > 0 ? options.cpu_threads : hardware);
+    }
+  } else {
+    // GPU instances only: the nodes without a GPU kernel run on the CPU within the budget.
+    instances = PlanInstances(static_cast<int>(gpu_instances.size()), options, hardware);
   }
+  std::vector<Device> devices = gpu_instances;
+  devices.insert(devices.end(), static_cast<size_t>(cpu_count), Device::Cpu());
+  const int count = static_cast<int>(devices.size());
 
   auto stats = std::make_shared<StatsCollector>();
   std::vector<std::shared_ptr<const ModelRunner>> runners;
   for (int i = 0; i < count; ++i) {
+    const Device device = devices[static_cast<size_t>(i)];
     SessionOptions session_options;
+    session_options.device = device;
     session_options.allocator = options.allocator;
     session_options.intra_op_threads = instances.intra_op_threads;
     session_options.adapt_threads = options.adapt_threads;
     session_options.thread_budget = options.thread_budget;
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                          Session::Create(graph, session_options));
-    if (i == 0) {
+    Result<std::unique_ptr<Session>> created =
+        Session::Create(device.is_cpu() ? cpu_graph : gpu_graph, session_options);
+    if (!created.ok()) {
+      return created.status().WithContext(
+          fmt::format("model '{}' version {} on {}", model, version, device.ToString()));
+    }
+    std::unique_ptr<Session> session = std::move(created).value();
+    // The notes of the first instance of each kind of device.
+    if (i == 0 || (device.is_cpu() && i == static_cast<int>(gpu_instances.size()))) {
       for (const auto& [note, nodes] : session->KernelNotes()) {
         KILN_LOG_WARN("model '{}' version {}: {} node{}: {}", model, version, nodes,
                       nodes == 1 ? "" : "s", note);
       }
+    }
+    if (!device.is_cpu() && i == 0) {
+      int on_device = 0;
+      const int num_nodes = session->graph().num_nodes();
+      for (int n = 0; n < num_nodes; ++n) on_device += session->placement(n) == device ? 1 : 0;
+      KILN_LOG_INFO("model '{}' version {}: {} of {} nodes on {}, {} tensor copies per run", model,
+                    version, on_device, num_nodes, device.ToString(),
+                    session->device_copies_per_run());
     }
     ModelRunnerOptions runner_options;
     runner_options.allocator = options.allocator;
@@ -237,6 +315,11 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
 
   std::shared_ptr<LoadedModelImpl> loaded(new LoadedModelImpl(version, runners[0], stats, count));
   loaded->weight_bytes_ = weight_bytes;
+  for (Device d : gpu_instances) {
+    if (std::find(loaded->gpus_.begin(), loaded->gpus_.end(), d) == loaded->gpus_.end()) {
+      loaded->gpus_.push_back(d);
+    }
+  }
   BatcherOptions batcher_options;
   batcher_options.name = fmt::format("model '{}' version {}", model, version);
   batcher_options.policy = std::move(policy);
@@ -250,7 +333,17 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   return loaded;
 }
 
-LoadedModelImpl::~LoadedModelImpl() { Shutdown(); }
+LoadedModelImpl::~LoadedModelImpl() {
+  Shutdown();
+  if (gpus_.empty()) return;
+  // The sessions go first, then the GPUs' pools give what they cached back to the device, so
+  // that an unloaded model's device memory is free for others (cudaMemGetInfo shows it).
+  batcher_.reset();
+  runner_.reset();
+  for (Device d : gpus_) {
+    if (Backend* b = BackendRegistry::Find(d)) b->TrimCachedMemory();
+  }
+}
 
 const std::string& LoadedModelImpl::name() const { return runner_->config().name(); }
 int64_t LoadedModelImpl::version() const { return version_; }

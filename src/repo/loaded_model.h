@@ -14,10 +14,13 @@
 //   ModelStatistics stats = model->Statistics();
 //   model->Shutdown();   // refuses new requests, runs the queued ones, joins the threads
 //
-// Instances: instance_group counts summed over the groups; KIND_CPU, KIND_AUTO and KIND_MODEL
-// run on the CPU; KIND_GPU is refused (this build has no GPU backend). The count is capped by
-// the thread budget of InstanceOptions (sched/instance_options.h). Every instance owns its
-// Session; the sessions share the graph and its weights read-only.
+// Instances: KIND_GPU groups start `count` instances on each GPU they list (every GPU of the
+// process when they list none; a GPU the process lacks fails the load, naming what it has), each
+// a Session that prefers that GPU (nodes without a CUDA kernel run on the CPU), over the graph
+// optimized for the GPU. KIND_CPU, KIND_AUTO and KIND_MODEL groups run on the CPU, their counts
+// summed and capped by the thread budget of InstanceOptions (sched/instance_options.h). Every
+// instance owns its Session (and on a GPU its streams and device memory); the sessions share the
+// graph and its weights read-only.
 //
 // Ownership: a LoadedModelImpl owns its batcher, runners and sessions. The batcher's threads
 // share them through shared_ptr, so the object may be destroyed on one of its own threads (when
@@ -61,9 +64,9 @@ class LoadedModelImpl final : public ServedModel {
  public:
   // Builds the instances' sessions over `graph` and starts the scheduler. REQUIRES: `config` is
   // complete and validated against `graph` (ValidateModelConfig, ValidateConfigAgainstGraph).
-  // Errors: INVALID_ARGUMENT for a KIND_GPU instance group or an inconsistent dynamic_batching
-  // / padding config (naming the model and field); the Session's error when a kernel is
-  // missing; INTERNAL when a thread cannot be started.
+  // Errors: INVALID_ARGUMENT for a KIND_GPU group without the GPU, or an inconsistent
+  // dynamic_batching / padding config (naming the model and field); the Session's error when a
+  // kernel is missing; INTERNAL when a thread cannot be started.
   static Result<std::shared_ptr<LoadedModelImpl>> Create(int64_t version,
                                                          const inference::ModelConfig& config,
                                                          std::shared_ptr<const Graph> graph,
@@ -122,6 +125,7 @@ class LoadedModelImpl final : public ServedModel {
   const int instance_count_;
   uint64_t weight_bytes_ = 0;  // set by Create
   std::atomic<uint64_t> load_duration_ns_{0};
+  std::vector<Device> gpus_;  // the GPUs of its instances (set by Create), trimmed at the end
   std::unique_ptr<Batcher> batcher_;
 };
 

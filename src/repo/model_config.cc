@@ -467,21 +467,22 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
 Status ValidateInstanceGroups(const inference::ModelConfig& config) {
   const std::string& model = config.name();
   for (const ModelInstanceGroup& g : config.instance_group()) {
-    if (g.kind() == ModelInstanceGroup::KIND_GPU) {
-      return Status::InvalidArgument(fmt::format(
-          "model '{}': instance_group '{}' asks for KIND_GPU, but this kiln build has no GPU "
-          "backend; use KIND_CPU",
-          model, g.name()));
-    }
     if (g.count() < 0) {
       return Status::InvalidArgument(
           fmt::format("model '{}': instance_group '{}' count must be >= 1, got {}", model, g.name(),
                       g.count()));
     }
-    if (g.gpus_size() > 0) {
+    if (g.gpus_size() > 0 && g.kind() != ModelInstanceGroup::KIND_GPU) {
       return Status::InvalidArgument(
           fmt::format("model '{}': instance_group '{}' of kind {} must not list gpus", model,
                       g.name(), ModelInstanceGroup::Kind_Name(g.kind())));
+    }
+    for (int gpu : g.gpus()) {
+      if (gpu < 0) {
+        return Status::InvalidArgument(fmt::format(
+            "model '{}': instance_group '{}' lists GPU {}; GPUs are numbered from 0", model,
+            g.name(), gpu));
+      }
     }
   }
   return Status::OK();

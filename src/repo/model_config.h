@@ -18,7 +18,7 @@
 //
 // What kiln acts on today: name, platform, backend, version_policy, max_batch_size, input,
 // output (name, data_type, dims, reshape, allow_ragged_batch, and kiln's padding / crop
-// extension), dynamic_batching, instance_group kind and count (CPU only; KIND_GPU is an error)
+// extension), dynamic_batching, instance_group kind, count and gpus (KIND_GPU on the CUDA backend)
 // and default_model_filename. Everything else parses and is kept, but UnimplementedConfigFields
 // names it so the manager can warn.
 //
@@ -96,11 +96,11 @@ Status NormalizeModelConfig(inference::ModelConfig* config, int default_instance
 // Checks the config by itself. INVALID_ARGUMENT naming the model and the field for: negative
 // max_batch_size; no inputs or outputs; empty, duplicate or TYPE_INVALID tensors; dims other
 // than -1 or >= 0; reshape incompatible with dims; empty latest/specific version policies;
-// KIND_GPU instance groups (no GPU backend is built) or gpus listed on a CPU group; negative
-// instance counts; an ensemble platform.
+// gpus listed on a group that is not KIND_GPU, or negative; negative instance counts; an
+// ensemble platform. (Whether the GPUs exist is the load's check.)
 Status ValidateModelConfig(const inference::ModelConfig& config);
-// The instance_group part of ValidateModelConfig: INVALID_ARGUMENT for KIND_GPU (no GPU backend
-// in this build), a negative count, or gpus listed for a CPU group.
+// The instance_group part of ValidateModelConfig: INVALID_ARGUMENT for a negative count, a
+// negative GPU, or gpus listed for a group that is not KIND_GPU.
 Status ValidateInstanceGroups(const inference::ModelConfig& config);
 
 // Checks a config against the graph it will run. Every config input must be a graph input and

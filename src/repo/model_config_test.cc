@@ -444,7 +444,7 @@ TEST(ValidateModelConfig, Errors) {
        "reshape [3] is not compatible with dims [4]"},
       {"version_policy { latest { } }", "num_versions >= 1"},
       {"version_policy { specific { } }", "specific lists no versions"},
-      {"instance_group { name: \"g\" kind: KIND_GPU }", "KIND_GPU"},
+      {"instance_group { name: \"g\" kind: KIND_GPU gpus: [-1] }", "GPUs are numbered from 0"},
       {"instance_group { name: \"g\" kind: KIND_CPU gpus: [0] }", "must not list gpus"},
       {"instance_group { name: \"g\" count: -2 }", "count must be >= 1"},
       {"platform: \"ensemble\"", "ensembles are not supported"},

@@ -63,9 +63,7 @@ class RecordingAllocator final : public RunAllocator {
   Result<void*> Allocate(size_t bytes, size_t alignment) override;
   void Free(void* ptr, size_t bytes) override;
   Device device() const override { return base_.device(); }
-  Status Fill(void* ptr, int value, size_t bytes) override {
-    return base_.Fill(ptr, value, bytes);
-  }
+  Status Fill(void* ptr, int value, size_t bytes) override { return base_.Fill(ptr, value, bytes); }
   void BeginNode(int node) override;
 
   // Records that the live block at `ptr` became graph value `value` (a node output).
@@ -93,9 +91,7 @@ class PlannedAllocator final : public RunAllocator {
   Result<void*> Allocate(size_t bytes, size_t alignment) override;
   void Free(void* ptr, size_t bytes) override;
   Device device() const override { return base_.device(); }
-  Status Fill(void* ptr, int value, size_t bytes) override {
-    return base_.Fill(ptr, value, bytes);
-  }
+  Status Fill(void* ptr, int value, size_t bytes) override { return base_.Fill(ptr, value, bytes); }
   void BeginNode(int node) override;
 
   // Requests of the current run served from the session's allocator instead of the arena.

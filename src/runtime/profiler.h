@@ -15,10 +15,12 @@
 // Thread safety: a RunProfile belongs to one run; the functions are pure.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "graph/ir.h"
 #include "tensor/tensor.h"
 
@@ -29,6 +31,10 @@ struct NodeTiming {
   int64_t start_ns = 0;     // steady clock
   int64_t duration_ns = 0;  // Compute() of the node
   double flops = 0;         // floating-point operations of this call, 0 when not counted
+  // Where the node ran ("cpu", "cuda:0", ...). On a device with timestamps (CUDA), duration_ns is
+  // the device's time between events recorded around the node's work, not Compute()'s.
+  Device device;
+  bool device_timed = false;
 };
 
 struct RunProfile {
@@ -36,6 +42,13 @@ struct RunProfile {
   int64_t end_ns = 0;
   int threads = 0;                // the run's width (intra-op threads)
   std::vector<NodeTiming> nodes;  // appended in execution order
+  // Device events around nodes (index into `nodes`, start, end), resolved into the timings
+  // once the run's work is done.
+  struct DeviceSpan {
+    size_t timing = 0;
+    std::shared_ptr<Event> start, end;
+  };
+  std::vector<DeviceSpan> device_spans;
 };
 
 // The steady clock in nanoseconds, the time base of RunProfile.

@@ -715,13 +715,25 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
         takes_values ? std::span<RuntimeValue>(node_value_outputs) : std::span<RuntimeValue>(),
         *node_allocator);
     ctx.set_input_owners(node_owners);
-    if (on_device) ctx.set_stream(&*stream);
+    std::shared_ptr<Event> device_start;
+    if (on_device) {
+      ctx.set_stream(&*stream);
+      dev_state->backend->PushRange(node.name.empty() ? node.op_type : node.name);
+      if (state.profile != nullptr) device_start = (*stream).RecordTimed();
+    }
     const int64_t start_ns = state.profile != nullptr ? ProfileNowNs() : 0;
     Status s = kernel.Compute(ctx);
+    if (on_device) dev_state->backend->PopRange();
     if (state.profile != nullptr) {
       const int64_t end_ns = ProfileNowNs();
-      state.profile->nodes.push_back({n, start_ns, end_ns - start_ns,
-                                      s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0});
+      NodeTiming timing{n, start_ns, end_ns - start_ns,
+                        s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0};
+      timing.device = on_device ? dev_state->backend->device() : Device::Cpu();
+      if (device_start != nullptr) {
+        state.profile->device_spans.push_back(
+            {state.profile->nodes.size(), device_start, (*stream).RecordTimed()});
+      }
+      state.profile->nodes.push_back(timing);
     }
     if (!s.ok()) return s.WithContext(NodeLabel(node));
     RecordingAllocator* recorder = state.recorder[side];
@@ -808,9 +820,19 @@ Result<std::vector<OwnedTensor>> Session::RunWithProfile(std::span<const Tensor>
   KILN_CHECK(profile != nullptr, "RunWithProfile: null profile");
   profile->nodes.clear();
   profile->nodes.reserve(static_cast<size_t>(graph_->num_nodes()));
+  profile->device_spans.clear();
   profile->start_ns = ProfileNowNs();
   Result<std::vector<OwnedTensor>> result = RunTensors(inputs, {}, profile);
   profile->end_ns = ProfileNowNs();
+  // The run's device work is done (its outputs are on the host): device times replace the
+  // enqueue times where the device keeps timestamps.
+  for (const RunProfile::DeviceSpan& span : profile->device_spans) {
+    Result<int64_t> ns = span.end->NanosecondsSince(*span.start);
+    if (!ns.ok() || span.timing >= profile->nodes.size()) continue;
+    profile->nodes[span.timing].duration_ns = *ns;
+    profile->nodes[span.timing].device_timed = true;
+  }
+  profile->device_spans.clear();
   return result;
 }
 

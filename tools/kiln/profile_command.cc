@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "base/thread_wait.h"
 #include "graph/onnx/importer.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -45,6 +46,7 @@
 #include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/devices.h"
 #include "tools/kiln/input_files.h"
 #include "tools/kiln/profile_writers.h"
 
@@ -67,7 +69,22 @@ struct ProfileOptions {
   std::string weight_precision = "auto";  // auto | fp32 | fp16 | bf16
   InputFileFlags input_files;             // inputs fed from files; the others are random
   LlmProfileOptions llm;                  // generative models (llm_profile.cc)
+  std::string device = "cpu";             // cpu | cuda:N
+  DeviceFlags devices;
 };
+
+// "cpu" or "cuda:N".
+Result<Device> ParseDeviceFlag(const std::string& text) {
+  if (text == "cpu") return Device::Cpu();
+  int index = -1;
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 &&
+      text.find_first_not_of("0123456789", 5) == std::string::npos) {
+    index = std::stoi(text.substr(5));
+    return Device::Cuda(index);
+  }
+  return Status::InvalidArgument(
+      fmt::format("--device '{}': expected cpu or cuda:N (cuda:0 is the first GPU)", text));
+}
 
 // A generative model: a .gguf file or a directory with config.json (a Hugging Face checkpoint).
 bool IsGenerativeModel(const std::string& path) {
@@ -238,7 +255,7 @@ Result<ProfiledGraph> ImportProfiledGraph(const ProfileOptions& opt) {
   if (!opt.no_optimize) {
     OptimizerOptions optimizer;
     optimizer.disabled_passes = opt.disabled_passes;
-    optimizer.target = KernelTargetFor(DeviceType::kCpu);
+    optimizer.target = KernelTargetFor(opt.device == "cpu" ? DeviceType::kCpu : DeviceType::kCuda);
     optimizer.weight_precision = opt.weight_precision == "auto" ? "" : opt.weight_precision;
     KILN_ASSIGN_OR_RETURN(OptimizedGraph optimized, OptimizeGraph(p.graph, optimizer));
     p.graph = optimized.graph;
@@ -368,9 +385,22 @@ Status Profile(const ProfileOptions& opt) {
   if (opt.batch < 1) return Status::InvalidArgument("--batch must be at least 1");
   if (opt.iterations < 1) return Status::InvalidArgument("--iterations must be at least 1");
   KILN_ASSIGN_OR_RETURN(ShapeSpecs shapes, ParseShapeSpecs(opt.shapes));
+  KILN_ASSIGN_OR_RETURN(const Device device, ParseDeviceFlag(opt.device));
+  if (!device.is_cpu()) {
+    KILN_RETURN_IF_ERROR(SetUpDevices(opt.devices));
+    if (BackendRegistry::Find(device) == nullptr) {
+      return Status::InvalidArgument(fmt::format(
+          "--device {}: no such GPU ({})", device.ToString(),
+          BackendRegistry::OfType(DeviceType::kCuda).empty()
+              ? BackendRegistry::MissingReason(DeviceType::kCuda)
+              : "this machine has " +
+                    std::to_string(BackendRegistry::OfType(DeviceType::kCuda).size()) + " GPU(s)"));
+    }
+  }
   KILN_ASSIGN_OR_RETURN(ProfiledGraph pg, ImportProfiledGraph(opt));
   KILN_ASSIGN_OR_RETURN(ProfileInputs inputs, MakeProfileInputs(opt, shapes, *pg.graph));
   SessionOptions session_options;
+  session_options.device = device;
   session_options.intra_op_threads = opt.threads;
   session_options.memory_planning = !opt.no_memory_plan;
   session_options.adapt_threads = !opt.fixed_threads;
@@ -434,6 +464,12 @@ CommandMain AddProfileCommand(CLI::App& app) {
   cmd->add_flag("--no-memory-plan", opt->no_memory_plan,
                 "Run without static memory plans (every intermediate allocated as it comes), to "
                 "compare");
+  cmd->add_option("--device", opt->device,
+                  "Where the model runs: cpu, or cuda:N (nodes without a CUDA kernel run on the "
+                  "CPU; the per-node table then shows device times measured with CUDA events and "
+                  "Nsight sees each node as an NVTX range)")
+      ->capture_default_str();
+  AddDeviceFlags(*cmd, &opt->devices);
   cmd->add_option("--trace", opt->trace,
                   "Write a Chrome trace (JSON; chrome://tracing or ui.perfetto.dev) to this file");
   auto* llm = cmd->add_option_group("generative models", "For a GGUF file or HF directory");

@@ -35,10 +35,12 @@
 #include "runtime/thread_budget.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
+#include "server/metrics/gpu_metrics.h"
 #include "server/metrics/metrics_report.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/system_metrics.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/devices.h"
 
 namespace kiln::tools {
 namespace {
@@ -58,6 +60,7 @@ struct ServeOptions {
   int repository_poll_secs = 15;
   std::vector<std::string> load_models;
   int exit_timeout_secs = 30;
+  DeviceFlags devices;
   int log_verbose = 0;
   bool log_info = true;
   bool log_warning = true;
@@ -286,11 +289,15 @@ Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
   metrics_options.address = opt.metrics_address;
   metrics_options.port = opt.metrics_port;
   auto cpu = std::make_shared<CpuUtilizationSampler>();
+  // GPU series through NVML when it loads; none (and no error) otherwise.
+  auto gpus = std::make_shared<GpuMetricsReader>();
+  if (!gpus->available()) KILN_LOG_INFO("no GPU metrics: {}", gpus->why_not());
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<MetricsServer> metrics,
-      MetricsServer::Create(metrics_options, [model_manager, cpu] {
+      MetricsServer::Create(metrics_options, [model_manager, cpu, gpus] {
         const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
-        return RenderMetrics(models, {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes()});
+        return RenderMetrics(
+            models, {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes(), gpus->Read()});
       }));
   KILN_RETURN_IF_ERROR(metrics->Start());
   KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
@@ -338,6 +345,8 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   if (int code = ConfigureLogging(opt); code != 0) return code;
   Result<ModelControlMode> mode = CheckServeFlags(opt, cmd);
   if (!mode.ok()) return Fail(mode.status());
+  // GPUs first: KIND_GPU models place their instances on them.
+  if (Status devices = SetUpDevices(opt.devices); !devices.ok()) return Fail(devices);
   const sigset_t signals = BlockShutdownSignals();
   Result<std::unique_ptr<ModelManager>> manager = StartModels(opt, *mode);
   if (!manager.ok()) return Fail(manager.status());
@@ -507,6 +516,7 @@ CommandMain AddServeCommand(CLI::App& app) {
   AddModelControlFlags(*cmd, *opt);
   AddLogFlags(*cmd, *opt);
   AddLimitAndInstanceFlags(*cmd, *opt);
+  AddDeviceFlags(*cmd, &opt->devices);
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }
 

@@ -3,10 +3,13 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "base/mutex.h"
@@ -67,11 +70,31 @@ class DevicePoolAllocator final : public Allocator {
   const cudaMemPool_t pool_;
 };
 
+// Pinned host memory, with freed blocks cached by their (rounded) size up to `cache_limit`
+// bytes, so that staging a batch of a size seen before does not call cudaMallocHost.
 class PinnedAllocator final : public Allocator {
  public:
+  explicit PinnedAllocator(uint64_t cache_limit) : cache_limit_(cache_limit) {}
+  ~PinnedAllocator() override {
+    MutexLock lock(mu_);
+    for (auto& [size, blocks] : cache_) {
+      for (void* p : blocks) (void)cudaFreeHost(p);
+    }
+  }
   Result<void*> Allocate(size_t bytes, size_t) override {
+    const size_t size = Rounded(bytes);
+    {
+      MutexLock lock(mu_);
+      auto it = cache_.find(size);
+      if (it != cache_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= size;
+        return p;
+      }
+    }
     void* p = nullptr;
-    const cudaError_t e = cudaMallocHost(&p, bytes == 0 ? 1 : bytes);
+    const cudaError_t e = cudaMallocHost(&p, size);
     if (e == cudaErrorMemoryAllocation) {
       return Status::ResourceExhausted(
           fmt::format("out of pinned host memory for {} bytes", bytes));
@@ -79,10 +102,38 @@ class PinnedAllocator final : public Allocator {
     if (e != cudaSuccess) return CudaError(e, "cudaMallocHost", __FILE__, __LINE__);
     return p;
   }
-  void Free(void* ptr, size_t) override {
-    if (ptr != nullptr) (void)cudaFreeHost(ptr);
+  void Free(void* ptr, size_t bytes) override {
+    if (ptr == nullptr) return;
+    const size_t size = Rounded(bytes);
+    {
+      MutexLock lock(mu_);
+      if (cached_ + size <= cache_limit_) {
+        cache_[size].push_back(ptr);
+        cached_ += size;
+        return;
+      }
+    }
+    (void)cudaFreeHost(ptr);
   }
   Device device() const override { return Device::Cpu(); }
+
+ private:
+  // Sizes are rounded up to 64 KiB steps (to the next power of two past 16 MiB), so that batches
+  // of nearby sizes share blocks.
+  static size_t Rounded(size_t bytes) {
+    const size_t b = bytes == 0 ? 1 : bytes;
+    if (b > (size_t{16} << 20)) {
+      size_t p = size_t{16} << 20;
+      while (p < b) p <<= 1;
+      return p;
+    }
+    const size_t step = size_t{64} << 10;
+    return (b + step - 1) / step * step;
+  }
+  const uint64_t cache_limit_;
+  Mutex mu_;
+  std::map<size_t, std::vector<void*>> cache_ KILN_GUARDED_BY(mu_);
+  uint64_t cached_ KILN_GUARDED_BY(mu_) = 0;
 };
 
 // Whether `ptr` is memory of kind `type` (on GPU `index` for device memory).
@@ -128,6 +179,15 @@ class CudaEvent final : public Event {
   bool Ready() const override {
     return !stream_status_.ok() || cudaEventQuery(event_) == cudaSuccess;
   }
+  Result<int64_t> NanosecondsSince(const Event& earlier) const override {
+    const auto* e = dynamic_cast<const CudaEvent*>(&earlier);
+    if (e == nullptr || e->event_ == nullptr || event_ == nullptr) {
+      return Status::InvalidArgument("NanosecondsSince: not two recorded CUDA events");
+    }
+    float ms = 0.0f;
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, e->event_, event_));
+    return static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  }
   cudaEvent_t event() const { return event_; }
 
  private:
@@ -157,10 +217,12 @@ class CudaStream final : public Stream {
     status_ =
         Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
-  std::unique_ptr<Event> Record() override {
+  std::unique_ptr<Event> Record() override { return RecordWith(cudaEventDisableTiming); }
+  std::unique_ptr<Event> RecordTimed() override { return RecordWith(cudaEventDefault); }
+  std::unique_ptr<Event> RecordWith(unsigned int flags) {
     cudaEvent_t e = nullptr;
     if (status_.ok()) {
-      status_ = Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      status_ = Check(cudaEventCreateWithFlags(&e, flags), "cudaEventCreate");
     }
     if (status_.ok()) status_ = Check(cudaEventRecord(e, stream_), "cudaEventRecord");
     return std::make_unique<CudaEvent>(e, status_);
@@ -190,12 +252,14 @@ class CudaStream final : public Stream {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int index, std::string gpu_name, cudaMemPool_t pool)
+  CudaBackend(int index, std::string gpu_name, cudaMemPool_t pool, uint64_t pinned_pool_bytes)
       : index_(index),
+        pool_(pool),
         name_(fmt::format("cuda:{} ({})", index, gpu_name)),
         memory_(fmt::format("cuda:{}", index), std::make_unique<DevicePoolAllocator>(index, pool),
                 /*host=*/false, index),
-        pinned_("cuda_pinned", std::make_unique<PinnedAllocator>(), /*host=*/true, index) {}
+        pinned_("cuda_pinned", std::make_unique<PinnedAllocator>(pinned_pool_bytes),
+                /*host=*/true, index) {}
 
   Device device() const override { return Device::Cuda(index_); }
   std::string name() const override { return name_; }
@@ -208,9 +272,17 @@ class CudaBackend final : public Backend {
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&s));  // blocking: ordered with the pool's frees
     return std::unique_ptr<Stream>(std::make_unique<CudaStream>(index_, s));
   }
+  void TrimCachedMemory() override {
+    if (!UseDevice(index_).ok()) return;
+    (void)cudaDeviceSynchronize();  // frees enqueued on the legacy stream have run
+    (void)cudaMemPoolTrimTo(pool_, 0);
+  }
+  void PushRange(std::string_view name) override { nvtxRangePushA(std::string(name).c_str()); }
+  void PopRange() override { nvtxRangePop(); }
 
  private:
   const int index_;
+  const cudaMemPool_t pool_;
   const std::string name_;
   CudaBufferType memory_;
   CudaBufferType pinned_;
@@ -252,10 +324,19 @@ Result<int> RegisterCudaBackends(const CudaBackendOptions& options) {
     cudaMemPool_t pool = nullptr;
     KILN_CUDA_RETURN_IF_ERROR(cudaMemPoolCreate(&pool, &props));
     uint64_t threshold = options.pool_release_threshold_bytes;
+    if (auto it = options.pool_release_threshold_per_gpu.find(i);
+        it != options.pool_release_threshold_per_gpu.end()) {
+      threshold = it->second;
+    }
     KILN_CUDA_RETURN_IF_ERROR(
         cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    KILN_RETURN_IF_ERROR(
-        BackendRegistry::Register(std::make_unique<CudaBackend>(i, prop.name, pool)));
+    KILN_RETURN_IF_ERROR(BackendRegistry::Register(
+        std::make_unique<CudaBackend>(i, prop.name, pool, options.pinned_pool_bytes)));
+  }
+  if (n == 0) {
+    std::string why;
+    CudaDeviceCount(&why);
+    BackendRegistry::SetMissingReason(DeviceType::kCuda, "no GPU: " + why);
   }
   registered = n;
   return n;

@@ -9,7 +9,8 @@
 //   every kiln stream, created blocking, is ordered with: a block freed after the last kernel
 //   that reads it was enqueued is reused only after that kernel ran). The pool keeps up to
 //   `pool_release_threshold_bytes` cached between synchronizations.
-// - Pinned host memory (cudaMallocHost) as the host buffer type: what batches are staged in.
+// - Pinned host memory (cudaMallocHost) as the host buffer type: what batches are staged in;
+//   freed blocks are cached by size (up to pinned_pool_bytes) and handed out again.
 // - Streams: cudaStreamCreate (blocking). Launch runs its function at once on the calling thread:
 //   a CUDA kernel's function enqueues device work on the stream, which the device runs in order.
 //   CopyAsync is cudaMemcpyAsync with cudaMemcpyDefault (unified addressing tells host from
@@ -23,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "base/result.h"
@@ -35,8 +37,13 @@ class Stream;  // backend/backend.h
 
 struct CudaBackendOptions {
   // Bytes the device memory pool keeps cached between synchronizations
-  // (cudaMemPoolAttrReleaseThreshold); what --cuda-memory-pool-byte-size sets.
+  // (cudaMemPoolAttrReleaseThreshold), per GPU where the map names it (what
+  // --cuda-memory-pool-byte-size GPU:BYTES sets), else the default.
   uint64_t pool_release_threshold_bytes = uint64_t{256} << 20;
+  std::map<int, uint64_t> pool_release_threshold_per_gpu;
+  // Pinned host memory kept for reuse after it is freed (--pinned-memory-pool-byte-size): blocks
+  // are cached by size up to this total, so staging a batch does not call cudaMallocHost.
+  uint64_t pinned_pool_bytes = uint64_t{256} << 20;
 };
 
 // The GPUs the CUDA runtime sees; 0 (with `why` set, when not null) when there is none, no

@@ -245,6 +245,32 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
     w.Sample({}, static_cast<double>(system.memory->used_bytes));
   }
 
+  // GPU families (NVML), one sample per GPU labelled with its UUID, as the reference server's.
+  auto gpu_family = [&](const char* name, const char* help, auto value) {
+    bool begun = false;
+    for (const GpuReading& g : system.gpus) {
+      const std::optional<double> v = value(g);
+      if (!v) continue;
+      if (!begun) w.BeginFamily(name, T::kGauge, help);
+      begun = true;
+      w.Sample({{"gpu_uuid", g.uuid}}, *v);
+    }
+  };
+  gpu_family("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)",
+             [](const GpuReading& g) { return g.utilization; });
+  gpu_family("nv_gpu_memory_total_bytes", "GPU total memory, in bytes",
+             [](const GpuReading& g) -> std::optional<double> {
+               if (!g.memory_total_bytes) return std::nullopt;
+               return static_cast<double>(*g.memory_total_bytes);
+             });
+  gpu_family("nv_gpu_memory_used_bytes", "GPU used memory, in bytes",
+             [](const GpuReading& g) -> std::optional<double> {
+               if (!g.memory_used_bytes) return std::nullopt;
+               return static_cast<double>(*g.memory_used_bytes);
+             });
+  gpu_family("nv_gpu_power_usage", "GPU power usage in watts",
+             [](const GpuReading& g) { return g.power_watts; });
+
   // kiln's own families.
   PerModelHistogram(
       w, models, "kiln_request_duration_seconds",

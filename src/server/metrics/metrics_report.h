@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sched/stats.h"
+#include "server/metrics/gpu_metrics.h"
 #include "server/metrics/system_metrics.h"
 
 namespace kiln {
@@ -44,6 +45,7 @@ struct SystemMetrics {
   std::optional<double> cpu_utilization;  // 0..1
   std::optional<MemoryInfo> memory;
   std::optional<uint64_t> process_rss_bytes;
+  std::vector<GpuReading> gpus;  // empty without NVML (server/metrics/gpu_metrics.h)
 };
 
 // The reference failure reason of a kiln failure reason: queue full, timeout and shutdown are

@@ -109,6 +109,41 @@ TEST(MetricsReport, NoModelsStillDescribesEveryFamilyAndLeavesOutUnknownSystemFi
   EXPECT_THAT(text, HasSubstr("# TYPE kiln_batch_size histogram\n"));
   EXPECT_THAT(text, Not(HasSubstr("nv_cpu_utilization")));
   EXPECT_THAT(text, Not(HasSubstr("kiln_process_resident_memory_bytes")));
+  EXPECT_THAT(text, Not(HasSubstr("nv_gpu_")));
+}
+
+// One sample per GPU, labelled with its UUID; a figure NVML refused leaves its sample out, and a
+// family with no sample at all is left out.
+TEST(MetricsReport, GpuFamiliesPerGpu) {
+  SystemMetrics system;
+  GpuReading a;
+  a.uuid = "GPU-aaaa";
+  a.utilization = 0.5;
+  a.memory_total_bytes = 1000;
+  a.memory_used_bytes = 250;
+  a.power_watts = 123.5;
+  GpuReading b;
+  b.uuid = "GPU-bbbb";
+  b.memory_total_bytes = 2000;
+  b.memory_used_bytes = 0;
+  system.gpus = {a, b};
+  const std::string text = RenderMetrics({}, system);
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_gpu_utilization gauge\n"));
+  EXPECT_THAT(text, HasSubstr("nv_gpu_utilization{gpu_uuid=\"GPU-aaaa\"} 0.5\n"));
+  EXPECT_THAT(text, Not(HasSubstr("nv_gpu_utilization{gpu_uuid=\"GPU-bbbb\"}")));
+  EXPECT_THAT(text, HasSubstr("nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-bbbb\"} 2000\n"));
+  EXPECT_THAT(text, HasSubstr("nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-aaaa\"} 250\n"));
+  EXPECT_THAT(text, HasSubstr("nv_gpu_power_usage{gpu_uuid=\"GPU-aaaa\"} 123.5\n"));
+  system.gpus = {b};
+  EXPECT_THAT(RenderMetrics({}, system), Not(HasSubstr("nv_gpu_power_usage")));
+}
+
+// Without NVML there are no GPU readings, and that is not an error.
+TEST(GpuMetricsReader, MissingLibraryMeansNoGpus) {
+  GpuMetricsReader reader("libkiln-no-such-nvml.so.1");
+  EXPECT_FALSE(reader.available());
+  EXPECT_FALSE(reader.why_not().empty());
+  EXPECT_TRUE(reader.Read().empty());
 }
 
 }  // namespace
