@@ -127,6 +127,37 @@ TEST(GpuInstances, MissingGpuFailsTheLoadNamingWhatThereIs) {
                         "cuda:0 (stand-in), cuda:1 (stand-in)"));
 }
 
+TEST(GpuInstances, StreamsPerInstanceParameter) {
+  RegisterStandIns();
+  Result<std::shared_ptr<LoadedModelImpl>> three = Load(
+      R"pb(instance_group {
+             name: "g"
+             kind: KIND_GPU
+             gpus: [ 0 ]
+           }
+           parameters {
+             key: "kiln.gpu_streams"
+             value: { string_value: "3" }
+           })pb");
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  EXPECT_EQ((*three)->instance_count(), 1);
+  for (const char* bad : {"0", "9", "two", ""}) {
+    Result<std::shared_ptr<LoadedModelImpl>> m =
+        Load(std::string(R"pb(instance_group {
+                                name: "g"
+                                kind: KIND_GPU
+                                gpus: [ 0 ]
+                              }
+                              parameters { key: "kiln.gpu_streams"
+                                           value: { string_value: ")pb") +
+             bad + "\" } }");
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_THAT(m.status().message(),
+                HasSubstr("parameter 'kiln.gpu_streams' must be a number of streams from 1 to 8"))
+        << bad;
+  }
+}
+
 TEST(GpuInstances, ServesAndTrimsEachGpuOnUnload) {
   RegisterStandIns();
   Result<std::shared_ptr<LoadedModelImpl>> m = Load(R"pb(instance_group {

@@ -206,6 +206,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   // GPU, every GPU when none is listed), the other groups on the CPU.
   KILN_RETURN_IF_ERROR(ValidateInstanceGroups(config));
   KILN_ASSIGN_OR_RETURN(std::vector<Device> gpu_instances, GpuInstanceDevices(config));
+  KILN_ASSIGN_OR_RETURN(const int gpu_streams, GpuStreamsFromConfig(config));
   int requested = 0;
   bool any_cpu_group = config.instance_group().empty();
   for (const inference::ModelInstanceGroup& g : config.instance_group()) {
@@ -310,9 +311,14 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     runner_options.output_labels = output_labels;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
                           ModelRunner::Create(config, std::move(session), runner_options));
-    runners.push_back(std::move(runner));
+    // A GPU instance takes `gpu_streams` batches at once: the batcher sees as many execution
+    // slots, each run on a stream of the session's pool, so one batch's copies overlap
+    // another's compute.
+    std::shared_ptr<const ModelRunner> shared = std::move(runner);
+    for (int k = 0; k < (device.is_cpu() ? 1 : gpu_streams); ++k) runners.push_back(shared);
   }
 
+  const int slots = static_cast<int>(runners.size());
   std::shared_ptr<LoadedModelImpl> loaded(new LoadedModelImpl(version, runners[0], stats, count));
   loaded->weight_bytes_ = weight_bytes;
   for (Device d : gpu_instances) {
@@ -323,7 +329,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   BatcherOptions batcher_options;
   batcher_options.name = fmt::format("model '{}' version {}", model, version);
   batcher_options.policy = std::move(policy);
-  batcher_options.num_instances = count;
+  batcher_options.num_instances = slots;
   batcher_options.clock = options.clock;
   batcher_options.stats = stats;
   batcher_options.inline_max_ns = options.inline_max_ns;

@@ -7,6 +7,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -479,9 +480,9 @@ Status ValidateInstanceGroups(const inference::ModelConfig& config) {
     }
     for (int gpu : g.gpus()) {
       if (gpu < 0) {
-        return Status::InvalidArgument(fmt::format(
-            "model '{}': instance_group '{}' lists GPU {}; GPUs are numbered from 0", model,
-            g.name(), gpu));
+        return Status::InvalidArgument(
+            fmt::format("model '{}': instance_group '{}' lists GPU {}; GPUs are numbered from 0",
+                        model, g.name(), gpu));
       }
     }
   }
@@ -557,6 +558,20 @@ Result<GraphOptimizationConfig> GraphOptimizationFromConfig(const inference::Mod
     }
   }
   return out;
+}
+
+Result<int> GpuStreamsFromConfig(const inference::ModelConfig& config) {
+  auto it = config.parameters().find(std::string(kGpuStreamsParameter));
+  if (it == config.parameters().end()) return kDefaultGpuStreams;
+  const std::string& text = it->second.string_value();
+  int streams = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), streams);
+  if (ec != std::errc() || end != text.data() + text.size() || streams < 1 || streams > 8) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': parameter '{}' must be a number of streams from 1 to 8, got '{}'",
+                    config.name(), kGpuStreamsParameter, text));
+  }
+  return streams;
 }
 
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config) {

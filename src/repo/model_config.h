@@ -127,6 +127,14 @@ struct GraphOptimizationConfig {
 inline constexpr std::string_view kDisabledPassesParameter = "kiln.disabled_passes";
 Result<GraphOptimizationConfig> GraphOptimizationFromConfig(const inference::ModelConfig& config);
 
+// Batches one KIND_GPU instance runs at once, each on a stream of its own, so that the copies of
+// one batch overlap the compute of another (the multi-stream pipeline):
+//   parameters { key: "kiln.gpu_streams" value: { string_value: "2" } }   1..8, default 2.
+// INVALID_ARGUMENT for anything else.
+inline constexpr std::string_view kGpuStreamsParameter = "kiln.gpu_streams";
+inline constexpr int kDefaultGpuStreams = 2;
+Result<int> GpuStreamsFromConfig(const inference::ModelConfig& config);
+
 // Config fields that are set but not acted on yet, as dotted field paths
 // ("optimization", "instance_group.rate_limiter", "output.label_filename"), each once.
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);
