@@ -14,6 +14,7 @@ namespace {
 constexpr std::string_view kIsaValues[] = {"scalar", "avx2", "avx512"};
 constexpr std::string_view kGemmValues[] = {"kiln", "kiln-all", "onednn"};
 constexpr std::string_view kThreadWaitValues[] = {"bounded", "openmp"};
+constexpr std::string_view kCudaTf32Values[] = {"1", "0"};
 
 constexpr SettingInfo kSettings[] = {
     {Setting::kCpuIsa, "KILN_CPU_ISA", kIsaValues,
@@ -27,6 +28,9 @@ constexpr SettingInfo kSettings[] = {
      "how idle intra-op threads wait: 'bounded' (default) spins briefly (GOMP_SPINCOUNT "
      "10000) and then sleeps, so other work on the machine gets the cores; 'openmp' keeps the "
      "OpenMP runtime's own default"},
+    {Setting::kCudaTf32, "KILN_CUDA_TF32", kCudaTf32Values,
+     "whether the CUDA kernels' FP32 matrix products and convolutions may use TF32 tensor cores "
+     "('1', default: 10-bit mantissa products, FP32 sums) or must compute in full FP32 ('0')"},
 };
 constexpr size_t kCount = std::size(kSettings);
 

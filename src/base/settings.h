@@ -9,7 +9,7 @@
 //   if (Status s = CheckSettings(); !s.ok()) ...              // kiln does this at start-up
 //
 // Settings are for what must hold before any flag is parsed or below the layers that see flags
-// (the CPU kernels' dispatch); everything else is a command-line flag.
+// (the CPU and CUDA kernels); everything else is a command-line flag.
 //
 // Thread safety: SettingValue and CheckSettings may be called from any thread; ScopedSetting
 // (tests) must not overlap with readers on other threads.
@@ -25,6 +25,7 @@ enum class Setting {
   kCpuIsa,      // KILN_CPU_ISA
   kCpuGemm,     // KILN_CPU_GEMM
   kThreadWait,  // KILN_THREAD_WAIT
+  kCudaTf32,    // KILN_CUDA_TF32
 };
 
 struct SettingInfo {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
+#include "base/settings.h"
 #include "op/kiln_ops.h"
 
 namespace kiln::cuda {
@@ -14,6 +15,8 @@ Status CudaError(cudaError_t e, const char* call, const char* file, int line) {
   return Status::Internal(fmt::format("{} failed at {}:{}: {} ({})", call, file, line,
                                       cudaGetErrorString(e), cudaGetErrorName(e)));
 }
+
+bool CudaTf32Allowed() { return SettingValue(Setting::kCudaTf32) != "0"; }
 
 Result<cudaStream_t> StreamOf(const KernelContext& ctx) {
   cudaStream_t s = CudaStreamHandle(ctx.stream());
@@ -88,8 +91,9 @@ Result<Activation> ParseActivation(const KernelInfo& info) {
   for (const Entry& e : kTable) {
     if (e.name != name) continue;
     if (params.size() != e.num_params) {
-      return Status::InvalidArgument(fmt::format("{}: activation '{}' takes {} activation_params, got {}",
-                                                 op, name, e.num_params, params.size()));
+      return Status::InvalidArgument(
+          fmt::format("{}: activation '{}' takes {} activation_params, got {}", op, name,
+                      e.num_params, params.size()));
     }
     Activation act;
     act.kind = e.kind;

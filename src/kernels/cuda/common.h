@@ -29,17 +29,22 @@ namespace kiln::cuda {
 
 Status CudaError(cudaError_t e, const char* call, const char* file, int line);
 
-#define KILN_CUDA_OK(call)                                                \
-  do {                                                                    \
-    const cudaError_t kiln_cuda_e_ = (call);                              \
-    if (kiln_cuda_e_ != cudaSuccess) {                                    \
+#define KILN_CUDA_OK(call)                                                     \
+  do {                                                                         \
+    const cudaError_t kiln_cuda_e_ = (call);                                   \
+    if (kiln_cuda_e_ != cudaSuccess) {                                         \
       return ::kiln::cuda::CudaError(kiln_cuda_e_, #call, __FILE__, __LINE__); \
-    }                                                                     \
+    }                                                                          \
   } while (false)
 
 // The types the CUDA float kernels take: FP32, FP16, BF16.
 inline constexpr DataTypeMask kCudaFloatTypes =
     TypeMask({DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16});
+
+// Whether FP32 matrix products and convolutions may run on TF32 tensor cores: yes unless
+// KILN_CUDA_TF32=0 (base/settings.h). TF32 keeps 10 mantissa bits of each product's inputs and
+// sums in FP32: results differ from full FP32 by about 1e-3 relative.
+bool CudaTf32Allowed();
 
 // The CUDA stream the runtime handed the kernel (KernelContext::stream); INTERNAL when the kernel
 // runs without a CUDA stream (a CUDA kernel outside a CUDA session).
