@@ -199,6 +199,12 @@ def check_file_inputs(kiln, tmp, cnn, seq):
          "is not a directory"),
         ("--shape for a file input", [cnn, "--input", f"x={x3}", "--shape", "x:3,3,16,16"],
          "--shape applies to random inputs only"),
+        ("unknown --device", [cnn, "--device", "gpu"],
+         "--device 'gpu': expected cpu or cuda:N"),
+        # This machine has no GPU (or this build no CUDA backend): the error says which.
+        ("--device without the GPU", [cnn, "--device", "cuda:7"], "--device cuda:7: no such GPU"),
+        ("malformed pool size", [cnn, "--device", "cuda:0", "--cuda-memory-pool-byte-size",
+                                 "0=1024"], "expected GPU:BYTES"),
     ]
     for what, args, needle in errors:
         r = run(kiln, args + ["--iterations", "1", "--warmup", "0"])

@@ -40,7 +40,7 @@ Status ParseCudaPoolFlag(const std::string& text, int* gpu, uint64_t* bytes) {
   return Status::OK();
 }
 
-Status SetUpDevices(const DeviceFlags& flags) {
+Status SetUpDevices(const DeviceFlags& flags, bool log) {
   std::vector<std::pair<int, uint64_t>> pools;
   for (const std::string& f : flags.cuda_memory_pool_byte_size) {
     int gpu = 0;
@@ -54,14 +54,15 @@ Status SetUpDevices(const DeviceFlags& flags) {
   options.pinned_pool_bytes = flags.pinned_memory_pool_byte_size;
   KILN_RETURN_IF_ERROR(RegisterCudaKernels());
   KILN_ASSIGN_OR_RETURN(int gpus, RegisterCudaBackends(options));
-  if (gpus == 0) {
+  if (gpus == 0 && log) {
     KILN_LOG_INFO("no GPU: {}", BackendRegistry::MissingReason(DeviceType::kCuda));
   }
   for (Backend* b : BackendRegistry::OfType(DeviceType::kCuda)) {
-    KILN_LOG_INFO("GPU {}", b->name());
+    if (log) KILN_LOG_INFO("GPU {}", b->name());
   }
 #else
   (void)pools;
+  (void)log;
   BackendRegistry::SetMissingReason(DeviceType::kCuda,
                                     "this kiln was built without the CUDA toolkit");
 #endif

@@ -35,8 +35,8 @@ void AddDeviceFlags(CLI::App& cmd, DeviceFlags* flags);
 // Parses "GPU:BYTES" (e.g. "0:1073741824"); INVALID_ARGUMENT naming the text otherwise.
 Status ParseCudaPoolFlag(const std::string& text, int* gpu, uint64_t* bytes);
 
-// Registers the CUDA backends (one per visible GPU) and the CUDA kernels, logging the GPUs found
-// or why there is none. Errors: a malformed flag. Idempotent.
-Status SetUpDevices(const DeviceFlags& flags);
+// Registers the CUDA backends (one per visible GPU) and the CUDA kernels; with `log`, logs the GPUs
+// found or why there is none. Errors: a malformed flag. Idempotent.
+Status SetUpDevices(const DeviceFlags& flags, bool log = true);
 
 }  // namespace kiln::tools

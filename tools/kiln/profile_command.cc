@@ -387,7 +387,7 @@ Status Profile(const ProfileOptions& opt) {
   KILN_ASSIGN_OR_RETURN(ShapeSpecs shapes, ParseShapeSpecs(opt.shapes));
   KILN_ASSIGN_OR_RETURN(const Device device, ParseDeviceFlag(opt.device));
   if (!device.is_cpu()) {
-    KILN_RETURN_IF_ERROR(SetUpDevices(opt.devices));
+    KILN_RETURN_IF_ERROR(SetUpDevices(opt.devices, /*log=*/false));
     if (BackendRegistry::Find(device) == nullptr) {
       return Status::InvalidArgument(fmt::format(
           "--device {}: no such GPU ({})", device.ToString(),
