@@ -11,8 +11,8 @@ namespace kiln {
 std::span<const KernelDef> CudaKernelDefs() {
   static const std::vector<KernelDef>* defs = [] {
     auto* all = new std::vector<KernelDef>();
-    for (auto part : {&cuda::ElementwiseKernelDefs, &cuda::ReduceKernelDefs,
-                      &cuda::DataKernelDefs, &cuda::BlasKernelDefs, &cuda::DnnKernelDefs}) {
+    for (auto part : {&cuda::ElementwiseKernelDefs, &cuda::ReduceKernelDefs, &cuda::DataKernelDefs,
+                      &cuda::BlasKernelDefs, &cuda::DnnKernelDefs}) {
       std::vector<KernelDef> d = part();
       all->insert(all->end(), d.begin(), d.end());
     }

@@ -152,7 +152,8 @@ BuiltCase Build(const CudaCase& c, std::mt19937& rng) {
 }
 
 uint32_t Seed() {
-  if (const char* s = std::getenv("KILN_CUDA_TEST_SEED")) return static_cast<uint32_t>(std::atoll(s));
+  if (const char* s = std::getenv("KILN_CUDA_TEST_SEED"))
+    return static_cast<uint32_t>(std::atoll(s));
   return std::random_device{}();
 }
 
@@ -204,9 +205,8 @@ TEST_F(CudaKernelTable, EveryKernelAndFloatTypeHasCases) {
   for (const KernelDef& d : KernelRegistry::Global().defs()) {
     if (d.device != DeviceType::kCuda) continue;
     const std::string name = std::string(d.domain.empty() ? "" : "ai.kiln.") +
-                             std::string(d.op_type) + " (opset " +
-                             std::to_string(d.since_version) + "-" +
-                             std::to_string(d.end_version) + ")";
+                             std::string(d.op_type) + " (opset " + std::to_string(d.since_version) +
+                             "-" + std::to_string(d.end_version) + ")";
     auto it = covered.find(&d);
     if (it == covered.end()) {
       ADD_FAILURE() << name << ": no case picks this CUDA kernel";
@@ -217,8 +217,8 @@ TEST_F(CudaKernelTable, EveryKernelAndFloatTypeHasCases) {
         ADD_FAILURE() << name << ": no case in " << DataTypeName(t);
       }
     }
-    const DataTypeMask ints = TypeMask({DataType::kInt32, DataType::kInt64, DataType::kInt8,
-                                        DataType::kUint8, DataType::kBool});
+    const DataTypeMask ints = TypeMask(
+        {DataType::kInt32, DataType::kInt64, DataType::kInt8, DataType::kUint8, DataType::kBool});
     if ((d.types & ints) != 0) {
       bool any = false;
       for (DataType t : it->second) any = any || (TypeBit(t) & ints) != 0;
@@ -310,8 +310,8 @@ TEST_P(CudaKernelVsReference, Matches) {
   for (size_t o = 0; o < actual.size(); ++o) {
     const OwnedTensor& a = actual[o];
     const OwnedTensor& e = (*expected)[o];
-    ASSERT_EQ(a.shape(), e.shape()) << "output " << o << ": " << a.shape().ToString() << " vs "
-                                    << e.shape().ToString();
+    ASSERT_EQ(a.shape(), e.shape())
+        << "output " << o << ": " << a.shape().ToString() << " vs " << e.shape().ToString();
     if (!IsFloatingPoint(e.dtype())) {
       ASSERT_EQ(a.dtype(), e.dtype()) << "output " << o;
       EXPECT_EQ(std::memcmp(a.raw_data(), e.raw_data(), e.size_bytes()), 0)

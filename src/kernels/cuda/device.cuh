@@ -50,8 +50,8 @@ __device__ __forceinline__ float Activate(const Activation& act, float x) {
       return x;
     case ActKind::kRelu:
       return x > 0.0f ? x : 0.0f;
-    case ActKind::kClip:
-      return fminf(fmaxf(x, act.a), act.b);
+    case ActKind::kClip:  // NaN stays NaN, as in the reference (fminf / fmaxf would drop it)
+      return x != x ? x : fminf(fmaxf(x, act.a), act.b);
     case ActKind::kSigmoid:
       return Sigmoid(x);
     case ActKind::kSilu:

@@ -43,7 +43,7 @@ struct StridedView {
 enum class ActKind : int32_t {
   kNone = 0,
   kRelu,
-  kClip,         // clamp(x, a, b)
+  kClip,  // clamp(x, a, b)
   kSigmoid,
   kSilu,         // x * sigmoid(x)
   kHardSigmoid,  // max(0, min(1, a*x + b))

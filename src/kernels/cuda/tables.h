@@ -9,9 +9,11 @@
 namespace kiln::cuda {
 
 std::vector<KernelDef> ElementwiseKernelDefs();  // elementwise.cc
-std::vector<KernelDef> ReduceKernelDefs();       // reduce.cc: normalization, reductions, pools, attention
-std::vector<KernelDef> DataKernelDefs();         // data.cc: views, Transpose, Gather, Concat, Slice, Resize
-std::vector<KernelDef> BlasKernelDefs();         // blas.cc: MatMul, Gemm and fused forms (cuBLASLt)
-std::vector<KernelDef> DnnKernelDefs();          // dnn.cc: Conv and FusedConv (cuDNN); empty without it
+std::vector<KernelDef>
+ReduceKernelDefs();  // reduce.cc: normalization, reductions, pools, attention
+std::vector<KernelDef>
+DataKernelDefs();  // data.cc: views, Transpose, Gather, Concat, Slice, Resize
+std::vector<KernelDef> BlasKernelDefs();  // blas.cc: MatMul, Gemm and fused forms (cuBLASLt)
+std::vector<KernelDef> DnnKernelDefs();   // dnn.cc: Conv and FusedConv (cuDNN); empty without it
 
 }  // namespace kiln::cuda
