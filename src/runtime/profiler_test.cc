@@ -168,8 +168,16 @@ TEST(SummarizeRunsTest, SumsPerNodeAndPerOpTypeAndTakesLatencyPercentiles) {
   const int64_t lengths_ms[] = {4, 1, 3, 2};
   for (int r = 0; r < 4; ++r) {
     const int64_t t0 = 10 * ms * r;
-    std::vector<NodeTiming> nodes = {{0, t0, 100, 1000}, {2, t0 + 200, 100, 500}};
-    if (r < 2) nodes.insert(nodes.begin() + 1, NodeTiming{1, t0 + 100, 400, 0});
+    auto timing = [](int node, int64_t start, int64_t duration, double flops) {
+      NodeTiming t;
+      t.node = node;
+      t.start_ns = start;
+      t.duration_ns = duration;
+      t.flops = flops;
+      return t;
+    };
+    std::vector<NodeTiming> nodes = {timing(0, t0, 100, 1000), timing(2, t0 + 200, 100, 500)};
+    if (r < 2) nodes.insert(nodes.begin() + 1, timing(1, t0 + 100, 400, 0));
     runs.push_back(MakeRun(t0, t0 + lengths_ms[r] * ms, nodes));
   }
   const RunsSummary s = SummarizeRuns(*g, runs);

@@ -726,8 +726,11 @@ Status Session::Execute(std::span<const Tensor> capture_tensors,
     if (on_device) dev_state->backend->PopRange();
     if (state.profile != nullptr) {
       const int64_t end_ns = ProfileNowNs();
-      NodeTiming timing{n, start_ns, end_ns - start_ns,
-                        s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0};
+      NodeTiming timing;
+      timing.node = n;
+      timing.start_ns = start_ns;
+      timing.duration_ns = end_ns - start_ns;
+      timing.flops = s.ok() ? NodeFlops(node, node_inputs, node_outputs) : 0;
       timing.device = on_device ? dev_state->backend->device() : Device::Cpu();
       if (device_start != nullptr) {
         state.profile->device_spans.push_back(

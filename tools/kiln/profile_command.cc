@@ -29,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -77,10 +78,11 @@ struct ProfileOptions {
 Result<Device> ParseDeviceFlag(const std::string& text) {
   if (text == "cpu") return Device::Cpu();
   int index = -1;
-  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 &&
-      text.find_first_not_of("0123456789", 5) == std::string::npos) {
-    index = std::stoi(text.substr(5));
-    return Device::Cuda(index);
+  if (text.rfind("cuda:", 0) == 0) {
+    const char* begin = text.data() + 5;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(begin, end, index);
+    if (ec == std::errc() && ptr == end && begin != end && index >= 0) return Device::Cuda(index);
   }
   return Status::InvalidArgument(
       fmt::format("--device '{}': expected cpu or cuda:N (cuda:0 is the first GPU)", text));
