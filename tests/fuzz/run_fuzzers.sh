@@ -143,11 +143,26 @@ encode typed 'model_name: "add_sub" id: "a" inputs { name: "INPUT0" datatype: "F
 encode raw 'model_name: "m" model_version: "1" inputs { name: "x" datatype: "INT32" shape: [2] } inputs { name: "s" datatype: "BYTES" shape: [2] } raw_input_contents: "\001\000\000\000\002\000\000\000" raw_input_contents: "\002\000\000\000hi\000\000\000\000"'
 encode bool_fp16 'inputs { name: "b" datatype: "BOOL" shape: [3] } inputs { name: "h" datatype: "FP16" shape: [1] } raw_input_contents: "\001\000\001" raw_input_contents: "\000<"'
 
+image=$(seed image)
+python3 - "$image" <<'PY'
+import sys
+import numpy as np
+from PIL import Image
+d = sys.argv[1]
+a = (np.arange(12 * 9 * 3) % 251).astype(np.uint8).reshape(12, 9, 3)
+Image.fromarray(a).save(f"{d}/rgb.png")
+Image.fromarray(a).convert("P").save(f"{d}/palette.png")
+Image.fromarray(a).save(f"{d}/interlaced.png", interlace=1)
+Image.fromarray(a).save(f"{d}/rgb.jpg", quality=80)
+Image.fromarray(a[..., 0]).save(f"{d}/gray.jpg", progressive=True)
+PY
+
 status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
     fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
     fuzz_config:"$config" fuzz_binary_section:"$binary" fuzz_http_request:"$http_request" \
-    fuzz_grpc_infer:"$grpc_infer" fuzz_gguf:"$gguf" fuzz_gen_json:"$gen_json"; do
+    fuzz_grpc_infer:"$grpc_infer" fuzz_gguf:"$gguf" fuzz_gen_json:"$gen_json" \
+    fuzz_image:"$image"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
