@@ -51,8 +51,8 @@ std::string_view ImageFormat(std::span<const uint8_t> bytes);
 
 // Decodes a JPEG (libjpeg-turbo, the decoder Pillow uses, with its defaults: islow DCT, fancy
 // upsampling) or a PNG (libpng; palettes expanded, transparency dropped, 16-bit samples reduced
-// to their high byte, where Pillow's convert("L") of a 16-bit gray image would clip at 255). INVALID_ARGUMENT for anything else, a corrupt or
-// truncated file, or one over max_pixels.
+// to their high byte, where Pillow's convert("L") of a 16-bit gray image would clip at 255).
+// INVALID_ARGUMENT for anything else, a corrupt or truncated file, or one over max_pixels.
 Result<Image> DecodeImage(std::span<const uint8_t> bytes, const DecodeOptions& options = {});
 
 enum class ResizeFilter {

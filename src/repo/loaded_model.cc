@@ -135,6 +135,46 @@ Status ValidateInferRequest(const ModelSignature& sig, const InferRequest& reque
 
 // --- LoadedModelImpl ---
 
+// Between a request that missed the response cache and its sink: a successful response is
+// inserted under the request's key before it is passed on (failures and streamed responses are
+// not cached). Holds what it needs itself: the model may be gone when the response comes.
+class LoadedModelImpl::CacheInsertSink final : public ResponseSink {
+ public:
+  CacheInsertSink(std::shared_ptr<ResponseCache> cache, ResponseCacheKey key,
+                  std::shared_ptr<StatsCollector> stats, const Clock* clock, uint64_t lookup_ns,
+                  std::shared_ptr<ResponseSink> out)
+      : cache_(std::move(cache)),
+        key_(key),
+        stats_(std::move(stats)),
+        clock_(clock),
+        lookup_ns_(lookup_ns),
+        out_(std::move(out)) {}
+
+  void Send(InferResponse partial) override {
+    streamed_ = true;
+    out_->Send(std::move(partial));
+  }
+  void Finish(Result<InferResponse> result) override {
+    if (result.ok() && !streamed_) {
+      const int64_t start = clock_->NowNs();
+      cache_->Insert(key_, result->outputs);
+      stats_->RecordCacheMiss(lookup_ns_ + static_cast<uint64_t>(clock_->NowNs() - start));
+    }
+    out_->Finish(std::move(result));
+  }
+  size_t backlog() const override { return out_->backlog(); }
+  bool streaming() const override { return out_->streaming(); }
+
+ private:
+  const std::shared_ptr<ResponseCache> cache_;
+  const ResponseCacheKey key_;
+  const std::shared_ptr<StatsCollector> stats_;
+  const Clock* const clock_;
+  const uint64_t lookup_ns_;  // hashing and looking up the request
+  const std::shared_ptr<ResponseSink> out_;
+  bool streamed_ = false;  // Send and Finish are never concurrent (sched/request.h)
+};
+
 class LoadedModelImpl::Executor final : public BatchExecutor {
  public:
   Executor(int64_t version, std::vector<std::shared_ptr<const ModelRunner>> runners)
@@ -326,6 +366,21 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
       loaded->gpus_.push_back(d);
     }
   }
+  loaded->clock_ = options.clock != nullptr ? options.clock : &SteadyClock();
+  static std::atomic<uint64_t> loads{0};
+  loaded->load_id_ = loads.fetch_add(1, std::memory_order_relaxed);
+  if (config.response_cache().enable()) {
+    if (options.response_cache != nullptr) {
+      loaded->cache_ = options.response_cache;
+    } else {
+      // As the reference server: the model loads and runs every request.
+      KILN_LOG_WARN(
+          "model '{}' version {}: its config enables response_cache, but the server has no "
+          "response cache (kiln serve --cache-config local,size=BYTES); its responses are not "
+          "cached",
+          model, version);
+    }
+  }
   BatcherOptions batcher_options;
   batcher_options.name = fmt::format("model '{}' version {}", model, version);
   batcher_options.policy = std::move(policy);
@@ -360,6 +415,7 @@ const inference::ModelConfig& LoadedModelImpl::config() const { return runner_->
 
 void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request,
                             std::shared_ptr<ResponseSink> sink) {
+  const int64_t arrival_ns = cache_ != nullptr ? clock_->NowNs() : 0;
   const auto refuse = [&](FailureReason reason, Status s) {
     stats_->RecordFailure(reason, 0, WallClockMs());
     sink->Finish(std::move(s));
@@ -370,6 +426,8 @@ void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request,
   if (Status valid = ValidateInferRequest(signature(), *request); !valid.ok()) {
     return refuse(FailureReason::kInvalid, std::move(valid));
   }
+  // A hit may drop the last reference to this model in its callback: return at once.
+  if (cache_ != nullptr && AnswerFromCache(*request, arrival_ns, sink)) return;
   const BatchingPlan& plan = runner_->plan();
   BatchShape shape = RequestBatchShape(plan, *request);
   const int64_t batch_size = RequestBatchSize(plan, *request);
@@ -382,11 +440,41 @@ void LoadedModelImpl::Infer(std::unique_ptr<InferRequest> request,
   }
 }
 
-ModelStatistics LoadedModelImpl::Statistics() const { return stats_->Snapshot(); }
+bool LoadedModelImpl::AnswerFromCache(const InferRequest& request, int64_t arrival_ns,
+                                      std::shared_ptr<ResponseSink>& sink) {
+  if (request.cancelled() || shutting_down_.load(std::memory_order_acquire)) return false;
+  const int64_t start_ns = clock_->NowNs();
+  const std::optional<ResponseCacheKey> key = cache_->Key(name(), version_, load_id_, request);
+  if (!key.has_value()) return false;
+  const ResponseCache::Outputs hit = cache_->Lookup(*key);
+  if (hit == nullptr) {
+    const auto lookup_ns = static_cast<uint64_t>(clock_->NowNs() - start_ns);
+    sink =
+        std::make_shared<CacheInsertSink>(cache_, *key, stats_, clock_, lookup_ns, std::move(sink));
+    return false;
+  }
+  InferResponse response;
+  response.model_name = name();
+  response.model_version = version_;
+  response.id = request.id;
+  response.outputs = *hit;  // the cached tensors, shared
+  const int64_t end_ns = clock_->NowNs();
+  stats_->RecordCacheHit(static_cast<uint64_t>(end_ns - start_ns),
+                         static_cast<uint64_t>(end_ns - arrival_ns), WallClockMs());
+  sink->Finish(std::move(response));
+  return true;
+}
+
+ModelStatistics LoadedModelImpl::Statistics() const {
+  ModelStatistics s = stats_->Snapshot();
+  s.response_cache = cache_ != nullptr;
+  return s;
+}
 
 void LoadedModelImpl::ResetStatistics() { stats_->Reset(); }
 
 void LoadedModelImpl::Shutdown() {
+  shutting_down_.store(true, std::memory_order_release);
   if (batcher_ != nullptr) batcher_->Shutdown();
 }
 

@@ -22,6 +22,17 @@
 // instance owns its Session (and on a GPU its streams and device memory); the sessions share the
 // graph and its weights read-only.
 //
+// Response cache: when the config has `response_cache { enable: true }` and InstanceOptions
+// carries the server's cache (repo/response_cache.h), a valid request is looked up by its key
+// first. A hit is answered on the caller's thread before Infer returns, with the cached outputs
+// (the same tensors as the response that filled it: bit-identical) and this request's id; it
+// is not queued, so the queue's admission (priority, queue size, timeout) does not apply to it.
+// A miss runs as any request; its successful response is inserted before it is answered. Failed
+// requests are never cached. A cancelled request, and any request once Shutdown began, skips
+// the cache (and is refused as usual). Each load is keyed on its own, so a version reloaded with
+// new files never answers from the entries of the load it replaced (they age out of the LRU).
+// Statistics: sched/stats.h (cache_hit, cache_miss).
+//
 // Ownership: a LoadedModelImpl owns its batcher, runners and sessions. The batcher's threads
 // share them through shared_ptr, so the object may be destroyed on one of its own threads (when
 // a callback drops the last reference) without a self-join.
@@ -39,6 +50,7 @@
 #include "repo/model_config.pb.h"
 #include "repo/model_manager.h"
 #include "repo/model_runner.h"
+#include "repo/response_cache.h"
 #include "repo/served_model.h"
 #include "sched/batcher.h"
 #include "sched/instance_options.h"
@@ -88,15 +100,16 @@ class LoadedModelImpl final : public ServedModel {
   // (GraphOptimizationFromConfig).
   const Graph& graph() const;
 
-  // See LoadedModel::Infer. Never blocks on inference: validation runs on the caller, the run
-  // on an instance thread. Errors: INVALID_ARGUMENT (validation), RESOURCE_EXHAUSTED (the
-  // request's priority level queue is full), DEADLINE_EXCEEDED (timed out in the queue),
-  // UNAVAILABLE (after Shutdown began), or the error of running the request alone.
+  // See LoadedModel::Infer. Never blocks on inference: validation (and a response cache hit)
+  // runs on the caller, the run on an instance thread. Errors: INVALID_ARGUMENT (validation),
+  // RESOURCE_EXHAUSTED (the request's priority level queue is full), DEADLINE_EXCEEDED (timed out
+  // in the queue), UNAVAILABLE (after Shutdown began), or the error of running the request alone.
   void Infer(std::unique_ptr<InferRequest> request, std::shared_ptr<ResponseSink> sink) override;
   using LoadedModel::Infer;
 
   // Cumulative statistics since the model was loaded (every request answered, including those
-  // refused by validation or the queue, counts as a success or a failure).
+  // refused by validation or the queue, counts as a success or a failure; response cache hits
+  // are successes). ModelStatistics::response_cache tells whether this version uses the cache.
   ModelStatistics Statistics() const override;
   // Zeroes the statistics (after warmup, before the version serves).
   void ResetStatistics() override;
@@ -113,11 +126,18 @@ class LoadedModelImpl final : public ServedModel {
   double LoadDurationSeconds() const override;
   void SetLoadDuration(uint64_t ns) override;
   uint64_t WeightBytes() const override { return weight_bytes_; }
+  // The response cache this version uses; null when it uses none.
+  const std::shared_ptr<ResponseCache>& response_cache() const { return cache_; }
 
  private:
   class Executor;
+  class CacheInsertSink;
   LoadedModelImpl(int64_t version, std::shared_ptr<const ModelRunner> first_runner,
                   std::shared_ptr<StatsCollector> stats, int instance_count);
+  // Answers `request` from the cache when it is there (true: `sink` is finished). Otherwise, on
+  // a cacheable request, wraps `sink` so that a successful response is inserted.
+  bool AnswerFromCache(const InferRequest& request, int64_t arrival_ns,
+                       std::shared_ptr<ResponseSink>& sink);
 
   const int64_t version_;
   std::shared_ptr<const ModelRunner> runner_;  // instance 0's: config, signature and plan
@@ -126,6 +146,10 @@ class LoadedModelImpl final : public ServedModel {
   uint64_t weight_bytes_ = 0;  // set by Create
   std::atomic<uint64_t> load_duration_ns_{0};
   std::vector<Device> gpus_;  // the GPUs of its instances (set by Create), trimmed at the end
+  std::shared_ptr<ResponseCache> cache_;  // set by Create when the config enables it
+  const Clock* clock_ = nullptr;          // set by Create: times cache hits and misses
+  uint64_t load_id_ = 0;  // set by Create: numbers the loads of the process (in cache keys)
+  std::atomic<bool> shutting_down_{false};  // set by Shutdown: the cache answers no more
   std::unique_ptr<Batcher> batcher_;
 };
 

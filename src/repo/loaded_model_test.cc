@@ -6,7 +6,9 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cstring>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "repo/model_config.h"
@@ -592,6 +594,207 @@ TEST(LoadedModel, BadGraphOptimizationConfigFailsTheLoadNamingIt) {
       "parameters { key: \"kiln.disabled_passes\" value: { string_value: \"a,,b\" } }");
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(), HasSubstr("empty pass name"));
+}
+
+// --- Response cache (repo/response_cache.h) ---
+
+std::unique_ptr<InferRequest> PairRequest(std::string id, float a, std::vector<float> b,
+                                          std::vector<std::string> outputs = {}) {
+  auto request = Request({FloatInput("A", {1, 4}, {a, a + 1, a + 2, a + 3}),
+                          FloatInput("B", {1, static_cast<int64_t>(b.size())}, b)},
+                         std::move(outputs));
+  request->id = std::move(id);
+  return request;
+}
+
+bool SameBits(const OwnedTensor& x, const OwnedTensor& y) {
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.size_bytes()) == 0;
+}
+
+TEST(LoadedModelCache, RepeatedRequestIsAHitOnTheCallerThreadBitIdentical) {
+  auto cache = std::make_shared<ResponseCache>(ResponseCacheOptions{1 << 20, std::nullopt});
+  InstanceOptions options;
+  options.response_cache = cache;
+  auto model = MakePassthroughModel(std::string(kPairConfig) + " response_cache { enable: true }",
+                                    PairGraph(), 1, options);
+  EXPECT_EQ(model->response_cache(), cache);
+
+  Result<InferResponse> miss = InferSync(*model, PairRequest("first", 1, {5, 6}));
+  ASSERT_TRUE(miss.ok()) << miss.status().ToString();
+  EXPECT_EQ(cache->Stats().entries, 1u);
+
+  // The same request (another id): answered before Infer returns, on this thread.
+  std::optional<Result<InferResponse>> hit;
+  const std::thread::id caller = std::this_thread::get_id();
+  model->Infer(PairRequest("second", 1, {5, 6}), [&](Result<InferResponse> r) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    hit = std::move(r);
+  });
+  ASSERT_TRUE(hit.has_value()) << "a hit is answered at once";
+  ASSERT_TRUE(hit->ok()) << hit->status().ToString();
+  EXPECT_EQ((*hit)->id, "second");
+  EXPECT_EQ((*hit)->model_name, "pair");
+  EXPECT_EQ((*hit)->model_version, 3);
+  ASSERT_EQ((*hit)->outputs.size(), miss->outputs.size());
+  for (size_t i = 0; i < miss->outputs.size(); ++i) {
+    EXPECT_EQ((*hit)->outputs[i].name, miss->outputs[i].name);
+    EXPECT_TRUE(SameBits((*hit)->outputs[i].tensor, miss->outputs[i].tensor)) << i;
+    EXPECT_EQ((*hit)->outputs[i].tensor.raw_data(), miss->outputs[i].tensor.raw_data());
+  }
+
+  // Other inputs, or other requested outputs: misses that run.
+  Result<InferResponse> other = InferSync(*model, PairRequest("third", 2, {5, 6}));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(FloatValues(other->outputs[1].tensor), (std::vector<float>{2, 3, 4, 5}));
+  Result<InferResponse> only_a = InferSync(*model, PairRequest("fourth", 1, {5, 6}, {"A"}));
+  ASSERT_TRUE(only_a.ok());
+  ASSERT_EQ(only_a->outputs.size(), 1u);
+  EXPECT_EQ(only_a->outputs[0].name, "A");
+  Result<InferResponse> only_a_again = InferSync(*model, PairRequest("fifth", 1, {5, 6}, {"A"}));
+  ASSERT_TRUE(only_a_again.ok());
+  ASSERT_EQ(only_a_again->outputs.size(), 1u);
+  EXPECT_TRUE(SameBits(only_a_again->outputs[0].tensor, only_a->outputs[0].tensor));
+
+  const ModelStatistics s = model->Statistics();
+  EXPECT_TRUE(s.response_cache);
+  EXPECT_EQ(s.inference.success.count, 5u);
+  EXPECT_EQ(s.inference.cache_hit.count, 2u);
+  EXPECT_EQ(s.inference.cache_miss.count, 3u);
+  EXPECT_EQ(s.inference.queue.count, 5u);
+  EXPECT_EQ(s.inference.compute_infer.count, 3u);  // success - cache_hit
+  EXPECT_EQ(s.inference.compute_input.count, 3u);
+  EXPECT_EQ(s.inference.compute_output.count, 3u);
+  EXPECT_EQ(s.execution_count, 3u);
+  EXPECT_EQ(s.inference_count, 3u);
+  EXPECT_EQ(s.request_seconds.count, 5u);
+  const ResponseCacheStats c = cache->Stats();
+  EXPECT_EQ(c.entries, 3u);
+  EXPECT_EQ(c.hits, 2u);
+  EXPECT_EQ(c.misses, 3u);
+}
+
+TEST(LoadedModelCache, FailedRequestsAreNotCached) {
+  // The config accepts any length for B; the graph insists on 2: the run fails.
+  auto graph = PassthroughGraph({{"A", DataType::kFloat32, {Sym("batch"), D(4)}},
+                                 {"B", DataType::kFloat32, {Sym("batch"), D(2)}}});
+  auto cache = std::make_shared<ResponseCache>(ResponseCacheOptions{1 << 20, std::nullopt});
+  InstanceOptions options;
+  options.response_cache = cache;
+  auto model = MakePassthroughModel(std::string(kPairConfig) + " response_cache { enable: true }",
+                                    graph, 1, options);
+  for (int i = 0; i < 2; ++i) {
+    Result<InferResponse> r = InferSync(*model, PairRequest("bad", 1, {1, 2, 3}));
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << i;
+  }
+  // Refused by validation: never looked up.
+  auto invalid = Request({FloatInput("A", {1, 3}, {1, 2, 3})});
+  EXPECT_FALSE(InferSync(*model, std::move(invalid)).ok());
+  ModelStatistics s = model->Statistics();
+  EXPECT_EQ(s.inference.fail.count, 3u);
+  EXPECT_EQ(s.inference.cache_hit.count, 0u);
+  EXPECT_EQ(s.inference.cache_miss.count, 0u);
+  ResponseCacheStats c = cache->Stats();
+  EXPECT_EQ(c.entries, 0u);
+  EXPECT_EQ(c.lookups, 2u);
+  EXPECT_EQ(c.hits, 0u);
+
+  // A good request is cached; after Shutdown the same request is refused, not answered.
+  ASSERT_TRUE(InferSync(*model, PairRequest("good", 1, {1, 2})).ok());
+  ASSERT_TRUE(InferSync(*model, PairRequest("good", 1, {1, 2})).ok());
+  EXPECT_EQ(model->Statistics().inference.cache_hit.count, 1u);
+  model->Shutdown();
+  Result<InferResponse> after = InferSync(*model, PairRequest("good", 1, {1, 2}));
+  EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(model->Statistics().inference.cache_hit.count, 1u);
+}
+
+TEST(LoadedModelCache, CachedOnlyWhenTheConfigAndTheServerBothEnableIt) {
+  auto cache = std::make_shared<ResponseCache>(ResponseCacheOptions{1 << 20, std::nullopt});
+  // The server has a cache, the config does not enable it.
+  InstanceOptions with_cache;
+  with_cache.response_cache = cache;
+  auto plain = MakePassthroughModel(kPairConfig, PairGraph(), 1, with_cache);
+  EXPECT_EQ(plain->response_cache(), nullptr);
+  // The config enables it, the server has none: loads (with a warning) and runs every request.
+  auto no_server_cache = MakePassthroughModel(
+      std::string(kPairConfig) + " response_cache { enable: true }", PairGraph(), 1);
+  EXPECT_EQ(no_server_cache->response_cache(), nullptr);
+  for (LoadedModelImpl* m : {plain.get(), no_server_cache.get()}) {
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(InferSync(*m, PairRequest("x", 1, {5, 6})).ok());
+    const ModelStatistics s = m->Statistics();
+    EXPECT_FALSE(s.response_cache);
+    EXPECT_EQ(s.execution_count, 2u);
+    EXPECT_EQ(s.inference.cache_hit.count, 0u);
+    EXPECT_EQ(s.inference.cache_miss.count, 0u);
+  }
+  EXPECT_EQ(cache->Stats().lookups, 0u);
+}
+
+// Two models, and two loads of one version, share the server's cache without mixing answers.
+TEST(LoadedModelCache, ModelsShareTheCacheWithoutMixingAnswers) {
+  auto cache = std::make_shared<ResponseCache>(ResponseCacheOptions{1 << 20, std::nullopt});
+  InstanceOptions options;
+  options.response_cache = cache;
+  options.oversubscribe = true;
+  const std::string config = std::string(kPairConfig) + " response_cache { enable: true }";
+  auto pair = MakePassthroughModel(config, PairGraph(), 1, options);
+  inference::ModelConfig renamed = ParseConfigOrDie(config);
+  renamed.set_name("pair2");
+  ASSERT_TRUE(NormalizeModelConfig(&renamed, 1).ok());
+  Result<std::shared_ptr<LoadedModelImpl>> pair2 =
+      LoadedModelImpl::Create(3, renamed, PairGraph(), options);
+  ASSERT_TRUE(pair2.ok()) << pair2.status().ToString();
+  ASSERT_TRUE(InferSync(*pair, PairRequest("x", 1, {5, 6})).ok());
+  ASSERT_TRUE(InferSync(**pair2, PairRequest("x", 1, {5, 6})).ok());
+  EXPECT_EQ(pair->Statistics().inference.cache_miss.count, 1u);
+  EXPECT_EQ((*pair2)->Statistics().inference.cache_miss.count, 1u) << "another model's entry";
+  Result<InferResponse> again = InferSync(**pair2, PairRequest("x", 1, {5, 6}));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->model_name, "pair2");
+  EXPECT_EQ((*pair2)->Statistics().inference.cache_hit.count, 1u);
+  EXPECT_EQ(cache->Stats().entries, 2u);
+  // A reload of the same name and version (its files may have changed): keyed on its own.
+  auto reloaded = MakePassthroughModel(config, PairGraph(), 1, options);
+  ASSERT_TRUE(InferSync(*reloaded, PairRequest("x", 1, {5, 6})).ok());
+  EXPECT_EQ(reloaded->Statistics().inference.cache_miss.count, 1u);
+  EXPECT_EQ(reloaded->Statistics().inference.cache_hit.count, 0u);
+  EXPECT_EQ(cache->Stats().entries, 3u);
+}
+
+// Many clients repeating a few requests: every answer is right, and hits + misses = successes.
+TEST(LoadedModelCache, ConcurrentClientsGetTheirOwnAnswers) {
+  auto cache = std::make_shared<ResponseCache>(ResponseCacheOptions{1 << 20, std::nullopt});
+  InstanceOptions options;
+  options.response_cache = cache;
+  auto model = MakePassthroughModel(std::string(kPairConfig) + " response_cache { enable: true }",
+                                    PairGraph(), 2, options);
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 100;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const float x = static_cast<float>((t + i) % 8);
+        Result<InferResponse> r =
+            InferSync(*model, PairRequest(std::to_string(i), x, {-x}, {"B", "A"}));
+        if (r.ok() && r->id == std::to_string(i) &&
+            FloatValues(r->outputs[0].tensor) == std::vector<float>{-x} &&
+            FloatValues(r->outputs[1].tensor) == std::vector<float>{x, x + 1, x + 2, x + 3}) {
+          ++ok;
+        }
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  EXPECT_EQ(ok.load(), kThreads * kPerThread);
+  const ModelStatistics s = model->Statistics();
+  EXPECT_EQ(s.inference.success.count, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(s.inference.cache_hit.count + s.inference.cache_miss.count, s.inference.success.count);
+  EXPECT_GE(s.inference.cache_hit.count,
+            static_cast<uint64_t>(kThreads * kPerThread - 8 * kThreads));
+  EXPECT_EQ(cache->Stats().entries, 8u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "repo/ensemble.h"
 #include "repo/repository.h"
 
 namespace kiln {
@@ -417,10 +418,6 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     return Status::InvalidArgument(fmt::format("model '{}': max_batch_size must be >= 0, got {}",
                                                model, config.max_batch_size()));
   }
-  if (config.platform() == "ensemble" || config.has_ensemble_scheduling()) {
-    return Status::InvalidArgument(
-        fmt::format("model '{}': ensembles are not supported yet", model));
-  }
   if (config.input_size() == 0) {
     return Status::InvalidArgument(fmt::format("model '{}': the config lists no inputs", model));
   }
@@ -462,6 +459,8 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     return Status::InvalidArgument(
         fmt::format("model '{}': version_policy specific lists no versions", model));
   }
+  // An ensemble's own rules (repo/ensemble.h): its steps' wiring; no instance groups.
+  if (IsEnsembleConfig(config)) return ValidateEnsembleConfig(config);
   return ValidateInstanceGroups(config);
 }
 
@@ -581,7 +580,9 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   };
   if (!config.runtime().empty()) add("runtime");
   if (config.has_sequence_batching()) add("sequence_batching");
-  if (config.has_ensemble_scheduling()) add("ensemble_scheduling");
+  for (const inference::ModelEnsembling::Step& step : config.ensemble_scheduling().step()) {
+    if (!step.model_namespace().empty()) add("ensemble_scheduling.step.model_namespace");
+  }
   if (config.has_optimization()) {
     // graph.level and kiln's quantization fields (model_manager.cc) are acted on.
     const inference::ModelOptimizationPolicy& o = config.optimization();
@@ -622,7 +623,6 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   if (config.has_model_operations()) add("model_operations");
   if (config.model_transaction_policy().decoupled()) add("model_transaction_policy.decoupled");
   if (config.has_model_repository_agents()) add("model_repository_agents");
-  if (config.has_response_cache()) add("response_cache");
   if (config.has_model_metrics()) add("model_metrics");
   return fields;
 }

@@ -18,9 +18,9 @@
 //
 // What kiln acts on today: name, platform, backend, version_policy, max_batch_size, input,
 // output (name, data_type, dims, reshape, allow_ragged_batch, and kiln's padding / crop
-// extension), dynamic_batching, instance_group kind, count and gpus (KIND_GPU on the CUDA backend)
-// and default_model_filename. Everything else parses and is kept, but UnimplementedConfigFields
-// names it so the manager can warn.
+// extension), dynamic_batching, ensemble_scheduling (repo/ensemble.h), instance_group kind, count
+// and gpus (KIND_GPU on the CUDA backend) and default_model_filename. Everything else parses and is
+// kept, but UnimplementedConfigFields names it so the manager can warn.
 //
 // Thread safety: all functions are reentrant; they touch only their arguments.
 
@@ -96,8 +96,10 @@ Status NormalizeModelConfig(inference::ModelConfig* config, int default_instance
 // Checks the config by itself. INVALID_ARGUMENT naming the model and the field for: negative
 // max_batch_size; no inputs or outputs; empty, duplicate or TYPE_INVALID tensors; dims other
 // than -1 or >= 0; reshape incompatible with dims; empty latest/specific version policies;
-// gpus listed on a group that is not KIND_GPU, or negative; negative instance counts; an
-// ensemble platform. (Whether the GPUs exist is the load's check.)
+// gpus listed on a group that is not KIND_GPU, or negative; negative instance counts. An
+// ensemble (platform "ensemble" or ensemble_scheduling) is checked by ValidateEnsembleConfig
+// instead of the instance-group rules (repo/ensemble.h). (Whether the GPUs exist, and an
+// ensemble's composing models, are the load's checks.)
 Status ValidateModelConfig(const inference::ModelConfig& config);
 // The instance_group part of ValidateModelConfig: INVALID_ARGUMENT for a negative count, a
 // negative GPU, or gpus listed for a group that is not KIND_GPU.

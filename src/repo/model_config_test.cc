@@ -447,7 +447,14 @@ TEST(ValidateModelConfig, Errors) {
       {"instance_group { name: \"g\" kind: KIND_GPU gpus: [-1] }", "GPUs are numbered from 0"},
       {"instance_group { name: \"g\" kind: KIND_CPU gpus: [0] }", "must not list gpus"},
       {"instance_group { name: \"g\" count: -2 }", "count must be >= 1"},
-      {"platform: \"ensemble\"", "ensembles are not supported"},
+      // Ensembles are checked by their own rules (repo/ensemble.h; ensemble_test.cc has the
+      // table).
+      {"platform: \"ensemble\"", "ensemble 'm': platform 'ensemble' needs ensemble_scheduling"},
+      {"ensemble_scheduling { }", "model 'm': ensemble_scheduling is set, but the platform is ''"},
+      {"platform: \"ensemble\" instance_group { name: \"g\" count: 1 } ensemble_scheduling { "
+       "step [ { model_name: \"a\" input_map { key: \"i\" value: \"x\" } output_map { key: "
+       "\"o\" value: \"y\" } } ] }",
+       "ensemble 'm': instance_group is not allowed on an ensemble"},
   };
   for (const Case& c : cases) {
     Status s = ValidateWith(c.extra);
@@ -534,13 +541,13 @@ TEST(UnimplementedConfigFields, NamesEachOnce) {
   std::vector<std::string> f = UnimplementedConfigFields(ParseConfigOrDie(kFullConfig));
   for (std::string_view want :
        {"optimization.priority", "optimization.cuda", "optimization.execution_accelerators",
-        "response_cache", "instance_group.rate_limiter", "batch_input", "batch_output",
-        "parameters.threads", "model_metrics"}) {
+        "instance_group.rate_limiter", "batch_input", "batch_output", "parameters.threads",
+        "model_metrics"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), want), 1) << want;
   }
   // Acted on by the scheduler and the instances.
   for (std::string_view done :
-       {"dynamic_batching", "instance_group.count", "input.allow_ragged_batch",
+       {"dynamic_batching", "instance_group.count", "input.allow_ragged_batch", "response_cache",
         "output.label_filename", "optimization", "optimization.graph", "parameters",
         "parameters.kiln.disabled_passes", "instance_group (more than one group)"}) {
     EXPECT_EQ(std::count(f.begin(), f.end(), done), 0) << done;

@@ -31,12 +31,14 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "repo/ensemble.h"
 #include "repo/llm_model.h"
 #include "repo/loaded_model.h"
 #include "repo/model_config.h"
@@ -96,9 +98,10 @@ constexpr std::string_view kControlModeError =
 struct VersionLoad {
   int64_t version = -1;
   Status status;
-  std::shared_ptr<ServedModel> model;  // set when status is OK
-  bool reused = false;                 // `model` is the version already serving
-  std::string files;                   // the version's fingerprint
+  std::shared_ptr<ServedModel> model;        // set when status is OK
+  bool reused = false;                       // `model` is the version already serving
+  std::string files;                         // the version's fingerprint
+  std::vector<ComposingModelRef> composing;  // an ensemble's composing models
 };
 struct ModelLoad {
   Status status;  // model-level failure (config, layout); then `versions` may be empty
@@ -140,11 +143,40 @@ Result<inference::ModelConfig> ParseModelConfigJson(std::string_view json) {
   return config;
 }
 
+// What a manager's ensembles resolve their composing models through: the manager's GetModel
+// while the manager exists (a caller may hold an ensemble past it). Thread-safe.
+class ComposingHub {
+ public:
+  explicit ComposingHub(const ModelManager* manager) : manager_(manager) {}
+  Result<std::shared_ptr<LoadedModel>> Resolve(std::string_view name, int64_t version) const
+      KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (manager_ == nullptr) return Status::Unavailable("the model manager is gone");
+    return manager_->GetModel(name, version);
+  }
+  void Detach() KILN_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    manager_ = nullptr;
+  }
+
+ private:
+  mutable Mutex mu_;
+  const ModelManager* manager_ KILN_GUARDED_BY(mu_);
+};
+
+// How deep ensembles may nest (an ensemble step running an ensemble ...).
+constexpr int kMaxEnsembleDepth = 16;
+
 class ModelManagerImpl final : public ModelManager {
  public:
   ModelManagerImpl(ModelManagerOptions options, GraphLoader loader)
-      : options_(std::move(options)), loader_(std::move(loader)) {}
-  ~ModelManagerImpl() override { Shutdown(); }
+      : options_(std::move(options)),
+        loader_(std::move(loader)),
+        hub_(std::make_shared<ComposingHub>(this)) {}
+  ~ModelManagerImpl() override {
+    Shutdown();
+    hub_->Detach();
+  }
 
   Status LoadInitialModels() override KILN_EXCLUDES(ops_mu_, mu_);
   Result<std::shared_ptr<LoadedModel>> GetModel(std::string_view name,
@@ -164,6 +196,9 @@ class ModelManagerImpl final : public ModelManager {
     std::string reason;
     std::shared_ptr<ServedModel> model;  // set while READY (and during Shutdown's drain)
     std::string files;                   // fingerprint of the files `model` was loaded from
+    // An ensemble's composing models: while one of them has no ready version, the version is
+    // shown UNAVAILABLE (naming it) and GetModel refuses it, though it stays loaded.
+    std::vector<ComposingModelRef> composing;
   };
   struct ModelEntry {
     bool should_load = false;
@@ -223,8 +258,42 @@ class ModelManagerImpl final : public ModelManager {
 
   void PollLoop() KILN_EXCLUDES(ops_mu_, mu_);
 
+  // --- ensembles ---
+  // LoadLocked(name, ...) after loading, depth-first, the composing models its config names
+  // that are in the repository, have no ready version and are not in `attempted` (each is added
+  // to it). `chain`: the ensembles being loaded around this one (a composing model already in
+  // it is a cycle: reported, not loaded). A composing model's failures are appended to
+  // `failures` as "composing model 'x': ...".
+  void LoadWithComposingLocked(const std::string& name,
+                               const inference::ModelConfig* override_config,
+                               std::vector<std::string>* failures, const fs::path* dir_override,
+                               std::set<std::string>* attempted, std::vector<std::string>* chain)
+      KILN_REQUIRES(ops_mu_) KILN_EXCLUDES(mu_);
+  // The composing models the config of `name` names (`override_config`, else its config.pbtxt in
+  // the repository); empty when it is not an ensemble or its config cannot be read (the load
+  // reports that).
+  std::vector<std::string> ComposingNamesOf(const std::string& name,
+                                            const inference::ModelConfig* override_config) const;
+  // `names` reordered so that a composing model comes before the ensembles in `names` that use
+  // it (otherwise in the given order).
+  std::vector<std::string> OrderByComposing(const std::vector<std::string>& names) const;
+  bool HasReadyVersion(const std::string& name) const KILN_EXCLUDES(mu_);
+  // Why the composing models `refs` are not all ready ("" when they are): the first one that
+  // has no ready version (whose own composing models are ready), with its reason.
+  std::string ComposingProblemLocked(const std::vector<ComposingModelRef>& refs, int depth) const
+      KILN_REQUIRES(mu_);
+  // The dependency cycle ("a -> b -> a") that ensemble `name` over `refs` would close with the
+  // ensembles loaded now, or "".
+  std::string ComposingCycleLocked(const std::string& name,
+                                   const std::vector<ComposingModelRef>& refs,
+                                   std::vector<std::string>* path, int depth) const
+      KILN_REQUIRES(mu_);
+  // Why model entry `e` serves nothing: its reason, its last version's, or its state.
+  static std::string UnavailableReason(const ModelEntry& e);
+
   const ModelManagerOptions options_;
   const GraphLoader loader_;
+  const std::shared_ptr<ComposingHub> hub_;
 
   Mutex shutdown_mu_;  // serializes Shutdown callers
   // Serializes lifecycle operations; acquired before mu_, never after.
@@ -265,6 +334,32 @@ Result<std::shared_ptr<Graph>> ApplyPrecision(const inference::ModelConfig& conf
       config.name(), version, q->layers, q->calib_samples, dir.string(),
       quant::CalibrationMethodName(options.method));
   return q->graph;
+}
+
+// The server-side completion of an ensemble config (it has no graph): the name from the
+// directory, the normalization, the checks that need no composing model, and the warning about
+// fields accepted but not acted on.
+Status CompleteEnsembleConfig(const std::string& name, inference::ModelConfig* config) {
+  if (config->name().empty()) config->set_name(name);
+  if (config->name() != name) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': {} names the model '{}', but the model directory is '{}'", name,
+                    kConfigFileName, config->name(), name));
+  }
+  NormalizeEnsembleConfig(config);
+  KILN_RETURN_IF_ERROR(ValidateModelConfig(*config));
+  const std::vector<std::string> ignored = UnimplementedConfigFields(*config);
+  if (!ignored.empty()) {
+    KILN_LOG_WARN("model '{}': config fields accepted but not acted on yet: {}", name,
+                  fmt::join(ignored, ", "));
+  }
+  if (config->response_cache().enable()) {
+    KILN_LOG_WARN(
+        "ensemble '{}': response_cache is not applied to an ensemble as a whole; enable it on "
+        "its composing models (each step is then cached on its own)",
+        name);
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -324,11 +419,19 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
   std::vector<int64_t> missing;
   const std::vector<int64_t> selected = SelectVersions(config.version_policy(), *found, &missing);
   const int64_t probe_version = selected.empty() ? found->back() : selected.back();
+  // An ensemble (repo/ensemble.h): its steps are other models of this manager.
+  const bool ensemble = IsEnsembleConfig(config);
   // A generative model: its backend says so, or its version directory holds a GGUF file or a
   // Hugging Face checkpoint (no config needed).
-  const bool generative = config.backend() == kLlmBackend || config.platform() == kLlmBackend ||
-                          (config.backend().empty() && config.platform().empty() &&
-                           IsGenerativeModelDir(dir / std::to_string(probe_version), config));
+  const bool generative =
+      !ensemble && (config.backend() == kLlmBackend || config.platform() == kLlmBackend ||
+                    (config.backend().empty() && config.platform().empty() &&
+                     IsGenerativeModelDir(dir / std::to_string(probe_version), config)));
+  if (!completed && ensemble) {
+    Status s = CompleteEnsembleConfig(name, &config);
+    if (!s.ok()) return fail_model(s);
+    completed = true;
+  }
   if (!completed) {
     Status s;
     if (generative) {
@@ -360,6 +463,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
                                  "version directory '{}' not found in model '{}'", v, name)),
                              nullptr,
                              false,
+                             {},
                              {}});
   }
   if (selected.empty()) {
@@ -371,6 +475,20 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
   // Highest version first: its graph completes the config when the config leaves gaps.
   Status model_error;
   std::optional<Result<std::vector<WarmupSample>>> warmup;  // built once the config is complete
+  const std::vector<ComposingModelRef> composing =
+      ensemble ? EnsembleComposingModels(config) : std::vector<ComposingModelRef>();
+  if (ensemble) {
+    std::vector<std::string> path{name};
+    std::string cycle;
+    {
+      MutexLock lock(mu_);
+      cycle = ComposingCycleLocked(name, composing, &path, 0);
+    }
+    if (!cycle.empty()) {
+      model_error = Status::Unavailable(
+          fmt::format("ensemble '{}' would close a cycle of ensembles: {}", name, cycle));
+    }
+  }
   for (auto it = selected.rbegin(); it != selected.rend(); ++it) {
     const int64_t version = *it;
     VersionLoad& v = load.versions.emplace_back();
@@ -385,11 +503,32 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
       const auto serving = reuse.ready.find(version);
       if (serving != reuse.ready.end() && serving->second.files == v.files) {
         v.model = serving->second.model;  // unchanged: keep serving it, no reload
+        v.composing = serving->second.composing;
         v.reused = true;
         continue;
       }
     }
     const auto load_start = std::chrono::steady_clock::now();
+    if (ensemble) {
+      const std::shared_ptr<ComposingHub> hub = hub_;
+      Result<std::shared_ptr<EnsembleModel>> model = EnsembleModel::Create(
+          version, config,
+          [hub](std::string_view model_name, int64_t model_version) {
+            return hub->Resolve(model_name, model_version);
+          },
+          options_.instance_options);
+      if (!model.ok()) {
+        v.status = Status::Unavailable(model.status().message());
+        continue;
+      }
+      (*model)->SetLoadDuration(
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - load_start)
+                                    .count()));
+      v.model = std::move(model).value();
+      v.composing = composing;
+      continue;
+    }
     if (generative) {
       Result<std::shared_ptr<LlmModel>> model =
           LlmModel::Create(version, config, LlmModelPath(dir / std::to_string(version), config),
@@ -477,7 +616,7 @@ std::vector<int64_t> ModelManagerImpl::PublishLocked(const std::string& name, Mo
   bool any_ready = false;
   for (VersionLoad& v : load.versions) {
     if (v.model) {
-      next[v.version] = {ModelState::kReady, {}, std::move(v.model), v.files};
+      next[v.version] = {ModelState::kReady, {}, std::move(v.model), v.files, v.composing};
       any_ready = true;
       continue;
     }
@@ -485,7 +624,7 @@ std::vector<int64_t> ModelManagerImpl::PublishLocked(const std::string& name, Mo
     if (old != e.versions.end() && old->second.state == ModelState::kReady) {
       next[v.version] = old->second;  // a failed reload keeps the version that serves
     } else {
-      next[v.version] = {ModelState::kUnavailable, v.status.message(), nullptr, {}};
+      next[v.version] = {ModelState::kUnavailable, v.status.message(), nullptr, {}, {}};
     }
   }
   std::vector<int64_t> unloading;
@@ -501,7 +640,7 @@ std::vector<int64_t> ModelManagerImpl::PublishLocked(const std::string& name, Mo
       continue;
     }
     retired->push_back(std::move(old.model));  // no longer selected
-    next[version] = {ModelState::kUnloading, {}, nullptr, {}};
+    next[version] = {ModelState::kUnloading, {}, nullptr, {}, {}};
     unloading.push_back(version);
   }
   e.versions = std::move(next);
@@ -638,7 +777,7 @@ void ModelManagerImpl::UnloadLocked(const std::string& name, bool forget) {
     for (auto& [version, v] : e.versions) {
       if (v.state != ModelState::kReady) continue;  // nothing serves: forget the failure
       retired.push_back(std::move(v.model));
-      next[version] = {ModelState::kUnloading, {}, nullptr, {}};
+      next[version] = {ModelState::kUnloading, {}, nullptr, {}, {}};
       unloading.push_back(version);
     }
     e.versions = std::move(next);
@@ -692,7 +831,10 @@ Status ModelManagerImpl::LoadInitialModels() {
   }
 
   std::vector<std::string> failures;
-  for (const std::string& name : to_load) {
+  std::set<std::string> attempted;
+  // Composing models load before the ensembles that use them.
+  for (const std::string& name : OrderByComposing(to_load)) {
+    if (attempted.contains(name)) continue;  // loaded already as a composing model
     std::vector<std::string> model_failures;
     if (!std::binary_search(dirs.begin(), dirs.end(), name)) {
       const std::string why =
@@ -704,7 +846,8 @@ Status ModelManagerImpl::LoadInitialModels() {
       e.reason = why;
       model_failures.push_back(why);
     } else {
-      LoadLocked(name, nullptr, &model_failures);
+      std::vector<std::string> chain;
+      LoadWithComposingLocked(name, nullptr, &model_failures, nullptr, &attempted, &chain);
     }
     for (const std::string& f : model_failures) {
       failures.push_back(f.starts_with("version ") ? fmt::format("'{}' {}", name, f)
@@ -844,7 +987,9 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
     }
     std::vector<std::string> failures;
     const fs::path dir = tmp->path() / model;
-    LoadLocked(model, &*override_config, &failures, &dir);
+    std::set<std::string> attempted;
+    std::vector<std::string> chain;
+    LoadWithComposingLocked(model, &*override_config, &failures, &dir, &attempted, &chain);
     if (failures.empty()) return Status::OK();
     return Status::InvalidArgument(
         fmt::format("load failed for model '{}': {}", name, fmt::join(failures, "; ")));
@@ -863,7 +1008,12 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
         name, name, options_.repository_path));
   }
   std::vector<std::string> failures;
-  LoadLocked(model, override_config ? &*override_config : nullptr, &failures);
+  std::set<std::string> attempted;
+  std::vector<std::string> chain;
+  // An ensemble's composing models that are not loaded are loaded first, as the reference
+  // server does.
+  LoadWithComposingLocked(model, override_config ? &*override_config : nullptr, &failures, nullptr,
+                          &attempted, &chain);
   if (failures.empty()) return Status::OK();
   return Status::InvalidArgument(
       fmt::format("load failed for model '{}': {}", name, fmt::join(failures, "; ")));
@@ -901,6 +1051,8 @@ Status ModelManagerImpl::PollLocked() {
     return dirs.status();
   }
   std::vector<std::string> failures;
+  std::vector<std::string> changed_models;
+  std::set<std::string> added;
   for (const std::string& name : *dirs) {
     Result<ModelDirFingerprint> files =
         FingerprintModelDir(fs::path(options_.repository_path) / name);
@@ -918,7 +1070,17 @@ Status ModelManagerImpl::PollLocked() {
       changed = !known || *it->second.seen != *files;
     }
     if (!changed) continue;
-    KILN_LOG_INFO("repository poll: model '{}' {}; loading", name, known ? "changed" : "added");
+    changed_models.push_back(name);
+    if (!known) added.insert(name);
+  }
+  // Composing models load before the ensembles that use them.
+  for (const std::string& name : OrderByComposing(changed_models)) {
+    {
+      MutexLock lock(mu_);
+      if (shut_down_) break;
+    }
+    KILN_LOG_INFO("repository poll: model '{}' {}; loading", name,
+                  added.contains(name) ? "added" : "changed");
     std::vector<std::string> model_failures;
     LoadLocked(name, nullptr, &model_failures);
     for (const std::string& f : model_failures)
@@ -964,16 +1126,14 @@ Result<std::shared_ptr<LoadedModel>> ModelManagerImpl::GetModel(std::string_view
   }
   const ModelEntry& e = it->second;
   if (version == -1) {
+    std::string blocked;  // why the ready versions of an ensemble cannot serve
     for (auto v = e.versions.rbegin(); v != e.versions.rend(); ++v) {
-      if (v->second.state == ModelState::kReady)
-        return std::shared_ptr<LoadedModel>(v->second.model);
+      if (v->second.state != ModelState::kReady) continue;
+      std::string problem = ComposingProblemLocked(v->second.composing, 0);
+      if (problem.empty()) return std::shared_ptr<LoadedModel>(v->second.model);
+      if (blocked.empty()) blocked = std::move(problem);
     }
-    std::string why = e.reason;
-    if (why.empty() && !e.versions.empty()) why = e.versions.rbegin()->second.reason;
-    if (why.empty() && !e.versions.empty()) {
-      why = ModelStateName(e.versions.rbegin()->second.state);
-    }
-    if (why.empty()) why = e.should_load ? "not loaded yet" : "not loaded";
+    const std::string why = blocked.empty() ? UnavailableReason(e) : blocked;
     return Status::Unavailable(
         fmt::format("Request for unknown model: '{}' has no available versions ({})", name, why));
   }
@@ -987,7 +1147,167 @@ Result<std::shared_ptr<LoadedModel>> ModelManagerImpl::GetModel(std::string_view
         "Request for unknown model: '{}' version {} is not at ready state ({}{}{})", name, version,
         ModelStateName(v->second.state), v->second.reason.empty() ? "" : ": ", v->second.reason));
   }
+  if (std::string problem = ComposingProblemLocked(v->second.composing, 0); !problem.empty()) {
+    return Status::Unavailable(
+        fmt::format("Request for unknown model: '{}' version {} is not at ready state ({}: {})",
+                    name, version, ModelStateName(ModelState::kUnavailable), problem));
+  }
   return std::shared_ptr<LoadedModel>(v->second.model);
+}
+
+std::string ModelManagerImpl::UnavailableReason(const ModelEntry& e) {
+  std::string why = e.reason;
+  if (why.empty() && !e.versions.empty()) why = e.versions.rbegin()->second.reason;
+  if (why.empty() && !e.versions.empty()) {
+    why = ModelStateName(e.versions.rbegin()->second.state);
+  }
+  if (why.empty()) why = e.should_load ? "not loaded yet" : "not loaded";
+  return why;
+}
+
+std::string ModelManagerImpl::ComposingProblemLocked(const std::vector<ComposingModelRef>& refs,
+                                                     int depth) const {
+  if (refs.empty()) return {};
+  if (depth >= kMaxEnsembleDepth) {
+    return fmt::format("ensembles nest more than {} deep", kMaxEnsembleDepth);
+  }
+  for (const ComposingModelRef& ref : refs) {
+    auto it = models_.find(ref.name);
+    if (it == models_.end()) return fmt::format("composing model '{}' is not loaded", ref.name);
+    const ModelEntry& e = it->second;
+    if (ref.version == -1) {
+      std::string blocked;
+      bool ready = false;
+      for (auto v = e.versions.rbegin(); v != e.versions.rend() && !ready; ++v) {
+        if (v->second.state != ModelState::kReady) continue;
+        std::string problem = ComposingProblemLocked(v->second.composing, depth + 1);
+        ready = problem.empty();
+        if (!ready && blocked.empty()) blocked = std::move(problem);
+      }
+      if (!ready) {
+        return fmt::format("composing model '{}' has no ready version ({})", ref.name,
+                           blocked.empty() ? UnavailableReason(e) : blocked);
+      }
+      continue;
+    }
+    auto v = e.versions.find(ref.version);
+    if (v == e.versions.end()) {
+      return fmt::format("composing model '{}' version {} is not loaded", ref.name, ref.version);
+    }
+    if (v->second.state != ModelState::kReady) {
+      return fmt::format("composing model '{}' version {} is {}{}{}", ref.name, ref.version,
+                         ModelStateName(v->second.state), v->second.reason.empty() ? "" : ": ",
+                         v->second.reason);
+    }
+    if (std::string problem = ComposingProblemLocked(v->second.composing, depth + 1);
+        !problem.empty()) {
+      return fmt::format("composing model '{}' version {}: {}", ref.name, ref.version, problem);
+    }
+  }
+  return {};
+}
+
+std::string ModelManagerImpl::ComposingCycleLocked(const std::string& name,
+                                                   const std::vector<ComposingModelRef>& refs,
+                                                   std::vector<std::string>* path,
+                                                   int depth) const {
+  if (depth >= kMaxEnsembleDepth) return {};
+  for (const ComposingModelRef& ref : refs) {
+    path->push_back(ref.name);
+    if (ref.name == name) return fmt::format("{}", fmt::join(*path, " -> "));
+    auto it = models_.find(ref.name);
+    if (it != models_.end()) {
+      for (const auto& [version, v] : it->second.versions) {
+        if (ref.version != -1 && version != ref.version) continue;
+        std::string cycle = ComposingCycleLocked(name, v.composing, path, depth + 1);
+        if (!cycle.empty()) return cycle;
+      }
+    }
+    path->pop_back();
+  }
+  return {};
+}
+
+bool ModelManagerImpl::HasReadyVersion(const std::string& name) const {
+  MutexLock lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return false;
+  return std::any_of(it->second.versions.begin(), it->second.versions.end(),
+                     [](const auto& v) { return v.second.state == ModelState::kReady; });
+}
+
+std::vector<std::string> ModelManagerImpl::ComposingNamesOf(
+    const std::string& name, const inference::ModelConfig* override_config) const {
+  std::optional<inference::ModelConfig> config;
+  if (override_config != nullptr) {
+    config = *override_config;
+  } else {
+    Result<std::optional<inference::ModelConfig>> file =
+        ReadModelConfigFile(fs::path(options_.repository_path) / name);
+    if (file.ok()) config = *file;
+  }
+  std::vector<std::string> names;
+  if (!config.has_value() || !IsEnsembleConfig(*config)) return names;
+  for (const ComposingModelRef& ref : EnsembleComposingModels(*config)) {
+    if (std::find(names.begin(), names.end(), ref.name) == names.end()) names.push_back(ref.name);
+  }
+  return names;
+}
+
+std::vector<std::string> ModelManagerImpl::OrderByComposing(
+    const std::vector<std::string>& names) const {
+  const std::set<std::string> listed(names.begin(), names.end());
+  std::set<std::string> done;
+  std::set<std::string> visiting;
+  std::vector<std::string> out;
+  // Depth-first, composing models first; a cycle is cut where it closes (its load fails).
+  const auto visit = [&](const auto& self, const std::string& name, int depth) -> void {
+    if (done.contains(name) || visiting.contains(name)) return;
+    visiting.insert(name);
+    if (depth < kMaxEnsembleDepth) {
+      for (const std::string& dep : ComposingNamesOf(name, nullptr)) {
+        if (listed.contains(dep)) self(self, dep, depth + 1);
+      }
+    }
+    visiting.erase(name);
+    done.insert(name);
+    out.push_back(name);
+  };
+  for (const std::string& name : names) visit(visit, name, 0);
+  return out;
+}
+
+void ModelManagerImpl::LoadWithComposingLocked(const std::string& name,
+                                               const inference::ModelConfig* override_config,
+                                               std::vector<std::string>* failures,
+                                               const fs::path* dir_override,
+                                               std::set<std::string>* attempted,
+                                               std::vector<std::string>* chain) {
+  attempted->insert(name);
+  const std::vector<std::string> composing = ComposingNamesOf(name, override_config);
+  if (!composing.empty()) {
+    Result<std::vector<std::string>> dirs = ListModelDirs(options_.repository_path);
+    chain->push_back(name);
+    for (const std::string& dep : composing) {
+      if (std::find(chain->begin(), chain->end(), dep) != chain->end()) {
+        failures->push_back(
+            fmt::format("composing models form a cycle: {} -> {}", fmt::join(*chain, " -> "), dep));
+        continue;
+      }
+      if (attempted->contains(dep) || HasReadyVersion(dep) || !dirs.ok() ||
+          !std::binary_search(dirs->begin(), dirs->end(), dep)) {
+        continue;  // loaded, tried already, or not there (the ensemble's load names it)
+      }
+      KILN_LOG_INFO("loading model '{}', a composing model of ensemble '{}'", dep, name);
+      std::vector<std::string> dep_failures;
+      LoadWithComposingLocked(dep, nullptr, &dep_failures, nullptr, attempted, chain);
+      for (const std::string& f : dep_failures) {
+        failures->push_back(fmt::format("composing model '{}': {}", dep, f));
+      }
+    }
+    chain->pop_back();
+  }
+  LoadLocked(name, override_config, failures, dir_override);
 }
 
 std::vector<int64_t> ModelManagerImpl::ReadyVersions(std::string_view name) const {
@@ -996,7 +1316,9 @@ std::vector<int64_t> ModelManagerImpl::ReadyVersions(std::string_view name) cons
   auto it = models_.find(name);
   if (it == models_.end()) return out;
   for (const auto& [version, v] : it->second.versions) {
-    if (v.state == ModelState::kReady) out.push_back(version);
+    if (v.state == ModelState::kReady && ComposingProblemLocked(v.composing, 0).empty()) {
+      out.push_back(version);
+    }
   }
   return out;
 }
@@ -1026,7 +1348,15 @@ std::vector<ModelIndexEntry> ModelManagerImpl::Index() const {
       out.push_back({name, -1, e.state, e.reason});
       continue;
     }
-    for (const auto& [version, v] : e.versions) out.push_back({name, version, v.state, v.reason});
+    for (const auto& [version, v] : e.versions) {
+      std::string problem;
+      if (v.state == ModelState::kReady) problem = ComposingProblemLocked(v.composing, 0);
+      if (problem.empty()) {
+        out.push_back({name, version, v.state, v.reason});
+      } else {
+        out.push_back({name, version, ModelState::kUnavailable, std::move(problem)});
+      }
+    }
   }
   return out;
 }

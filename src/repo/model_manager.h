@@ -21,6 +21,16 @@
 // requests, the requests it already accepted finish, then its memory is freed (and returned to
 // the operating system).
 //
+// Ensembles (platform "ensemble", repo/ensemble.h; docs/ensembles.md) run other models of this
+// manager as their steps. They load after their composing models (at start and on a poll,
+// whatever the names; an explicit LoadModel of an ensemble first loads its composing models
+// that are not loaded), and their load checks every step against the composing model serving
+// then. An ensemble is ready only while each composing model has a ready version: otherwise
+// Index shows it UNAVAILABLE with the reason ("composing model 'x' has no ready version
+// (unloaded)"), GetModel refuses it with that reason and ReadyVersions omits it; it comes back
+// by itself when the composing model is loaded again. AllModelsReady counts the composing
+// models themselves, not this borrowed state.
+//
 //   KILN_ASSIGN_OR_RETURN(auto manager, ModelManager::Create(options));
 //   Status s = manager->LoadInitialModels();   // failures are reported; other models still load
 //   KILN_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, manager->GetModel("add_sub", -1));

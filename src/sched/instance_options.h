@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// How a model's instances are built: the thread budget, the allocator hook and the clock. The
-// model manager passes one InstanceOptions to every model it loads.
+// How a model's instances are built: the thread budget, the allocator hook, the clock and the
+// response cache. The model manager passes one InstanceOptions to every model it loads.
 //
 // Thread budget. Each instance (instance_group count, summed over the groups) has one thread
 // that runs its session; a session run uses `intra_op_threads` OpenMP threads (set on the
@@ -20,6 +20,7 @@
 // Thread safety: a plain value; InstanceCountWithinBudget is pure.
 
 #include <cstdint>
+#include <memory>
 
 #include "sched/clock.h"
 #include "tensor/buffer.h"
@@ -27,6 +28,7 @@
 namespace kiln {
 
 class ThreadBudget;
+class ResponseCache;  // repo/response_cache.h
 
 struct InstanceOptions {
   int cpu_threads = 0;         // thread budget of one model's instances; 0: hardware threads
@@ -48,6 +50,10 @@ struct InstanceOptions {
   // How long unloading a generative model lets its running sequences finish before it cancels
   // them (`kiln serve --exit-timeout-secs`).
   int64_t drain_timeout_ns = 30'000'000'000;
+  // The server's response cache (`kiln serve --cache-config`), shared by every model whose
+  // config has `response_cache { enable: true }`; null: no cache (such a model loads with a
+  // warning and runs every request).
+  std::shared_ptr<ResponseCache> response_cache;
 };
 
 // What PlanInstances decided.

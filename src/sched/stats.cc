@@ -62,6 +62,22 @@ void StatsCollector::RecordFailure(FailureReason reason, uint64_t total_ns, uint
   stats_.last_inference_ms = now_ms;
 }
 
+void StatsCollector::RecordCacheHit(uint64_t lookup_ns, uint64_t total_ns, uint64_t now_ms) {
+  MutexLock lock(mu_);
+  stats_.last_inference_ms = now_ms;
+  InferStatistics& s = stats_.inference;
+  s.success.Add(total_ns);
+  s.queue.Add(0);
+  s.cache_hit.Add(lookup_ns);
+  stats_.request_seconds.Observe(Seconds(total_ns));
+  stats_.queue_seconds.Observe(0);
+}
+
+void StatsCollector::RecordCacheMiss(uint64_t ns) {
+  MutexLock lock(mu_);
+  stats_.inference.cache_miss.Add(ns);
+}
+
 void StatsCollector::Reset() {
   MutexLock lock(mu_);
   stats_ = ModelStatistics{};

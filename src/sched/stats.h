@@ -14,7 +14,13 @@
 // time of successful requests; executed batch sizes) and failure counts by reason, for /metrics.
 //
 // Time of a batched execution is charged in full to every request of the batch (as the
-// reference server does), so the count of every inference_stats member equals success.count.
+// reference server does), so the count of every inference_stats member equals success.count,
+// except for requests answered from the response cache (repo/response_cache.h): a hit counts as
+// a success, with queue time 0 and its lookup time as cache_hit, but runs nothing, so
+// compute_input / compute_infer / compute_output count success.count - cache_hit.count (as the
+// reference's do), and inference_count and execution_count exclude hits. A successful request
+// that missed the cache also counts in cache_miss (the time to hash, look up and insert it);
+// for a model with the cache, cache_hit.count + cache_miss.count == success.count.
 //
 // Thread safety: every method of StatsCollector is thread-safe.
 
@@ -152,8 +158,8 @@ struct InferStatistics {
   StatDuration compute_input;   // batching inputs (copy into the batch tensors)
   StatDuration compute_infer;   // running the session
   StatDuration compute_output;  // slicing outputs back into responses
-  StatDuration cache_hit;       // no response cache: always zero
-  StatDuration cache_miss;
+  StatDuration cache_hit;       // answered from the response cache: hash + lookup time
+  StatDuration cache_miss;      // successful after a cache miss: hash + lookup + insertion time
 };
 
 struct BatchStatistics {
@@ -171,14 +177,18 @@ struct ModelStatistics {
 
   // Failed requests by reason (indexed by FailureReason); they sum to inference.fail.count.
   std::array<uint64_t, kNumFailureReasons> failures{};
-  // Successful requests: arrival to response, arrival to dispatch, and the compute time
-  // (input + infer + output) of the batch they ran in; count == inference.success.count.
+  // Successful requests: arrival to response, arrival to dispatch (count ==
+  // inference.success.count, cache hits included), and the compute time (input + infer +
+  // output) of the batch they ran in (count == success.count - cache_hit.count).
   Histogram request_seconds{DurationBucketsSeconds()};
   Histogram queue_seconds{DurationBucketsSeconds()};
   Histogram compute_seconds{DurationBucketsSeconds()};
   // Executed batch sizes, one observation per session run; count == execution_count.
   Histogram batch_size{BatchSizeBuckets()};
   GenerationStatistics generation;
+  // Whether the version uses the response cache (its config enables it and the server has one):
+  // /metrics then exports its cache families. Set by the model, not by StatsCollector.
+  bool response_cache = false;
 };
 
 class StatsCollector {
@@ -192,6 +202,12 @@ class StatsCollector {
       KILN_EXCLUDES(mu_);
   // One request answered with an error (after `total_ns` in the server).
   void RecordFailure(FailureReason reason, uint64_t total_ns, uint64_t now_ms) KILN_EXCLUDES(mu_);
+  // One request answered from the response cache: `lookup_ns` to hash and find it, `total_ns`
+  // from arrival to response. A success with queue time 0; no inference, execution or compute.
+  void RecordCacheHit(uint64_t lookup_ns, uint64_t total_ns, uint64_t now_ms) KILN_EXCLUDES(mu_);
+  // A request that missed the response cache and succeeded (RecordSuccess counts it as such):
+  // `ns` spent hashing, looking it up and inserting its response.
+  void RecordCacheMiss(uint64_t ns) KILN_EXCLUDES(mu_);
 
   ModelStatistics Snapshot() const KILN_EXCLUDES(mu_);
   // Forgets everything recorded so far (warmup runs are not served requests).

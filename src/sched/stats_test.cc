@@ -87,6 +87,39 @@ TEST(StatsCollectorTest, HistogramsCountSuccessesAndExecutions) {
   EXPECT_EQ(bucket_of(s.batch_size, 8), 1u);  // 5
 }
 
+// Response cache hits are successes that run nothing: the reference's count rules (KSERVE-V2.md
+// 1.6) must hold, or perf_analyzer's arithmetic breaks.
+TEST(StatsCollectorTest, CacheHitsAndMissesFollowTheReferenceCounts) {
+  StatsCollector c;
+  // One miss that ran (batch of 2 elements), then two hits of 3 us and 5 us lookups.
+  c.RecordExecution(2, 10, 100, 5);
+  c.RecordSuccess(2, 7, 10, 100, 5, 130, 1000);
+  c.RecordCacheMiss(40);
+  c.RecordCacheHit(3000, 4000, 1001);
+  c.RecordCacheHit(5000, 6000, 1002);
+  const ModelStatistics s = c.Snapshot();
+  EXPECT_EQ(s.inference.success.count, 3u);
+  EXPECT_EQ(s.inference.success.ns, 130u + 4000 + 6000);
+  EXPECT_EQ(s.inference.queue.count, 3u);  // == success.count
+  EXPECT_EQ(s.inference.queue.ns, 7u);     // hits never queue
+  EXPECT_EQ(s.inference.cache_hit.count, 2u);
+  EXPECT_EQ(s.inference.cache_hit.ns, 8000u);
+  EXPECT_EQ(s.inference.cache_miss.count, 1u);
+  EXPECT_EQ(s.inference.cache_miss.ns, 40u);
+  EXPECT_EQ(s.inference.cache_hit.count + s.inference.cache_miss.count, s.inference.success.count);
+  // compute counts: success - cache_hit, all three equal.
+  EXPECT_EQ(s.inference.compute_input.count, 1u);
+  EXPECT_EQ(s.inference.compute_infer.count, 1u);
+  EXPECT_EQ(s.inference.compute_output.count, 1u);
+  EXPECT_EQ(s.inference_count, 2u);  // the miss's 2 elements; hits excluded
+  EXPECT_EQ(s.execution_count, 1u);
+  EXPECT_EQ(s.last_inference_ms, 1002u);
+  EXPECT_EQ(s.request_seconds.count, 3u);
+  EXPECT_EQ(s.queue_seconds.count, 3u);
+  EXPECT_EQ(s.compute_seconds.count, 1u);
+  EXPECT_FALSE(s.response_cache);  // set by the model, not the collector
+}
+
 TEST(HistogramTest, BucketsAreUpperBoundInclusiveWithOverflow) {
   Histogram h({1, 10});
   ASSERT_EQ(h.counts.size(), 3u);

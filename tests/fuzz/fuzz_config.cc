@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: arbitrary bytes as a config.pbtxt. Parsing must return a config or an error
-// Status naming the problem, never crash. Run with `make fuzz`.
+// Status naming the problem, never crash; so must the validation of a parsed config (ensemble
+// step graphs included: cycles, tensors produced twice or never). Run with `make fuzz`.
 
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,6 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto config = kiln::ParseModelConfigText(
       std::string_view(reinterpret_cast<const char*>(data), size), "fuzz/config.pbtxt");
-  (void)config;
+  if (config.ok()) (void)kiln::ValidateModelConfig(*config);
   return 0;
 }

@@ -91,6 +91,17 @@ prefixed 03 "$testdata/node/test_optional_get_element_sequence/test_data_set_0/i
 config=$(seed config $(find "$build/demo_models" "$root/src/repo" -name '*.pbtxt' 2>/dev/null))
 printf 'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 16 ] } ]\ndynamic_batching { preferred_batch_size: [ 4, 8 ] }\n' \
   > "$config/seed.pbtxt"
+cat > "$config/ensemble.pbtxt" <<'CFG'
+name: "e"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [
+  { model_name: "a" model_version: -1 input_map { key: "x" value: "IN" } output_map { key: "y" value: "t" } },
+  { model_name: "b" model_version: 1 input_map { key: "x" value: "t" } output_map { key: "y" value: "OUT" } }
+] }
+CFG
 # GGUF: small files with every metadata type, arrays and tensors of several ggml types.
 gguf=$(seed gguf)
 /usr/bin/python3 - "$gguf" <<'PY'

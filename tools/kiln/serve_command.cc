@@ -32,6 +32,7 @@
 
 #include "base/logging.h"
 #include "repo/model_manager.h"
+#include "repo/response_cache.h"
 #include "runtime/thread_budget.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
@@ -76,6 +77,8 @@ struct ServeOptions {
   bool allow_thread_oversubscription = false;
   bool fixed_intra_op_threads = false;
   int thread_budget = 0;
+  std::vector<std::string> cache_config;  // --cache-config values
+  uint64_t response_cache_byte_size = 0;  // the reference's older flag: local,size=N
 };
 
 Result<ModelControlMode> ParseControlMode(const std::string& mode) {
@@ -101,6 +104,26 @@ Status CheckControlFlags(const ServeOptions& opt, ModelControlMode mode) {
         "loaded at start and not rescanned");
   }
   return Status::OK();
+}
+
+// The server's response cache from --cache-config (or the older --response-cache-byte-size);
+// null when neither asks for one. INVALID_ARGUMENT naming the flag for a bad value.
+Result<std::shared_ptr<ResponseCache>> MakeResponseCache(const ServeOptions& opt) {
+  std::vector<std::string> values = opt.cache_config;
+  if (opt.response_cache_byte_size > 0) {
+    if (!values.empty()) {
+      return Status::InvalidArgument(
+          "--response-cache-byte-size and --cache-config both configure the response cache; "
+          "use --cache-config local,size=BYTES alone");
+    }
+    values.push_back(fmt::format("local,size={}", opt.response_cache_byte_size));
+  }
+  KILN_ASSIGN_OR_RETURN(std::optional<ResponseCacheOptions> options, ParseCacheConfig(values));
+  if (!options.has_value()) return std::shared_ptr<ResponseCache>();
+  KILN_LOG_INFO(
+      "response cache: local, {} bytes (models opt in with response_cache {{ enable: true }})",
+      options->size_bytes);
+  return std::make_shared<ResponseCache>(*options);
 }
 
 // Blocks until one of `signals` arrives; returns it.
@@ -218,7 +241,8 @@ sigset_t BlockShutdownSignals() {
 
 // The model manager with the models to load at start loaded (a model that fails is logged and
 // the others are served).
-Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, ModelControlMode mode) {
+Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, ModelControlMode mode,
+                                                  std::shared_ptr<ResponseCache> cache) {
   ModelManagerOptions mopt;
   mopt.repository_path = opt.model_repository;
   mopt.control_mode = mode;
@@ -231,6 +255,7 @@ Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, Model
   mopt.instance_options.oversubscribe = opt.allow_thread_oversubscription;
   mopt.instance_options.drain_timeout_ns = int64_t{opt.exit_timeout_secs} * 1'000'000'000;
   mopt.instance_options.adapt_threads = !opt.fixed_intra_op_threads;
+  mopt.instance_options.response_cache = std::move(cache);
   if (!opt.allow_thread_oversubscription) {
     // One budget for the runs of every model, for the life of the process (the manager and its
     // instances never outlive it).
@@ -283,7 +308,8 @@ Result<GrpcHolder> StartGrpc(const ServeOptions&, ModelManager*) { return GrpcHo
 // Prometheus metrics on their own listener, serving until the drain is over; null without
 // --allow-metrics.
 Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
-                                                    ModelManager* model_manager) {
+                                                    ModelManager* model_manager,
+                                                    std::shared_ptr<const ResponseCache> cache) {
   if (!opt.allow_metrics) return std::unique_ptr<MetricsServer>();
   MetricsServerOptions metrics_options;
   metrics_options.address = opt.metrics_address;
@@ -292,13 +318,18 @@ Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
   // GPU series through NVML when it loads; none (and no error) otherwise.
   auto gpus = std::make_shared<GpuMetricsReader>();
   if (!gpus->available()) KILN_LOG_INFO("no GPU metrics: {}", gpus->why_not());
-  KILN_ASSIGN_OR_RETURN(
-      std::unique_ptr<MetricsServer> metrics,
-      MetricsServer::Create(metrics_options, [model_manager, cpu, gpus] {
-        const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
-        return RenderMetrics(
-            models, {cpu->Sample(), ReadMemoryInfo(), ReadProcessRssBytes(), gpus->Read()});
-      }));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> metrics,
+                        MetricsServer::Create(metrics_options, [model_manager, cpu, gpus, cache] {
+                          const std::vector<ModelMetrics> models =
+                              CollectModelMetrics(*model_manager);
+                          SystemMetrics system;
+                          system.cpu_utilization = cpu->Sample();
+                          system.memory = ReadMemoryInfo();
+                          system.process_rss_bytes = ReadProcessRssBytes();
+                          system.gpus = gpus->Read();
+                          if (cache != nullptr) system.response_cache = cache->Stats();
+                          return RenderMetrics(models, system);
+                        }));
   KILN_RETURN_IF_ERROR(metrics->Start());
   KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
                 metrics->port());
@@ -347,8 +378,10 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   if (!mode.ok()) return Fail(mode.status());
   // GPUs first: KIND_GPU models place their instances on them.
   if (Status devices = SetUpDevices(opt.devices); !devices.ok()) return Fail(devices);
+  Result<std::shared_ptr<ResponseCache>> cache = MakeResponseCache(opt);
+  if (!cache.ok()) return Fail(cache.status(), 2);
   const sigset_t signals = BlockShutdownSignals();
-  Result<std::unique_ptr<ModelManager>> manager = StartModels(opt, *mode);
+  Result<std::unique_ptr<ModelManager>> manager = StartModels(opt, *mode, *cache);
   if (!manager.ok()) return Fail(manager.status());
   Result<std::unique_ptr<HttpServer>> server = MakeHttpServer(opt, manager->get());
   if (!server.ok()) return Fail(server.status());
@@ -364,7 +397,7 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
                 opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
   Result<GrpcHolder> grpc = StartGrpc(opt, manager->get());
   if (!grpc.ok()) return AbortAfterHttp(grpc.status(), manager->get(), server->get());
-  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(opt, manager->get());
+  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(opt, manager->get(), *cache);
   if (!metrics.ok()) return AbortAfterHttp(metrics.status(), manager->get(), server->get());
   // Ready only once every listener is up, so a client that waits for readiness finds them all.
   (*server)->SetReady(true);
@@ -502,6 +535,21 @@ void AddLimitAndInstanceFlags(CLI::App& cmd, ServeOptions& opt) {
       ->capture_default_str();
 }
 
+// The response cache, with the reference server's flags.
+void AddCacheFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--cache-config", opt.cache_config,
+                 "Response cache, as the reference server: --cache-config local,size=BYTES "
+                 "(one <cache>,<setting>=<value> per flag; repeatable). The cache is shared by "
+                 "the models whose config has response_cache { enable: true }: a repeated "
+                 "request is answered from it without running the model; least recently used "
+                 "responses are dropped to stay within BYTES (docs/response-cache.md)")
+      ->allow_extra_args(false);
+  cmd.add_option("--response-cache-byte-size", opt.response_cache_byte_size,
+                 "The reference server's older form of --cache-config local,size=BYTES (0: no "
+                 "cache)")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 CommandMain AddServeCommand(CLI::App& app) {
@@ -516,6 +564,7 @@ CommandMain AddServeCommand(CLI::App& app) {
   AddModelControlFlags(*cmd, *opt);
   AddLogFlags(*cmd, *opt);
   AddLimitAndInstanceFlags(*cmd, *opt);
+  AddCacheFlags(*cmd, *opt);
   AddDeviceFlags(*cmd, &opt->devices);
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }

@@ -492,11 +492,6 @@ void HandleModelConfig(Impl* server, ConfigCall* call) {
   call->Finish(grpc::Status::OK);
 }
 
-void FillDuration(const StatDuration& d, inference::StatisticDuration* out) {
-  out->set_count(d.count);
-  out->set_ns(d.ns);
-}
-
 using StatsCall = UnaryCall<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>;
 void HandleStatistics(Impl* server, StatsCall* call) {
   const auto& req = call->request();
@@ -506,29 +501,7 @@ void HandleStatistics(Impl* server, StatsCall* call) {
     // A version unloaded since it was listed is skipped, as if it had not been ready.
     Result<std::shared_ptr<LoadedModel>> model = manager->GetModel(name, version);
     if (!model.ok()) return;
-    const ModelStatistics s = (*model)->Statistics();
-    auto* m = r->add_model_stats();
-    m->set_name(name);
-    m->set_version(std::to_string(version));
-    m->set_last_inference(s.last_inference_ms);
-    m->set_inference_count(s.inference_count);
-    m->set_execution_count(s.execution_count);
-    auto* is = m->mutable_inference_stats();
-    FillDuration(s.inference.success, is->mutable_success());
-    FillDuration(s.inference.fail, is->mutable_fail());
-    FillDuration(s.inference.queue, is->mutable_queue());
-    FillDuration(s.inference.compute_input, is->mutable_compute_input());
-    FillDuration(s.inference.compute_infer, is->mutable_compute_infer());
-    FillDuration(s.inference.compute_output, is->mutable_compute_output());
-    FillDuration(s.inference.cache_hit, is->mutable_cache_hit());
-    FillDuration(s.inference.cache_miss, is->mutable_cache_miss());
-    for (const auto& [size, b] : s.batches) {
-      auto* bs = m->add_batch_stats();
-      bs->set_batch_size(size);
-      FillDuration(b.compute_input, bs->mutable_compute_input());
-      FillDuration(b.compute_infer, bs->mutable_compute_infer());
-      FillDuration(b.compute_output, bs->mutable_compute_output());
-    }
+    FillModelStatistics(name, version, (*model)->Statistics(), r->add_model_stats());
   };
   if (req.name().empty()) {
     for (const ModelIndexEntry& e : manager->Index()) {

@@ -492,4 +492,36 @@ Result<WireMessage> EncodeModelInferResponse(const InferResponse& response,
   return wire;
 }
 
+namespace {
+void FillDuration(const StatDuration& d, inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+}  // namespace
+
+void FillModelStatistics(std::string_view name, int64_t version, const ModelStatistics& s,
+                         inference::ModelStatistics* m) {
+  m->set_name(std::string(name));
+  m->set_version(std::to_string(version));
+  m->set_last_inference(s.last_inference_ms);
+  m->set_inference_count(s.inference_count);
+  m->set_execution_count(s.execution_count);
+  auto* is = m->mutable_inference_stats();
+  FillDuration(s.inference.success, is->mutable_success());
+  FillDuration(s.inference.fail, is->mutable_fail());
+  FillDuration(s.inference.queue, is->mutable_queue());
+  FillDuration(s.inference.compute_input, is->mutable_compute_input());
+  FillDuration(s.inference.compute_infer, is->mutable_compute_infer());
+  FillDuration(s.inference.compute_output, is->mutable_compute_output());
+  FillDuration(s.inference.cache_hit, is->mutable_cache_hit());
+  FillDuration(s.inference.cache_miss, is->mutable_cache_miss());
+  for (const auto& [size, b] : s.batches) {
+    auto* bs = m->add_batch_stats();
+    bs->set_batch_size(size);
+    FillDuration(b.compute_input, bs->mutable_compute_input());
+    FillDuration(b.compute_infer, bs->mutable_compute_infer());
+    FillDuration(b.compute_output, bs->mutable_compute_output());
+  }
+}
+
 }  // namespace kiln

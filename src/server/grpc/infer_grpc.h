@@ -44,6 +44,7 @@
 #include "base/result.h"
 #include "grpc_service.pb.h"
 #include "sched/request.h"
+#include "sched/stats.h"
 
 namespace kiln {
 
@@ -105,5 +106,11 @@ class WireMessage {
 // for an output that is not a valid contiguous host tensor.
 Result<WireMessage> EncodeModelInferResponse(const InferResponse& response,
                                              inference::ModelInferResponse head = {});
+
+// One entry of the ModelStatistics RPC's answer (KSERVE-V2.md 1.6, 2.x): name, version (decimal
+// string), last inference, inference and execution counts, the eight inference_stats durations
+// (cache_hit and cache_miss included) and batch_stats by executed batch size.
+void FillModelStatistics(std::string_view name, int64_t version, const ModelStatistics& stats,
+                         inference::ModelStatistics* out);
 
 }  // namespace kiln

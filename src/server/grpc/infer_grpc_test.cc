@@ -296,5 +296,47 @@ TEST(EncodeModelInferResponse, RefusesANonHostOrInvalidOutput) {
   EXPECT_NE(wire.status().message().find("output 'y'"), std::string::npos);
 }
 
+// The ModelStatistics RPC's entry: every counter, the response cache's included.
+TEST(FillModelStatistics, EveryMemberCacheHitsAndMissesIncluded) {
+  ModelStatistics s;
+  s.last_inference_ms = 1700000000123;
+  s.inference_count = 9;
+  s.execution_count = 2;
+  s.inference.success = {5, 3000};
+  s.inference.fail = {1, 10};
+  s.inference.queue = {5, 300};
+  s.inference.compute_input = {3, 30};
+  s.inference.compute_infer = {3, 2400};
+  s.inference.compute_output = {3, 60};
+  s.inference.cache_hit = {2, 700};
+  s.inference.cache_miss = {3, 1100};
+  s.batches[1] = {{1, 5}, {1, 700}, {1, 9}};
+  s.batches[8] = {{1, 20}, {1, 1000}, {1, 21}};
+  inference::ModelStatistics m;
+  FillModelStatistics("digits", 12, s, &m);
+  EXPECT_EQ(m.name(), "digits");
+  EXPECT_EQ(m.version(), "12");
+  EXPECT_EQ(m.last_inference(), 1700000000123u);
+  EXPECT_EQ(m.inference_count(), 9u);
+  EXPECT_EQ(m.execution_count(), 2u);
+  const inference::InferStatistics& is = m.inference_stats();
+  EXPECT_EQ(is.success().count(), 5u);
+  EXPECT_EQ(is.success().ns(), 3000u);
+  EXPECT_EQ(is.fail().count(), 1u);
+  EXPECT_EQ(is.queue().ns(), 300u);
+  EXPECT_EQ(is.compute_input().count(), 3u);
+  EXPECT_EQ(is.compute_infer().ns(), 2400u);
+  EXPECT_EQ(is.compute_output().ns(), 60u);
+  EXPECT_EQ(is.cache_hit().count(), 2u);
+  EXPECT_EQ(is.cache_hit().ns(), 700u);
+  EXPECT_EQ(is.cache_miss().count(), 3u);
+  EXPECT_EQ(is.cache_miss().ns(), 1100u);
+  ASSERT_EQ(m.batch_stats_size(), 2);
+  EXPECT_EQ(m.batch_stats(0).batch_size(), 1u);
+  EXPECT_EQ(m.batch_stats(0).compute_infer().ns(), 700u);
+  EXPECT_EQ(m.batch_stats(1).batch_size(), 8u);
+  EXPECT_EQ(m.batch_stats(1).compute_output().ns(), 21u);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -46,6 +46,21 @@ TEST(StatsJsonTest, ExactDocument) {
   EXPECT_EQ(ModelStatisticsJson({}), R"({"model_stats":[]})");
 }
 
+// A model with the response cache: hits and misses appear with their counts and times.
+TEST(StatsJsonTest, CacheHitsAndMisses) {
+  ModelStatistics s = Sample();
+  s.inference.success = {5, 3500};
+  s.inference.queue = {5, 300};
+  s.inference.cache_hit = {2, 700};
+  s.inference.cache_miss = {3, 1100};
+  const std::vector<ModelStatisticsEntry> entries = {{"digits", 1, s}};
+  const std::string json = ModelStatisticsJson(entries);
+  EXPECT_NE(json.find(R"("success":{"count":5,"ns":3500})"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("cache_hit":{"count":2,"ns":700},"cache_miss":{"count":3,"ns":1100}})"),
+            std::string::npos)
+      << json;
+}
+
 // Reads the document the way perf_analyzer does: no presence checks, unsigned integers.
 TEST(StatsJsonTest, EveryMemberPerfAnalyzerReads) {
   ModelStatistics big;

@@ -145,6 +145,66 @@ void RenderGenerationMetrics(ExpositionWriter& w, std::span<const ModelMetrics> 
            });
 }
 
+// The response cache families: per model for the versions that use the cache (the reference's
+// names and units: counts, microseconds), and the server-wide cache's gauges (the names the
+// reference server used for its built-in cache).
+void RenderCacheMetrics(ExpositionWriter& w, std::span<const ModelMetrics> all,
+                        const std::optional<ResponseCacheStats>& cache) {
+  using T = MetricType;
+  std::vector<ModelMetrics> cached;
+  for (const ModelMetrics& m : all) {
+    if (m.stats.response_cache) cached.push_back(m);
+  }
+  if (!cached.empty()) {
+    PerModel(w, cached, "nv_cache_num_hits_per_model", T::kCounter,
+             "Number of cache hits per model", [](const ModelMetrics& m) {
+               return static_cast<double>(m.stats.inference.cache_hit.count);
+             });
+    PerModel(w, cached, "nv_cache_num_misses_per_model", T::kCounter,
+             "Number of cache misses per model", [](const ModelMetrics& m) {
+               return static_cast<double>(m.stats.inference.cache_miss.count);
+             });
+    PerModel(w, cached, "nv_cache_hit_duration_per_model", T::kCounter,
+             "Total cache hit duration per model, in microseconds (hashing and looking up)",
+             [](const ModelMetrics& m) { return Micros(m.stats.inference.cache_hit.ns); });
+    PerModel(w, cached, "nv_cache_miss_duration_per_model", T::kCounter,
+             "Total cache miss duration per model, in microseconds (hashing, looking up and "
+             "inserting)",
+             [](const ModelMetrics& m) { return Micros(m.stats.inference.cache_miss.ns); });
+  }
+  if (!cache.has_value()) return;
+  const ResponseCacheStats& c = *cache;
+  const auto gauge = [&](std::string_view name, std::string_view help, double value) {
+    w.BeginFamily(name, T::kGauge, help);
+    w.Sample({}, value);
+  };
+  gauge("nv_cache_num_entries", "Number of responses stored in response cache",
+        static_cast<double>(c.entries));
+  gauge("nv_cache_num_lookups", "Number of cache lookups in response cache",
+        static_cast<double>(c.lookups));
+  gauge("nv_cache_num_hits", "Number of cache hits in response cache", static_cast<double>(c.hits));
+  gauge("nv_cache_num_misses", "Number of cache misses in response cache",
+        static_cast<double>(c.misses));
+  gauge("nv_cache_num_evictions", "Number of cache evictions in response cache",
+        static_cast<double>(c.evictions));
+  gauge("nv_cache_lookup_duration", "Total cache lookup duration (hit and miss), in microseconds",
+        Micros(c.lookup_ns));
+  gauge("nv_cache_insertion_duration", "Total cache insertion duration, in microseconds",
+        Micros(c.insertion_ns));
+  gauge("nv_cache_util", "Cache utilization [0.0 - 1.0]",
+        c.capacity_bytes > 0
+            ? static_cast<double>(c.used_bytes) / static_cast<double>(c.capacity_bytes)
+            : 0.0);
+  gauge("kiln_response_cache_used_bytes",
+        "Bytes charged for the responses in the response cache (tensors, names, bookkeeping)",
+        static_cast<double>(c.used_bytes));
+  gauge("kiln_response_cache_capacity_bytes", "Byte budget of the response cache (--cache-config)",
+        static_cast<double>(c.capacity_bytes));
+  w.BeginFamily("kiln_response_cache_oversize_total", T::kCounter,
+                "Responses not cached because they are larger than the whole cache");
+  w.Sample({}, static_cast<double>(c.oversize));
+}
+
 }  // namespace
 
 std::string_view ReferenceFailureReason(FailureReason reason) {
@@ -232,6 +292,7 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
   PerModel(w, models, "nv_model_load_duration_secs", T::kGauge,
            "Model load time in seconds (graph import, sessions, warmup)",
            [](const ModelMetrics& m) { return m.load_duration_seconds; });
+  RenderCacheMetrics(w, models, system.response_cache);
   if (system.cpu_utilization) {
     w.BeginFamily("nv_cpu_utilization", T::kGauge,
                   "CPU utilization rate [0.0 - 1.0] since the previous scrape");

@@ -13,7 +13,10 @@
 // histograms are in seconds (durations) and batch elements (batch size). The failure counter
 // nv_inference_request_failure has a series for each reference reason (REJECTED, CANCELED,
 // BACKEND, OTHER), zero included; kiln_requests_rejected_total one for each reason a request
-// can be refused before it runs (queue_full, timeout, shutting_down, invalid).
+// can be refused before it runs (queue_full, timeout, shutting_down, invalid). The response
+// cache families, as the reference names them: per model (nv_cache_*_per_model) only for the
+// versions that use the cache (ModelStatistics::response_cache), server-wide (nv_cache_num_*,
+// nv_cache_util, ...) only when the server has a cache.
 //
 // Thread safety: RenderMetrics is thread-safe; CollectModelMetrics as the ModelManager is.
 
@@ -24,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "repo/response_cache.h"
 #include "sched/stats.h"
 #include "server/metrics/gpu_metrics.h"
 #include "server/metrics/system_metrics.h"
@@ -46,6 +50,8 @@ struct SystemMetrics {
   std::optional<MemoryInfo> memory;
   std::optional<uint64_t> process_rss_bytes;
   std::vector<GpuReading> gpus;  // empty without NVML (server/metrics/gpu_metrics.h)
+  // The server's response cache (repo/response_cache.h); unset without --cache-config.
+  std::optional<ResponseCacheStats> response_cache;
 };
 
 // The reference failure reason of a kiln failure reason: queue full, timeout and shutdown are

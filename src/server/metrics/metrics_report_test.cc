@@ -110,6 +110,7 @@ TEST(MetricsReport, NoModelsStillDescribesEveryFamilyAndLeavesOutUnknownSystemFi
   EXPECT_THAT(text, Not(HasSubstr("nv_cpu_utilization")));
   EXPECT_THAT(text, Not(HasSubstr("kiln_process_resident_memory_bytes")));
   EXPECT_THAT(text, Not(HasSubstr("nv_gpu_")));
+  EXPECT_THAT(text, Not(HasSubstr("nv_cache_")));
 }
 
 // One sample per GPU, labelled with its UUID; a figure NVML refused leaves its sample out, and a
@@ -136,6 +137,69 @@ TEST(MetricsReport, GpuFamiliesPerGpu) {
   EXPECT_THAT(text, HasSubstr("nv_gpu_power_usage{gpu_uuid=\"GPU-aaaa\"} 123.5\n"));
   system.gpus = {b};
   EXPECT_THAT(RenderMetrics({}, system), Not(HasSubstr("nv_gpu_power_usage")));
+}
+
+// Response cache families: per model only for the versions that use the cache (as the
+// reference), in counts and whole microseconds; the server-wide gauges only with a cache.
+TEST(MetricsReport, ResponseCacheFamilies) {
+  StatsCollector c;
+  c.RecordExecution(1, 1000, 2000, 3000);
+  c.RecordSuccess(1, 500, 1000, 2000, 3000, 10'000, 1);
+  c.RecordCacheMiss(2'600);
+  c.RecordCacheHit(1'900, 2'500, 2);
+  c.RecordCacheHit(3'300, 4'000, 3);
+  ModelMetrics cached;
+  cached.name = "digits";
+  cached.version = 1;
+  cached.stats = c.Snapshot();
+  cached.stats.response_cache = true;
+  const std::vector<ModelMetrics> models = {cached, SampleModel()};  // add_sub: no cache
+
+  std::string text = RenderMetrics(models, {});
+  const std::string l = "{model=\"digits\",version=\"1\"}";
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_cache_num_hits_per_model counter\n"
+                              "nv_cache_num_hits_per_model" +
+                              l + " 2\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_cache_num_misses_per_model counter\n"
+                              "nv_cache_num_misses_per_model" +
+                              l + " 1\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_hit_duration_per_model" + l + " 5\n"));  // 5.2 us
+  EXPECT_THAT(text, HasSubstr("nv_cache_miss_duration_per_model" + l + " 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("nv_cache_num_hits_per_model{model=\"add_sub\"")));
+  // Hits are successes; inferences and executions exclude them.
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_success" + l + " 3\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_count" + l + " 1\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_exec_count" + l + " 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("nv_cache_num_entries")));
+
+  SystemMetrics system;
+  ResponseCacheStats s;
+  s.capacity_bytes = 1000;
+  s.used_bytes = 250;
+  s.entries = 2;
+  s.lookups = 9;
+  s.hits = 5;
+  s.misses = 4;
+  s.insertions = 3;
+  s.evictions = 1;
+  s.oversize = 7;
+  s.lookup_ns = 12'999;
+  s.insertion_ns = 4'000;
+  system.response_cache = s;
+  text = RenderMetrics({}, system);
+  EXPECT_THAT(text, Not(HasSubstr("_per_model")));
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_cache_num_entries gauge\nnv_cache_num_entries 2\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_num_lookups 9\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_num_hits 5\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_num_misses 4\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_num_evictions 1\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_lookup_duration 12\n"));
+  EXPECT_THAT(text, HasSubstr("nv_cache_insertion_duration 4\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_cache_util gauge\nnv_cache_util 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_response_cache_used_bytes 250\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_response_cache_capacity_bytes 1000\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_response_cache_oversize_total counter\n"
+                              "kiln_response_cache_oversize_total 7\n"));
 }
 
 // Without NVML there are no GPU readings, and that is not an error.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Prints a /metrics document with every family, two model versions (one with a name that needs
-// escaping) and awkward values, for the independent format check (tests/server/prometheus_text.py).
+// Prints a /metrics document with every family (the response cache's included), two model versions
+// (one with a name that needs escaping) and awkward values, for the independent format check
+// (tests/server/prometheus_text.py).
 #include <cstdio>
 #include <vector>
 
@@ -17,6 +18,8 @@ int main() {
   a.RecordFailure(FailureReason::kQueueFull, 0, 2);
   a.RecordFailure(FailureReason::kBackend, 5000, 2);
   a.RecordFailure(FailureReason::kInvalid, 0, 2);
+  a.RecordCacheMiss(1'234);
+  a.RecordCacheHit(2'000, 3'000, 3);
   StatsCollector b;
 
   std::vector<ModelMetrics> models(2);
@@ -26,6 +29,7 @@ int main() {
   models[0].pending_requests = 2;
   models[0].load_duration_seconds = 0.0123;
   models[0].weight_bytes = 4096;
+  models[0].stats.response_cache = true;
   models[1].name = "we\"ird\\name\nline";
   models[1].version = 12;
   models[1].stats = b.Snapshot();
@@ -33,6 +37,18 @@ int main() {
   system.cpu_utilization = 0.375;
   system.memory = MemoryInfo{25'000'000'000, 1'234'567'890};
   system.process_rss_bytes = 52'428'800;
+  ResponseCacheStats cache;
+  cache.capacity_bytes = 1 << 20;
+  cache.used_bytes = 3000;
+  cache.entries = 3;
+  cache.lookups = 10;
+  cache.hits = 6;
+  cache.misses = 4;
+  cache.insertions = 4;
+  cache.evictions = 1;
+  cache.lookup_ns = 5000;
+  cache.insertion_ns = 7000;
+  system.response_cache = cache;
   const std::string text = RenderMetrics(models, system);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
