@@ -142,6 +142,26 @@ TEST_F(SessionDeviceTest, PlacesNodesFallsBackAndCopiesAtTheEdges) {
   }
 }
 
+// A profiled run says where each node ran; the test device keeps no timestamps, so its nodes'
+// times stay the host's (a CUDA device's are replaced by event times).
+TEST_F(SessionDeviceTest, ProfilesNameEachNodesDevice) {
+  SessionOptions dev_options;
+  dev_options.device = Device::Test(0);
+  std::unique_ptr<Session> dev = Session::Create(EdgeGraph(), dev_options).value();
+  const OwnedTensor a = Floats(Shape{3, 4}, 1), b = Floats(Shape{3, 4}, 2);
+  const Tensor inputs[] = {a.view(), b.view()};
+  RunProfile profile;
+  Result<std::vector<OwnedTensor>> out = dev->RunWithProfile(inputs, &profile);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(profile.nodes.size(), 4u);
+  for (const NodeTiming& t : profile.nodes) {
+    EXPECT_EQ(t.device, dev->placement(t.node)) << "node " << t.node;
+    EXPECT_FALSE(t.device_timed) << "node " << t.node;
+    EXPECT_GE(t.duration_ns, 0);
+  }
+  EXPECT_TRUE(profile.device_spans.empty());
+}
+
 TEST_F(SessionDeviceTest, DeviceMemoryIsPlannedAndGivenBack) {
   const int64_t live0 = GetTestDeviceCounters().bytes_live;
   {
