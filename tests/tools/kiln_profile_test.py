@@ -333,6 +333,8 @@ def main():
                       f"{name}: implementation {impl!r} is a fast one, not oneDNN's reference")
             check(nodes.get("relu1", {}).get("implementation") == "",
                   f"relu1: no implementation beyond the provider ({nodes.get('relu1')})")
+            check(all(n.get("device") == "cpu" for n in nodes.values()),
+                  "every node reports device 'cpu' without --device")
             ops = {o["op_type"]: o for o in report.get("op_types", [])}
             check(ops.get("Conv", {}).get("nodes") == 2
                   and ops.get("Conv", {}).get("calls") == 2 * iterations,

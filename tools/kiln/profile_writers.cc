@@ -100,12 +100,12 @@ std::string NodesJson(const RunsSummary& s, const Session& session) {
     const NodeSummary& n = s.nodes[i];
     const Node& node = graph.node(n.node);
     j += fmt::format(
-        "{}{{\"name\":{},\"op_type\":{},\"provider\":{},\"implementation\":{},\"calls\":{},"
-        "\"total_ms\":{:.6f},\"avg_ms\":{:.6f},\"percent\":{:.3f}",
+        "{}{{\"name\":{},\"op_type\":{},\"provider\":{},\"device\":{},\"implementation\":{},"
+        "\"calls\":{},\"total_ms\":{:.6f},\"avg_ms\":{:.6f},\"percent\":{:.3f}",
         i ? "," : "", JsonString(NodeName(node, n.node)), JsonString(node.op_type),
-        JsonString(session.provider(n.node)), JsonString(session.implementation(n.node)), n.calls,
-        Ms(n.total_ns), Ms(n.total_ns) / static_cast<double>(n.calls),
-        s.PercentOfNodeTime(n.total_ns));
+        JsonString(session.provider(n.node)), JsonString(session.placement(n.node).ToString()),
+        JsonString(session.implementation(n.node)), n.calls, Ms(n.total_ns),
+        Ms(n.total_ns) / static_cast<double>(n.calls), s.PercentOfNodeTime(n.total_ns));
     if (n.flops > 0) {
       j +=
           fmt::format(",\"flops\":{:.0f},\"gflops_per_s\":{:.3f}",
