@@ -43,6 +43,20 @@
 //   broadcastable to [..., S, T]; scale FLOAT (default 1/sqrt(D)).
 //   Y = Softmax(scale * Q K^T + Mask, axis -1) V, shape [..., S, Dv].
 //
+// ImagePreprocess(X) -> Y
+//   The image step of a pipeline (the kiln_image backend, docs/image.md), on src/image: X BYTES
+//   [N] or [N, 1], each element an encoded JPEG or PNG; Y FLOAT [N, C, H, W], each image decoded,
+//   resized, center-cropped and normalized as torchvision's Resize / CenterCrop / ToTensor /
+//   Normalize compute it. Attributes:
+//     color       STRING "RGB" (default, C = 3) or "GRAY" (C = 1)
+//     resize      INTS   [] none, [S] the shorter side becomes S, [H, W] exactly H x W
+//     filter      STRING "bilinear" (default), "nearest", "area", "bicubic" (Pillow's filters)
+//     crop        INTS   [] none or [H, W]: a center crop
+//     mean, std   FLOATS [] or one value per channel (or one for all): (x / 255 - mean) / std
+//     max_pixels  INT    the largest image accepted, from its header (default 64 Mi pixels)
+//   Every image of a batch must come out the same size (a crop or an exact resize makes sure);
+//   an image that cannot be decoded, or is over max_pixels, is INVALID_ARGUMENT naming its index.
+//
 // --- Blocked channel layout (opt/passes/layout.cc, layout_selection) ---------------------------
 // A blocked tensor stores an [N, C, spatial...] FP32 tensor as [N, ceil(C/b), spatial..., b]:
 // element (n, c, s...) lives at (n, c / b, s..., c % b), the b channels of one block adjacent in
@@ -88,6 +102,7 @@ inline constexpr std::string_view kLayerNormalizationOp = "LayerNormalization";
 inline constexpr std::string_view kGeluOp = "Gelu";
 inline constexpr std::string_view kAttentionOp = "Attention";
 inline constexpr std::string_view kChannelAffineOp = "ChannelAffine";
+inline constexpr std::string_view kImagePreprocessOp = "ImagePreprocess";
 
 inline constexpr std::string_view kActivationNone = "";
 inline constexpr std::string_view kActivationRelu = "Relu";

@@ -617,8 +617,17 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
   }
   if (!config.cc_model_filenames().empty()) add("cc_model_filenames");
   if (!config.metric_tags().empty()) add("metric_tags");
+  // kiln's own parameters, and a kiln_image model's steps (repo/image_model.h), are acted on.
+  static constexpr std::string_view kImageParameters[] = {"color", "resize", "filter",    "crop",
+                                                          "mean",  "std",    "max_pixels"};
+  const bool image = config.backend() == "kiln_image" || config.platform() == "kiln_image";
   for (const auto& [key, value] : config.parameters()) {
-    if (key != kDisabledPassesParameter) add("parameters." + key);
+    if (key == kDisabledPassesParameter || key == kGpuStreamsParameter) continue;
+    if (image && std::find(std::begin(kImageParameters), std::end(kImageParameters), key) !=
+                     std::end(kImageParameters)) {
+      continue;
+    }
+    add("parameters." + key);
   }
   if (config.has_model_operations()) add("model_operations");
   if (config.model_transaction_policy().decoupled()) add("model_transaction_policy.decoupled");

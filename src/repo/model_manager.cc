@@ -39,6 +39,7 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "repo/ensemble.h"
+#include "repo/image_model.h"
 #include "repo/llm_model.h"
 #include "repo/loaded_model.h"
 #include "repo/model_config.h"
@@ -432,6 +433,25 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
     if (!s.ok()) return fail_model(s);
     completed = true;
   }
+  // A kiln_image model (repo/image_model.h): its graph comes from its config.
+  const bool image = !ensemble && IsImageConfig(config);
+  std::shared_ptr<Graph> image_graph;
+  if (image) {
+    Result<std::shared_ptr<Graph>> g = BuildImageModel(name, &config);
+    Status s = g.status();
+    if (s.ok() && !completed) s = NormalizeModelConfig(&config, options_.workers_per_model);
+    if (s.ok()) s = ValidateModelConfig(config);
+    if (!s.ok()) return fail_model(Status::Unavailable(s.message()));
+    if (!completed) {
+      const std::vector<std::string> ignored = UnimplementedConfigFields(config);
+      if (!ignored.empty()) {
+        KILN_LOG_WARN("model '{}': config fields accepted but not acted on yet: {}", name,
+                      fmt::join(ignored, ", "));
+      }
+    }
+    image_graph = std::move(g).value();
+    completed = true;
+  }
   if (!completed) {
     Status s;
     if (generative) {
@@ -544,12 +564,15 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
       v.model = std::move(model).value();
       continue;
     }
-    Result<fs::path> path = ResolveModelFile(dir / std::to_string(version), config);
-    if (!path.ok()) {
-      v.status = Status::Unavailable(path.status().message());
-      continue;
+    Result<std::shared_ptr<Graph>> graph = image_graph;
+    if (!image) {
+      Result<fs::path> path = ResolveModelFile(dir / std::to_string(version), config);
+      if (!path.ok()) {
+        v.status = Status::Unavailable(path.status().message());
+        continue;
+      }
+      graph = loader_(path->string());
     }
-    Result<std::shared_ptr<Graph>> graph = loader_(path->string());
     if (!graph.ok()) {  // the importer's messages name the file
       v.status = Status::Unavailable(graph.status().message());
       continue;

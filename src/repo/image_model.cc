@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "repo/image_model.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <vector>
+
+#include "op/kiln_ops.h"
+
+namespace kiln {
+namespace {
+
+// The parameter's string value, or "" when absent.
+std::string Param(const inference::ModelConfig& config, const std::string& key) {
+  auto it = config.parameters().find(key);
+  return it == config.parameters().end() ? std::string() : it->second.string_value();
+}
+
+Status BadParam(std::string_view model, std::string_view key, std::string_view value,
+                std::string_view want) {
+  return Status::InvalidArgument(
+      fmt::format("model '{}': parameter '{}' is '{}'; expected {}", model, key, value, want));
+}
+
+// "a,b,c" as numbers of type T.
+template <typename T>
+Result<std::vector<T>> List(std::string_view model, const std::string& key, const std::string& text,
+                            std::string_view want) {
+  std::vector<T> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    T v{};
+    if constexpr (std::is_same_v<T, float>) {
+      char* end = nullptr;
+      v = std::strtof(item.c_str(), &end);
+      if (item.empty() || end != item.c_str() + item.size())
+        return BadParam(model, key, text, want);
+    } else {
+      auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+      if (item.empty() || ec != std::errc() || p != item.data() + item.size()) {
+        return BadParam(model, key, text, want);
+      }
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+ValueType Type(DataType dtype, std::vector<Dim> dims) {
+  ValueType t;
+  t.dtype = dtype;
+  t.has_shape = true;
+  t.dims = std::move(dims);
+  return t;
+}
+
+}  // namespace
+
+bool IsImageConfig(const inference::ModelConfig& config) {
+  return config.backend() == kImageBackend || config.platform() == kImageBackend;
+}
+
+Result<std::shared_ptr<Graph>> BuildImageModel(std::string_view name,
+                                               inference::ModelConfig* config) {
+  if (config->name().empty()) config->set_name(std::string(name));
+  const std::string model = config->name();
+  if (model != name) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': config.pbtxt names the model '{}', but the model directory is '{}'", name,
+        model, name));
+  }
+  config->set_backend(std::string(kImageBackend));
+  config->set_platform(std::string(kImageBackend));
+  if (config->max_batch_size() == 0) config->set_max_batch_size(kDefaultImageMaxBatchSize);
+
+  const std::string color = Param(*config, "color").empty() ? "RGB" : Param(*config, "color");
+  if (color != "RGB" && color != "GRAY") return BadParam(model, "color", color, "RGB or GRAY");
+  const int64_t channels = color == "GRAY" ? 1 : 3;
+  const std::string filter =
+      Param(*config, "filter").empty() ? "bilinear" : Param(*config, "filter");
+  if (filter != "bilinear" && filter != "nearest" && filter != "area" && filter != "bicubic") {
+    return BadParam(model, "filter", filter, "bilinear, nearest, area or bicubic");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> resize,
+                        List<int64_t>(model, "resize", Param(*config, "resize"),
+                                      "a shorter side \"S\" or a size \"H,W\""));
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<int64_t> crop,
+      List<int64_t>(model, "crop", Param(*config, "crop"), "a crop size \"H,W\""));
+  KILN_ASSIGN_OR_RETURN(std::vector<float> mean,
+                        List<float>(model, "mean", Param(*config, "mean"),
+                                    "one number per channel, comma-separated"));
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<float> std,
+      List<float>(model, "std", Param(*config, "std"), "one number per channel, comma-separated"));
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<int64_t> max_pixels,
+      List<int64_t>(model, "max_pixels", Param(*config, "max_pixels"), "a number of pixels"));
+  if (resize.size() > 2 || (!resize.empty() && (resize[0] < 1 || resize.back() < 1))) {
+    return BadParam(model, "resize", Param(*config, "resize"),
+                    "a shorter side \"S\" or a size \"H,W\" (at least 1)");
+  }
+  if (!crop.empty() && (crop.size() != 2 || crop[0] < 1 || crop[1] < 1)) {
+    return BadParam(model, "crop", Param(*config, "crop"), "a crop size \"H,W\" (at least 1)");
+  }
+  for (const auto* v : {&mean, &std}) {
+    if (!v->empty() && v->size() != 1 && static_cast<int64_t>(v->size()) != channels) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': parameters 'mean' and 'std' take 1 or {} values (color {}), got {}", model,
+          channels, color, v->size()));
+    }
+  }
+  if (mean.empty() != std.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("model '{}': parameters 'mean' and 'std' are given together", model));
+  }
+  if (max_pixels.size() > 1 || (!max_pixels.empty() && max_pixels[0] < 1)) {
+    return BadParam(model, "max_pixels", Param(*config, "max_pixels"), "a number of pixels >= 1");
+  }
+  // The output size where it is fixed.
+  int64_t out_h = -1, out_w = -1;
+  if (crop.size() == 2) {
+    out_h = crop[0], out_w = crop[1];
+  } else if (resize.size() == 2) {
+    out_h = resize[0], out_w = resize[1];
+  }
+
+  // The input and output sections: filled in, or checked.
+  if (config->input_size() == 0) {
+    auto* in = config->add_input();
+    in->set_name("IMAGE");
+    in->set_data_type(inference::TYPE_STRING);
+    in->add_dims(1);
+  }
+  if (config->output_size() == 0) {
+    auto* out = config->add_output();
+    out->set_name("OUTPUT");
+    out->set_data_type(inference::TYPE_FP32);
+    out->add_dims(channels);
+    out->add_dims(out_h);
+    out->add_dims(out_w);
+  }
+  if (config->input_size() != 1 || config->input(0).data_type() != inference::TYPE_STRING ||
+      config->input(0).dims_size() != 1 || config->input(0).dims(0) != 1) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': a kiln_image model has one input of TYPE_STRING with dims [1] (the encoded "
+        "image)",
+        model));
+  }
+  const inference::ModelOutput& out = config->output(0);
+  if (config->output_size() != 1 || out.data_type() != inference::TYPE_FP32 ||
+      out.dims_size() != 3 || out.dims(0) != channels || out.dims(1) != out_h ||
+      out.dims(2) != out_w) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': a kiln_image model has one output of TYPE_FP32 with dims [{}, {}, {}] for "
+        "these parameters",
+        model, channels, out_h, out_w));
+  }
+
+  auto g = std::make_shared<Graph>();
+  g->name = model;
+  g->opset_imports[""] = 17;
+  g->opset_imports[std::string(kKilnDomain)] = kKilnOpsetVersion;
+  const int x = g->AddValue({config->input(0).name(),
+                             Type(DataType::kBytes, {Dim{-1, "batch"}, Dim{1, ""}}), -1, nullptr});
+  const int y = g->AddValue({out.name(),
+                             Type(DataType::kFloat32, {Dim{-1, "batch"}, Dim{channels, ""},
+                                                       Dim{out_h, out_h < 0 ? "height" : ""},
+                                                       Dim{out_w, out_w < 0 ? "width" : ""}}),
+                             -1, nullptr});
+  g->inputs = {x};
+  Node node;
+  node.name = "preprocess";
+  node.op_type = std::string(kImagePreprocessOp);
+  node.domain = std::string(kKilnDomain);
+  node.inputs = {x};
+  node.outputs = {y};
+  node.attributes.push_back(Attribute::String("color", color));
+  node.attributes.push_back(Attribute::String("filter", filter));
+  if (!resize.empty()) node.attributes.push_back(Attribute::Ints("resize", resize));
+  if (!crop.empty()) node.attributes.push_back(Attribute::Ints("crop", crop));
+  if (!mean.empty()) {
+    node.attributes.push_back(Attribute::Floats("mean", mean));
+    node.attributes.push_back(Attribute::Floats("std", std));
+  }
+  if (!max_pixels.empty()) node.attributes.push_back(Attribute::Int("max_pixels", max_pixels[0]));
+  g->AddNode(std::move(node));
+  g->outputs = {y};
+  return std::shared_ptr<Graph>(std::move(g));
+}
+
+}  // namespace kiln
