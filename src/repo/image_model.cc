@@ -157,13 +157,16 @@ Result<std::shared_ptr<Graph>> BuildImageModel(std::string_view name,
         "image)",
         model));
   }
+  // The graph's output is [C, H, W]: the config's dims, or its reshape when it has one (dims
+  // [64] with reshape [1, 8, 8] hands a flat vector to the next step).
   const inference::ModelOutput& out = config->output(0);
+  const auto& graph_dims = out.has_reshape() ? out.reshape().shape() : out.dims();
   if (config->output_size() != 1 || out.data_type() != inference::TYPE_FP32 ||
-      out.dims_size() != 3 || out.dims(0) != channels || out.dims(1) != out_h ||
-      out.dims(2) != out_w) {
+      graph_dims.size() != 3 || graph_dims[0] != channels || graph_dims[1] != out_h ||
+      graph_dims[2] != out_w) {
     return Status::InvalidArgument(fmt::format(
-        "model '{}': a kiln_image model has one output of TYPE_FP32 with dims [{}, {}, {}] for "
-        "these parameters",
+        "model '{}': a kiln_image model has one output of TYPE_FP32 with dims (or reshape) "
+        "[{}, {}, {}] for these parameters",
         model, channels, out_h, out_w));
   }
 

@@ -16,7 +16,8 @@
 //
 // The version directory holds no file (`preprocess/1/` exists, empty). Without input / output
 // sections the config gets input "IMAGE" (TYPE_STRING, dims [1]) and output "OUTPUT"
-// (TYPE_FP32, dims [C, H, W], -1 where the size is not fixed); given ones must have those types.
+// (TYPE_FP32, dims [C, H, W], -1 where the size is not fixed); given ones must have those types
+// (an output may declare other dims with `reshape { shape: [C, H, W] }`, e.g. a flat [64]).
 // max_batch_size 0 means the default of 8 (the step always batches).
 
 #include <memory>

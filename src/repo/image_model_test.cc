@@ -60,6 +60,11 @@ TEST(ImageModel, CompletesTheConfigAndBuildsOneNode) {
   ASSERT_EQ((*g)->num_nodes(), 1);
   EXPECT_EQ((*g)->node(0).op_type, "ImagePreprocess");
   EXPECT_TRUE(UnimplementedConfigFields(c).empty()) << "the image parameters are acted on";
+  // A flat output through reshape.
+  inference::ModelConfig flat = Parse(Params({{"resize", "8,8"}, {"color", "GRAY"}}) +
+                                      "output { name: \"pixels\" data_type: TYPE_FP32 dims: [ 64 ] "
+                                      "reshape { shape: [ 1, 8, 8 ] } }");
+  EXPECT_TRUE(BuildImageModel("pre", &flat).ok());
   // Without a fixed size the spatial dims are -1.
   inference::ModelConfig free = Parse(Params({{"resize", "64"}, {"color", "GRAY"}}));
   ASSERT_TRUE(BuildImageModel("pre", &free).ok());
@@ -83,7 +88,7 @@ TEST(ImageModel, ParameterErrorsNameTheParameter) {
       {{{"max_pixels", "0"}}, "", "parameter 'max_pixels' is '0'"},
       {{{"crop", "8,8"}},
        "output { name: \"o\" data_type: TYPE_FP32 dims: [ 3, 4, 4 ] }",
-       "one output of TYPE_FP32 with dims [3, 8, 8]"},
+       "one output of TYPE_FP32 with dims (or reshape) [3, 8, 8]"},
       {{},
        "input { name: \"i\" data_type: TYPE_FP32 dims: [ 1 ] }",
        "one input of TYPE_STRING with dims [1]"},

@@ -97,10 +97,12 @@ TEST_F(DemoRepoTest, LoadsEveryDemoModel) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(manager->AllModelsReady());
   const std::vector<ModelIndexEntry> index = manager->Index();
-  ASSERT_EQ(index.size(), 3u);
+  ASSERT_EQ(index.size(), 5u);
   EXPECT_EQ(index[0].name, "add_sub");
   EXPECT_EQ(index[1].name, "digits");
-  EXPECT_EQ(index[2].name, "tiny_lm");
+  EXPECT_EQ(index[2].name, "digits_image");
+  EXPECT_EQ(index[3].name, "digits_pipeline");
+  EXPECT_EQ(index[4].name, "tiny_lm");
   // tiny_lm has no config: its model.gguf makes it a generative model.
   Result<std::shared_ptr<LoadedModel>> lm = manager->GetModel("tiny_lm", -1);
   ASSERT_TRUE(lm.ok()) << lm.status().ToString();
@@ -205,6 +207,54 @@ TEST_F(DemoRepoTest, DigitsSampleMatchesNumpy) {
   }
   EXPECT_NEAR(total, 1.f, 1e-5);
   EXPECT_EQ(std::max_element(probs.begin(), probs.end()) - probs.begin(), label);
+}
+
+// The image pipeline on the committed digit PNGs (tools/demo/digit_images): the ensemble
+// digits_pipeline (PNG -> digits_image -> digits) answers as the digits model fed the exact
+// pixels does, within the 8-bit rounding of the images, with the same top label.
+TEST_F(DemoRepoTest, DigitImagesThroughTheEnsemble) {
+  auto manager = Load(kDemo);
+  ASSERT_TRUE(manager->LoadInitialModels().ok());
+  Result<std::shared_ptr<LoadedModel>> pipeline = manager->GetModel("digits_pipeline", -1);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status().ToString();
+  Result<std::shared_ptr<LoadedModel>> digits = manager->GetModel("digits", -1);
+  ASSERT_TRUE(digits.ok());
+  const fs::path images = fs::path(KILN_DEMO_IMAGES_DIR);
+  const std::string index = ReadText(images / "images.json");
+  int checked = 0, correct = 0;
+  for (int k = 0; k < 10; ++k) {
+    const std::string file = "digit_" + std::to_string(k) + ".png";
+    const size_t at = index.find("\"" + file + "\"");
+    ASSERT_NE(at, std::string::npos) << file;
+    const size_t label_at = index.find("\"label\":", at);
+    const int label = std::atoi(index.c_str() + label_at + 8);
+    const size_t open = index.find('[', label_at), close = index.find(']', open);
+    const std::vector<float> pixels =
+        JsonFloats("{\"data\": " + index.substr(open, close - open + 1) + "}", "data");
+    ASSERT_EQ(pixels.size(), 64u) << file;
+
+    auto image_request = std::make_unique<InferRequest>();
+    OwnedTensor bytes = OwnedTensor::Allocate(DataType::kBytes, Shape{1, 1}).value();
+    bytes.data<std::string>()[0] = ReadText(images / file);
+    image_request->inputs.push_back({"IMAGE", std::move(bytes)});
+    Result<InferResponse> got = InferSync(**pipeline, std::move(image_request));
+    ASSERT_TRUE(got.ok()) << file << ": " << got.status().ToString();
+
+    auto pixel_request = std::make_unique<InferRequest>();
+    pixel_request->inputs.push_back(FloatInput("pixels", {1, 64}, pixels));
+    Result<InferResponse> want = InferSync(**digits, std::move(pixel_request));
+    ASSERT_TRUE(want.ok());
+    const std::vector<float> p = FloatValues(got->outputs[0].tensor);
+    const std::vector<float> q = FloatValues(want->outputs[0].tensor);
+    ASSERT_EQ(p.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(p[i], q[i], 2e-2) << file << " class " << i;
+    const auto top = std::max_element(p.begin(), p.end()) - p.begin();
+    EXPECT_EQ(top, std::max_element(q.begin(), q.end()) - q.begin()) << file;
+    correct += top == label;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 10);
+  EXPECT_GE(correct, 9) << "the digits model is right on at least 9 of these 10 held-out images";
 }
 
 TEST_F(DemoRepoTest, RequestValidationErrors) {

@@ -11,6 +11,8 @@ OUT_DIR/
                                    no config.pbtxt: kiln derives it from the graph
   digits/sample_request.json       one held-out test image, pixels scaled to [0,1]
   digits/sample_expected.json      its true label and the probabilities numpy computes
+  digits_image/config.pbtxt        a kiln_image step: a PNG / JPEG upload -> the 64 pixels
+  digits_pipeline/config.pbtxt     the ensemble IMAGE -> digits_image -> digits -> probabilities
 
 Needs Debian's python3 with numpy, onnx and scikit-learn (python3-numpy, python3-onnx,
 python3-sklearn). Deterministic: fixed seeds, fixed split, no timestamps in the files. Exits 1
@@ -245,14 +247,54 @@ def make_digits(out_dir):
     return accuracy
 
 
+# --- the image pipeline ------------------------------------------------------------------------
+# digits_image: a kiln_image step (docs/image.md) turning a PNG / JPEG upload into the 64 pixels
+# the digits model takes (gray, 8x8 by area, x / 255); digits_pipeline: the ensemble
+# IMAGE -> digits_image -> digits -> probabilities. tools/demo/digit_images/ holds digit PNGs.
+
+
+def make_digits_pipeline(out_dir):
+    image_dir = os.path.join(out_dir, "digits_image")
+    os.makedirs(os.path.join(image_dir, "1"), exist_ok=True)
+    with open(os.path.join(image_dir, "config.pbtxt"), "w") as f:
+        f.write('''name: "digits_image"
+backend: "kiln_image"
+max_batch_size: 8
+input [ { name: "IMAGE" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "pixels" data_type: TYPE_FP32 dims: [ 64 ] reshape { shape: [ 1, 8, 8 ] } } ]
+parameters { key: "color" value { string_value: "GRAY" } }
+parameters { key: "resize" value { string_value: "8,8" } }
+parameters { key: "filter" value { string_value: "area" } }
+''')
+    pipeline_dir = os.path.join(out_dir, "digits_pipeline")
+    os.makedirs(os.path.join(pipeline_dir, "1"), exist_ok=True)
+    with open(os.path.join(pipeline_dir, "config.pbtxt"), "w") as f:
+        f.write('''name: "digits_pipeline"
+platform: "ensemble"
+max_batch_size: 4
+input [ { name: "IMAGE" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
+ensemble_scheduling {
+  step [
+    { model_name: "digits_image" model_version: -1
+      input_map { key: "IMAGE" value: "IMAGE" } output_map { key: "pixels" value: "pixels" } },
+    { model_name: "digits" model_version: -1
+      input_map { key: "pixels" value: "pixels" }
+      output_map { key: "probabilities" value: "probabilities" } }
+  ]
+}
+''')
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", help="repository folder to write (created if missing)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
-    for name in ("add_sub", "digits"):
+    for name in ("add_sub", "digits", "digits_image", "digits_pipeline"):
         shutil.rmtree(os.path.join(args.out_dir, name), ignore_errors=True)
     make_add_sub(args.out_dir)
+    make_digits_pipeline(args.out_dir)
     accuracy = make_digits(args.out_dir)
     if accuracy <= 0.9:
         print(f"digits: accuracy {accuracy:.4f} is not above 0.9", file=sys.stderr)

@@ -55,7 +55,7 @@ Status SetUpDevices(const DeviceFlags& flags, bool log) {
   KILN_RETURN_IF_ERROR(RegisterCudaKernels());
   KILN_ASSIGN_OR_RETURN(int gpus, RegisterCudaBackends(options));
   if (gpus == 0 && log) {
-    KILN_LOG_INFO("no GPU: {}", BackendRegistry::MissingReason(DeviceType::kCuda));
+    KILN_LOG_INFO("{}", BackendRegistry::MissingReason(DeviceType::kCuda));
   }
   for (Backend* b : BackendRegistry::OfType(DeviceType::kCuda)) {
     if (log) KILN_LOG_INFO("GPU {}", b->name());
