@@ -12,6 +12,8 @@
 #include <random>
 #include <sstream>
 
+#include "server/base64.h"
+
 namespace kiln::bench {
 namespace {
 
@@ -81,6 +83,40 @@ void AppendNumber(std::string& raw, const std::string& dt, double v) {
 void AppendString(std::string& raw, std::string_view s) {
   Append<uint32_t>(raw, static_cast<uint32_t>(s.size()));
   raw.append(s);
+}
+
+// Elements in `raw`, the raw content of a tensor of datatype `dt`: BYTES walks the length
+// prefixes; other types divide by the element size. INVALID_ARGUMENT when it does not add up.
+Result<int64_t> CountRawElements(const std::string& raw, const std::string& dt,
+                                 const std::string& where) {
+  if (dt == "BYTES") {
+    int64_t count = 0;
+    size_t at = 0;
+    while (at < raw.size()) {
+      if (raw.size() - at < 4) {
+        return Status::InvalidArgument(
+            fmt::format("{}: \"b64\" BYTES data ends inside a length", where));
+      }
+      uint32_t n = 0;
+      std::memcpy(&n, raw.data() + at, 4);
+      at += 4;
+      if (n > raw.size() - at) {
+        return Status::InvalidArgument(
+            fmt::format("{}: \"b64\" BYTES element {} claims {} bytes, {} remain", where, count, n,
+                        raw.size() - at));
+      }
+      at += n;
+      ++count;
+    }
+    return count;
+  }
+  const int size = ElementSize(dt);
+  if (size <= 0 || raw.size() % static_cast<size_t>(size) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("{}: \"b64\" data of {} bytes is not a whole number of {} elements", where,
+                    raw.size(), dt));
+  }
+  return static_cast<int64_t>(raw.size() / static_cast<size_t>(size));
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
@@ -166,11 +202,41 @@ Result<std::vector<InputSet>> FromJsonFile(const ModelInfo& model, const InputOp
       std::vector<int64_t> shape;
       simdjson::dom::object obj;
       if (v.get(obj) == simdjson::SUCCESS) {
-        if (obj["b64"].error() == simdjson::SUCCESS) {
-          return Status::Unimplemented(
-              fmt::format("{}: \"b64\" data is not supported; give "
-                          "\"content\" or a plain array",
-                          where));
+        std::string_view b64;
+        if (obj["b64"].get(b64) == simdjson::SUCCESS) {
+          // perf_analyzer's binary form: the tensor's raw content, base64-encoded (for BYTES the
+          // serialized elements, each a 4-byte little-endian length and its bytes).
+          KILN_ASSIGN_OR_RETURN(std::string raw, DecodeBase64(b64, where + " \"b64\""));
+          KILN_ASSIGN_OR_RETURN(int64_t count, CountRawElements(raw, spec.datatype, where));
+          simdjson::dom::array sh;
+          if (obj["shape"].get(sh) == simdjson::SUCCESS) {
+            for (simdjson::dom::element d : sh) {
+              int64_t dim;
+              if (d.get(dim) != simdjson::SUCCESS || dim < 0) {
+                return Status::InvalidArgument(fmt::format("{}: bad \"shape\"", where));
+              }
+              shape.push_back(dim);
+            }
+          }
+          if (shape.empty()) {
+            auto item = ItemShape(model, spec, options);
+            if (!item.ok()) {
+              return Status::InvalidArgument(fmt::format("{}: {} (or give \"shape\" in the file)",
+                                                         where, item.status().message()));
+            }
+            shape = *item;
+          }
+          if (count != Product(shape)) {
+            return Status::InvalidArgument(fmt::format("{}: {} elements, shape [{}] needs {}",
+                                                       where, count, fmt::join(shape, ","),
+                                                       Product(shape)));
+          }
+          if (!shapes[i].empty() && shapes[i] != shape) {
+            return Status::InvalidArgument(fmt::format("{}: shape differs from data[0]'s", where));
+          }
+          shapes[i] = shape;
+          items[i].push_back(std::move(raw));
+          continue;
         }
         if (obj["content"].get(content) != simdjson::SUCCESS) {
           return Status::InvalidArgument(fmt::format("{}: object without \"content\"", where));

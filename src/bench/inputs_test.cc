@@ -127,6 +127,72 @@ TEST(InputsTest, JsonFileErrorsNameTheProblem) {
   EXPECT_FALSE(MakeInputs(AddSub(), o).ok());
 }
 
+// perf_analyzer's "b64": the tensor's raw content, base64-encoded; BYTES as length-prefixed
+// elements (an image upload, say).
+TEST(InputsTest, PerfAnalyzerBase64Data) {
+  // 16 little-endian FP32 values 0, 1, ..., 15, and two BYTES elements "ab" and "\xff\x00\x01".
+  std::string floats;
+  for (int i = 0; i < 16; ++i) {
+    const float v = static_cast<float>(i);
+    floats.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  auto b64 = [](const std::string& raw) {
+    static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    for (size_t i = 0; i < raw.size(); i += 3) {
+      uint32_t n = static_cast<uint8_t>(raw[i]) << 16;
+      if (i + 1 < raw.size()) n |= static_cast<uint8_t>(raw[i + 1]) << 8;
+      if (i + 2 < raw.size()) n |= static_cast<uint8_t>(raw[i + 2]);
+      out += a[(n >> 18) & 63];
+      out += a[(n >> 12) & 63];
+      out += i + 1 < raw.size() ? a[(n >> 6) & 63] : '=';
+      out += i + 2 < raw.size() ? a[n & 63] : '=';
+    }
+    return out;
+  };
+  const std::string bytes = std::string("\x02\0\0\0ab\x03\0\0\0\xff\0\x01", 13);
+  ModelInfo m;
+  m.name = "m";
+  m.max_batch_size = 4;
+  m.inputs = {{"X", "FP32", {-1, 16}}, {"IMAGE", "BYTES", {-1, 2}}};
+  m.outputs = {{"Y", "FP32", {-1, 1}}};
+  std::string path = TempPath("b64.json");
+  {
+    std::ofstream f(path);
+    f << "{\"data\": [{\"X\": {\"b64\": \"" << b64(floats) << "\"}, \"IMAGE\": {\"b64\": \""
+      << b64(bytes) << "\"}}]}";
+  }
+  InputOptions o;
+  o.input_data = path;
+  auto sets = MakeInputs(m, o);
+  ASSERT_TRUE(sets.ok()) << sets.status().ToString();
+  ASSERT_EQ(sets->size(), 1u);
+  EXPECT_EQ((*sets)[0][0].raw, floats);
+  EXPECT_EQ((*sets)[0][0].shape, (std::vector<int64_t>{1, 16}));
+  EXPECT_EQ((*sets)[0][1].raw, bytes);
+  EXPECT_EQ((*sets)[0][1].shape, (std::vector<int64_t>{1, 2}));
+  // Raw content that does not fit the datatype or the shape.
+  {
+    std::ofstream f(path);
+    f << "{\"data\": [{\"X\": {\"b64\": \"" << b64(floats.substr(0, 6))
+      << "\"}, \"IMAGE\": {\"b64\": \"" << b64(bytes) << "\"}}]}";
+  }
+  auto bad = MakeInputs(m, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a whole number of FP32 elements"), std::string::npos)
+      << bad.status().message();
+  {
+    std::ofstream f(path);
+    f << "{\"data\": [{\"X\": {\"b64\": \"" << b64(floats) << "\"}, \"IMAGE\": {\"b64\": \""
+      << b64(bytes.substr(0, 10)) << "\"}}]}";
+  }
+  bad = MakeInputs(m, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("claims 3 bytes"), std::string::npos)
+      << bad.status().message();
+  std::filesystem::remove(path);
+}
+
 TEST(InputsTest, NpyDirectory) {
   std::string dir = TempPath("npy");
   std::filesystem::create_directories(dir);
