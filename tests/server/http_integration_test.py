@@ -394,7 +394,8 @@ def check_statistics(t, c):
     t.check("statistics list one entry per ready model version, version as a string",
             isinstance(stats, list)
             and sorted((s.get("name"), s.get("version")) for s in stats)
-            == [("add_sub", "1"), ("digits", "1"), ("tiny_lm", "1")], repr(stats)[:300])
+            == [("add_sub", "1"), ("digits", "1"), ("digits_image", "1"),
+                ("digits_pipeline", "1"), ("tiny_lm", "1")], repr(stats)[:300])
     r = c.get("/v2/models/no_such_model/stats")
     t.check("statistics of an unknown model -> 400", r.status == 400
             and "no_such_model" in r.error(), repr(r))
