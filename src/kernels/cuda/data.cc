@@ -44,6 +44,7 @@ using ref::AttrReader;
 using ref::NormalizeAxis;
 using ref::OpError;
 using ref::RequireInputs;
+using ref::ReshapeTarget;
 
 // The types the data-movement kernels move.
 constexpr DataTypeMask kCudaDataTypes =
@@ -166,65 +167,6 @@ int64_t DimProduct(std::span<const int64_t> dims, size_t begin, size_t end) {
 }
 
 // ---- Reshape, Flatten, Squeeze, Unsqueeze, Identity --------------------------------------------
-
-// The reference's Reshape rule (ref/tensor_ops.cc ReshapeTarget): at most one -1 (inferred), 0
-// copies the input dim at its index unless allowzero (then it is a zero dim and -1 may not appear
-// with it), other negatives are invalid.
-Result<Shape> ReshapeTarget(const Shape& in, std::span<const int64_t> spec, bool allow_zero) {
-  if (spec.size() > static_cast<size_t>(Shape::kMaxRank)) {
-    return OpError("Reshape", "target shape has {} dims, more than the supported {}", spec.size(),
-                   Shape::kMaxRank);
-  }
-  std::vector<int64_t> dims(spec.begin(), spec.end());
-  std::optional<size_t> inferred;
-  bool has_zero = false;
-  int64_t known = 1;  // product of every dim but the inferred one
-  for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t& d = dims[i];
-    if (d == -1) {
-      if (inferred.has_value()) {
-        return OpError("Reshape", "target shape [{}] has more than one -1", fmt::join(spec, ","));
-      }
-      inferred = i;
-      continue;
-    }
-    if (d < -1) {
-      return OpError("Reshape", "target shape [{}] has invalid dim {}", fmt::join(spec, ","), d);
-    }
-    if (d == 0) {
-      has_zero = true;
-      if (!allow_zero) {
-        if (i >= static_cast<size_t>(in.rank())) {
-          return OpError("Reshape",
-                         "target shape [{}] has 0 at index {}, which copies an input dim, but the "
-                         "input {} has rank {}",
-                         fmt::join(spec, ","), i, in.ToString(), in.rank());
-        }
-        d = in.dim(static_cast<int>(i));
-      }
-    }
-    if (__builtin_mul_overflow(known, d, &known)) {
-      return OpError("Reshape", "target shape [{}] has more elements than fit in 64 bits",
-                     fmt::join(spec, ","));
-    }
-  }
-  if (allow_zero && has_zero && inferred.has_value()) {
-    return OpError("Reshape", "target shape [{}] has both 0 and -1, invalid with allowzero=1",
-                   fmt::join(spec, ","));
-  }
-  const int64_t total = in.NumElements();
-  if (inferred.has_value()) {
-    if (known == 0 || total % known != 0) {
-      return OpError("Reshape", "cannot infer the -1 in [{}] for input {} ({} elements)",
-                     fmt::join(spec, ","), in.ToString(), total);
-    }
-    dims[*inferred] = total / known;
-  } else if (known != total) {
-    return OpError("Reshape", "cannot reshape input {} ({} elements) to [{}] ({} elements)",
-                   in.ToString(), total, fmt::join(dims, ","), known);
-  }
-  return Shape::Create(dims);
-}
 
 class ReshapeKernel final : public Kernel {
  public:

@@ -391,4 +391,9 @@ inline Status ForwardOrCopyInput(KernelContext& ctx, const Shape& shape) {
   return CopyToOutput(ctx, ctx.input(0), shape);
 }
 
+// The Reshape rule (shared by the reference and device kernels): at most one -1 (inferred), 0
+// copies the input dim at the same index unless allowzero (then 0 is a zero dim, and -1 may not
+// appear with it), other negatives are invalid. INVALID_ARGUMENT naming the problem.
+Result<Shape> ReshapeTarget(const Shape& in, std::span<const int64_t> spec, bool allow_zero);
+
 }  // namespace kiln::ref

@@ -21,10 +21,7 @@
 #include "kernels/ref/factories.h"
 
 namespace kiln::ref {
-namespace {
 
-// The Reshape rule: at most one -1 (inferred), 0 copies the input dim at the same index unless
-// allowzero (then 0 is a zero dim, and -1 may not appear with it), other negatives are invalid.
 Result<Shape> ReshapeTarget(const Shape& in, std::span<const int64_t> spec, bool allow_zero) {
   if (spec.size() > static_cast<size_t>(Shape::kMaxRank)) {
     return OpError("Reshape", "target shape has {} dims, more than the supported {}", spec.size(),
@@ -80,6 +77,8 @@ Result<Shape> ReshapeTarget(const Shape& in, std::span<const int64_t> spec, bool
   }
   return Shape::Create(dims);
 }
+
+namespace {
 
 class ReshapeKernel final : public Kernel {
  public:
