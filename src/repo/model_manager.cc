@@ -38,8 +38,8 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "repo/builtin_models.h"
 #include "repo/ensemble.h"
-#include "repo/image_model.h"
 #include "repo/llm_model.h"
 #include "repo/loaded_model.h"
 #include "repo/model_config.h"
@@ -433,11 +433,11 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
     if (!s.ok()) return fail_model(s);
     completed = true;
   }
-  // A kiln_image model (repo/image_model.h): its graph comes from its config.
-  const bool image = !ensemble && IsImageConfig(config);
-  std::shared_ptr<Graph> image_graph;
-  if (image) {
-    Result<std::shared_ptr<Graph>> g = BuildImageModel(name, &config);
+  // A model of a built-in backend (repo/builtin_models.h): its graph comes from its config.
+  const bool builtin = !ensemble && IsBuiltinModelConfig(config);
+  std::shared_ptr<Graph> builtin_graph;
+  if (builtin) {
+    Result<std::shared_ptr<Graph>> g = BuildBuiltinModel(name, dir, &config);
     Status s = g.status();
     if (s.ok() && !completed) s = NormalizeModelConfig(&config, options_.workers_per_model);
     if (s.ok()) s = ValidateModelConfig(config);
@@ -449,7 +449,7 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
                       fmt::join(ignored, ", "));
       }
     }
-    image_graph = std::move(g).value();
+    builtin_graph = std::move(g).value();
     completed = true;
   }
   if (!completed) {
@@ -564,8 +564,8 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
       v.model = std::move(model).value();
       continue;
     }
-    Result<std::shared_ptr<Graph>> graph = image_graph;
-    if (!image) {
+    Result<std::shared_ptr<Graph>> graph = builtin_graph;
+    if (!builtin) {
       Result<fs::path> path = ResolveModelFile(dir / std::to_string(version), config);
       if (!path.ok()) {
         v.status = Status::Unavailable(path.status().message());
