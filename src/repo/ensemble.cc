@@ -595,8 +595,14 @@ struct Run {
   std::vector<bool> needed;                          // per step
   std::vector<int> requested;                        // ensemble output positions, response order
   int64_t start_ns = 0;
-  uint64_t batch_size = 1;  // for the statistics
-  std::atomic<int64_t> queue_ns{0};
+  uint64_t batch_size = 1;           // for the statistics
+  std::atomic<int64_t> queue_ns{0};  // waits at max_inflight_requests gates
+  // Sums over the successful step requests of what their responses report
+  // (InferResponse::timing): the ensemble's own queue and compute times (see FinishRun).
+  std::atomic<uint64_t> step_queue_ns{0};
+  std::atomic<uint64_t> step_input_ns{0};
+  std::atomic<uint64_t> step_infer_ns{0};
+  std::atomic<uint64_t> step_output_ns{0};
   std::atomic<bool> watching_cancel{false};
 
   struct Slot {
@@ -762,12 +768,29 @@ void OnStepDone(const std::shared_ptr<Run>& run, int step, Result<InferResponse>
   if (finish) FinishRun(run);
 }
 
+// The sink of a step request handed to its composing model at `handoff_ns`: records the step's
+// statistics and adds the response's timing to the run's sums, then goes on (OnStepDone).
 class StepSink final : public ResponseSink {
  public:
-  StepSink(std::shared_ptr<Run> run, int step, bool holds_slot)
-      : run_(std::move(run)), step_(step), holds_slot_(holds_slot) {}
+  StepSink(std::shared_ptr<Run> run, int step, bool holds_slot, int64_t handoff_ns)
+      : run_(std::move(run)), step_(step), holds_slot_(holds_slot), handoff_ns_(handoff_ns) {}
   void Send(InferResponse) override {}  // a composing model streams nothing to an ensemble
   void Finish(Result<InferResponse> result) override {
+    Run& r = *run_;
+    State& st = *r.state;
+    const uint64_t total = ElapsedNs(handoff_ns_, st.clock->NowNs());
+    const auto step = static_cast<size_t>(step_);
+    if (result.ok()) {
+      const RequestTiming& t = result->timing;
+      st.stats.RecordStepSuccess(step, total, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
+                                 t.compute_output_ns);
+      r.step_queue_ns.fetch_add(t.queue_ns, std::memory_order_relaxed);
+      r.step_input_ns.fetch_add(t.compute_input_ns, std::memory_order_relaxed);
+      r.step_infer_ns.fetch_add(t.compute_infer_ns, std::memory_order_relaxed);
+      r.step_output_ns.fetch_add(t.compute_output_ns, std::memory_order_relaxed);
+    } else {
+      st.stats.RecordStepFailure(step, total);
+    }
     OnStepDone(run_, step_, std::move(result), holds_slot_);
   }
 
@@ -775,6 +798,7 @@ class StepSink final : public ResponseSink {
   const std::shared_ptr<Run> run_;
   const int step_;
   const bool holds_slot_;
+  const int64_t handoff_ns_;
 };
 
 // Lets the parked calls of a cancelled request leave their gates at once.
@@ -817,12 +841,14 @@ void Launch(StepCall call) {
     }
     call.holds_slot = true;
   }
+  const int64_t handoff = st.clock->NowNs();
   if (call.parked_at_ns >= 0) {
-    run->queue_ns.fetch_add(static_cast<int64_t>(ElapsedNs(call.parked_at_ns, st.clock->NowNs())),
+    run->queue_ns.fetch_add(static_cast<int64_t>(ElapsedNs(call.parked_at_ns, handoff)),
                             std::memory_order_relaxed);
   }
   const std::shared_ptr<LoadedModel>& model = run->models[static_cast<size_t>(step)];
-  model->Infer(std::move(call.request), std::make_shared<StepSink>(run, step, call.holds_slot));
+  model->Infer(std::move(call.request),
+               std::make_shared<StepSink>(run, step, call.holds_slot, handoff));
 }
 
 // Maps the per-item part of `tensor`'s shape from pattern `from` to `to` (an ensemble tensor's
@@ -884,10 +910,18 @@ void FinishRun(const std::shared_ptr<Run>& run) {
   }
   const uint64_t total = ElapsedNs(r.start_ns, st.clock->NowNs());
   if (failure.ok()) {
-    const uint64_t queue = static_cast<uint64_t>(r.queue_ns.load(std::memory_order_relaxed));
-    const uint64_t compute = total > queue ? total - queue : 0;
-    st.stats.RecordExecution(r.batch_size, 0, compute, 0);
-    st.stats.RecordSuccess(r.batch_size, queue, 0, compute, 0, total, WallClockMs());
+    // The reference server's accounting: the compute times are the sums of the steps'; the
+    // queue time adds the waits at max_inflight_requests to the steps' queue times.
+    RequestTiming& t = response.timing;
+    t.queue_ns = static_cast<uint64_t>(r.queue_ns.load(std::memory_order_relaxed)) +
+                 r.step_queue_ns.load(std::memory_order_relaxed);
+    t.compute_input_ns = r.step_input_ns.load(std::memory_order_relaxed);
+    t.compute_infer_ns = r.step_infer_ns.load(std::memory_order_relaxed);
+    t.compute_output_ns = r.step_output_ns.load(std::memory_order_relaxed);
+    st.stats.RecordExecution(r.batch_size, t.compute_input_ns, t.compute_infer_ns,
+                             t.compute_output_ns);
+    st.stats.RecordSuccess(r.batch_size, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
+                           t.compute_output_ns, total, WallClockMs());
   } else {
     st.stats.RecordFailure(StepFailureReason(failure), total, WallClockMs());
   }
@@ -965,6 +999,13 @@ Result<std::shared_ptr<EnsembleModel>> EnsembleModel::Create(int64_t version,
     MutexLock lock(st->validated_mu);
     st->validated = std::move(validated);
   }
+  std::vector<EnsembleStepStatistics> steps(st->plan.steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps[i].step = static_cast<int>(i);
+    steps[i].model = st->plan.steps[i].model.name;
+    steps[i].model_version = st->plan.steps[i].model.version;
+  }
+  st->stats.SetEnsembleSteps(std::move(steps));
   const uint32_t limit = config.ensemble_scheduling().max_inflight_requests();
   if (limit > 0) {
     for (size_t i = 0; i < st->plan.steps.size(); ++i) {

@@ -155,11 +155,17 @@ using ComposingModelResolver =
 // last checked re-runs ValidateEnsemble against their signatures (once per change); a mismatch
 // fails requests with UNAVAILABLE naming the step and tensor.
 //
-// Statistics (the ensemble's own; each step's queue and compute times are its composing model's
-// statistics): success / failure with the end-to-end time; "queue" is the time steps waited for
-// max_inflight_requests; "compute_infer" the rest (steps running, composing queues included);
-// each successful request counts as one execution of its batch size, as the reference server
-// counts ensemble executions.
+// Statistics, as the reference server accounts an ensemble: success / failure with the
+// end-to-end time (arrival to answer); compute_input / compute_infer / compute_output the sums
+// over the request's successful step requests of the times their responses report
+// (InferResponse::timing: the composing models' own measurements; a nested ensemble reports its
+// sums); queue the sum of those steps' queue times plus the time steps waited for
+// max_inflight_requests. Each successful request counts as one execution of its batch size with
+// those compute sums, as the reference server counts ensemble executions, and its response
+// carries the same queue and compute sums in InferResponse::timing. Per step
+// (ModelStatistics::ensemble_steps, config order): the step requests handed to the composing
+// model, successful and failed, with their time from hand-off to answer, and the queue and
+// compute times the successful ones report.
 //
 // Thread safety: every method is thread-safe. Ownership: requests in flight share the ensemble's
 // state and hold their composing models; the object may be destroyed while they run (they

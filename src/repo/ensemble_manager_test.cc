@@ -277,6 +277,65 @@ TEST_F(EnsembleManagerTest, ConcurrentEnsembleRequestsBatchAtEachStep) {
   EXPECT_EQ(es.inference.success.count, static_cast<uint64_t>(kRequests));
   EXPECT_EQ(es.execution_count, static_cast<uint64_t>(kRequests));
   EXPECT_GT(es.inference.success.ns, 0u);
+
+  // Per step: every request reached each step once, and the times the steps' responses
+  // reported are exactly what each composing model recorded (only this ensemble used them).
+  ASSERT_EQ(es.ensemble_steps.size(), 2u);
+  InferStatistics sum;  // over the composing models' own statistics
+  for (size_t i = 0; i < 2; ++i) {
+    const EnsembleStepStatistics& step = es.ensemble_steps[i];
+    const char* name = i == 0 ? "times2" : "plus1";
+    EXPECT_EQ(step.step, static_cast<int>(i));
+    EXPECT_EQ(step.model, name);
+    EXPECT_EQ(step.model_version, -1);
+    EXPECT_EQ(step.success.count, static_cast<uint64_t>(kRequests)) << name;
+    EXPECT_EQ(step.fail.count, 0u) << name;
+    EXPECT_GT(step.success.ns, 0u) << name;
+    EXPECT_EQ(step.compute_infer.count, static_cast<uint64_t>(kRequests)) << name;
+    EXPECT_GT(step.compute_infer.ns, 0u) << name;
+    const ModelStatistics own = (*m->GetModel(name, -1))->Statistics();
+    EXPECT_EQ(step.queue.ns, own.inference.queue.ns) << name;
+    EXPECT_EQ(step.compute_input.ns, own.inference.compute_input.ns) << name;
+    EXPECT_EQ(step.compute_infer.ns, own.inference.compute_infer.ns) << name;
+    EXPECT_EQ(step.compute_output.ns, own.inference.compute_output.ns) << name;
+    // A step's time from hand-off to answer covers its model's queue and compute.
+    EXPECT_GE(step.success.ns, own.inference.queue.ns + own.inference.compute_infer.ns) << name;
+    sum.queue.ns += own.inference.queue.ns;
+    sum.compute_input.ns += own.inference.compute_input.ns;
+    sum.compute_infer.ns += own.inference.compute_infer.ns;
+    sum.compute_output.ns += own.inference.compute_output.ns;
+  }
+  // The ensemble's queue and compute are the sums over its steps (no max_inflight_requests).
+  EXPECT_EQ(es.inference.queue.ns, sum.queue.ns);
+  EXPECT_EQ(es.inference.compute_input.ns, sum.compute_input.ns);
+  EXPECT_EQ(es.inference.compute_infer.ns, sum.compute_infer.ns);
+  EXPECT_EQ(es.inference.compute_output.ns, sum.compute_output.ns);
+  EXPECT_EQ(es.inference.compute_infer.count, static_cast<uint64_t>(kRequests));
+}
+
+TEST_F(EnsembleManagerTest, NestedEnsembleStepReportsTheInnerEnsemblesSums) {
+  auto m = MakeManager(ModelControlMode::kNone);
+  ASSERT_TRUE(m->LoadInitialModels().ok());
+  constexpr int kRequests = 5;
+  for (int i = 0; i < kRequests; ++i) {
+    Result<InferResponse> r = InferSync(*m, "z_nested", {1, 2, 3});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GT(r->timing.compute_infer_ns, 0u);
+  }
+  const ModelStatistics outer = (*m->GetModel("z_nested", -1))->Statistics();
+  const ModelStatistics inner = (*m->GetModel("a_chain", -1))->Statistics();
+  ASSERT_EQ(outer.ensemble_steps.size(), 2u);
+  const EnsembleStepStatistics& step0 = outer.ensemble_steps[0];
+  EXPECT_EQ(step0.model, "a_chain");
+  EXPECT_EQ(step0.success.count, static_cast<uint64_t>(kRequests));
+  // Step 0 ran the inner ensemble, which reported the sums over its own steps.
+  EXPECT_EQ(inner.inference.success.count, static_cast<uint64_t>(kRequests));
+  EXPECT_EQ(step0.queue.ns, inner.inference.queue.ns);
+  EXPECT_EQ(step0.compute_infer.ns, inner.inference.compute_infer.ns);
+  EXPECT_GT(step0.compute_infer.ns, 0u);
+  const uint64_t plus1_infer = outer.ensemble_steps[1].compute_infer.ns;
+  EXPECT_GT(plus1_infer, 0u);
+  EXPECT_EQ(outer.inference.compute_infer.ns, inner.inference.compute_infer.ns + plus1_infer);
 }
 
 TEST_F(EnsembleManagerTest, AFailingStepFailsOnlyThatRequest) {
@@ -306,6 +365,13 @@ TEST_F(EnsembleManagerTest, AFailingStepFailsOnlyThatRequest) {
   const ModelStatistics s = (*e)->Statistics();
   EXPECT_EQ(s.inference.success.count, 8u);
   EXPECT_EQ(s.inference.fail.count, 1u);
+  // Every request passed step 0; step 1 refused one.
+  ASSERT_EQ(s.ensemble_steps.size(), 2u);
+  EXPECT_EQ(s.ensemble_steps[0].success.count, 9u);
+  EXPECT_EQ(s.ensemble_steps[0].fail.count, 0u);
+  EXPECT_EQ(s.ensemble_steps[1].model, "strict");
+  EXPECT_EQ(s.ensemble_steps[1].success.count, 8u);
+  EXPECT_EQ(s.ensemble_steps[1].fail.count, 1u);
 }
 
 TEST_F(EnsembleManagerTest, ExplicitLoadUnloadAndReloadOfAComposingModel) {

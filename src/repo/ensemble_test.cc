@@ -820,6 +820,114 @@ TEST(EnsembleModel, MaxInflightRequestsParksStepsWithoutBlocking) {
   EXPECT_EQ(stats.inference.success.ns, 5u * 5000u);
 }
 
+// `compute`, with `timing` on every response (what a composing model's scheduler measured).
+FakeModel::Compute WithTiming(FakeModel::Compute compute, RequestTiming timing) {
+  return [compute = std::move(compute), timing](const InferRequest& r) -> Result<InferResponse> {
+    Result<InferResponse> response = compute(r);
+    if (response.ok()) response->timing = timing;
+    return response;
+  };
+}
+
+TEST(EnsembleModel, StatisticsSumTheStepsTimesAndCountEachStep) {
+  Models models;
+  auto a = std::make_shared<FakeModel>(
+      Signatures().at("a"), WithTiming(AddConst(1, /*fail_negative=*/true), {100, 1, 1000, 2}),
+      true);
+  auto b = std::make_shared<FakeModel>(Signatures().at("b"),
+                                       WithTiming(AddConst(10), {300, 3, 5000, 4}), false);
+  models.Set("a", a);
+  models.Set("b", b);
+  FakeClock clock(1000);
+  InstanceOptions options;
+  options.clock = &clock;
+  auto e = MakeEnsemble(
+      std::string(kEnsembleHead) + "ensemble_scheduling { max_inflight_requests: 1 step [ " +
+          Step("a", {"x:IN"}, {"y:t"}) + ", " + Step("b", {"x:t"}, {"y:OUT"}) + " ] }",
+      models, options);
+  ASSERT_NE(e, nullptr);
+  Answer first, second, bad;
+  e->Infer(Request({1, 2, 3, 4}), first.Sink());
+  e->Infer(Request({5, 6, 7, 8}), second.Sink());  // waits at step 0's gate
+  EXPECT_EQ(a->pending(), 1u);
+  clock.Advance(7000);
+  // First: step 0 answers 7000 after its hand-off, step 1 at once; second enters step 0 now.
+  ASSERT_TRUE(a->AnswerOne());
+  ASSERT_TRUE(first.done());
+  clock.Advance(2000);
+  ASSERT_TRUE(a->AnswerOne());  // second: step 0 took 2000
+  ASSERT_TRUE(second.done());
+  e->Infer(Request({-1, 0, 0, 0}), bad.Sink());  // fails at step 0, after 500
+  clock.Advance(500);
+  ASSERT_TRUE(a->AnswerOne());
+  ASSERT_TRUE(bad.done());
+
+  // Each response carries the sums over its steps; the queue adds the gate's wait.
+  Result<InferResponse> r1 = first.future.get();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_EQ(r1->timing.queue_ns, 100u + 300u);
+  EXPECT_EQ(r1->timing.compute_input_ns, 1u + 3u);
+  EXPECT_EQ(r1->timing.compute_infer_ns, 1000u + 5000u);
+  EXPECT_EQ(r1->timing.compute_output_ns, 2u + 4u);
+  Result<InferResponse> r2 = second.future.get();
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->timing.queue_ns, 7000u + 100u + 300u);
+  EXPECT_EQ(r2->timing.compute_infer_ns, 6000u);
+  EXPECT_FALSE(bad.future.get().ok());
+
+  const ModelStatistics s = e->Statistics();
+  EXPECT_EQ(s.inference.success.count, 2u);
+  EXPECT_EQ(s.inference.success.ns, 7000u + 9000u);  // end to end: arrival to answer
+  EXPECT_EQ(s.inference.fail.count, 1u);
+  EXPECT_EQ(s.inference.fail.ns, 500u);
+  EXPECT_EQ(s.inference.queue.count, 2u);
+  EXPECT_EQ(s.inference.queue.ns, 400u + 7400u);
+  EXPECT_EQ(s.inference.compute_input.count, 2u);
+  EXPECT_EQ(s.inference.compute_input.ns, 8u);
+  EXPECT_EQ(s.inference.compute_infer.count, 2u);
+  EXPECT_EQ(s.inference.compute_infer.ns, 12000u);
+  EXPECT_EQ(s.inference.compute_output.count, 2u);
+  EXPECT_EQ(s.inference.compute_output.ns, 12u);
+  EXPECT_EQ(s.execution_count, 2u);
+  ASSERT_EQ(s.batches.count(1), 1u);
+  EXPECT_EQ(s.batches.at(1).compute_infer.count, 2u);
+  EXPECT_EQ(s.batches.at(1).compute_infer.ns, 12000u);
+
+  ASSERT_EQ(s.ensemble_steps.size(), 2u);
+  const EnsembleStepStatistics& s0 = s.ensemble_steps[0];
+  EXPECT_EQ(s0.step, 0);
+  EXPECT_EQ(s0.model, "a");
+  EXPECT_EQ(s0.model_version, -1);
+  EXPECT_EQ(s0.success.count, 2u);
+  EXPECT_EQ(s0.success.ns, 7000u + 2000u);  // hand-off to answer: the gate's wait is not in it
+  EXPECT_EQ(s0.fail.count, 1u);
+  EXPECT_EQ(s0.fail.ns, 500u);
+  EXPECT_EQ(s0.queue.count, 2u);
+  EXPECT_EQ(s0.queue.ns, 200u);
+  EXPECT_EQ(s0.compute_input.ns, 2u);
+  EXPECT_EQ(s0.compute_infer.count, 2u);
+  EXPECT_EQ(s0.compute_infer.ns, 2000u);
+  EXPECT_EQ(s0.compute_output.ns, 4u);
+  const EnsembleStepStatistics& s1 = s.ensemble_steps[1];
+  EXPECT_EQ(s1.step, 1);
+  EXPECT_EQ(s1.model, "b");
+  EXPECT_EQ(s1.success.count, 2u);  // the failed request never reached step 1
+  EXPECT_EQ(s1.success.ns, 0u);
+  EXPECT_EQ(s1.fail.count, 0u);
+  EXPECT_EQ(s1.queue.ns, 600u);
+  EXPECT_EQ(s1.compute_input.ns, 6u);
+  EXPECT_EQ(s1.compute_infer.ns, 10000u);
+  EXPECT_EQ(s1.compute_output.ns, 8u);
+
+  // Reset zeroes every counter and keeps the steps.
+  e->ResetStatistics();
+  const ModelStatistics z = e->Statistics();
+  EXPECT_EQ(z.inference.success.count, 0u);
+  ASSERT_EQ(z.ensemble_steps.size(), 2u);
+  EXPECT_EQ(z.ensemble_steps[1].model, "b");
+  EXPECT_EQ(z.ensemble_steps[1].success.count, 0u);
+}
+
 TEST(EnsembleModel, CancelledRequestLeavesTheGateAtOnce) {
   Models models;
   auto a = std::make_shared<FakeModel>(Signatures().at("a"), AddConst(1), true);

@@ -458,6 +458,8 @@ bool LoadedModelImpl::AnswerFromCache(const InferRequest& request, int64_t arriv
   response.model_version = version_;
   response.id = request.id;
   response.outputs = *hit;  // the cached tensors, shared
+  // response.timing stays zero: a hit waits in no queue and runs nothing (its statistics say
+  // the same); the cache keeps outputs only, never the timing of the request that filled it.
   const int64_t end_ns = clock_->NowNs();
   stats_->RecordCacheHit(static_cast<uint64_t>(end_ns - start_ns),
                          static_cast<uint64_t>(end_ns - arrival_ns), WallClockMs());

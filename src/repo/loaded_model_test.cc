@@ -336,11 +336,18 @@ TEST(LoadedModel, LastReferenceDroppedInsideItsOwnCallback) {
 
 TEST(LoadedModel, StatisticsCountEveryAnswer) {
   auto model = MakePassthroughModel(kPairConfig, PairGraph(), 1);
+  RequestTiming sum;  // what the responses report, request by request
   for (int64_t b : {1, 2, 1}) {
     auto request = std::make_unique<InferRequest>();
     request->inputs.push_back(FloatInput("A", {b, 4}, std::vector<float>(b * 4, 1.f)));
     request->inputs.push_back(FloatInput("B", {b, 1}, std::vector<float>(b, 2.f)));
-    ASSERT_TRUE(InferSync(*model, std::move(request)).ok());
+    Result<InferResponse> r = InferSync(*model, std::move(request));
+    ASSERT_TRUE(r.ok());
+    EXPECT_GT(r->timing.compute_infer_ns, 0u);
+    sum.queue_ns += r->timing.queue_ns;
+    sum.compute_input_ns += r->timing.compute_input_ns;
+    sum.compute_infer_ns += r->timing.compute_infer_ns;
+    sum.compute_output_ns += r->timing.compute_output_ns;
   }
   auto bad = std::make_unique<InferRequest>();
   bad->inputs.push_back(FloatInput("A", {1, 3}, {1, 2, 3}));
@@ -361,6 +368,11 @@ TEST(LoadedModel, StatisticsCountEveryAnswer) {
   EXPECT_EQ(s.batches.at(1).compute_infer.count, 2u);
   EXPECT_EQ(s.batches.at(2).compute_infer.count, 1u);
   EXPECT_GT(s.last_inference_ms, 0u);
+  // The responses carried exactly the times the statistics recorded.
+  EXPECT_EQ(sum.queue_ns, s.inference.queue.ns);
+  EXPECT_EQ(sum.compute_input_ns, s.inference.compute_input.ns);
+  EXPECT_EQ(sum.compute_infer_ns, s.inference.compute_infer.ns);
+  EXPECT_EQ(sum.compute_output_ns, s.inference.compute_output.ns);
 }
 
 TEST(LoadedModel, InstanceCountWithinTheThreadBudget) {
@@ -634,6 +646,12 @@ TEST(LoadedModelCache, RepeatedRequestIsAHitOnTheCallerThreadBitIdentical) {
   ASSERT_TRUE(hit.has_value()) << "a hit is answered at once";
   ASSERT_TRUE(hit->ok()) << hit->status().ToString();
   EXPECT_EQ((*hit)->id, "second");
+  // The miss ran; the hit reports its own times (it waited and ran nothing), not the miss's.
+  EXPECT_GT(miss->timing.compute_infer_ns, 0u);
+  EXPECT_EQ((*hit)->timing.queue_ns, 0u);
+  EXPECT_EQ((*hit)->timing.compute_input_ns, 0u);
+  EXPECT_EQ((*hit)->timing.compute_infer_ns, 0u);
+  EXPECT_EQ((*hit)->timing.compute_output_ns, 0u);
   EXPECT_EQ((*hit)->model_name, "pair");
   EXPECT_EQ((*hit)->model_version, 3);
   ASSERT_EQ((*hit)->outputs.size(), miss->outputs.size());

@@ -328,11 +328,14 @@ void Batcher::State::RunWork(int index, Work work) {
   for (size_t i = 0; i < work.entries.size(); ++i) {
     Entry& e = work.entries[i];
     RequestOutcome& o = outcomes[i];
+    const uint64_t queue_ns = Elapsed(e.arrival_ns, work.dispatch_ns);
+    if (o.response.ok()) {
+      o.response->timing = {queue_ns, o.compute_input_ns, o.compute_infer_ns, o.compute_output_ns};
+    }
     if (options.stats) {
       if (o.response.ok()) {
-        options.stats->RecordSuccess(static_cast<uint64_t>(e.batch_size),
-                                     Elapsed(e.arrival_ns, work.dispatch_ns), o.compute_input_ns,
-                                     o.compute_infer_ns, o.compute_output_ns,
+        options.stats->RecordSuccess(static_cast<uint64_t>(e.batch_size), queue_ns,
+                                     o.compute_input_ns, o.compute_infer_ns, o.compute_output_ns,
                                      Elapsed(e.arrival_ns, now), now_ms);
       } else {
         options.stats->RecordFailure(FailureReason::kBackend, Elapsed(e.arrival_ns, now), now_ms);

@@ -37,7 +37,9 @@
 // times the executor reports, and total time (arrival to response); failures include expired
 // requests (reason kTimeout) and requests whose run failed (kBackend); a refused Enqueue is
 // recorded by the caller, which answers it. Executions and batch sizes are recorded by the executor
-// (it knows how often it ran the model, e.g. after splitting a batch).
+// (it knows how often it ran the model, e.g. after splitting a batch). A successful response
+// carries the same queue and compute times in InferResponse::timing (sched/request.h), so a
+// caller (an ensemble step) sees what this request cost without reading the statistics.
 //
 // Ownership and lifetimes: the threads share the queue state, the executor and the statistics
 // with the Batcher through shared_ptr, so a Batcher may be destroyed from inside one of its own

@@ -145,6 +145,12 @@ class Answers {
     if (it == results_.end()) return Status::NotFound("no answer for " + name);
     return it->second.ok() ? Status::OK() : it->second.status();
   }
+  // The timing a successful answer carries (all zero when there is none).
+  RequestTiming timing(const std::string& name) {
+    MutexLock lock(mu_);
+    auto it = results_.find(name);
+    return it == results_.end() || !it->second.ok() ? RequestTiming{} : it->second->timing;
+  }
 
  private:
   Mutex mu_;
@@ -239,6 +245,14 @@ TEST(BatcherTest, DelayExpiryFormsOneBatch) {
   const ModelStatistics s = f.stats->Snapshot();
   EXPECT_EQ(s.inference.success.count, 3u);
   EXPECT_EQ(s.inference.queue.ns, 3u * 1000 * kUs);  // each waited exactly the delay
+  // Each response carries what the statistics recorded for it.
+  for (std::string id : {"a", "b", "c"}) {
+    const RequestTiming t = f.answers.timing(id);
+    EXPECT_EQ(t.queue_ns, static_cast<uint64_t>(1000 * kUs)) << id;
+    EXPECT_EQ(t.compute_input_ns, 10u) << id;
+    EXPECT_EQ(t.compute_infer_ns, 20u) << id;
+    EXPECT_EQ(t.compute_output_ns, 30u) << id;
+  }
 }
 
 TEST(BatcherTest, IncompatibleShapesRunInSeparateBatches) {

@@ -86,11 +86,26 @@ struct InferOutput {
   OwnedTensor tensor;
 };
 
+// Where the server's time on one request went, as its model's statistics record it
+// (sched/stats.h): queue (arrival to dispatch) and the compute phases of the batch it ran in,
+// charged in full to every request of the batch. All zero when unknown (a model that does not
+// measure them) and for an answer from the response cache, which waits in no queue and runs
+// nothing. For an ensemble, the sums over the steps that ran (repo/ensemble.h). Plain data:
+// filling it costs no allocation.
+struct RequestTiming {
+  uint64_t queue_ns = 0;
+  uint64_t compute_input_ns = 0;
+  uint64_t compute_infer_ns = 0;
+  uint64_t compute_output_ns = 0;
+};
+
 struct InferResponse {
   std::string model_name;
   int64_t model_version = 0;
   std::string id;
   std::vector<InferOutput> outputs;  // requested order, or model order when none were requested
+  // Set on the final response by the scheduler that ran the request (zero on partial ones).
+  RequestTiming timing;
 };
 
 // Where one request's responses go (see the contract above). Implemented by the protocols (and

@@ -25,6 +25,12 @@ std::string_view FailureReasonName(FailureReason reason) {
 
 namespace {
 double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+// Zero counters, same identity.
+void ClearCounters(EnsembleStepStatistics* s) {
+  s->success = s->fail = s->queue = {};
+  s->compute_input = s->compute_infer = s->compute_output = {};
+}
 }  // namespace
 
 void StatsCollector::RecordExecution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
@@ -78,9 +84,38 @@ void StatsCollector::RecordCacheMiss(uint64_t ns) {
   stats_.inference.cache_miss.Add(ns);
 }
 
+void StatsCollector::SetEnsembleSteps(std::vector<EnsembleStepStatistics> steps) {
+  for (EnsembleStepStatistics& s : steps) ClearCounters(&s);
+  MutexLock lock(mu_);
+  stats_.ensemble_steps = std::move(steps);
+}
+
+void StatsCollector::RecordStepSuccess(size_t step, uint64_t total_ns, uint64_t queue_ns,
+                                       uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+  MutexLock lock(mu_);
+  KILN_CHECK(step < stats_.ensemble_steps.size(), "RecordStepSuccess: step ", step, " of ",
+             stats_.ensemble_steps.size());
+  EnsembleStepStatistics& s = stats_.ensemble_steps[step];
+  s.success.Add(total_ns);
+  s.queue.Add(queue_ns);
+  s.compute_input.Add(input_ns);
+  s.compute_infer.Add(infer_ns);
+  s.compute_output.Add(output_ns);
+}
+
+void StatsCollector::RecordStepFailure(size_t step, uint64_t total_ns) {
+  MutexLock lock(mu_);
+  KILN_CHECK(step < stats_.ensemble_steps.size(), "RecordStepFailure: step ", step, " of ",
+             stats_.ensemble_steps.size());
+  stats_.ensemble_steps[step].fail.Add(total_ns);
+}
+
 void StatsCollector::Reset() {
   MutexLock lock(mu_);
+  std::vector<EnsembleStepStatistics> steps = std::move(stats_.ensemble_steps);
   stats_ = ModelStatistics{};
+  for (EnsembleStepStatistics& s : steps) ClearCounters(&s);
+  stats_.ensemble_steps = std::move(steps);
 }
 
 ModelStatistics StatsCollector::Snapshot() const {

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -168,6 +169,24 @@ struct BatchStatistics {
   StatDuration compute_output;
 };
 
+// One step of an ensemble (repo/ensemble.h): the step requests the ensemble handed to the
+// step's composing model (steps that never reached it, because another step failed first or
+// the request was cancelled while the step waited for max_inflight_requests, count nowhere).
+struct EnsembleStepStatistics {
+  int step = 0;                // index in the ensemble's config, from 0
+  std::string model;           // the composing model the step names
+  int64_t model_version = -1;  // as the step names it; -1: the highest ready version
+  StatDuration success;        // answered with a response: time from hand-off to answer
+  StatDuration fail;           // answered with an error: time from hand-off to answer
+  // Of the successful step requests, what their responses report (InferResponse::timing): the
+  // composing model's queue and compute times (zero for a response-cache hit). Each count
+  // equals success.count.
+  StatDuration queue;
+  StatDuration compute_input;
+  StatDuration compute_infer;
+  StatDuration compute_output;
+};
+
 struct ModelStatistics {
   uint64_t last_inference_ms = 0;  // wall-clock ms since the epoch of the last response; 0: never
   uint64_t inference_count = 0;    // successful inferences, counting every batch element
@@ -189,6 +208,8 @@ struct ModelStatistics {
   // Whether the version uses the response cache (its config enables it and the server has one):
   // /metrics then exports its cache families. Set by the model, not by StatsCollector.
   bool response_cache = false;
+  // An ensemble's steps, in config order (SetEnsembleSteps); empty for every other model.
+  std::vector<EnsembleStepStatistics> ensemble_steps;
 };
 
 class StatsCollector {
@@ -209,8 +230,20 @@ class StatsCollector {
   // `ns` spent hashing, looking it up and inserting its response.
   void RecordCacheMiss(uint64_t ns) KILN_EXCLUDES(mu_);
 
+  // Ensembles: declares the steps (identity fields of each entry; counters are ignored and
+  // start at zero) whose step requests RecordStepSuccess / RecordStepFailure count.
+  void SetEnsembleSteps(std::vector<EnsembleStepStatistics> steps) KILN_EXCLUDES(mu_);
+  // A step request answered with a response, `total_ns` after its hand-off to the composing
+  // model, reporting the given queue and compute times. REQUIRES: step < the declared steps.
+  void RecordStepSuccess(size_t step, uint64_t total_ns, uint64_t queue_ns, uint64_t input_ns,
+                         uint64_t infer_ns, uint64_t output_ns) KILN_EXCLUDES(mu_);
+  // A step request answered with an error, `total_ns` after its hand-off.
+  // REQUIRES: step < the declared steps.
+  void RecordStepFailure(size_t step, uint64_t total_ns) KILN_EXCLUDES(mu_);
+
   ModelStatistics Snapshot() const KILN_EXCLUDES(mu_);
-  // Forgets everything recorded so far (warmup runs are not served requests).
+  // Forgets everything recorded so far (warmup runs are not served requests); declared ensemble
+  // steps stay declared, with zero counters.
   void Reset() KILN_EXCLUDES(mu_);
 
  private:

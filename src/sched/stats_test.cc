@@ -34,6 +34,57 @@ TEST(StatsCollectorTest, ChargesBatchTimeToEveryRequestAndCountsElements) {
   EXPECT_TRUE(s.batches.empty());
 }
 
+TEST(StatsCollectorTest, EnsembleStepsCountTheirStepRequests) {
+  StatsCollector c;
+  EXPECT_TRUE(c.Snapshot().ensemble_steps.empty());  // not an ensemble
+  EnsembleStepStatistics declared;
+  declared.step = 1;
+  declared.model = "b";
+  declared.model_version = 3;
+  declared.success.Add(99);  // ignored: counters start at zero
+  EnsembleStepStatistics first;
+  first.model = "a";
+  c.SetEnsembleSteps({first, declared});
+  c.RecordStepSuccess(1, 100, 10, 1, 20, 2);
+  c.RecordStepSuccess(1, 200, 30, 3, 40, 4);
+  c.RecordStepFailure(1, 7);
+  c.RecordStepFailure(0, 5);
+  ModelStatistics s = c.Snapshot();
+  ASSERT_EQ(s.ensemble_steps.size(), 2u);
+  const EnsembleStepStatistics& a = s.ensemble_steps[0];
+  EXPECT_EQ(a.step, 0);
+  EXPECT_EQ(a.model, "a");
+  EXPECT_EQ(a.model_version, -1);
+  EXPECT_EQ(a.success.count, 0u);
+  EXPECT_EQ(a.fail.count, 1u);
+  EXPECT_EQ(a.fail.ns, 5u);
+  const EnsembleStepStatistics& b = s.ensemble_steps[1];
+  EXPECT_EQ(b.step, 1);
+  EXPECT_EQ(b.model, "b");
+  EXPECT_EQ(b.model_version, 3);
+  EXPECT_EQ(b.success.count, 2u);
+  EXPECT_EQ(b.success.ns, 300u);
+  EXPECT_EQ(b.fail.count, 1u);
+  EXPECT_EQ(b.fail.ns, 7u);
+  EXPECT_EQ(b.queue.count, 2u);
+  EXPECT_EQ(b.queue.ns, 40u);
+  EXPECT_EQ(b.compute_input.ns, 4u);
+  EXPECT_EQ(b.compute_infer.count, 2u);
+  EXPECT_EQ(b.compute_infer.ns, 60u);
+  EXPECT_EQ(b.compute_output.ns, 6u);
+  // The ensemble's own counters are separate.
+  EXPECT_EQ(s.inference.success.count, 0u);
+  // Reset zeroes the counters and keeps the steps.
+  c.Reset();
+  s = c.Snapshot();
+  ASSERT_EQ(s.ensemble_steps.size(), 2u);
+  EXPECT_EQ(s.ensemble_steps[1].model, "b");
+  EXPECT_EQ(s.ensemble_steps[1].model_version, 3);
+  EXPECT_EQ(s.ensemble_steps[1].success.count, 0u);
+  EXPECT_EQ(s.ensemble_steps[1].queue.ns, 0u);
+  EXPECT_EQ(s.ensemble_steps[0].fail.count, 0u);
+}
+
 TEST(StatsCollectorTest, CountsFailuresByReason) {
   StatsCollector c;
   c.RecordFailure(FailureReason::kQueueFull, 0, 1);

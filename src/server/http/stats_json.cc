@@ -66,6 +66,24 @@ std::string ModelStatisticsJson(std::span<const ModelStatisticsEntry> entries) {
     w.Key("memory_usage");
     w.BeginArray();
     w.EndArray();
+    if (!s.ensemble_steps.empty()) {
+      w.Key("ensemble_steps");
+      w.BeginArray();
+      for (const EnsembleStepStatistics& step : s.ensemble_steps) {
+        w.BeginObject();
+        WriteUint(&w, "step", static_cast<uint64_t>(step.step));
+        w.KeyString("model", step.model);
+        w.KeyString("model_version", std::to_string(step.model_version));
+        WriteDuration(&w, "success", step.success);
+        WriteDuration(&w, "fail", step.fail);
+        WriteDuration(&w, "queue", step.queue);
+        WriteDuration(&w, "compute_input", step.compute_input);
+        WriteDuration(&w, "compute_infer", step.compute_infer);
+        WriteDuration(&w, "compute_output", step.compute_output);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -14,8 +14,15 @@
 //                         "compute_output", "cache_hit", "cache_miss"},   each {"count","ns"}
 //     "response_stats": {},  (kiln's models answer once per request: no per-response stats)
 //     "batch_stats": [ {"batch_size", "compute_input", "compute_infer", "compute_output"} ],
-//     "memory_usage": [] }, ... ]}
+//     "memory_usage": [],
+//     "ensemble_steps": [ {"step", "model", "model_version" (decimal string; "-1": the highest
+//                          ready version), "success", "fail", "queue", "compute_input",
+//                          "compute_infer", "compute_output"} ] }, ... ]}
 // Every number is a JSON unsigned integer; batch_stats is ordered by batch size.
+// "ensemble_steps" is kiln's extension (ModelStatistics::ensemble_steps, one entry per step in
+// config order, each member {"count","ns"}): present only for an ensemble. Clients read the
+// members they know by name and ignore it (the Python clients return the parsed JSON as is;
+// perf_analyzer looks up named members).
 //
 // Thread safety: stateless; call from any thread.
 

@@ -61,6 +61,55 @@ TEST(StatsJsonTest, CacheHitsAndMisses) {
       << json;
 }
 
+// An ensemble's entry ends with its steps; other models have no such member.
+TEST(StatsJsonTest, EnsembleSteps) {
+  ModelStatistics e;
+  EnsembleStepStatistics a;
+  a.step = 0;
+  a.model = "pre\"process";  // escaped like any string
+  a.model_version = -1;
+  a.success = {4, 9000};
+  a.fail = {1, 70};
+  a.queue = {4, 400};
+  a.compute_input = {4, 40};
+  a.compute_infer = {4, 4000};
+  a.compute_output = {4, 44};
+  EnsembleStepStatistics b;
+  b.step = 1;
+  b.model = "classify";
+  b.model_version = 3;
+  e.ensemble_steps = {a, b};
+  const std::vector<ModelStatisticsEntry> entries = {{"pipe", 1, e}, {"plain", 2, Sample()}};
+  const std::string json = ModelStatisticsJson(entries);
+  const std::string steps =
+      R"("memory_usage":[],"ensemble_steps":[)"
+      R"({"step":0,"model":"pre\"process","model_version":"-1",)"
+      R"("success":{"count":4,"ns":9000},"fail":{"count":1,"ns":70},)"
+      R"("queue":{"count":4,"ns":400},"compute_input":{"count":4,"ns":40},)"
+      R"("compute_infer":{"count":4,"ns":4000},"compute_output":{"count":4,"ns":44}},)"
+      R"({"step":1,"model":"classify","model_version":"3",)"
+      R"("success":{"count":0,"ns":0},"fail":{"count":0,"ns":0},)"
+      R"("queue":{"count":0,"ns":0},"compute_input":{"count":0,"ns":0},)"
+      R"("compute_infer":{"count":0,"ns":0},"compute_output":{"count":0,"ns":0}}]},)"
+      R"({"name":"plain")";
+  EXPECT_NE(json.find(steps), std::string::npos) << json;
+  EXPECT_EQ(json.find("ensemble_steps"), json.rfind("ensemble_steps")) << "only the ensemble";
+
+  // Still a document perf_analyzer reads, and the member parses.
+  dom::parser parser;
+  dom::element root;
+  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  uint64_t n = 0;
+  ASSERT_EQ(
+      root["model_stats"].at(0)["ensemble_steps"].at(0)["compute_infer"]["ns"].get_uint64().get(n),
+      simdjson::SUCCESS);
+  EXPECT_EQ(n, 4000u);
+  ASSERT_EQ(root["model_stats"].at(0)["inference_stats"]["success"]["count"].get_uint64().get(n),
+            simdjson::SUCCESS);
+  dom::element absent;
+  EXPECT_NE(root["model_stats"].at(1)["ensemble_steps"].get(absent), simdjson::SUCCESS);
+}
+
 // Reads the document the way perf_analyzer does: no presence checks, unsigned integers.
 TEST(StatsJsonTest, EveryMemberPerfAnalyzerReads) {
   ModelStatistics big;

@@ -145,6 +145,55 @@ void RenderGenerationMetrics(ExpositionWriter& w, std::span<const ModelMetrics> 
            });
 }
 
+// The per-step families of the ensembles (ModelStatistics::ensemble_steps): one series per step,
+// labelled with the ensemble's model and version, the step's index and its composing model;
+// nothing when no ensemble is loaded.
+void RenderEnsembleStepMetrics(ExpositionWriter& w, std::span<const ModelMetrics> all) {
+  std::vector<const ModelMetrics*> ensembles;
+  for (const ModelMetrics& m : all) {
+    if (!m.stats.ensemble_steps.empty()) ensembles.push_back(&m);
+  }
+  if (ensembles.empty()) return;
+  const auto family = [&](std::string_view name, std::string_view help, auto value) {
+    w.BeginFamily(name, MetricType::kCounter, help);
+    for (const ModelMetrics* m : ensembles) {
+      const std::string version = std::to_string(m->version);
+      for (const EnsembleStepStatistics& s : m->stats.ensemble_steps) {
+        const std::string step = std::to_string(s.step);
+        w.Sample(
+            {{"model", m->name}, {"version", version}, {"step", step}, {"step_model", s.model}},
+            value(s));
+      }
+    }
+  };
+  using S = EnsembleStepStatistics;
+  const auto seconds = [](const StatDuration& d) { return static_cast<double>(d.ns) / 1e9; };
+  family("kiln_ensemble_step_success_total",
+         "Step requests an ensemble handed to the step's composing model and got a response for",
+         [](const S& s) { return static_cast<double>(s.success.count); });
+  family("kiln_ensemble_step_failure_total",
+         "Step requests an ensemble handed to the step's composing model that failed",
+         [](const S& s) { return static_cast<double>(s.fail.count); });
+  family("kiln_ensemble_step_duration_seconds_total",
+         "Time from hand-off to response of the successful step requests, in seconds",
+         [&](const S& s) { return seconds(s.success); });
+  family("kiln_ensemble_step_queue_seconds_total",
+         "Queue time the composing model reported for the successful step requests, in seconds",
+         [&](const S& s) { return seconds(s.queue); });
+  family("kiln_ensemble_step_compute_input_seconds_total",
+         "Compute input time the composing model reported for the successful step requests, in "
+         "seconds",
+         [&](const S& s) { return seconds(s.compute_input); });
+  family("kiln_ensemble_step_compute_infer_seconds_total",
+         "Compute infer time the composing model reported for the successful step requests, in "
+         "seconds",
+         [&](const S& s) { return seconds(s.compute_infer); });
+  family("kiln_ensemble_step_compute_output_seconds_total",
+         "Compute output time the composing model reported for the successful step requests, in "
+         "seconds",
+         [&](const S& s) { return seconds(s.compute_output); });
+}
+
 // The response cache families: per model for the versions that use the cache (the reference's
 // names and units: counts, microseconds), and the server-wide cache's gauges (the names the
 // reference server used for its built-in cache).
@@ -362,6 +411,7 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
     }
   }
   RenderGenerationMetrics(w, models);
+  RenderEnsembleStepMetrics(w, models);
   PerModel(w, models, "kiln_model_weight_bytes", T::kGauge,
            "Bytes of model weights (graph initializers) held in memory",
            [](const ModelMetrics& m) { return static_cast<double>(m.weight_bytes); });

@@ -16,7 +16,10 @@
 // can be refused before it runs (queue_full, timeout, shutting_down, invalid). The response
 // cache families, as the reference names them: per model (nv_cache_*_per_model) only for the
 // versions that use the cache (ModelStatistics::response_cache), server-wide (nv_cache_num_*,
-// nv_cache_util, ...) only when the server has a cache.
+// nv_cache_util, ...) only when the server has a cache. The ensemble step families
+// (kiln_ensemble_step_*, counters in requests and seconds) have one series per step of each
+// ensemble version (ModelStatistics::ensemble_steps), labelled model, version, step (its index
+// from 0) and step_model (the composing model it names); absent when no ensemble is loaded.
 //
 // Thread safety: RenderMetrics is thread-safe; CollectModelMetrics as the ModelManager is.
 

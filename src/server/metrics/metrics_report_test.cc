@@ -202,6 +202,45 @@ TEST(MetricsReport, ResponseCacheFamilies) {
                               "kiln_response_cache_oversize_total 7\n"));
 }
 
+TEST(MetricsReport, EnsembleStepFamilies) {
+  StatsCollector c;
+  EnsembleStepStatistics pre;
+  pre.model = "preprocess";
+  EnsembleStepStatistics cls;
+  cls.step = 1;
+  cls.model = "classifier";
+  c.SetEnsembleSteps({pre, cls});
+  c.RecordStepSuccess(0, 2'000'000, 500'000, 1'000, 1'250'000'000, 3'000);
+  c.RecordStepSuccess(0, 1'000'000, 250'000, 1'000, 250'000'000, 3'000);
+  c.RecordStepFailure(0, 7);
+  c.RecordStepSuccess(1, 4'000'000, 0, 0, 2'000'000, 0);
+  ModelMetrics pipe;
+  pipe.name = "pipe";
+  pipe.version = 2;
+  pipe.stats = c.Snapshot();
+  const std::vector<ModelMetrics> models = {SampleModel(), pipe};
+  const std::string text = RenderMetrics(models, {});
+  const std::string s0 = "{model=\"pipe\",version=\"2\",step=\"0\",step_model=\"preprocess\"}";
+  const std::string s1 = "{model=\"pipe\",version=\"2\",step=\"1\",step_model=\"classifier\"}";
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_ensemble_step_success_total counter\n"
+                              "kiln_ensemble_step_success_total" +
+                              s0 + " 2\nkiln_ensemble_step_success_total" + s1 + " 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_failure_total" + s0 + " 1\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_failure_total" + s1 + " 0\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_duration_seconds_total" + s0 + " 0.003\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_duration_seconds_total" + s1 + " 0.004\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_queue_seconds_total" + s0 + " 0.00075\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_compute_input_seconds_total" + s0 + " 2e-06\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_compute_infer_seconds_total" + s0 + " 1.5\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_compute_infer_seconds_total" + s1 + " 0.002\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_ensemble_step_compute_output_seconds_total" + s0 + " 6e-06\n"));
+  // Only the ensemble has step series.
+  EXPECT_THAT(text, Not(HasSubstr("kiln_ensemble_step_success_total{model=\"add_sub\"")));
+  // No ensemble, no step families.
+  const std::vector<ModelMetrics> plain = {SampleModel()};
+  EXPECT_THAT(RenderMetrics(plain, {}), Not(HasSubstr("kiln_ensemble_step")));
+}
+
 // Without NVML there are no GPU readings, and that is not an error.
 TEST(GpuMetricsReader, MissingLibraryMeansNoGpus) {
   GpuMetricsReader reader("libkiln-no-such-nvml.so.1");

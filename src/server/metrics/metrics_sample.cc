@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Prints a /metrics document with every family (the response cache's included), two model versions
-// (one with a name that needs escaping) and awkward values, for the independent format check
-// (tests/server/prometheus_text.py).
+// Prints a /metrics document with every family (the response cache's and the ensemble steps'
+// included), three model versions (one with a name that needs escaping, one an ensemble) and
+// awkward values, for the independent format check (tests/server/prometheus_text.py).
 #include <cstdio>
 #include <vector>
 
@@ -21,8 +21,17 @@ int main() {
   a.RecordCacheMiss(1'234);
   a.RecordCacheHit(2'000, 3'000, 3);
   StatsCollector b;
+  StatsCollector e;  // an ensemble of two steps
+  EnsembleStepStatistics step;
+  step.model = "pre\"process";
+  std::vector<EnsembleStepStatistics> steps = {step, step};
+  steps[1].step = 1;
+  steps[1].model = "classify";
+  e.SetEnsembleSteps(steps);
+  e.RecordStepSuccess(0, 1'500'000, 20'000, 1'000, 900'000, 1'000);
+  e.RecordStepFailure(1, 300);
 
-  std::vector<ModelMetrics> models(2);
+  std::vector<ModelMetrics> models(3);
   models[0].name = "add_sub";
   models[0].version = 1;
   models[0].stats = a.Snapshot();
@@ -33,6 +42,9 @@ int main() {
   models[1].name = "we\"ird\\name\nline";
   models[1].version = 12;
   models[1].stats = b.Snapshot();
+  models[2].name = "pipeline";
+  models[2].version = 1;
+  models[2].stats = e.Snapshot();
   SystemMetrics system;
   system.cpu_utilization = 0.375;
   system.memory = MemoryInfo{25'000'000'000, 1'234'567'890};
