@@ -429,6 +429,98 @@ TEST_F(EnsembleManagerTest, ExplicitLoadUnloadAndReloadOfAComposingModel) {
                         "model 'times2' has no ready version (unloaded))"));
 }
 
+TEST_F(EnsembleManagerTest, UnloadDependentsUnloadsWhatWasLoadedAlongAndIsNotUsedElsewhere) {
+  // OUT = 2(x + 1) + 1: its first step's model is also a step of its second step (an ensemble).
+  AddEnsemble(
+      "y_shared",
+      EnsembleConfig(
+          "y_shared",
+          Step("plus1", Map("input_map", "x", "IN") + Map("output_map", "y", "t")) + ", " +
+              Step("a_chain", Map("input_map", "IN", "t") + Map("output_map", "OUT", "OUT"))));
+  auto m = MakeManager(ModelControlMode::kExplicit);
+  ASSERT_TRUE(m->LoadInitialModels().ok());
+  const ModelUnloadOptions dependents{.unload_dependents = true};
+  const std::string unloaded = "UNAVAILABLE: unloaded";
+
+  // The composing models an explicit load brought along go with the ensemble; others stay.
+  ASSERT_TRUE(m->LoadModel("sum", {}).ok());
+  ASSERT_TRUE(m->LoadModel("a_chain", {}).ok());
+  ASSERT_EQ(State(*m, "times2"), "READY");
+  ASSERT_TRUE(m->UnloadModel("a_chain", dependents).ok());
+  EXPECT_EQ(State(*m, "a_chain"), unloaded);
+  EXPECT_EQ(State(*m, "times2"), unloaded);
+  EXPECT_EQ(State(*m, "plus1"), unloaded);
+  EXPECT_EQ(State(*m, "sum"), "READY");
+  EXPECT_TRUE(m->AllModelsReady());
+
+  // A composing model loaded on its own stays.
+  ASSERT_TRUE(m->LoadModel("plus1", {}).ok());
+  ASSERT_TRUE(m->LoadModel("a_chain", {}).ok());
+  ASSERT_TRUE(m->UnloadModel("a_chain", dependents).ok());
+  EXPECT_EQ(State(*m, "times2"), unloaded);
+  EXPECT_EQ(State(*m, "plus1"), "READY");
+  ASSERT_TRUE(m->UnloadModel("plus1").ok());
+
+  // A composing model another loaded ensemble uses stays until that one goes too.
+  ASSERT_TRUE(m->UnloadModel("sum").ok());
+  ASSERT_TRUE(m->LoadModel("a_chain", {}).ok());    // brings times2, plus1
+  ASSERT_TRUE(m->LoadModel("a_diamond", {}).ok());  // brings sum; shares times2, plus1
+  ASSERT_TRUE(m->UnloadModel("a_chain", dependents).ok());
+  EXPECT_EQ(State(*m, "a_chain"), unloaded);
+  EXPECT_EQ(State(*m, "times2"), "READY");
+  EXPECT_EQ(State(*m, "plus1"), "READY");
+  EXPECT_EQ(State(*m, "a_diamond"), "READY");
+  ASSERT_TRUE(InferSync(*m, "a_diamond", {1}).ok());
+  ASSERT_TRUE(m->UnloadModel("a_diamond", dependents).ok());
+  for (const char* name : {"a_diamond", "times2", "plus1", "sum"}) {
+    EXPECT_EQ(State(*m, name), unloaded) << name;
+  }
+
+  // Without the option, the composing models stay (as before).
+  ASSERT_TRUE(m->LoadModel("a_chain", {}).ok());
+  ASSERT_TRUE(m->UnloadModel("a_chain").ok());
+  EXPECT_EQ(State(*m, "times2"), "READY");
+  EXPECT_EQ(State(*m, "plus1"), "READY");
+  // ... and they were loaded along, so a later unload_dependents of a model that does not use
+  // them leaves them alone; unloading an ensemble that is not loaded unloads nothing else.
+  ASSERT_TRUE(m->LoadModel("sum", {}).ok());
+  ASSERT_TRUE(m->UnloadModel("sum", dependents).ok());
+  ASSERT_TRUE(m->UnloadModel("a_chain", dependents).ok());
+  EXPECT_EQ(State(*m, "times2"), "READY");
+  EXPECT_EQ(State(*m, "plus1"), "READY");
+  ASSERT_TRUE(m->UnloadModel("times2").ok());
+  ASSERT_TRUE(m->UnloadModel("plus1").ok());
+
+  // Nested, recursively: the inner ensemble and its composing models, even one (plus1) that the
+  // inner ensemble still used when the outer one's steps were first looked at.
+  ASSERT_TRUE(m->LoadModel("y_shared", {}).ok());
+  Result<InferResponse> r = InferSync(*m, "y_shared", {1});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FloatValues(r->outputs[0].tensor), (std::vector<float>{5}));
+  ASSERT_EQ(State(*m, "a_chain"), "READY");
+  ASSERT_TRUE(m->UnloadModel("y_shared", dependents).ok());
+  for (const char* name : {"y_shared", "a_chain", "times2", "plus1"}) {
+    EXPECT_EQ(State(*m, name), unloaded) << name;
+  }
+  EXPECT_TRUE(m->AllModelsReady());
+}
+
+TEST_F(EnsembleManagerTest, UnloadDependentsKeepsModelsNamedAtStart) {
+  auto m = MakeManager(ModelControlMode::kExplicit, {"a_chain", "plus1"});
+  ASSERT_TRUE(m->LoadInitialModels().ok());
+  ASSERT_EQ(State(*m, "times2"), "READY");  // loaded along with a_chain
+  ASSERT_TRUE(m->UnloadModel("a_chain", {.unload_dependents = true}).ok());
+  EXPECT_EQ(State(*m, "a_chain"), "UNAVAILABLE: unloaded");
+  EXPECT_EQ(State(*m, "times2"), "UNAVAILABLE: unloaded");
+  EXPECT_EQ(State(*m, "plus1"), "READY");  // named at start
+  // Other modes refuse unloads, with or without the option.
+  auto none = MakeManager(ModelControlMode::kNone);
+  ASSERT_TRUE(none->LoadInitialModels().ok());
+  EXPECT_EQ(none->UnloadModel("a_chain", {.unload_dependents = true}).code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(State(*none, "times2"), "READY");
+}
+
 TEST_F(EnsembleManagerTest, LoadErrorsNameTheStepAndTensor) {
   AddEnsemble("ghost_ens",
               EnsembleConfig("ghost_ens", Step("ghost", Map("input_map", "x", "IN") +

@@ -188,7 +188,9 @@ class ModelManagerImpl final : public ModelManager {
   void Shutdown() override KILN_EXCLUDES(shutdown_mu_, mu_);
   Status LoadModel(std::string_view name, const ModelLoadOptions& options) override
       KILN_EXCLUDES(ops_mu_, mu_);
-  Status UnloadModel(std::string_view name) override KILN_EXCLUDES(ops_mu_, mu_);
+  Status UnloadModel(std::string_view name, const ModelUnloadOptions& options) override
+      KILN_EXCLUDES(ops_mu_, mu_);
+  using ModelManager::UnloadModel;
   Status Poll() override KILN_EXCLUDES(ops_mu_, mu_);
 
  private:
@@ -213,6 +215,9 @@ class ModelManagerImpl final : public ModelManager {
     std::shared_ptr<const inference::ModelConfig> config;
     std::string config_files;  // seen->model of the load that produced `config`
     bool config_overridden = false;
+    // Loaded on its own (LoadModel named it, or it was loaded at start), not only as a composing
+    // model of an ensemble being loaded: UnloadModel's unload_dependents leaves it loaded.
+    bool loaded_on_its_own = false;
   };
   // What a reload may keep of the versions serving now.
   struct Reuse {
@@ -291,6 +296,12 @@ class ModelManagerImpl final : public ModelManager {
       KILN_REQUIRES(mu_);
   // Why model entry `e` serves nothing: its reason, its last version's, or its state.
   static std::string UnavailableReason(const ModelEntry& e);
+  // The models loaded model `name` names as steps: as its versions and its config name them,
+  // or, when the manager has neither (a failed load), as its config.pbtxt in the repository
+  // does; empty for a model that is not an ensemble or not loaded.
+  std::vector<std::string> LoadedComposingNames(const std::string& name) const KILN_EXCLUDES(mu_);
+  // Whether a loaded model other than `name` names `name` as a step.
+  bool UsedByLoadedModel(const std::string& name) const KILN_EXCLUDES(mu_);
 
   const ModelManagerOptions options_;
   const GraphLoader loader_;
@@ -810,6 +821,7 @@ void ModelManagerImpl::UnloadLocked(const std::string& name, bool forget) {
     e.config.reset();
     e.config_files.clear();
     e.config_overridden = false;
+    e.loaded_on_its_own = false;
   }
   Retire(std::move(retired));
   MarkUnloaded(name, unloading);
@@ -849,6 +861,7 @@ Status ModelManagerImpl::LoadInitialModels() {
     for (const std::string& m : to_load) {
       ModelEntry& e = models_[m];
       e.should_load = true;
+      e.loaded_on_its_own = true;
       e.state = ModelState::kLoading;
     }
   }
@@ -1000,6 +1013,11 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
     MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
   }
+  // A model a load request names is loaded on its own (unload_dependents leaves it loaded).
+  const auto mark_loaded_on_its_own = [&] {
+    MutexLock lock(mu_);
+    models_[model].loaded_on_its_own = true;
+  };
   if (!options.files.empty()) {
     // The files form the model directory for this load, written to a private temporary folder
     // that is removed once the model is built (the model keeps nothing open there).
@@ -1012,6 +1030,7 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
     const fs::path dir = tmp->path() / model;
     std::set<std::string> attempted;
     std::vector<std::string> chain;
+    mark_loaded_on_its_own();
     LoadWithComposingLocked(model, &*override_config, &failures, &dir, &attempted, &chain);
     if (failures.empty()) return Status::OK();
     return Status::InvalidArgument(
@@ -1035,6 +1054,7 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
   std::vector<std::string> chain;
   // An ensemble's composing models that are not loaded are loaded first, as the reference
   // server does.
+  mark_loaded_on_its_own();
   LoadWithComposingLocked(model, override_config ? &*override_config : nullptr, &failures, nullptr,
                           &attempted, &chain);
   if (failures.empty()) return Status::OK();
@@ -1042,16 +1062,41 @@ Status ModelManagerImpl::LoadModel(std::string_view name, const ModelLoadOptions
       fmt::format("load failed for model '{}': {}", name, fmt::join(failures, "; ")));
 }
 
-Status ModelManagerImpl::UnloadModel(std::string_view name) {
+Status ModelManagerImpl::UnloadModel(std::string_view name, const ModelUnloadOptions& options) {
   if (options_.control_mode != ModelControlMode::kExplicit) {
     return Status::Unavailable(std::string(kControlModeError));
   }
   MutexLock ops(ops_mu_);
+  const std::string model(name);
+  bool loaded = false;
   {
     MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the model manager is shut down");
+    auto it = models_.find(model);
+    loaded = it != models_.end() && it->second.should_load;
   }
-  UnloadLocked(std::string(name), /*forget=*/false);
+  // The models it depends on, named before it is unloaded (its versions name them until then).
+  std::vector<std::pair<std::string, std::string>> candidates;  // (composing model, its user)
+  if (options.unload_dependents && loaded) {
+    for (std::string& dep : LoadedComposingNames(model)) candidates.emplace_back(dep, model);
+  }
+  UnloadLocked(model, /*forget=*/false);
+  // The reference server's unload_dependents: a composing model loaded along with an ensemble
+  // goes once no loaded model names it any more. A candidate still used now is looked at again
+  // when another of its users is unloaded here (the last one decides).
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const auto [dep, user] = candidates[i];
+    {
+      MutexLock lock(mu_);
+      auto it = models_.find(dep);
+      if (it == models_.end() || !it->second.should_load || it->second.loaded_on_its_own) continue;
+    }
+    if (UsedByLoadedModel(dep)) continue;
+    std::vector<std::string> next = LoadedComposingNames(dep);
+    KILN_LOG_INFO("unloading model '{}', a composing model of '{}' (unload_dependents)", dep, user);
+    UnloadLocked(dep, /*forget=*/false);
+    for (std::string& d : next) candidates.emplace_back(std::move(d), dep);
+  }
   return Status::OK();
 }
 
@@ -1249,6 +1294,45 @@ std::string ModelManagerImpl::ComposingCycleLocked(const std::string& name,
     path->pop_back();
   }
   return {};
+}
+
+std::vector<std::string> ModelManagerImpl::LoadedComposingNames(const std::string& name) const {
+  std::vector<std::string> names;
+  const auto add = [&](const std::string& n) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  {
+    MutexLock lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end() || !it->second.should_load) return names;
+    const ModelEntry& e = it->second;
+    for (const auto& [version, v] : e.versions) {
+      for (const ComposingModelRef& ref : v.composing) add(ref.name);
+    }
+    if (e.config != nullptr) {
+      if (IsEnsembleConfig(*e.config)) {
+        for (const ComposingModelRef& ref : EnsembleComposingModels(*e.config)) add(ref.name);
+      }
+      return names;
+    }
+    if (!names.empty()) return names;
+  }
+  return ComposingNamesOf(name, nullptr);
+}
+
+bool ModelManagerImpl::UsedByLoadedModel(const std::string& name) const {
+  std::vector<std::string> loaded;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [other, e] : models_) {
+      if (e.should_load && other != name) loaded.push_back(other);
+    }
+  }
+  for (const std::string& other : loaded) {
+    const std::vector<std::string> steps = LoadedComposingNames(other);
+    if (std::find(steps.begin(), steps.end(), name) != steps.end()) return true;
+  }
+  return false;
 }
 
 bool ModelManagerImpl::HasReadyVersion(const std::string& name) const {

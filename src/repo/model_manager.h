@@ -146,6 +146,14 @@ struct ModelLoadOptions {
   std::vector<File> files;
 };
 
+// The optional parts of an explicit unload request (KSERVE-V2.md section 1.7).
+struct ModelUnloadOptions {
+  // The "unload_dependents" parameter: also unload the models the unloaded model depends on (an
+  // ensemble's composing models, recursively) that were loaded along with it and that no other
+  // loaded model uses (see ModelManager::UnloadModel).
+  bool unload_dependents = false;
+};
+
 // One loaded, ready model version.
 class LoadedModel {
  public:
@@ -234,7 +242,14 @@ class ModelManager {
   // kExplicit: unloads every version of `name`: GetModel refuses it at once (state UNLOADING),
   // accepted requests finish, then the memory is freed; returns after that. Unloading a model
   // that is not loaded, or unknown, succeeds. UNAVAILABLE as LoadModel in other modes.
-  virtual Status UnloadModel(std::string_view name) = 0;
+  // With options.unload_dependents (the reference server's meaning), then also unloads, the
+  // same way, each composing model of `name` (an ensemble) that was loaded along with an
+  // ensemble rather than on its own (LoadModel naming it, or the models loaded at start) and
+  // that no loaded model other than those being unloaded names as a step; recursively, so the
+  // composing models of a nested ensemble unloaded this way are considered too.
+  virtual Status UnloadModel(std::string_view name, const ModelUnloadOptions& options) = 0;
+  // UnloadModel with the default options (composing models stay loaded).
+  Status UnloadModel(std::string_view name) { return UnloadModel(name, ModelUnloadOptions{}); }
   // kPoll: rescans the repository now and applies what changed, as the poll thread does every
   // repository_poll_secs. FAILED_PRECONDITION in other modes; otherwise a summary of the load
   // failures (OK when none).

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -153,11 +155,22 @@ class FakeManager : public ModelManager {
     std::this_thread::sleep_for(50ms);  // a load takes a while: must not block a CQ thread
     return name == "double" ? Status::OK() : Status::InvalidArgument("no such model");
   }
-  Status UnloadModel(std::string_view) override { return Status::OK(); }
+  Status UnloadModel(std::string_view name, const ModelUnloadOptions& options) override {
+    MutexLock lock(unloads_mu_);
+    unloads_.push_back(std::string(name) + (options.unload_dependents ? " dependents" : ""));
+    return Status::OK();
+  }
+  using ModelManager::UnloadModel;
+  std::vector<std::string> Unloads() {
+    MutexLock lock(unloads_mu_);
+    return unloads_;
+  }
   Status Poll() override { return Status::FailedPrecondition("not polling"); }
 
  private:
   std::map<std::string, std::shared_ptr<FakeModel>> models_;
+  Mutex unloads_mu_;
+  std::vector<std::string> unloads_ KILN_GUARDED_BY(unloads_mu_);
 };
 
 inference::ModelInferRequest Request(const std::string& model, std::vector<float> values,
@@ -406,6 +419,27 @@ TEST_F(GrpcServerTest, RepositoryLoadDoesNotBlockOtherCalls) {
   EXPECT_EQ(stub_->RepositoryModelLoad(&ctx, req, &resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   load.join();
+}
+
+TEST_F(GrpcServerTest, RepositoryUnloadPassesUnloadDependents) {
+  const auto unload = [&](std::optional<inference::ModelRepositoryParameter> param) {
+    grpc::ClientContext ctx;
+    inference::RepositoryModelUnloadRequest req;
+    req.set_model_name("e");
+    if (param) (*req.mutable_parameters())["unload_dependents"] = *param;
+    inference::RepositoryModelUnloadResponse resp;
+    return stub_->RepositoryModelUnload(&ctx, req, &resp);
+  };
+  inference::ModelRepositoryParameter yes;
+  yes.set_bool_param(true);
+  inference::ModelRepositoryParameter text;
+  text.set_string_param("true");
+  EXPECT_TRUE(unload(std::nullopt).ok());
+  EXPECT_TRUE(unload(yes).ok());
+  const grpc::Status bad = unload(text);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message(), "unload parameter 'unload_dependents' must be a bool_param");
+  EXPECT_EQ(manager_.Unloads(), (std::vector<std::string>{"e", "e dependents"}));
 }
 
 TEST_F(GrpcServerTest, DrainThenStopAnswersInFlight) {

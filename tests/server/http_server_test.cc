@@ -216,9 +216,11 @@ class FakeManager : public ModelManager {
   Status LoadModel(std::string_view name, const ModelLoadOptions& options) override {
     return Control("load " + std::string(name) + " " + options.config_json);
   }
-  Status UnloadModel(std::string_view name) override {
-    return Control("unload " + std::string(name));
+  Status UnloadModel(std::string_view name, const ModelUnloadOptions& options) override {
+    return Control("unload " + std::string(name) +
+                   (options.unload_dependents ? " dependents" : ""));
   }
+  using ModelManager::UnloadModel;
   Status Poll() override { return Status::FailedPrecondition("not polling"); }
 
   Status Control(std::string call) {
@@ -1167,9 +1169,11 @@ TEST_F(HttpServerTest, RepositoryLoadAndUnload) {
       c.Post("/v2/repository/models/double/unload", R"({"parameters":{"unload_dependents":true}})");
   EXPECT_EQ(unload.status, 200) << unload.body;
   EXPECT_EQ(unload.body, "");
+  EXPECT_EQ(c.Post("/v2/repository/models/double/unload", "").status, 200);
   EXPECT_EQ(manager_.ControlCalls(),
             (std::vector<std::string>{"load double ", "load double ",
-                                      R"(load my model {"max_batch_size":1})", "unload double"}));
+                                      R"(load my model {"max_batch_size":1})",
+                                      "unload double dependents", "unload double"}));
 
   // The manager's errors map through the status table.
   manager_.SetControl(true, Status::InvalidArgument("load failed for model 'x': version 1: no"));
@@ -1191,6 +1195,10 @@ TEST_F(HttpServerTest, RepositoryLoadAndUnload) {
   EXPECT_NE(ErrorOf(files).find("'file:1/model.onnx': invalid base64"), std::string::npos);
   EXPECT_EQ(c.Post("/v2/repository/models/x/load", R"({"parameters":{"config":1}})").status, 400);
   EXPECT_EQ(c.Post("/v2/repository/models/x/unload", "[").status, 400);
+  EXPECT_EQ(
+      c.Post("/v2/repository/models/x/unload", R"({"parameters":{"unload_dependents":"yes"}})")
+          .status,
+      400);
   Reply repo = c.Post("/v2/repository/r1/models/x/load", "");
   EXPECT_EQ(repo.status, 501);
   EXPECT_EQ(ErrorOf(repo), "'repository_name' specification is not supported");

@@ -597,8 +597,15 @@ void HandleUnload(Impl* server, UnloadCall* call) {
     call->Finish(Status::Unimplemented("'repository_name' specification is not supported"));
     return;
   }
-  server->PostControl([server, call, name = req.model_name()] {
-    const Status unloaded = server->manager()->UnloadModel(name);
+  Result<bool> dependents = UnloadDependents(req);
+  if (!dependents.ok()) {
+    call->Finish(dependents.status());
+    return;
+  }
+  ModelUnloadOptions options;
+  options.unload_dependents = *dependents;
+  server->PostControl([server, call, name = req.model_name(), options] {
+    const Status unloaded = server->manager()->UnloadModel(name, options);
     server->UpdateHealth();
     call->Finish(unloaded);
   });

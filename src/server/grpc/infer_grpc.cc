@@ -341,6 +341,15 @@ Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOut
                   output.name()));
 }
 
+Result<bool> UnloadDependents(const inference::RepositoryModelUnloadRequest& request) {
+  const auto it = request.parameters().find("unload_dependents");
+  if (it == request.parameters().end()) return false;
+  if (it->second.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
+    return Status::InvalidArgument("unload parameter 'unload_dependents' must be a bool_param");
+  }
+  return it->second.bool_param();
+}
+
 Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(
     const ModelInferRequest& msg, const std::shared_ptr<const void>& owner) {
   auto request = std::make_unique<InferRequest>();

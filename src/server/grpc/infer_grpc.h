@@ -23,7 +23,7 @@
 // batching; other keys are accepted and not used. Shared memory (input or output
 // `shared_memory_region`) is UNIMPLEMENTED. An output's `classification` parameter (the
 // classification extension's class count) is checked here and applied by the server after the
-// run (server/classification.h).
+// run (tensor/classification.h).
 //
 // Responses: every output in `raw_output_contents`, index-aligned with `outputs` (as the
 // reference server answers and its clients read), never in typed contents.
@@ -67,6 +67,11 @@ Result<std::unique_ptr<InferRequest>> DecodeModelInferRequest(
 // The `classification` parameter of a requested output: its class count (0 when absent).
 // INVALID_ARGUMENT unless it is a non-negative int64_param or uint64_param.
 Result<int64_t> ClassCount(const inference::ModelInferRequest::InferRequestedOutputTensor& output);
+
+// The `unload_dependents` parameter of a RepositoryModelUnload request (false when absent; the
+// manager's ModelUnloadOptions::unload_dependents). INVALID_ARGUMENT unless it is a bool_param;
+// other parameters are ignored.
+Result<bool> UnloadDependents(const inference::RepositoryModelUnloadRequest& request);
 
 // One protobuf message in wire form, as pieces sent in order without being joined: bytes
 // written here, and tensor contents borrowed from output tensors (each piece holding its tensor,

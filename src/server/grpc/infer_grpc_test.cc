@@ -297,6 +297,29 @@ TEST(EncodeModelInferResponse, RefusesANonHostOrInvalidOutput) {
 }
 
 // The ModelStatistics RPC's entry: every counter, the response cache's included.
+TEST(UnloadDependents, BoolParamOrAbsent) {
+  inference::RepositoryModelUnloadRequest r;
+  r.set_model_name("e");
+  Result<bool> d = UnloadDependents(r);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(*d);
+  (*r.mutable_parameters())["other"].set_string_param("x");  // ignored
+  (*r.mutable_parameters())["unload_dependents"].set_bool_param(true);
+  d = UnloadDependents(r);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(*d);
+  (*r.mutable_parameters())["unload_dependents"].set_bool_param(false);
+  d = UnloadDependents(r);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(*d);
+  (*r.mutable_parameters())["unload_dependents"].set_string_param("true");
+  d = UnloadDependents(r);
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.status().message(), "unload parameter 'unload_dependents' must be a bool_param");
+  (*r.mutable_parameters())["unload_dependents"].set_int64_param(1);
+  EXPECT_EQ(UnloadDependents(r).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(FillModelStatistics, EveryMemberCacheHitsAndMissesIncluded) {
   ModelStatistics s;
   s.last_inference_ms = 1700000000123;

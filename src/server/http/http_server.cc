@@ -792,6 +792,7 @@ void Session::HandleRepositoryControl(const Route& route) {
   }
   const bool load = route.kind == RouteKind::kRepositoryLoad;
   ModelLoadOptions options;
+  ModelUnloadOptions unload_options;
   if (load) {
     Result<ModelLoadOptions> parsed = ParseRepositoryLoadRequest(body_parser_->get().body());
     if (!parsed.ok()) {
@@ -799,9 +800,13 @@ void Session::HandleRepositoryControl(const Route& route) {
       return;
     }
     options = std::move(parsed).value();
-  } else if (Status s = ParseRepositoryUnloadRequest(body_parser_->get().body()); !s.ok()) {
-    SendError(s);
-    return;
+  } else {
+    Result<ModelUnloadOptions> parsed = ParseRepositoryUnloadRequest(body_parser_->get().body());
+    if (!parsed.ok()) {
+      SendError(parsed.status());
+      return;
+    }
+    unload_options = *parsed;
   }
   body_parser_.reset();
   if (load && server_->draining()) {
@@ -811,10 +816,11 @@ void Session::HandleRepositoryControl(const Route& route) {
   ModelManager* manager = server_->manager();
   net::post(server_->control_pool(), [self = shared_from_this(), work = server_->MakeWorkGuard(),
                                       manager, load, model = route.model,
-                                      options = std::move(options)]() mutable {
+                                      options = std::move(options), unload_options]() mutable {
     Status status;
     try {
-      status = load ? manager->LoadModel(model, options) : manager->UnloadModel(model);
+      status =
+          load ? manager->LoadModel(model, options) : manager->UnloadModel(model, unload_options);
     } catch (const std::exception& e) {
       status = Status::Internal(
           fmt::format("model {} of '{}' failed: {}", load ? "load" : "unload", model, e.what()));

@@ -78,18 +78,21 @@ Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body) {
   return options;
 }
 
-Status ParseRepositoryUnloadRequest(const std::string& body) {
+Result<ModelUnloadOptions> ParseRepositoryUnloadRequest(const std::string& body) {
   dom::parser parser;
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> root,
                         ParseJsonObjectBody(parser, body, "model unload request"));
   KILN_ASSIGN_OR_RETURN(std::optional<dom::object> params,
                         Parameters(root, "model unload request"));
+  ModelUnloadOptions options;
   dom::element el;
-  if (params && params->at_key("unload_dependents").get(el) == simdjson::SUCCESS && !el.is_bool()) {
-    return Status::InvalidArgument(
-        "model unload request: parameter 'unload_dependents' must be a boolean");
+  if (params && params->at_key("unload_dependents").get(el) == simdjson::SUCCESS) {
+    if (el.get_bool().get(options.unload_dependents) != simdjson::SUCCESS) {
+      return Status::InvalidArgument(
+          "model unload request: parameter 'unload_dependents' must be a boolean");
+    }
   }
-  return Status::OK();
+  return options;
 }
 
 std::string RepositoryIndexJson(std::span<const ModelIndexEntry> index, bool ready_only) {

@@ -7,7 +7,7 @@
 //   KILN_ASSIGN_OR_RETURN(bool ready_only, ParseRepositoryIndexRequest(body));
 //   std::string json = RepositoryIndexJson(manager->Index(), ready_only);
 //   KILN_ASSIGN_OR_RETURN(ModelLoadOptions load, ParseRepositoryLoadRequest(body));
-//   KILN_RETURN_IF_ERROR(ParseRepositoryUnloadRequest(body));
+//   KILN_ASSIGN_OR_RETURN(ModelUnloadOptions unload, ParseRepositoryUnloadRequest(body));
 //
 // Request rules: an empty (or all-whitespace) body is the same as {} (the Python client posts
 // ""); otherwise the body must be a JSON object; unknown keys are ignored. Index: "ready" must
@@ -15,9 +15,11 @@
 // text of a model configuration); each "file:<path>" parameter must be a string holding the
 // base64 of a model file (ModelLoadOptions::files; the manager checks the paths and requires
 // "config" with them); other parameters are ignored. Unload: "parameters" must be an
-// object and its "unload_dependents", when present, a boolean (kiln has no ensembles, so there
-// are no dependents to unload). Errors are INVALID_ARGUMENT naming the key (UNIMPLEMENTED as
-// above); documents nested deeper than kMaxJsonDepth are rejected.
+// object and its "unload_dependents", when present, a boolean
+// (ModelUnloadOptions::unload_dependents: also unload the composing models an ensemble was
+// loaded with; false when absent); other parameters are ignored. Errors are INVALID_ARGUMENT
+// naming the key (UNIMPLEMENTED as above); documents nested deeper than kMaxJsonDepth are
+// rejected.
 //
 // Thread safety: stateless functions; call from any thread.
 
@@ -35,8 +37,8 @@ Result<bool> ParseRepositoryIndexRequest(const std::string& body);
 // The options of a load request.
 Result<ModelLoadOptions> ParseRepositoryLoadRequest(const std::string& body);
 
-// Checks an unload request.
-Status ParseRepositoryUnloadRequest(const std::string& body);
+// The options of an unload request.
+Result<ModelUnloadOptions> ParseRepositoryUnloadRequest(const std::string& body);
 
 // The index answer: a JSON array with one object per entry, in the given order:
 // {"name", "version" (decimal string; omitted for version -1), "state" (omitted for a model

@@ -75,16 +75,29 @@ TEST(RepositoryJsonTest, LoadRequest) {
 }
 
 TEST(RepositoryJsonTest, UnloadRequest) {
-  for (const char* body : {"", "{}", R"({"parameters":{"unload_dependents":true}})",
-                           R"({"parameters":{"unload_dependents":false,"x":"y"}})"}) {
-    EXPECT_TRUE(ParseRepositoryUnloadRequest(body).ok()) << body;
+  const std::vector<std::pair<const char*, bool>> cases = {
+      {"", false},
+      {"{}", false},
+      {R"({"parameters":{}})", false},
+      {R"({"parameters":{"unload_dependents":true}})", true},
+      {R"({"parameters":{"x":"y","unload_dependents":true}})", true},
+      {R"({"parameters":{"unload_dependents":false,"x":"y"}})", false},
+  };
+  for (const auto& [body, dependents] : cases) {
+    Result<ModelUnloadOptions> r = ParseRepositoryUnloadRequest(body);
+    ASSERT_TRUE(r.ok()) << body << ": " << r.status().ToString();
+    EXPECT_EQ(r->unload_dependents, dependents) << body;
   }
-  Status s = ParseRepositoryUnloadRequest(R"({"parameters":{"unload_dependents":"yes"}})");
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("'unload_dependents' must be a boolean"), std::string::npos);
-  EXPECT_EQ(ParseRepositoryUnloadRequest(R"({"parameters":[]})").code(),
+  for (const char* body : {R"({"parameters":{"unload_dependents":"yes"}})",
+                           R"({"parameters":{"unload_dependents":1}})",
+                           R"({"parameters":{"unload_dependents":null}})"}) {
+    Status s = ParseRepositoryUnloadRequest(body).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(s.message().find("'unload_dependents' must be a boolean"), std::string::npos) << body;
+  }
+  EXPECT_EQ(ParseRepositoryUnloadRequest(R"({"parameters":[]})").status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseRepositoryUnloadRequest("nope").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseRepositoryUnloadRequest("nope").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(RepositoryJsonTest, IndexAnswer) {
@@ -124,8 +137,8 @@ TEST(RepositoryJsonTest, MutationsNeverCrash) {
         testing::MutateBytes(seeds[static_cast<size_t>(i) % seeds.size()], rng, interesting);
     const Result<bool> index = ParseRepositoryIndexRequest(body);
     const Result<ModelLoadOptions> load = ParseRepositoryLoadRequest(body);
-    const Status unload = ParseRepositoryUnloadRequest(body);
-    for (const Status& s : {index.status(), load.status(), unload}) {
+    const Result<ModelUnloadOptions> unload = ParseRepositoryUnloadRequest(body);
+    for (const Status& s : {index.status(), load.status(), unload.status()}) {
       if (s.ok()) {
         ++accepted;
         continue;
