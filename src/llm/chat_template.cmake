@@ -7,7 +7,7 @@ target_sources(kiln_llm_chat_template PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/jinja_value.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jinja_parser.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jinja_eval.cc)
-target_link_libraries(kiln_llm_chat_template PUBLIC kiln_base)
+target_link_libraries(kiln_llm_chat_template PUBLIC kiln_base PRIVATE kiln_text)
 
 # Renders the real templates of tests/llm/templates/ and the language cases with kiln and with
 # Debian's python3-jinja2 (tests/llm/render_templates.py, run by the test itself) and compares

@@ -11,6 +11,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "text/unicode.h"
+
 namespace kiln::llm::jinja {
 namespace {
 
@@ -89,20 +91,10 @@ std::string PyUpper(std::string_view s) {
   return out;
 }
 
-// str.lower(), with Greek capital sigma becoming final sigma at the end of a word.
+// str.lower(): Unicode's full lowercase mapping, final sigma included (text/unicode.h).
 std::string PyLower(std::string_view s) {
   const std::vector<char32_t> cps = DecodeUtf8(s);
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < cps.size(); ++i) {
-    if (cps[i] == 0x3A3 && i > 0 && IsCased(cps[i - 1]) &&
-        (i + 1 == cps.size() || !IsCased(cps[i + 1]))) {
-      AppendUtf8(out, 0x3C2);
-      continue;
-    }
-    AppendLower(out, cps[i]);
-  }
-  return out;
+  return text::EncodeUtf8(text::ToLower(std::u32string(cps.begin(), cps.end())));
 }
 
 // Title case: upper case except where Unicode's title case differs (U+00DF -> "Ss").

@@ -22,9 +22,18 @@
 #include <queue>
 #include <utility>
 
-#include "llm/unicode_props.h"
+#include "text/unicode.h"
 
 namespace kiln::llm {
+
+using text::AppendUtf8;
+using text::DecodeUtf8;
+using text::FindInvalidUtf8;
+using text::IsLetter;
+using text::IsNumber;
+using text::IsWhitespace;
+using text::RepairUtf8;
+using text::Utf8SequenceLength;
 
 namespace {
 

@@ -32,7 +32,7 @@
 // regexes fold ASCII letters only (HF also matches "'ſ" as "'s"); control tokens in text are
 // parsed only when asked (HF always splits added tokens out); decoding never applies
 // clean_up_tokenization_spaces. Letter and number classes follow the Unicode version of
-// unicode_props.h's table, so code points assigned after it are "other".
+// text/unicode.h's table, so code points assigned after it are "other".
 //
 // Thread safety: a Tokenizer is immutable after Create; all its methods are const and may be
 // called concurrently. An IncrementalDetokenizer is a single-threaded stream object.

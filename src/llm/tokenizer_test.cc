@@ -16,9 +16,18 @@
 #include <vector>
 
 #include "base/testing/mutate.h"
-#include "llm/unicode_props.h"
+#include "text/unicode.h"
 
 namespace kiln::llm {
+
+using text::AppendUtf8;
+using text::DecodeUtf8;
+using text::FindInvalidUtf8;
+using text::IsLetter;
+using text::IsNumber;
+using text::IsWhitespace;
+using text::RepairUtf8;
+using text::Utf8SequenceLength;
 namespace {
 
 using Ids = std::vector<int32_t>;
