@@ -35,7 +35,7 @@
 //   of the inputs and one map lookup. What is not in the key: the request id (written onto each
 //   response), priority, timeout and cancellation (they decide when a response comes, not what it
 //   is), and the classification extension's class count, which the server applies to the model's
-//   response after the model (server/classification.h): one cached response serves both. A
+//   response after the model (tensor/classification.h): one cached response serves both. A
 //   RequestedOutput carries only a name; a field added to it that changes the model's response must
 //   be added to the key. Entries. An entry holds the response's outputs (names and OwnedTensors).
 //   The tensors are shared, not copied: the response that was sent and every later hit point at the

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "base/logging.h"
-#include "server/classification.h"
 #include "server/gen_infer.h"
+#include "tensor/classification.h"
 
 namespace kiln {
 namespace {

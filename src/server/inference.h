@@ -32,7 +32,7 @@
 namespace kiln {
 
 // An output the client asked to classify: replaced by its top `k` classes
-// (server/classification.h).
+// (tensor/classification.h).
 struct ClassifyOutput {
   std::string name;
   int64_t k = 0;

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "server/classification.h"
 #include "server/http/infer_json.h"
 #include "server/raw_tensor.h"
+#include "tensor/classification.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

@@ -30,7 +30,7 @@
 //   must hold exactly the sum of the sizes. Fixed-size inputs borrow the body (no copy) when
 //   aligned for their element type; the tensors then keep the body alive.
 // Shared memory is not implemented (UNIMPLEMENTED). Output parameters: `binary_data` (boolean)
-// and `classification` (unsigned integer; the top-k classes, see server/classification.h).
+// and `classification` (unsigned integer; the top-k classes, see tensor/classification.h).
 // Documents nested deeper than kMaxJsonDepth are rejected before any recursion, so no input
 // can exhaust the stack.
 //

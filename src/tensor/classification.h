@@ -3,7 +3,8 @@
 // The classification extension (KSERVE-V2.md 1.11), independent of the protocol: an output
 // requested with a class count k is replaced by its k highest elements, each rendered as the
 // string "<value>:<index>" or "<value>:<index>:<label>". HTTP (parameters.classification) and
-// gRPC (the same output parameter) both call Classify.
+// gRPC (the same output parameter) both call Classify, and so does the kiln_classify step
+// (ai.kiln TopKClassify, repo/classify_model.h).
 //
 //   KILN_ASSIGN_OR_RETURN(OwnedTensor classes,
 //                         Classify(output.tensor.view(), k, max_batch_size > 0, labels));
@@ -28,6 +29,16 @@
 #include "tensor/tensor.h"
 
 namespace kiln {
+
+// The order Classify ranks by: the indices (within each batch item) of the min(k, elements per
+// item) highest elements of each item, best first. The same errors as Classify.
+struct TopK {
+  int64_t items = 0;             // batch items (1 when not batched)
+  int64_t k = 0;                 // indices per item
+  std::vector<int64_t> indices;  // items x k
+};
+// REQUIRES: `output` is a contiguous host tensor.
+Result<TopK> TopKIndices(const Tensor& output, int64_t class_count, bool batched);
 
 // REQUIRES: `output` is a contiguous host tensor.
 Result<OwnedTensor> Classify(const Tensor& output, int64_t class_count, bool batched,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/classification.h"
+#include "tensor/classification.h"
 
 #include <gtest/gtest.h>
 
