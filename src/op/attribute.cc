@@ -43,6 +43,14 @@ Attribute Attribute::String(std::string name, std::string value) {
   return a;
 }
 
+Attribute Attribute::Strings(std::string name, std::vector<std::string> values) {
+  Attribute a;
+  a.name = std::move(name);
+  a.type = AttributeType::kStrings;
+  a.strings = std::move(values);
+  return a;
+}
+
 const Attribute* FindAttribute(std::span<const Attribute> attributes, std::string_view name) {
   for (const Attribute& a : attributes) {
     if (a.name == name) return &a;

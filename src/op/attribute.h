@@ -65,6 +65,7 @@ struct Attribute {
   static Attribute Float(std::string name, float value);
   static Attribute Floats(std::string name, std::vector<float> values);
   static Attribute String(std::string name, std::string value);
+  static Attribute Strings(std::string name, std::vector<std::string> values);
 };
 
 // Lookups in a list of attributes (Node and NodeDesc forward their members to these). The typed

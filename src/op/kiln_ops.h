@@ -57,6 +57,27 @@
 //   Every image of a batch must come out the same size (a crop or an exact resize makes sure);
 //   an image that cannot be decoded, or is over max_pixels, is INVALID_ARGUMENT naming its index.
 //
+// WordPieceTokenize(Text, TextPair?) -> (InputIds, AttentionMask, TokenTypeIds)
+//   The text step of a pipeline (the kiln_text backend, docs/text.md), on text/wordpiece.h:
+//   Text BYTES [N] or [N, 1], UTF-8; TextPair (optional) the second texts of pair tasks, the
+//   same shape. Outputs INT64 [N, L]: [CLS] A [SEP] (B [SEP]) per row, truncated to max_length,
+//   then padded with the PAD id (mask 0, type 0) to L, the smallest of length_buckets that holds
+//   the batch's longest row (that row's length when length_buckets is empty). Attributes:
+//     vocab                     STRINGS the vocabulary, id = position (required)
+//     lowercase                 INT 1; strip_accents INT -1 (as lowercase), 0 or 1
+//     handle_chinese_chars      INT 1; max_input_chars_per_word INT 100
+//     max_length                INT 512, special tokens included
+//     length_buckets            INTS ascending lengths in [1, max_length] (default none)
+//     unk_token, cls_token, sep_token, pad_token, mask_token  STRING ([UNK], [CLS], ...)
+//   A text that is not valid UTF-8 is INVALID_ARGUMENT naming its index and byte offset.
+// TopKClassify(X) -> (Classes, Scores, Indices)
+//   The classification post-processing step (the kiln_classify backend): X FLOAT [N, ...]
+//   scores, each item flattened; with softmax INT 1 each item is softmaxed first. For each item
+//   its k' = min(k, elements) best classes, best first, ties in index order (the classification
+//   extension's ranking, tensor/classification.h): Classes BYTES [N, k'] "<score>:<index>" or
+//   "<score>:<index>:<label>" (labels STRINGS, by index), Scores FLOAT [N, k'], Indices INT64
+//   [N, k']. Attributes: k INT (required, >= 1), softmax INT 0, labels STRINGS [].
+//
 // --- Blocked channel layout (opt/passes/layout.cc, layout_selection) ---------------------------
 // A blocked tensor stores an [N, C, spatial...] FP32 tensor as [N, ceil(C/b), spatial..., b]:
 // element (n, c, s...) lives at (n, c / b, s..., c % b), the b channels of one block adjacent in
@@ -103,6 +124,8 @@ inline constexpr std::string_view kGeluOp = "Gelu";
 inline constexpr std::string_view kAttentionOp = "Attention";
 inline constexpr std::string_view kChannelAffineOp = "ChannelAffine";
 inline constexpr std::string_view kImagePreprocessOp = "ImagePreprocess";
+inline constexpr std::string_view kWordPieceTokenizeOp = "WordPieceTokenize";
+inline constexpr std::string_view kTopKClassifyOp = "TopKClassify";
 
 inline constexpr std::string_view kActivationNone = "";
 inline constexpr std::string_view kActivationRelu = "Relu";

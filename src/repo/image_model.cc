@@ -3,68 +3,15 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cstdlib>
 #include <vector>
 
 #include "op/kiln_ops.h"
+#include "repo/builtin_models.h"
 
 namespace kiln {
-namespace {
 
-// The parameter's string value, or "" when absent.
-std::string Param(const inference::ModelConfig& config, const std::string& key) {
-  auto it = config.parameters().find(key);
-  return it == config.parameters().end() ? std::string() : it->second.string_value();
-}
-
-Status BadParam(std::string_view model, std::string_view key, std::string_view value,
-                std::string_view want) {
-  return Status::InvalidArgument(
-      fmt::format("model '{}': parameter '{}' is '{}'; expected {}", model, key, value, want));
-}
-
-// "a,b,c" as numbers of type T.
-template <typename T>
-Result<std::vector<T>> List(std::string_view model, const std::string& key, const std::string& text,
-                            std::string_view want) {
-  std::vector<T> out;
-  if (text.empty()) return out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    T v{};
-    if constexpr (std::is_same_v<T, float>) {
-      char* end = nullptr;
-      v = std::strtof(item.c_str(), &end);
-      if (item.empty() || end != item.c_str() + item.size())
-        return BadParam(model, key, text, want);
-    } else {
-      auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-      if (item.empty() || ec != std::errc() || p != item.data() + item.size()) {
-        return BadParam(model, key, text, want);
-      }
-    }
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-ValueType Type(DataType dtype, std::vector<Dim> dims) {
-  ValueType t;
-  t.dtype = dtype;
-  t.has_shape = true;
-  t.dims = std::move(dims);
-  return t;
-}
-
-}  // namespace
+using builtin::BadParam;
+using builtin::Param;
 
 bool IsImageConfig(const inference::ModelConfig& config) {
   return config.backend() == kImageBackend || config.platform() == kImageBackend;
@@ -72,16 +19,9 @@ bool IsImageConfig(const inference::ModelConfig& config) {
 
 Result<std::shared_ptr<Graph>> BuildImageModel(std::string_view name,
                                                inference::ModelConfig* config) {
-  if (config->name().empty()) config->set_name(std::string(name));
+  KILN_RETURN_IF_ERROR(
+      builtin::CompleteBase(name, kImageBackend, kDefaultImageMaxBatchSize, config));
   const std::string model = config->name();
-  if (model != name) {
-    return Status::InvalidArgument(fmt::format(
-        "model '{}': config.pbtxt names the model '{}', but the model directory is '{}'", name,
-        model, name));
-  }
-  config->set_backend(std::string(kImageBackend));
-  config->set_platform(std::string(kImageBackend));
-  if (config->max_batch_size() == 0) config->set_max_batch_size(kDefaultImageMaxBatchSize);
 
   const std::string color = Param(*config, "color").empty() ? "RGB" : Param(*config, "color");
   if (color != "RGB" && color != "GRAY") return BadParam(model, "color", color, "RGB or GRAY");
@@ -92,20 +32,20 @@ Result<std::shared_ptr<Graph>> BuildImageModel(std::string_view name,
     return BadParam(model, "filter", filter, "bilinear, nearest, area or bicubic");
   }
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> resize,
-                        List<int64_t>(model, "resize", Param(*config, "resize"),
-                                      "a shorter side \"S\" or a size \"H,W\""));
+                        builtin::IntList(model, "resize", Param(*config, "resize"),
+                                         "a shorter side \"S\" or a size \"H,W\""));
   KILN_ASSIGN_OR_RETURN(
       std::vector<int64_t> crop,
-      List<int64_t>(model, "crop", Param(*config, "crop"), "a crop size \"H,W\""));
+      builtin::IntList(model, "crop", Param(*config, "crop"), "a crop size \"H,W\""));
   KILN_ASSIGN_OR_RETURN(std::vector<float> mean,
-                        List<float>(model, "mean", Param(*config, "mean"),
-                                    "one number per channel, comma-separated"));
-  KILN_ASSIGN_OR_RETURN(
-      std::vector<float> std,
-      List<float>(model, "std", Param(*config, "std"), "one number per channel, comma-separated"));
+                        builtin::FloatList(model, "mean", Param(*config, "mean"),
+                                           "one number per channel, comma-separated"));
+  KILN_ASSIGN_OR_RETURN(std::vector<float> std,
+                        builtin::FloatList(model, "std", Param(*config, "std"),
+                                           "one number per channel, comma-separated"));
   KILN_ASSIGN_OR_RETURN(
       std::vector<int64_t> max_pixels,
-      List<int64_t>(model, "max_pixels", Param(*config, "max_pixels"), "a number of pixels"));
+      builtin::IntList(model, "max_pixels", Param(*config, "max_pixels"), "a number of pixels"));
   if (resize.size() > 2 || (!resize.empty() && (resize[0] < 1 || resize.back() < 1))) {
     return BadParam(model, "resize", Param(*config, "resize"),
                     "a shorter side \"S\" or a size \"H,W\" (at least 1)");
@@ -175,12 +115,14 @@ Result<std::shared_ptr<Graph>> BuildImageModel(std::string_view name,
   g->opset_imports[""] = 17;
   g->opset_imports[std::string(kKilnDomain)] = kKilnOpsetVersion;
   const int x = g->AddValue({config->input(0).name(),
-                             Type(DataType::kBytes, {Dim{-1, "batch"}, Dim{1, ""}}), -1, nullptr});
-  const int y = g->AddValue({out.name(),
-                             Type(DataType::kFloat32, {Dim{-1, "batch"}, Dim{channels, ""},
-                                                       Dim{out_h, out_h < 0 ? "height" : ""},
-                                                       Dim{out_w, out_w < 0 ? "width" : ""}}),
+                             builtin::TensorType(DataType::kBytes, {Dim{-1, "batch"}, Dim{1, ""}}),
                              -1, nullptr});
+  const int y =
+      g->AddValue({out.name(),
+                   builtin::TensorType(DataType::kFloat32, {Dim{-1, "batch"}, Dim{channels, ""},
+                                                            Dim{out_h, out_h < 0 ? "height" : ""},
+                                                            Dim{out_w, out_w < 0 ? "width" : ""}}),
+                   -1, nullptr});
   g->inputs = {x};
   Node node;
   node.name = "preprocess";

@@ -168,12 +168,18 @@ Image.fromarray(a).save(f"{d}/rgb.jpg", quality=80)
 Image.fromarray(a[..., 0]).save(f"{d}/gray.jpg", progressive=True)
 PY
 
+# Texts: a split byte, then a text and its pair in several scripts.
+wordpiece=$(seed wordpiece)
+printf '\x05Hello, World! [SEP] a' > "$wordpiece/ascii"
+printf '\x08Caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xce\x9f\xce\xa3 \xc4\xb0 \xcc\x81' > "$wordpiece/unicode"
+printf '\x00\xff\xfe\xed\xa0\x80\xc0\x80' > "$wordpiece/invalid"
+
 status=0
 for target in fuzz_onnx_model:"$models" fuzz_infer_json:"$json" \
     fuzz_repository_json:"$repository" fuzz_npy:"$npy" fuzz_value_proto:"$values" \
     fuzz_config:"$config" fuzz_binary_section:"$binary" fuzz_http_request:"$http_request" \
     fuzz_grpc_infer:"$grpc_infer" fuzz_gguf:"$gguf" fuzz_gen_json:"$gen_json" \
-    fuzz_image:"$image"; do
+    fuzz_image:"$image" fuzz_wordpiece:"$wordpiece"; do
   name=${target%%:*}; corpus=${target#*:}
   echo "== $name: ${seconds}s from $(ls "$corpus" | wc -l) seeds"
   if ! "$build/tests/fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
