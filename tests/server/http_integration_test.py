@@ -21,6 +21,7 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -395,7 +396,8 @@ def check_statistics(t, c):
             isinstance(stats, list)
             and sorted((s.get("name"), s.get("version")) for s in stats)
             == [("add_sub", "1"), ("digits", "1"), ("digits_image", "1"),
-                ("digits_pipeline", "1"), ("tiny_lm", "1")], repr(stats)[:300])
+                ("digits_pipeline", "1"), ("digits_top3", "1"), ("tiny_lm", "1")],
+            repr(stats)[:300])
     r = c.get("/v2/models/no_such_model/stats")
     t.check("statistics of an unknown model -> 400", r.status == 400
             and "no_such_model" in r.error(), repr(r))
@@ -641,6 +643,47 @@ def split_binary_response(r):
             raw[o["name"]] = r.body[pos:pos + size]
             pos += size
     return doc, raw, pos == len(r.body)
+
+
+DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
+
+def check_digits_pipeline(t, c):
+    """The README's image pipeline: each demo PNG through digits_pipeline (decode, classify,
+    kiln_classify top 3 with names) ranks the classes as the digits model does on the image's
+    reference pixels (tools/demo/digit_images/images.json) with the classification extension."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    folder = os.path.join(root, "tools", "demo", "digit_images")
+    with open(os.path.join(folder, "images.json")) as f:
+        images = json.load(f)
+    right = 0
+    for img in images:
+        data = open(os.path.join(folder, img["file"]), "rb").read()
+        raw = struct.pack("<I", len(data)) + data
+        body, n = binary_request([("IMAGE", "BYTES", [1, 1], raw)],
+                                 outputs=[{"name": "top3", "parameters": {"binary_data": False}}])
+        r = c.request("POST", "/v2/models/digits_pipeline/infer", body=body,
+                      headers={"Inference-Header-Content-Length": str(n),
+                               "Content-Type": "application/octet-stream"})
+        if not t.check(f"digits_pipeline on {img['file']} is 200", r.status == 200, repr(r)):
+            return
+        got = r.json()["outputs"][0]
+        direct = c.post("/v2/models/digits/infer", {
+            "inputs": [{"name": "pixels", "datatype": "FP32", "shape": [1, 64],
+                        "data": img["pixels"]}],
+            "outputs": [{"name": "probabilities", "parameters": {"classification": 3}}]})
+        want = direct.json()["outputs"][0]["data"]
+        parts = [x.split(":") for x in got["data"]]
+        ok = (got["shape"] == [1, 3] and all(len(p) == 3 for p in parts)
+              and [p[1] for p in parts] == [w.split(":")[1] for w in want]
+              and all(p[2] == DIGIT_NAMES[int(p[1])] for p in parts)
+              and all(abs(float(p[0]) - float(w.split(":")[0])) < 2e-2
+                      for p, w in zip(parts, want)))
+        t.check(f"digits_pipeline top3 of {img['file']} ranks as digits does, with names",
+                ok, f"{got} vs {want}")
+        right += parts[0][1] == str(img["label"])
+    t.check("digits_pipeline names at least 9 of the 10 held-out digits right", right >= 9,
+            f"{right} right")
 
 
 def check_binary_datatypes(t, c):
@@ -968,6 +1011,7 @@ def main():
         t.run("add_sub metadata", metadata)
         t.run("add_sub inference", lambda: check_add_sub_infer(t, c, rng, version))
         t.run("digits", lambda: check_digits(t, c, rng))
+        t.run("digits pipeline", lambda: check_digits_pipeline(t, c))
         t.run("statistics", lambda: check_statistics(t, c))
         t.run("model config", lambda: check_model_config(t, c))
         t.run("logging settings", lambda: check_logging(t, c))

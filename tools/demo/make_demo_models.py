@@ -12,7 +12,9 @@ OUT_DIR/
   digits/sample_request.json       one held-out test image, pixels scaled to [0,1]
   digits/sample_expected.json      its true label and the probabilities numpy computes
   digits_image/config.pbtxt        a kiln_image step: a PNG / JPEG upload -> the 64 pixels
-  digits_pipeline/config.pbtxt     the ensemble IMAGE -> digits_image -> digits -> probabilities
+  digits_top3/config.pbtxt         a kiln_classify step: the 3 best digits with their names
+  digits_pipeline/config.pbtxt     the ensemble IMAGE -> digits_image -> digits -> digits_top3
+                                   (outputs top3 and probabilities)
 
 Needs Debian's python3 with numpy, onnx and scikit-learn (python3-numpy, python3-onnx,
 python3-sklearn). Deterministic: fixed seeds, fixed split, no timestamps in the files. Exits 1
@@ -249,8 +251,9 @@ def make_digits(out_dir):
 
 # --- the image pipeline ------------------------------------------------------------------------
 # digits_image: a kiln_image step (docs/image.md) turning a PNG / JPEG upload into the 64 pixels
-# the digits model takes (gray, 8x8 by area, x / 255); digits_pipeline: the ensemble
-# IMAGE -> digits_image -> digits -> probabilities. tools/demo/digit_images/ holds digit PNGs.
+# the digits model takes (gray, 8x8 by area, x / 255); digits_top3: a kiln_classify step
+# (docs/text.md) naming the 3 most probable digits; digits_pipeline: the ensemble
+# IMAGE -> digits_image -> digits -> digits_top3. tools/demo/digit_images/ holds digit PNGs.
 
 
 def make_digits_pipeline(out_dir):
@@ -266,6 +269,19 @@ parameters { key: "color" value { string_value: "GRAY" } }
 parameters { key: "resize" value { string_value: "8,8" } }
 parameters { key: "filter" value { string_value: "area" } }
 ''')
+    top_dir = os.path.join(out_dir, "digits_top3")
+    os.makedirs(os.path.join(top_dir, "1"), exist_ok=True)
+    with open(os.path.join(top_dir, "labels.txt"), "w") as f:
+        f.write("zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n")
+    with open(os.path.join(top_dir, "config.pbtxt"), "w") as f:
+        f.write('''name: "digits_top3"
+backend: "kiln_classify"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 10 ] } ]
+output [ { name: "CLASSES" data_type: TYPE_STRING dims: [ 3 ] } ]
+parameters { key: "k" value { string_value: "3" } }
+parameters { key: "labels_file" value { string_value: "labels.txt" } }
+''')
     pipeline_dir = os.path.join(out_dir, "digits_pipeline")
     os.makedirs(os.path.join(pipeline_dir, "1"), exist_ok=True)
     with open(os.path.join(pipeline_dir, "config.pbtxt"), "w") as f:
@@ -273,14 +289,17 @@ parameters { key: "filter" value { string_value: "area" } }
 platform: "ensemble"
 max_batch_size: 4
 input [ { name: "IMAGE" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
+output [ { name: "top3" data_type: TYPE_STRING dims: [ 3 ] },
+         { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
 ensemble_scheduling {
   step [
     { model_name: "digits_image" model_version: -1
       input_map { key: "IMAGE" value: "IMAGE" } output_map { key: "pixels" value: "pixels" } },
     { model_name: "digits" model_version: -1
       input_map { key: "pixels" value: "pixels" }
-      output_map { key: "probabilities" value: "probabilities" } }
+      output_map { key: "probabilities" value: "probabilities" } },
+    { model_name: "digits_top3" model_version: -1
+      input_map { key: "INPUT" value: "probabilities" } output_map { key: "CLASSES" value: "top3" } }
   ]
 }
 ''')
@@ -291,7 +310,7 @@ def main():
     parser.add_argument("out_dir", help="repository folder to write (created if missing)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
-    for name in ("add_sub", "digits", "digits_image", "digits_pipeline"):
+    for name in ("add_sub", "digits", "digits_image", "digits_top3", "digits_pipeline"):
         shutil.rmtree(os.path.join(args.out_dir, name), ignore_errors=True)
     make_add_sub(args.out_dir)
     make_digits_pipeline(args.out_dir)
