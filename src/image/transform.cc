@@ -79,13 +79,14 @@ Coefficients Precompute(int64_t in_size, int64_t out_size, const Filter& f) {
   return c;
 }
 
-uint8_t Clip8(int64_t v) {
+uint8_t Clip8(int32_t v) {
   if (v <= 0) return 0;
   v >>= kPrecisionBits;
   return v > 255 ? 255 : static_cast<uint8_t>(v);
 }
 
-// Resamples along width (horizontal) or height.
+// Resamples along width (horizontal) or height. Accumulates in 32 bits as Pillow does (the
+// weights of one output sum to 2^22, so 255 * the largest lobe sum stays far below 2^31).
 Image Pass(const Image& in, int64_t out_size, const Filter& f, bool horizontal) {
   const int64_t in_size = horizontal ? in.width : in.height;
   const Coefficients c = Precompute(in_size, out_size, f);
@@ -95,24 +96,53 @@ Image Pass(const Image& in, int64_t out_size, const Filter& f, bool horizontal) 
   out.width = horizontal ? out_size : in.width;
   out.pixels.resize(static_cast<size_t>(out.height * out.width * out.channels));
   const int64_t ch = in.channels;
-  for (int64_t y = 0; y < out.height; ++y) {
-    for (int64_t x = 0; x < out.width; ++x) {
-      const int64_t o = horizontal ? x : y;
-      const int32_t* w = &c.weights[static_cast<size_t>(o * c.taps)];
-      const int64_t first = c.first[static_cast<size_t>(o)];
-      const int64_t n = c.count[static_cast<size_t>(o)];
-      for (int64_t k = 0; k < ch; ++k) {
-        int64_t acc = int64_t{1} << (kPrecisionBits - 1);
-        for (int64_t t = 0; t < n; ++t) {
-          const int64_t sy = horizontal ? y : first + t;
-          const int64_t sx = horizontal ? first + t : x;
-          acc +=
-              static_cast<int64_t>(in.pixels[static_cast<size_t>((sy * in.width + sx) * ch + k)]) *
-              w[t];
+  const uint8_t* src = in.pixels.data();
+  uint8_t* dst = out.pixels.data();
+  constexpr int32_t kHalf = int32_t{1} << (kPrecisionBits - 1);
+  if (horizontal) {
+    for (int64_t y = 0; y < out.height; ++y) {
+      const uint8_t* row = src + y * in.width * ch;
+      uint8_t* orow = dst + y * out.width * ch;
+      for (int64_t x = 0; x < out.width; ++x) {
+        const int32_t* w = &c.weights[static_cast<size_t>(x * c.taps)];
+        const uint8_t* p = row + c.first[static_cast<size_t>(x)] * ch;
+        const int64_t n = c.count[static_cast<size_t>(x)];
+        if (ch == 3) {
+          int32_t a0 = kHalf, a1 = kHalf, a2 = kHalf;
+          for (int64_t t = 0; t < n; ++t) {
+            a0 += p[3 * t] * w[t];
+            a1 += p[3 * t + 1] * w[t];
+            a2 += p[3 * t + 2] * w[t];
+          }
+          orow[3 * x] = Clip8(a0);
+          orow[3 * x + 1] = Clip8(a1);
+          orow[3 * x + 2] = Clip8(a2);
+        } else {
+          for (int64_t k = 0; k < ch; ++k) {
+            int32_t acc = kHalf;
+            for (int64_t t = 0; t < n; ++t) acc += p[t * ch + k] * w[t];
+            orow[x * ch + k] = Clip8(acc);
+          }
         }
-        out.pixels[static_cast<size_t>((y * out.width + x) * ch + k)] = Clip8(acc);
       }
     }
+    return out;
+  }
+  // Vertically: whole rows at a time, so the inner loop runs over contiguous bytes.
+  const int64_t stride = in.width * ch;
+  std::vector<int32_t> acc(static_cast<size_t>(stride));
+  for (int64_t y = 0; y < out.height; ++y) {
+    const int32_t* w = &c.weights[static_cast<size_t>(y * c.taps)];
+    const int64_t first = c.first[static_cast<size_t>(y)];
+    const int64_t n = c.count[static_cast<size_t>(y)];
+    std::fill(acc.begin(), acc.end(), kHalf);
+    for (int64_t t = 0; t < n; ++t) {
+      const uint8_t* r = src + (first + t) * stride;
+      const int32_t wt = w[t];
+      for (int64_t i = 0; i < stride; ++i) acc[static_cast<size_t>(i)] += r[i] * wt;
+    }
+    uint8_t* orow = dst + y * stride;
+    for (int64_t i = 0; i < stride; ++i) orow[i] = Clip8(acc[static_cast<size_t>(i)]);
   }
   return out;
 }

@@ -103,8 +103,13 @@ Result<TopK> TopKIndices(const Tensor& output, int64_t class_count, bool batched
     for (int64_t item = 0; item < top.items; ++item) {
       const T* p = data + item * per_item;
       std::iota(order.begin(), order.end(), int64_t{0});
-      std::stable_sort(order.begin(), order.end(),
-                       [p](int64_t a, int64_t b) { return Greater(p[a], p[b]); });
+      // The k best in a stable order (equal values by index): O(n log k).
+      std::partial_sort(order.begin(), order.begin() + top.k, order.end(),
+                        [p](int64_t a, int64_t b) {
+                          if (Greater(p[a], p[b])) return true;
+                          if (Greater(p[b], p[a])) return false;
+                          return a < b;
+                        });
       top.indices.insert(top.indices.end(), order.begin(), order.begin() + top.k);
     }
   });
