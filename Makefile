@@ -2,7 +2,8 @@
 # The two README commands:
 #   make run    install what is missing, build, generate the demo repository, serve it on :8000
 #   make test   install what is missing, build, run every test (CTest)
-#             (with the `llm` group of scripts/install-deps: the generative-model references)
+#             (with the `llm` and `deploy` groups of scripts/install-deps: the generative-model
+#             references, and the tools that check the Kubernetes manifests)
 # and `make` alone: configure and build into build/ (the binary is build/kiln).
 # `make thread-safety` builds the whole tree (src, tools, tests) with clang++ in build-clang/,
 # where Clang's thread-safety analysis (-Wthread-safety) checks the KILN_GUARDED_BY /
@@ -38,7 +39,7 @@ run: deps
 	$(BUILD_DIR)/kiln serve --model-repository $(BUILD_DIR)/demo_models --http-port $(HTTP_PORT) $(KILN_ARGS)
 
 test:
-	@scripts/install-deps llm
+	@scripts/install-deps llm deploy
 	@$(MAKE) --no-print-directory build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
