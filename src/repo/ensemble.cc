@@ -615,6 +615,7 @@ struct Run {
   };
   Mutex mu;
   std::vector<Slot> slots KILN_GUARDED_BY(mu);
+  std::vector<StepTiming> step_timings KILN_GUARDED_BY(mu);  // answered steps, for tracing
   std::vector<int> missing KILN_GUARDED_BY(mu);  // per step: input tensors not ready yet
   int running KILN_GUARDED_BY(mu) = 0;           // steps started (or parked), not finished
   Status error KILN_GUARDED_BY(mu);
@@ -780,6 +781,17 @@ class StepSink final : public ResponseSink {
     State& st = *r.state;
     const uint64_t total = ElapsedNs(handoff_ns_, st.clock->NowNs());
     const auto step = static_cast<size_t>(step_);
+    {
+      StepTiming timing;
+      timing.step = step_;
+      timing.model = st.plan.steps[step].model.name;
+      timing.start_offset_ns = ElapsedNs(r.start_ns, handoff_ns_);
+      timing.duration_ns = total;
+      timing.ok = result.ok();
+      if (result.ok()) timing.timing = result->timing;
+      MutexLock lock(r.mu);
+      r.step_timings.push_back(std::move(timing));
+    }
     if (result.ok()) {
       const RequestTiming& t = result->timing;
       st.stats.RecordStepSuccess(step, total, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
@@ -872,6 +884,7 @@ void FinishRun(const std::shared_ptr<Run>& run) {
   {
     MutexLock lock(r.mu);
     failure = r.error;
+    response.step_timings = std::move(r.step_timings);
     response.model_name = st.name();
     response.model_version = st.version;
     response.id = r.id;

@@ -77,6 +77,8 @@ struct InferRequest {
   uint64_t timeout_us = 0;  // 0: the queue policy's default timeout (microseconds)
   // Set when the client goes away; null: the request cannot be cancelled.
   std::shared_ptr<const Cancellation> cancellation;
+  // The client's W3C `traceparent` (HTTP header or gRPC metadata), as sent; empty when none.
+  std::string traceparent;
 
   bool cancelled() const { return cancellation != nullptr && cancellation->cancelled(); }
 };
@@ -99,6 +101,17 @@ struct RequestTiming {
   uint64_t compute_output_ns = 0;
 };
 
+// One ensemble step of a request, for its trace (repo/ensemble.h fills them; server/trace.h
+// makes spans of them).
+struct StepTiming {
+  int step = 0;
+  std::string model;
+  uint64_t start_offset_ns = 0;  // hand-off to the composing model, from the request's start
+  uint64_t duration_ns = 0;      // hand-off to its answer
+  RequestTiming timing;          // what the composing model's response reported
+  bool ok = true;
+};
+
 struct InferResponse {
   std::string model_name;
   int64_t model_version = 0;
@@ -106,6 +119,8 @@ struct InferResponse {
   std::vector<InferOutput> outputs;  // requested order, or model order when none were requested
   // Set on the final response by the scheduler that ran the request (zero on partial ones).
   RequestTiming timing;
+  // An ensemble's steps that ran, in the order they were answered (empty for other models).
+  std::vector<StepTiming> step_timings;
 };
 
 // Where one request's responses go (see the contract above). Implemented by the protocols (and

@@ -11,6 +11,7 @@
 
 #include "base/logging.h"
 #include "server/gen_infer.h"
+#include "server/trace.h"
 #include "tensor/classification.h"
 
 namespace kiln {
@@ -42,8 +43,11 @@ Status ClassifyOutputs(const ModelSignature& signature, const std::vector<Classi
 class InferenceSink final : public ResponseSink {
  public:
   InferenceSink(std::shared_ptr<LoadedModel> model, std::vector<ClassifyOutput> classify,
-                std::shared_ptr<ResponseSink> out)
-      : model_(std::move(model)), classify_(std::move(classify)), out_(std::move(out)) {}
+                std::shared_ptr<ResponseSink> out, std::shared_ptr<RequestTrace> trace)
+      : model_(std::move(model)),
+        classify_(std::move(classify)),
+        out_(std::move(out)),
+        trace_(std::move(trace)) {}
 
   // A model that drops the request without answering (a broken LoadedModel contract) still gets
   // it answered, so no connection and no drain ever waits for it.
@@ -79,6 +83,13 @@ class InferenceSink final : public ResponseSink {
     if (result.ok()) {
       if (Status s = Classified(*result); !s.ok()) result = std::move(s);
     }
+    if (trace_ != nullptr) {
+      if (result.ok()) {
+        trace_->End(Status::OK(), &result->timing, &result->step_timings);
+      } else {
+        trace_->End(result.status(), nullptr, nullptr);
+      }
+    }
     out_->Finish(std::move(result));
   }
 
@@ -94,6 +105,7 @@ class InferenceSink final : public ResponseSink {
   std::shared_ptr<LoadedModel> model_;
   std::vector<ClassifyOutput> classify_;
   std::shared_ptr<ResponseSink> out_;
+  const std::shared_ptr<RequestTrace> trace_;  // null: not traced
   std::atomic<bool> finished_{false};
   std::atomic<bool> failed_early_{false};  // a partial response failed classification
 };
@@ -111,8 +123,10 @@ void StartInference(std::shared_ptr<LoadedModel> model, std::unique_ptr<InferReq
   std::shared_ptr<LoadedModel> model_ref = model;
   LoadedModel& target = *model;
   const bool generative = target.generative();
-  auto guarded =
-      std::make_shared<InferenceSink>(std::move(model), std::move(classify), std::move(sink));
+  std::shared_ptr<RequestTrace> trace = Tracer::Global().StartRequest(
+      target.name(), target.version(), request->id, request->traceparent);
+  auto guarded = std::make_shared<InferenceSink>(std::move(model), std::move(classify),
+                                                 std::move(sink), std::move(trace));
   if (generative) {
     StartGenerativeInference(std::move(model_ref), std::move(request), std::move(guarded));
     return;

@@ -10,7 +10,7 @@
 namespace kiln {
 
 inline constexpr std::string_view kServerName = "kiln";
-inline constexpr std::array<std::string_view, 5> kServerExtensions{
-    "classification", "model_repository", "binary_tensor_data", "statistics", "logging"};
+inline constexpr std::array<std::string_view, 6> kServerExtensions{
+    "classification", "model_repository", "binary_tensor_data", "statistics", "trace", "logging"};
 
 }  // namespace kiln

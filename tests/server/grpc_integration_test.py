@@ -398,9 +398,20 @@ def check_errors(t, api, rng):
     r = pb.ModelInferRequest(); r.CopyFrom(good)
     o = r.outputs.add(); o.name = "OUTPUT0"; o.parameters["classification"].string_param = "3"
     expect("class_count as a string", r, "INVALID_ARGUMENT", "classification")
-    for rpc in ("SystemSharedMemoryStatus", "CudaSharedMemoryStatus", "TraceSetting"):
+    for rpc in ("SystemSharedMemoryStatus", "CudaSharedMemoryStatus"):
         code, _ = api.error(rpc, getattr(pb, rpc + "Request")())
         t.check(f"{rpc} -> UNIMPLEMENTED", code == "UNIMPLEMENTED", code)
+    # The trace extension: the settings, and a bad update named.
+    tr = api.call("TraceSetting", pb.TraceSettingRequest())
+    t.check("TraceSetting answers the settings (tracing off by default)",
+            list(tr.settings["trace_level"].value) == ["OFF"]
+            and list(tr.settings["trace_rate"].value) == ["1000"]
+            and list(tr.settings["trace_mode"].value) == ["triton"], str(tr))
+    bad = pb.TraceSettingRequest()
+    bad.settings["trace_rate"].value.append("zero")
+    code, details = api.error("TraceSetting", bad)
+    t.check("TraceSetting with a bad rate -> INVALID_ARGUMENT naming it",
+            code == "INVALID_ARGUMENT" and "trace_rate" in details, f"{code} {details}")
     r = pb.ModelInferRequest(); r.CopyFrom(good); r.parameters["sequence_id"].double_param = 3.0
     expect("sequence_id as a double", r, "UNIMPLEMENTED", "sequence_id")
     # Methods and services nobody serves: UNIMPLEMENTED with a message naming them.

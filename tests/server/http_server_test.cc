@@ -431,7 +431,7 @@ TEST_F(HttpServerTest, ServerMetadata) {
   EXPECT_EQ(r.header("Content-Type"), "application/json");
   EXPECT_EQ(r.body, R"({"name":"kiln","version":"1.2.3",)"
                     R"("extensions":["classification","model_repository","binary_tensor_data",)"
-                    R"("statistics","logging"]})");
+                    R"("statistics","trace","logging"]})");
 }
 
 TEST_F(HttpServerTest, ModelMetadata) {
@@ -576,11 +576,25 @@ TEST_F(HttpServerTest, FullQueueIs429WithRetryAfter) {
   EXPECT_NE(ErrorOf(r).find("full"), std::string::npos);
 }
 
+// The trace extension: GET answers the settings, a bad POST names the setting (the tracer's
+// behaviour is server/trace_test.cc's and tracing_integration's).
+TEST_F(HttpServerTest, TraceSettings) {
+  Client c(port());
+  for (const char* target : {"/v2/trace/setting", "/v2/models/double/trace/setting"}) {
+    Reply r = c.Get(target);
+    EXPECT_EQ(r.status, 200) << target;
+    EXPECT_NE(r.body.find(R"("trace_level":["OFF"])"), std::string::npos) << r.body;
+  }
+  Reply bad = c.Post("/v2/trace/setting", R"({"trace_rate":"0"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("trace_rate"), std::string::npos) << bad.body;
+}
+
 TEST_F(HttpServerTest, NotFoundAndMethodNotAllowed) {
   Client c(port());
   for (const char* target :
-       {"/", "/v2/", "/v2/models/double/trace/setting", "/v2/repository/models/m",
-        "/v2/models/double/versions/x/infer", "/v2/trace/setting"}) {
+       {"/", "/v2/", "/v2/models/double/versions/1/trace/setting", "/v2/repository/models/m",
+        "/v2/models/double/versions/x/infer", "/v2/trace"}) {
     Reply r = c.Get(target);
     EXPECT_EQ(r.status, 404) << target;
     EXPECT_EQ(r.body, R"({"error":"Not Found"})") << target;

@@ -40,6 +40,7 @@
 #include "server/metrics/metrics_report.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/system_metrics.h"
+#include "server/trace.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/devices.h"
 
@@ -79,7 +80,22 @@ struct ServeOptions {
   int thread_budget = 0;
   std::vector<std::string> cache_config;  // --cache-config values
   uint64_t response_cache_byte_size = 0;  // the reference's older flag: local,size=N
+  std::vector<std::string> trace_config;  // --trace-config values
 };
+
+// Request tracing from --trace-config (server/trace.h); INVALID_ARGUMENT naming a bad value.
+Status ConfigureTracing(const ServeOptions& opt) {
+  if (opt.trace_config.empty()) return Status::OK();
+  TraceSettings s;
+  for (const std::string& v : opt.trace_config) KILN_RETURN_IF_ERROR(ApplyTraceConfig(v, &s));
+  KILN_RETURN_IF_ERROR(Tracer::Global().Configure(s));
+  if (s.level != TraceSettings::Level::kOff) {
+    KILN_LOG_INFO("tracing 1 in {} requests to {}", s.rate,
+                  s.mode == TraceSettings::Mode::kOpenTelemetry ? "OTLP/HTTP " + s.url
+                                                                : "the file " + s.file);
+  }
+  return Status::OK();
+}
 
 Result<ModelControlMode> ParseControlMode(const std::string& mode) {
   if (mode == "none") return ModelControlMode::kNone;
@@ -318,18 +334,23 @@ Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
   // GPU series through NVML when it loads; none (and no error) otherwise.
   auto gpus = std::make_shared<GpuMetricsReader>();
   if (!gpus->available()) KILN_LOG_INFO("no GPU metrics: {}", gpus->why_not());
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> metrics,
-                        MetricsServer::Create(metrics_options, [model_manager, cpu, gpus, cache] {
-                          const std::vector<ModelMetrics> models =
-                              CollectModelMetrics(*model_manager);
-                          SystemMetrics system;
-                          system.cpu_utilization = cpu->Sample();
-                          system.memory = ReadMemoryInfo();
-                          system.process_rss_bytes = ReadProcessRssBytes();
-                          system.gpus = gpus->Read();
-                          if (cache != nullptr) system.response_cache = cache->Stats();
-                          return RenderMetrics(models, system);
-                        }));
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetricsServer> metrics,
+      MetricsServer::Create(metrics_options, [model_manager, cpu, gpus, cache] {
+        const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
+        SystemMetrics system;
+        system.cpu_utilization = cpu->Sample();
+        system.memory = ReadMemoryInfo();
+        system.process_rss_bytes = ReadProcessRssBytes();
+        system.gpus = gpus->Read();
+        if (cache != nullptr) system.response_cache = cache->Stats();
+        const Tracer& tracer = Tracer::Global();
+        if (tracer.traces_started() > 0 || tracer.settings().level != TraceSettings::Level::kOff) {
+          system.tracing = SystemMetrics::Tracing{tracer.spans_exported(), tracer.spans_dropped(),
+                                                  tracer.traces_started()};
+        }
+        return RenderMetrics(models, system);
+      }));
   KILN_RETURN_IF_ERROR(metrics->Start());
   KILN_LOG_INFO("serving Prometheus metrics on {}:{}/metrics", opt.metrics_address,
                 metrics->port());
@@ -360,6 +381,7 @@ int ServeUntilSignal(const ServeOptions& opt, const sigset_t& signals, ModelMana
   const bool drained =
       DrainAndStop(manager, server, grpc, signals, std::chrono::seconds(opt.exit_timeout_secs));
   if (drained) {
+    Tracer::Global().Shutdown();  // the traces of the last requests are exported
     if (metrics != nullptr) metrics->Stop();
     KILN_LOG_INFO("stopped");
     return 0;
@@ -380,6 +402,7 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   if (Status devices = SetUpDevices(opt.devices); !devices.ok()) return Fail(devices);
   Result<std::shared_ptr<ResponseCache>> cache = MakeResponseCache(opt);
   if (!cache.ok()) return Fail(cache.status(), 2);
+  if (Status tracing = ConfigureTracing(opt); !tracing.ok()) return Fail(tracing, 2);
   const sigset_t signals = BlockShutdownSignals();
   Result<std::unique_ptr<ModelManager>> manager = StartModels(opt, *mode, *cache);
   if (!manager.ok()) return Fail(manager.status());
@@ -535,6 +558,20 @@ void AddLimitAndInstanceFlags(CLI::App& cmd, ServeOptions& opt) {
       ->capture_default_str();
 }
 
+// Request tracing, with the reference server's flags.
+void AddTraceFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--trace-config", opt.trace_config,
+                 "Request tracing, as the reference server: one [MODE,]SETTING=VALUE per flag "
+                 "(repeatable): level=OFF|TIMESTAMPS, rate=N (1 in N requests; a sampled "
+                 "traceparent is always traced), count=N (-1: no limit), "
+                 "mode=triton|opentelemetry, triton,file=PATH (JSON lines of timestamps), "
+                 "triton,log-frequency=N, opentelemetry,url=HOST:PORT/PATH (OTLP/HTTP JSON), "
+                 "opentelemetry,resource=KEY=VALUE, opentelemetry,bsp_max_queue_size=N, "
+                 "opentelemetry,bsp_max_export_batch_size=N, opentelemetry,bsp_schedule_delay=MS. "
+                 "Changeable at run time: /v2/trace/setting (docs/tracing.md)")
+      ->allow_extra_args(false);
+}
+
 // The response cache, with the reference server's flags.
 void AddCacheFlags(CLI::App& cmd, ServeOptions& opt) {
   cmd.add_option("--cache-config", opt.cache_config,
@@ -565,6 +602,7 @@ CommandMain AddServeCommand(CLI::App& app) {
   AddLogFlags(*cmd, *opt);
   AddLimitAndInstanceFlags(*cmd, *opt);
   AddCacheFlags(*cmd, *opt);
+  AddTraceFlags(*cmd, *opt);
   AddDeviceFlags(*cmd, &opt->devices);
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }

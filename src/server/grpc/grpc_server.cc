@@ -32,6 +32,7 @@
 #include "server/log_settings.h"
 #include "server/server_metadata.h"
 #include "server/status_map.h"
+#include "server/trace.h"
 
 namespace kiln {
 namespace {
@@ -301,6 +302,7 @@ class UnaryCall final : public OneAnswerCall {
 
   const Req& request() const { return request_; }
   Req* mutable_request() { return &request_; }
+  const grpc::ServerContext& context() const { return ctx_; }
   Resp* response() { return &response_; }
   void Finish(const grpc::Status& status) {
     finishing_ = true;
@@ -370,12 +372,19 @@ class GrpcInferSink final : public ResponseSink {
   std::function<size_t()> backlog_;
 };
 
+// The client's W3C traceparent metadata (server/trace.h), or "" when it sent none.
+std::string TraceParentOf(const grpc::ServerContext& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("traceparent");
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 // Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
 // `cancellation` (may be null) is set when the client goes away.
 // The request's numeric raw inputs borrow the message's bytes: `msg` lives until they are gone.
 void StartGrpcInference(Impl* server,
                         const std::shared_ptr<const inference::ModelInferRequest>& msg_ptr,
-                        std::shared_ptr<const Cancellation> cancellation,
+                        std::shared_ptr<const Cancellation> cancellation, std::string traceparent,
                         std::function<void(Result<InferResponse>)> done,
                         std::function<void(InferResponse)> partial = {},
                         std::function<size_t()> backlog = {}) {
@@ -396,6 +405,7 @@ void StartGrpcInference(Impl* server,
     return;
   }
   (*request)->cancellation = std::move(cancellation);
+  (*request)->traceparent = std::move(traceparent);
   // Classification extension: outputs asked for their top-k classes are replaced by them.
   std::vector<ClassifyOutput> classify;
   for (const auto& out : msg.outputs()) {
@@ -623,19 +633,20 @@ void HandleInfer(Impl* server, InferCall* call) {
     call->Finish(parsed);
     return;
   }
-  StartGrpcInference(server, request, call->cancellation(), [call](Result<InferResponse> result) {
-    if (!result.ok()) {
-      call->Finish(result.status());
-      return;
-    }
-    Result<WireMessage> wire = EncodeModelInferResponse(*result);
-    if (!wire.ok()) {
-      call->Finish(wire.status());
-      return;
-    }
-    *call->response() = ToByteBuffer(std::move(wire).value());
-    call->Finish(Status::OK());
-  });
+  StartGrpcInference(server, request, call->cancellation(), TraceParentOf(call->context()),
+                     [call](Result<InferResponse> result) {
+                       if (!result.ok()) {
+                         call->Finish(result.status());
+                         return;
+                       }
+                       Result<WireMessage> wire = EncodeModelInferResponse(*result);
+                       if (!wire.ok()) {
+                         call->Finish(wire.status());
+                         return;
+                       }
+                       *call->response() = ToByteBuffer(std::move(wire).value());
+                       call->Finish(Status::OK());
+                     });
 }
 
 using LogCall = UnaryCall<inference::LogSettingsRequest, inference::LogSettingsResponse>;
@@ -682,6 +693,27 @@ void HandleLogSettings(Impl*, LogCall* call) {
         v.set_string_param(f.string_value);
         break;
     }
+  }
+  call->Finish(grpc::Status::OK);
+}
+
+using TraceCall = UnaryCall<inference::TraceSettingRequest, inference::TraceSettingResponse>;
+// The trace extension (server/trace.h): one setting for the server; a model's is the server's.
+void HandleTraceSetting(Impl*, TraceCall* call) {
+  TraceSettingFields update;
+  for (const auto& [name, value] : call->request().settings()) {
+    update.emplace_back(name, std::vector<std::string>(value.value().begin(), value.value().end()));
+  }
+  TraceSettings s = Tracer::Global().settings();
+  Status st = UpdateTraceSettings(update, &s);
+  if (st.ok() && !update.empty()) st = Tracer::Global().Configure(s);
+  if (!st.ok()) {
+    call->Finish(st);
+    return;
+  }
+  auto* settings = call->response()->mutable_settings();
+  for (const auto& [name, values] : TraceSettingsAsFields(Tracer::Global().settings())) {
+    for (const std::string& v : values) (*settings)[name].add_value(v);
   }
   call->Finish(grpc::Status::OK);
 }
@@ -789,7 +821,7 @@ class StreamCall {
     std::string model = request->model_name();
     std::string version = request->model_version();
     StartGrpcInference(
-        server_, request, cancel_,
+        server_, request, cancel_, TraceParentOf(ctx_),
         [this, id = std::move(id), model = std::move(model),
          version = std::move(version)](Result<InferResponse> result) {
           Status status = result.status();
@@ -968,8 +1000,7 @@ void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
       this, cq, &S::RequestCudaSharedMemoryRegister, &HandleUnimplemented);
   UnaryCall<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>::Listen(
       this, cq, &S::RequestCudaSharedMemoryUnregister, &HandleUnimplemented);
-  UnaryCall<TraceSettingRequest, TraceSettingResponse>::Listen(this, cq, &S::RequestTraceSetting,
-                                                               &HandleUnimplemented);
+  TraceCall::Listen(this, cq, &S::RequestTraceSetting, &HandleTraceSetting);
   LogCall::Listen(this, cq, &S::RequestLogSettings, &HandleLogSettings);
   UnknownMethodCall::Listen(this, cq);
 }

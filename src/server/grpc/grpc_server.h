@@ -20,8 +20,9 @@
 // model's callback, and repository load / unload run on a separate control thread.
 // ModelStreamInfer answers each request of a stream with one response, in completion order;
 // a request's error goes in that response's error_message and the stream stays open. Message
-// size limits: INT32_MAX both ways (the reference server's). Unimplemented RPCs (shared memory,
-// trace and log settings) answer UNIMPLEMENTED. Error codes come from server/status_map.h.
+// size limits: INT32_MAX both ways (the reference server's). The shared-memory RPCs answer
+// UNIMPLEMENTED; TraceSetting and LogSettings change the settings of the whole server. Error codes
+// come from server/status_map.h.
 //
 // Thread safety: Start, Stop, SetReady, StartDraining, port and InferencesInFlight may be
 // called from any thread (not from a model callback). Stop is idempotent; the destructor calls

@@ -85,6 +85,7 @@
 #include "server/http/repository_json.h"
 #include "server/http/router.h"
 #include "server/http/stats_json.h"
+#include "server/http/trace_json.h"
 #include "server/inference.h"
 #include "server/json_writer.h"
 #include "server/listener.h"
@@ -255,6 +256,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleModelConfig(const Route& route);
   void HandleRepositoryIndex(const Route& route);
   void HandleLoggingUpdate();
+  void HandleTraceUpdate();
   void HandleRepositoryControl(const Route& route);
   void HandleOpenAiModels(const Route& route);
   void HandleOpenAi(const Route& route);
@@ -586,6 +588,12 @@ void Session::Handle() {
     case RouteKind::kLoggingGet:
       SendJson(kHttpOk, LogSettingsJson(GetLogSettings()));
       return;
+    case RouteKind::kTraceGet:
+      SendJson(kHttpOk, TraceSettingsJson(Tracer::Global().settings()));
+      return;
+    case RouteKind::kTraceUpdate:
+      HandleTraceUpdate();
+      return;
     case RouteKind::kLoggingUpdate:
       HandleLoggingUpdate();
       return;
@@ -694,6 +702,7 @@ void Session::HandleInfer(const Route& route) {
   }
   infer_cancel_ = std::make_shared<Cancellation>();
   request->cancellation = infer_cancel_;
+  request->traceparent = ToStd(req["traceparent"]);
   auto sink =
       std::make_shared<HttpInferSink>(shared_from_this(), server_->MakeWorkGuard(), server_);
   StartInference(std::move(model).value(), std::move(request), std::move(classify),
@@ -769,6 +778,17 @@ void Session::HandleLoggingUpdate() {
     return;
   }
   SendJson(kHttpOk, LogSettingsJson(GetLogSettings()));
+}
+
+void Session::HandleTraceUpdate() {
+  TraceSettings s = Tracer::Global().settings();
+  Status st = ApplyTraceSettingsRequest(body_parser_->get().body(), &s);
+  if (st.ok()) st = Tracer::Global().Configure(s);
+  if (!st.ok()) {
+    SendError(st);
+    return;
+  }
+  SendJson(kHttpOk, TraceSettingsJson(Tracer::Global().settings()));
 }
 
 void Session::HandleRepositoryIndex(const Route& route) {

@@ -144,6 +144,15 @@ Route RouteRequest(std::string_view method, std::string_view target) {
     return Make(RouteKind::kNotFound);
   }
   if (parts[0] == "repository") return RouteRepository(method, parts);
+  // The trace extension: one setting for the server; a model's setting is the server's.
+  if ((parts.size() == 2 && parts[0] == "trace" && parts[1] == "setting") ||
+      (parts.size() == 4 && parts[0] == "models" && parts[2] == "trace" && parts[3] == "setting")) {
+    if (method == "GET") return Make(RouteKind::kTraceGet);
+    if (method == "POST") return Make(RouteKind::kTraceUpdate);
+    Route r = Make(RouteKind::kMethodNotAllowed);
+    r.allow = "GET, POST";
+    return r;
+  }
   if (parts.size() == 1 && parts[0] == "logging") {
     if (method == "GET") return Make(RouteKind::kLoggingGet);
     if (method == "POST") return Make(RouteKind::kLoggingUpdate);

@@ -13,7 +13,7 @@
 // `/v2/logging` takes GET and POST. `/v2/models/{m}[/versions/{v}]/generate` and
 // `.../generate_stream` are Triton's generate extension. `/v1/...` is the OpenAI-compatible API
 // (`/v1/models`, `/v1/models/{id}`, `/v1/completions`, `/v1/chat/completions`). Endpoints kiln
-// does not implement yet (trace, shared memory) answer 404 like any unknown path. A known path
+// does not implement yet (shared memory) answer 404 like any unknown path. A known path
 // with the wrong method is 405.
 //
 // Thread safety: pure function; call from any thread.
@@ -41,6 +41,8 @@ enum class RouteKind {
   kRepositoryUnload,  // POST /v2/repository[/{repo}]/models/{m}/unload
   kLoggingGet,        // GET /v2/logging
   kLoggingUpdate,     // POST /v2/logging
+  kTraceGet,          // GET /v2/trace/setting, /v2/models/{m}/trace/setting
+  kTraceUpdate,       // POST /v2/trace/setting, /v2/models/{m}/trace/setting
   kModelGenerate,     // POST /v2/models/{m}[/versions/{v}]/generate
   kModelGenerateStream,    // POST /v2/models/{m}[/versions/{v}]/generate_stream
   kOpenAiModels,           // GET /v1/models

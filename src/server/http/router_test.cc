@@ -51,6 +51,10 @@ std::string KindName(RouteKind k) {
       return "LoggingGet";
     case RouteKind::kLoggingUpdate:
       return "LoggingUpdate";
+    case RouteKind::kTraceGet:
+      return "TraceGet";
+    case RouteKind::kTraceUpdate:
+      return "TraceUpdate";
   }
   return "?";
 }
@@ -153,9 +157,13 @@ const RouteCase kCases[] = {
     {"POST", "/v1/embeddings", K::kNotFound},
     {"POST", "/v1", K::kNotFound},
     // Endpoints of later issues answer 404 whatever the method.
-    {"GET", "/v2/models/m/trace/setting", K::kNotFound},
+    {"GET", "/v2/models/m/trace/setting", K::kTraceGet},
+    {"POST", "/v2/models/m/trace/setting", K::kTraceUpdate},
     {"GET", "/v2/models/m/versions/1/trace/setting", K::kNotFound},
-    {"GET", "/v2/trace/setting", K::kNotFound},
+    {"GET", "/v2/trace/setting", K::kTraceGet},
+    {"POST", "/v2/trace/setting", K::kTraceUpdate},
+    {"PUT", "/v2/trace/setting", K::kMethodNotAllowed},
+    {"GET", "/v2/trace", K::kNotFound},
     {"GET", "/v2/systemsharedmemory/status", K::kNotFound},
     {"GET", "/v2/cudasharedmemory/region/r/status", K::kNotFound},
     // Anything else.

@@ -342,6 +342,17 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
            "Model load time in seconds (graph import, sessions, warmup)",
            [](const ModelMetrics& m) { return m.load_duration_seconds; });
   RenderCacheMetrics(w, models, system.response_cache);
+  if (system.tracing) {
+    w.BeginFamily("kiln_trace_traces_total", T::kCounter,
+                  "Requests traced (--trace-config, /v2/trace/setting)");
+    w.Sample({}, static_cast<double>(system.tracing->traces));
+    w.BeginFamily("kiln_trace_spans_exported_total", T::kCounter,
+                  "Trace spans the OTLP collector accepted");
+    w.Sample({}, static_cast<double>(system.tracing->spans_exported));
+    w.BeginFamily("kiln_trace_spans_dropped_total", T::kCounter,
+                  "Trace spans dropped: the export queue was full or the export failed");
+    w.Sample({}, static_cast<double>(system.tracing->spans_dropped));
+  }
   if (system.cpu_utilization) {
     w.BeginFamily("nv_cpu_utilization", T::kGauge,
                   "CPU utilization rate [0.0 - 1.0] since the previous scrape");

@@ -55,6 +55,13 @@ struct SystemMetrics {
   std::vector<GpuReading> gpus;  // empty without NVML (server/metrics/gpu_metrics.h)
   // The server's response cache (repo/response_cache.h); unset without --cache-config.
   std::optional<ResponseCacheStats> response_cache;
+  // Request tracing (server/trace.h): spans exported and dropped; unset when tracing never ran.
+  struct Tracing {
+    uint64_t spans_exported = 0;
+    uint64_t spans_dropped = 0;
+    uint64_t traces = 0;
+  };
+  std::optional<Tracing> tracing;
 };
 
 // The reference failure reason of a kiln failure reason: queue full, timeout and shutdown are

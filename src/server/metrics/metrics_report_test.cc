@@ -111,6 +111,17 @@ TEST(MetricsReport, NoModelsStillDescribesEveryFamilyAndLeavesOutUnknownSystemFi
   EXPECT_THAT(text, Not(HasSubstr("kiln_process_resident_memory_bytes")));
   EXPECT_THAT(text, Not(HasSubstr("nv_gpu_")));
   EXPECT_THAT(text, Not(HasSubstr("nv_cache_")));
+  EXPECT_THAT(text, Not(HasSubstr("kiln_trace_")));
+}
+
+TEST(MetricsReport, TracingCounters) {
+  SystemMetrics system;
+  system.tracing = SystemMetrics::Tracing{40, 6, 9};
+  const std::string text = RenderMetrics({}, system);
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_trace_spans_exported_total counter\n"
+                              "kiln_trace_spans_exported_total 40\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_trace_spans_dropped_total 6\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_trace_traces_total 9\n"));
 }
 
 // One sample per GPU, labelled with its UUID; a figure NVML refused leaves its sample out, and a
