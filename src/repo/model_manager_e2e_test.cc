@@ -97,12 +97,13 @@ TEST_F(DemoRepoTest, LoadsEveryDemoModel) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(manager->AllModelsReady());
   const std::vector<ModelIndexEntry> index = manager->Index();
-  ASSERT_EQ(index.size(), 5u);
+  ASSERT_EQ(index.size(), 6u);
   EXPECT_EQ(index[0].name, "add_sub");
   EXPECT_EQ(index[1].name, "digits");
   EXPECT_EQ(index[2].name, "digits_image");
   EXPECT_EQ(index[3].name, "digits_pipeline");
-  EXPECT_EQ(index[4].name, "tiny_lm");
+  EXPECT_EQ(index[4].name, "digits_top3");
+  EXPECT_EQ(index[5].name, "tiny_lm");
   // tiny_lm has no config: its model.gguf makes it a generative model.
   Result<std::shared_ptr<LoadedModel>> lm = manager->GetModel("tiny_lm", -1);
   ASSERT_TRUE(lm.ok()) << lm.status().ToString();
@@ -244,8 +245,18 @@ TEST_F(DemoRepoTest, DigitImagesThroughTheEnsemble) {
     pixel_request->inputs.push_back(FloatInput("pixels", {1, 64}, pixels));
     Result<InferResponse> want = InferSync(**digits, std::move(pixel_request));
     ASSERT_TRUE(want.ok());
-    const std::vector<float> p = FloatValues(got->outputs[0].tensor);
+    // The ensemble's outputs, in config order: top3 (the kiln_classify step), probabilities.
+    ASSERT_EQ(got->outputs.size(), 2u);
+    ASSERT_EQ(got->outputs[1].name, "probabilities");
+    const std::vector<float> p = FloatValues(got->outputs[1].tensor);
     const std::vector<float> q = FloatValues(want->outputs[0].tensor);
+    ASSERT_EQ(got->outputs[0].name, "top3");
+    const std::string& best = got->outputs[0].tensor.data<const std::string>()[0];
+    const auto top_index = std::max_element(p.begin(), p.end()) - p.begin();
+    static const char* const kNames[] = {"zero", "one", "two",   "three", "four",
+                                         "five", "six", "seven", "eight", "nine"};
+    EXPECT_TRUE(best.ends_with(":" + std::to_string(top_index) + ":" + kNames[top_index]))
+        << file << ": " << best;
     ASSERT_EQ(p.size(), 10u);
     for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(p[i], q[i], 2e-2) << file << " class " << i;
     const auto top = std::max_element(p.begin(), p.end()) - p.begin();
