@@ -699,7 +699,17 @@ void LlmModel::Core::FinishChoice(GenSequence& s, FinishReason reason, std::stri
     g.prompt_tokens_total += static_cast<uint64_t>(req.usage.prompt_tokens);
     g.generation_tokens_total += static_cast<uint64_t>(req.usage.completion_tokens);
   }
-  req.sink->Finish(GenFinal{req.usage});
+  GenTiming timing;
+  if (req.first_scheduled_ns >= 0) {
+    timing.queue_ns =
+        static_cast<uint64_t>(std::max<int64_t>(0, req.first_scheduled_ns - req.arrival_ns));
+    if (req.first_token_ns >= 0) {
+      timing.prefill_ns =
+          static_cast<uint64_t>(std::max<int64_t>(0, req.first_token_ns - req.first_scheduled_ns));
+      timing.decode_ns = static_cast<uint64_t>(std::max<int64_t>(0, now - req.first_token_ns));
+    }
+  }
+  req.sink->Finish(GenFinal{req.usage, timing});
 }
 
 void LlmModel::Core::Accept(GenSequence& s, int32_t token, const llm::TokenLogprobs* lp,

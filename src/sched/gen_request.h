@@ -114,8 +114,18 @@ struct GenUsage {
   int64_t cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache
 };
 
+// Where a generation request's time went (for its trace, server/trace.h): queue is arrival to
+// its first scheduled step, prefill from there to its first sampled token, decode from the first
+// token to the answer. All zero when unknown.
+struct GenTiming {
+  uint64_t queue_ns = 0;
+  uint64_t prefill_ns = 0;
+  uint64_t decode_ns = 0;
+};
+
 struct GenFinal {
   GenUsage usage;
+  GenTiming timing;
 };
 
 class GenerationSink {

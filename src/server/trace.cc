@@ -598,11 +598,48 @@ std::shared_ptr<RequestTrace> Tracer::StartRequest(std::string_view model, int64
 void RequestTrace::End(const Status& status, const RequestTiming* timing,
                        const std::vector<StepTiming>* steps) {
   if (ended_.exchange(true)) return;
-  tracer_->Submit(*this, status, timing, steps);
+  tracer_->Submit(*this, status, timing, steps, nullptr);
+}
+
+void RequestTrace::EndGeneration(const Status& status, const GenTiming* timing) {
+  if (ended_.exchange(true)) return;
+  tracer_->Submit(*this, status, nullptr, nullptr, timing);
+}
+
+namespace {
+class TracedGenerationSink final : public GenerationSink {
+ public:
+  TracedGenerationSink(std::shared_ptr<GenerationSink> out, std::shared_ptr<RequestTrace> trace)
+      : out_(std::move(out)), trace_(std::move(trace)) {}
+  void Send(GenChunk chunk) override { out_->Send(std::move(chunk)); }
+  void Finish(Result<GenFinal> result) override {
+    if (result.ok()) {
+      trace_->EndGeneration(Status::OK(), &result->timing);
+    } else {
+      trace_->EndGeneration(result.status(), nullptr);
+    }
+    out_->Finish(std::move(result));
+  }
+  size_t backlog() const override { return out_->backlog(); }
+
+ private:
+  const std::shared_ptr<GenerationSink> out_;
+  const std::shared_ptr<RequestTrace> trace_;
+};
+}  // namespace
+
+std::shared_ptr<GenerationSink> TraceGeneration(std::shared_ptr<GenerationSink> sink,
+                                                std::string_view model, int64_t version,
+                                                std::string_view request_id,
+                                                std::string_view traceparent) {
+  std::shared_ptr<RequestTrace> trace =
+      Tracer::Global().StartRequest(model, version, request_id, traceparent);
+  if (trace == nullptr) return sink;
+  return std::make_shared<TracedGenerationSink>(std::move(sink), std::move(trace));
 }
 
 void Tracer::Submit(RequestTrace& t, const Status& status, const RequestTiming* timing,
-                    const std::vector<StepTiming>* steps) {
+                    const std::vector<StepTiming>* steps, const GenTiming* generation) {
   const int64_t end = t.start_unix_ns + (SteadyNs() - t.start_steady_ns);
   const int64_t start = t.start_unix_ns;
   std::vector<SpanRecord> spans;
@@ -658,6 +695,12 @@ void Tracer::Submit(RequestTrace& t, const Status& status, const RequestTiming* 
       }
       if (st.ok) phases(id, st.timing, s0);
     }
+  } else if (generation != nullptr && status.ok()) {
+    const auto q = static_cast<int64_t>(generation->queue_ns);
+    const auto pre = static_cast<int64_t>(generation->prefill_ns);
+    child(root.span_id, "queue", start, q);
+    child(root.span_id, "prefill", start + q, pre);
+    child(root.span_id, "decode", start + q + pre, static_cast<int64_t>(generation->decode_ns));
   } else if (timing != nullptr && status.ok()) {
     phases(root.span_id, *timing, start);
   }
@@ -694,6 +737,14 @@ void Tracer::Submit(RequestTrace& t, const Status& status, const RequestTiming* 
       w.EndObject();
     };
     stamp("REQUEST_START", start);
+    if (generation != nullptr && status.ok()) {
+      const int64_t q = start + static_cast<int64_t>(generation->queue_ns);
+      const int64_t first = q + static_cast<int64_t>(generation->prefill_ns);
+      stamp("QUEUE_START", start);
+      stamp("COMPUTE_START", std::min(q, end));
+      stamp("FIRST_TOKEN", std::min(first, end));
+      stamp("COMPUTE_END", std::min(first + static_cast<int64_t>(generation->decode_ns), end));
+    }
     if (timing != nullptr && status.ok()) {
       const int64_t q = start + static_cast<int64_t>(timing->queue_ns);
       const int64_t in = q + static_cast<int64_t>(timing->compute_input_ns);

@@ -18,6 +18,7 @@
 //     "queue"                       arrival to dispatch
 //     "compute"                     with "compute_input", "compute_infer", "compute_output"
 //     "step N <model>" per ensemble step that ran, each with its own queue and compute
+//     (a generation request, TraceGeneration: "queue", "prefill", "decode" instead)
 // placed from the request's RequestTiming (sched/request.h): the phases are durations, laid end
 // to end from the request's start. Attributes: kiln.model, kiln.model_version, kiln.request_id,
 // and the error message on a failed request (status ERROR).
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sched/gen_request.h"
 #include "sched/request.h"
 
 namespace kiln {
@@ -104,6 +106,8 @@ class RequestTrace {
  public:
   // Ends the request: its spans go to the exporter. `timing` and `steps` may be null (unknown).
   void End(const Status& status, const RequestTiming* timing, const std::vector<StepTiming>* steps);
+  // Ends a generation request: "queue", "prefill" and "decode" spans from `timing` (may be null).
+  void EndGeneration(const Status& status, const GenTiming* timing);
   const std::array<uint8_t, 16>& trace_id() const { return trace_id_; }
 
  private:
@@ -155,7 +159,7 @@ class Tracer {
  private:
   friend class RequestTrace;
   void Submit(RequestTrace& trace, const Status& status, const RequestTiming* timing,
-              const std::vector<StepTiming>* steps);
+              const std::vector<StepTiming>* steps, const GenTiming* generation);
 
   std::unique_ptr<State> state_;
   std::atomic<bool> on_{false};
@@ -163,5 +167,13 @@ class Tracer {
   std::atomic<uint64_t> spans_dropped_{0};
   std::atomic<uint64_t> traces_started_{0};
 };
+
+// A generation request's sink (the OpenAI and generate APIs, kiln batch): wrapped, when the
+// global tracer samples this request, so that its Finish ends the request's trace; otherwise
+// `sink` itself.
+std::shared_ptr<GenerationSink> TraceGeneration(std::shared_ptr<GenerationSink> sink,
+                                                std::string_view model, int64_t version,
+                                                std::string_view request_id,
+                                                std::string_view traceparent);
 
 }  // namespace kiln

@@ -282,6 +282,29 @@ TEST(Tracer, EnsembleStepsAndErrors) {
   tracer.Shutdown();
 }
 
+TEST(Tracer, GenerationPhases) {
+  Collector collector;
+  Tracer tracer;
+  ASSERT_TRUE(tracer.Configure(OtelTo(collector.port())).ok());
+  auto t = tracer.StartRequest("lm", 1, "", "");
+  ASSERT_NE(t, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  GenTiming timing{100000, 300000, 900000};
+  t->EndGeneration(Status::OK(), &timing);
+  ASSERT_TRUE(WaitFor([&] { return tracer.spans_exported() == 4; })) << tracer.spans_exported();
+  std::map<std::string, SpanView> by_name;
+  for (const SpanView& s : Spans(collector.bodies())) by_name[s.name] = s;
+  const std::string root = by_name["lm request"].id;
+  for (const char* name : {"queue", "prefill", "decode"}) {
+    EXPECT_EQ(by_name[name].parent, root) << name;
+  }
+  EXPECT_EQ(by_name["prefill"].start, by_name["queue"].end);
+  EXPECT_EQ(by_name["prefill"].end - by_name["prefill"].start, 300000);
+  EXPECT_EQ(by_name["decode"].start, by_name["prefill"].end);
+  EXPECT_EQ(by_name["decode"].end - by_name["decode"].start, 900000);
+  tracer.Shutdown();
+}
+
 TEST(Tracer, SamplesOneInRateAndStopsAtCount) {
   Tracer tracer;
   TraceSettings s;

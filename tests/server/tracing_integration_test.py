@@ -12,6 +12,7 @@ parses every ExportTraceServiceRequest (OTLP JSON) it gets. Checked:
     are there) does the same;
   - the digits_pipeline ensemble gives one span per step, each with its own queue and compute;
   - a failing request's span has status ERROR with the message;
+  - an OpenAI chat request on the generative demo model gives queue, prefill and decode spans;
   - the file mode writes one JSON line of timestamps per traced request;
   - with the receiver gone, spans are dropped and counted in kiln_trace_spans_dropped_total,
     and requests are still answered.
@@ -271,6 +272,24 @@ def check_otel(t, args, work):
                 failed)
 
         check_grpc(t, args, rx, grpc_port)
+
+        # A generation request (OpenAI chat on the demo's tiny_lm): queue, prefill, decode.
+        trace4 = "7" * 32
+        status, _ = http_call(port, "POST", "/v1/chat/completions",
+                              {"model": "tiny_lm", "max_tokens": 4, "temperature": 0,
+                               "messages": [{"role": "user", "content": "the"}]},
+                              {"Content-Type": "application/json",
+                               "traceparent": f"00-{trace4}-{'8' * 16}-01"})
+        rx.wait(lambda s: s["traceId"] == trace4 and s["name"] == "decode")
+        spans = rx.trace(trace4)
+        roots = [s for s in spans if s["name"] == "tiny_lm request"]
+        kids = children(spans, roots[0]["spanId"]) if roots else {}
+        t.check("generation: queue, prefill and decode spans under the request",
+                status == 200 and len(roots) == 1
+                and {"queue", "prefill", "decode"} <= set(kids)
+                and int(kids["prefill"]["startTimeUnixNano"])
+                == int(kids["queue"]["endTimeUnixNano"]),
+                sorted(s["name"] for s in spans))
 
         # Metrics.
         status, body = http_call(metrics_port, "GET", "/metrics")

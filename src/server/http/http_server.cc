@@ -308,6 +308,7 @@ class Session : public std::enable_shared_from_this<Session> {
   ResponseEncoding infer_encoding_;
   ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
   std::shared_ptr<Cancellation> infer_cancel_;  // null: no inference pending
+  std::string traceparent_;  // the current request's W3C traceparent header (server/trace.h)
 
   // The generation in flight (NOTE on generation streams).
   std::unique_ptr<GenHttpFormat> gen_format_;  // null: none
@@ -532,6 +533,7 @@ void Session::Handle() {
   state_ = State::kBusy;
   const auto& req = body_parser_->get();
   const Route route = RouteRequest(ToStd(req.method_string()), ToStd(req.target()));
+  traceparent_ = std::string(ToStd(req["traceparent"]));
   switch (route.kind) {
     case RouteKind::kNotFound:
       if (ToStd(req.target()).starts_with("/v1/")) {
@@ -702,7 +704,7 @@ void Session::HandleInfer(const Route& route) {
   }
   infer_cancel_ = std::make_shared<Cancellation>();
   request->cancellation = infer_cancel_;
-  request->traceparent = ToStd(req["traceparent"]);
+  request->traceparent = traceparent_;
   auto sink =
       std::make_shared<HttpInferSink>(shared_from_this(), server_->MakeWorkGuard(), server_);
   StartInference(std::move(model).value(), std::move(request), std::move(classify),
@@ -1030,8 +1032,10 @@ void Session::StartGeneration(const std::shared_ptr<LoadedModel>& model,
   gen_tail_.clear();
   infer_cancel_ = std::make_shared<Cancellation>();
   request->cancellation = infer_cancel_;
-  auto sink = std::make_shared<HttpGenSink>(shared_from_this(), server_->MakeWorkGuard(), server_,
-                                            gen_backlog_);
+  std::shared_ptr<GenerationSink> sink =
+      TraceGeneration(std::make_shared<HttpGenSink>(shared_from_this(), server_->MakeWorkGuard(),
+                                                    server_, gen_backlog_),
+                      model->name(), model->version(), request->id, traceparent_);
   model->Generate(std::move(request), std::move(sink));
   if (infer_cancel_ != nullptr) WatchForDisconnect();
 }
