@@ -54,5 +54,7 @@ Status ProfileLlm(const LlmProfileOptions& options);
 
 // `kiln generate MODEL.gguf --prompt TEXT ...`: continue a prompt with a generative model.
 CommandMain AddGenerateCommand(CLI::App& app);
+// `kiln batch --model-repository DIR --model M --input PATH ...`: offline batch inference.
+CommandMain AddBatchCommand(CLI::App& app);
 
 }  // namespace kiln::tools

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   commands["serve"] = kiln::tools::AddServeCommand(app);
   commands["bench"] = kiln::tools::AddBenchCommand(app, argc, argv);
   commands["generate"] = kiln::tools::AddGenerateCommand(app);
+  commands["batch"] = kiln::tools::AddBatchCommand(app);
 
   try {
     app.parse(argc, argv);
