@@ -322,8 +322,11 @@ int Batch(const BatchOptions& opt) {
   const std::string output = opt.output.empty() ? DefaultOutput(opt.input, plan->is_dir)
                                                 : WithoutTrailingSlashes(opt.output);
   {
-    std::error_code ec;
-    if (fs::weakly_canonical(output, ec) == fs::weakly_canonical(opt.input, ec)) {
+    std::error_code out_ec;
+    std::error_code in_ec;
+    const fs::path out_path = fs::weakly_canonical(output, out_ec);
+    const fs::path in_path = fs::weakly_canonical(opt.input, in_ec);
+    if (!out_ec && !in_ec && out_path == in_path) {
       return Fail(Status::InvalidArgument(
           fmt::format("--output '{}' is the input itself; name another path", output)));
     }
@@ -458,6 +461,8 @@ int Batch(const BatchOptions& opt) {
     dir_options.batch_size = opt.batch_size;
     RunDirRows(dir_options, model, dir_rows, dir_done.done, driver);
   } else {
+    const fs::path parent = fs::path(output).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);  // an error shows when opening
     Result<std::unique_ptr<batch::JsonlReader>> reader = batch::JsonlReader::Create(opt.input);
     Result<std::unique_ptr<LineWriter>> writer =
         reader.ok() ? LineWriter::Open(output)
