@@ -6,9 +6,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include <chrono>
 #include <optional>
-#include <random>
 #include <utility>
 #include <vector>
 
@@ -25,18 +23,6 @@ namespace dom = simdjson::dom;
 
 RowOutcome Failed(std::string line, const Status& status) {
   return RowOutcome{std::move(line), false, std::string(status.message())};
-}
-
-// The response id's random part, as the HTTP server makes it.
-std::string RandomHexId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("{:016x}", rng());
-}
-
-int64_t UnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // ---- KServe v2 ----
@@ -204,14 +190,12 @@ void StartOpenAiRow(std::shared_ptr<LoadedModel> model, int64_t row, std::string
          "stream");
     return;
   }
-  std::string request_id = (envelope.chat ? "chatcmpl-" : "cmpl-") + RandomHexId();
+  std::string request_id = NewOpenAiResponseId(envelope.chat);
   std::unique_ptr<GenHttpFormat> format =
-      MakeOpenAiFormat(*parsed, envelope.chat, request_id, UnixSeconds(),
+      MakeOpenAiFormat(*parsed, envelope.chat, request_id, UnixSecondsNow(),
                        parsed->model.empty() ? model->name() : parsed->model);
   auto request = std::make_unique<GenerateRequest>(std::move(parsed->request));
-  // As the HTTP server: OpenAI's legacy completions default to 16 tokens; chat goes on until
-  // the context is full.
-  if (!envelope.chat && request->sampling.max_tokens < 0) request->sampling.max_tokens = 16;
+  ApplyOpenAiDefaults(envelope.chat, request.get());  // as the HTTP server does
   auto sink =
       std::make_shared<OpenAiRowSink>(row, std::move(envelope.custom_id), std::move(request_id),
                                       std::move(format), std::move(done));

@@ -2,6 +2,10 @@
 // GenHttpFormat for the OpenAI-compatible API and Triton's generate extension; see gen_http.h.
 #include "server/http/gen_http.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -183,4 +187,19 @@ std::unique_ptr<GenHttpFormat> MakeGenerateFormat(const TritonGenerateRequest& r
                                                   std::string model_name, int64_t model_version) {
   return std::make_unique<GenerateFormat>(request, stream, std::move(model_name), model_version);
 }
+std::string NewOpenAiResponseId(bool chat) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{}{:016x}", chat ? "chatcmpl-" : "cmpl-", rng());
+}
+
+int64_t UnixSecondsNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void ApplyOpenAiDefaults(bool chat, GenerateRequest* request) {
+  if (!chat && request->sampling.max_tokens < 0) request->sampling.max_tokens = 16;
+}
+
 }  // namespace kiln

@@ -50,6 +50,14 @@ class GenHttpFormat {
 std::unique_ptr<GenHttpFormat> MakeOpenAiFormat(const OpenAiRequest& request, bool chat,
                                                 std::string id, int64_t created, std::string model);
 
+// A new OpenAI response id: "chatcmpl-" (chat) or "cmpl-" and 16 random hex digits.
+std::string NewOpenAiResponseId(bool chat);
+// The time now in Unix seconds (an OpenAI response's `created`).
+int64_t UnixSecondsNow();
+// What OpenAI leaves to the server when a request does not say: legacy completions stop after 16
+// tokens (max_tokens); chat goes on until the context is full.
+void ApplyOpenAiDefaults(bool chat, GenerateRequest* request);
+
 // Triton's generate extension: `stream` for generate_stream. With exclude_input_in_output
 // false the text_input is prefixed to the output (the first event of a stream).
 std::unique_ptr<GenHttpFormat> MakeGenerateFormat(const TritonGenerateRequest& request, bool stream,

@@ -63,7 +63,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -876,20 +875,7 @@ void Session::OnControlDone(const Status& status) {
 // connection goes on with its next request. While it runs, the disconnect watch of the infer
 // path cancels the request when the client goes away.
 
-namespace {
-
-std::string RandomHexId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("{:016x}", rng());
-}
-
-int64_t UnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void Session::SendErrorBody(const Status& status, std::string body) {
   const ProtocolStatus& p = ProtocolStatusFor(status.code());
@@ -975,11 +961,10 @@ void Session::HandleOpenAi(const Route& route) {
     return;
   }
   std::unique_ptr<GenHttpFormat> format =
-      MakeOpenAiFormat(*parsed, chat, (chat ? "chatcmpl-" : "cmpl-") + RandomHexId(), UnixSeconds(),
+      MakeOpenAiFormat(*parsed, chat, NewOpenAiResponseId(chat), UnixSecondsNow(),
                        parsed->model.empty() ? name : parsed->model);
   auto request = std::make_unique<GenerateRequest>(std::move(parsed->request));
-  // OpenAI's legacy completions default to 16 tokens; chat goes on until the context is full.
-  if (!chat && request->sampling.max_tokens < 0) request->sampling.max_tokens = 16;
+  ApplyOpenAiDefaults(chat, request.get());
   StartGeneration(*model, std::move(request), std::move(format));
 }
 
