@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 import http_integration_test as h  # noqa: E402  (Checks, Client, free_port)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_manifests import Kiln  # noqa: E402  (a kiln serve child process)
 
 # Where a CUDA toolkit's libraries live (not Debian packages; the image has none).
 CUDA_DIRS = ("/usr/local/cuda",)
@@ -199,43 +201,6 @@ def ignored(patterns, path):
 
 
 # ---------------------------------------------------------------------------------------------
-
-class Kiln:
-    def __init__(self, argv):
-        self.log = tempfile.TemporaryFile()
-        print("starting: " + " ".join(argv), flush=True)
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read().decode("utf-8", "replace")
-
-    def wait(self, port, want_ready, timeout=60.0):
-        """Waits until /v2/health/ready answers (200 when want_ready, else anything)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                c = h.Client(port, timeout=2)
-                status = c.get("/v2/health/ready").status
-                c.close()
-                if status == 200 or not want_ready:
-                    return True
-            except OSError:
-                pass
-            time.sleep(0.2)
-        return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
 
 def run_healthcheck(cmd, port):
     """The HEALTHCHECK command with its port 8000 replaced by `port`; its exit status."""

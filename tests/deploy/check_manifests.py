@@ -616,7 +616,8 @@ class Kiln:
         self.log.seek(0)
         return self.log.read().decode("utf-8", "replace")
 
-    def wait_ready(self, port, timeout=READY_TIMEOUT_S):
+    def wait(self, port, want_ready=True, timeout=READY_TIMEOUT_S):
+        """Waits until /v2/health/ready answers (200 when want_ready, else anything)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -625,14 +626,14 @@ class Kiln:
                 c = h.Client(port, timeout=2)
                 status = c.get("/v2/health/ready").status
                 c.close()
-                if status == 200:
+                if status == 200 or not want_ready:
                     return True
             except OSError:
                 pass
             time.sleep(0.2)
         return False
 
-    def stop(self, timeout):
+    def stop(self, timeout=40):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
@@ -672,7 +673,7 @@ def check_live_server(t, kiln, repo, dep, svc, sm, metric_names):
     http = ports["--http-port"]
     try:
         if not t.check("live: kiln serve with the Deployment's arguments becomes ready",
-                       server.wait_ready(http), server.output()[-3000:]):
+                       server.wait(http), server.output()[-3000:]):
             return
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             g = ctr[probe]["httpGet"]
@@ -727,7 +728,7 @@ def check_live_kserve(t, kiln, repo, args):
     server = Kiln(live_args(args, kiln, repo, ports))
     try:
         t.check("live: kiln serve with the KServe runtime's arguments becomes ready",
-                server.wait_ready(ports["--http-port"]), server.output()[-3000:])
+                server.wait(ports["--http-port"]), server.output()[-3000:])
         r = get(ports["--metrics-port"], "/metrics")
         t.check("live: the KServe scrape annotations reach /metrics", r.status == 200, f"{r}")
     finally:

@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -38,25 +37,11 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from http_integration_test import Checks, free_port  # noqa: E402
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
-
-
-class Checks:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, name, ok, detail=""):
-        print(("PASS  " if ok else "FAIL  ") + name + ("" if ok else f"  ({detail})"), flush=True)
-        self.failed += 0 if ok else 1
-        return ok
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Receiver:
@@ -378,8 +363,7 @@ def main():
         check_file_mode(t, args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'FAILED' if t.failed else 'PASSED'}: {t.failed} failed checks")
-    return 1 if t.failed else 0
+    return 0 if t.summary() else 1
 
 
 if __name__ == "__main__":

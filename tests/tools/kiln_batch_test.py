@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,44 +38,12 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "server"))
+from http_integration_test import Checks, free_port  # noqa: E402
+
 READY_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 240.0
-
-
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = []
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS  {name}", flush=True)
-        else:
-            self.failed.append(name)
-            print(f"FAIL  {name}" + (f": {detail}" if detail else ""), flush=True)
-        return ok
-
-    def run(self, name, fn):
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - report anything and go on
-            import traceback
-            traceback.print_exc()
-            self.check(name, False, f"{type(e).__name__}: {e}")
-
-    def summary(self):
-        total = self.passed + len(self.failed)
-        print(f"\n{self.passed}/{total} checks passed", flush=True)
-        if self.failed:
-            print("failed: " + ", ".join(self.failed), flush=True)
-        return not self.failed
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
