@@ -261,7 +261,9 @@ std::string EncodeOtlp(const std::vector<SpanRecord>& spans, const TraceSettings
 }  // namespace
 
 struct Tracer::State {
+  std::mutex configure_mu;  // serializes Configure and Shutdown (the worker's start and join)
   mutable std::mutex mu;
+  std::atomic<bool> file_mode{true};  // settings.mode == kTriton, for Submit without the lock
   std::condition_variable cv;
   TraceSettings settings;
   std::deque<Item> queue;
@@ -385,7 +387,9 @@ TraceSettingFields TraceSettingsAsFields(const TraceSettings& s) {
 
 Status UpdateTraceSettings(const TraceSettingFields& update, TraceSettings* s) {
   TraceSettings next = *s;
-  for (const auto& [name, values] : update) {
+  for (const auto& field : update) {
+    const std::string& name = field.first;  // (not a structured binding: the lambda uses it)
+    const std::vector<std::string>& values = field.second;
     if (values.empty()) continue;
     auto one = [&]() -> Result<std::string> {
       if (values.size() != 1) {
@@ -472,6 +476,7 @@ Status Tracer::Configure(TraceSettings s) {
   }
   if (s.mode == TraceSettings::Mode::kOpenTelemetry) KILN_RETURN_IF_ERROR(ParseUrl(s.url).status());
   State& st = *state_;
+  std::lock_guard configure_lock(st.configure_mu);
   {
     std::unique_lock lock(st.mu);
     if (on && s.mode == TraceSettings::Mode::kTriton && s.file != st.file_path) {
@@ -484,6 +489,7 @@ Status Tracer::Configure(TraceSettings s) {
       st.file_path = s.file;
     }
     st.settings = s;
+    st.file_mode.store(s.mode == TraceSettings::Mode::kTriton, std::memory_order_release);
     st.rate.store(s.rate, std::memory_order_relaxed);
     st.count_left.store(s.count, std::memory_order_relaxed);
     st.stop = false;
@@ -548,6 +554,7 @@ TraceSettings Tracer::settings() const {
 
 void Tracer::Shutdown() {
   State& st = *state_;
+  std::lock_guard configure_lock(st.configure_mu);
   {
     std::unique_lock lock(st.mu);
     st.stop = true;
@@ -708,7 +715,7 @@ void Tracer::Submit(RequestTrace& t, const Status& status, const RequestTiming* 
 
   State& st = *state_;
   Item item;
-  if (st.settings.mode == TraceSettings::Mode::kTriton) {
+  if (st.file_mode.load(std::memory_order_acquire)) {
     // File mode: the reference server's timestamp names, in Unix nanoseconds.
     JsonWriter w(&item.line);
     w.BeginObject();
