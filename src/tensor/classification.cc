@@ -119,6 +119,11 @@ Result<TopK> TopKIndices(const Tensor& output, int64_t class_count, bool batched
 Result<OwnedTensor> Classify(const Tensor& output, int64_t class_count, bool batched,
                              std::span<const std::string> labels) {
   KILN_ASSIGN_OR_RETURN(TopK top, TopKIndices(output, class_count, batched));
+  return ClassStrings(output, top, batched, labels);
+}
+
+Result<OwnedTensor> ClassStrings(const Tensor& output, const TopK& top, bool batched,
+                                 std::span<const std::string> labels) {
   const Shape shape = batched ? Shape{top.items, top.k} : Shape{top.k};
   KILN_ASSIGN_OR_RETURN(OwnedTensor result, OwnedTensor::Allocate(DataType::kBytes, shape));
   std::string* out = result.data<std::string>();

@@ -40,6 +40,11 @@ struct TopK {
 // REQUIRES: `output` is a contiguous host tensor.
 Result<TopK> TopKIndices(const Tensor& output, int64_t class_count, bool batched);
 
+// Classify's strings for a ranking TopKIndices made of the same `output` (for a caller that
+// needs the indices too).
+Result<OwnedTensor> ClassStrings(const Tensor& output, const TopK& top, bool batched,
+                                 std::span<const std::string> labels);
+
 // REQUIRES: `output` is a contiguous host tensor.
 Result<OwnedTensor> Classify(const Tensor& output, int64_t class_count, bool batched,
                              std::span<const std::string> labels);

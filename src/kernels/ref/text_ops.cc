@@ -121,7 +121,7 @@ class TopKClassifyKernel final : public Kernel {
     }
     const Tensor view(DataType::kFloat32, Shape{n, per_item}, scores.data());
     KILN_ASSIGN_OR_RETURN(TopK top, TopKIndices(view, k_, /*batched=*/true));
-    KILN_ASSIGN_OR_RETURN(OwnedTensor classes, Classify(view, k_, /*batched=*/true, labels_));
+    KILN_ASSIGN_OR_RETURN(OwnedTensor classes, ClassStrings(view, top, /*batched=*/true, labels_));
     const Shape shape{n, top.k};
     KILN_ASSIGN_OR_RETURN(Tensor out_classes, ctx.AllocateOutput(0, DataType::kBytes, shape));
     for (int64_t i = 0; i < classes.num_elements(); ++i) {
