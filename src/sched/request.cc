@@ -1,9 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sched/request.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 
 namespace kiln {
+
+Status SetRoutingParameter(std::string_view key, std::string_view value, InferRequest* request) {
+  if (key == "precision") {
+    if (value != "fp32" && value != "fp16" && value != "bf16" && value != "int8") {
+      return Status::InvalidArgument(fmt::format(
+          "request parameter 'precision' must be one of fp32, fp16, bf16, int8; got '{}'", value));
+    }
+    request->precision = std::string(value);
+    return Status::OK();
+  }
+  if (key == "service_class") {
+    if (value != "guaranteed" && value != "best_effort") {
+      return Status::InvalidArgument(fmt::format(
+          "request parameter 'service_class' must be 'guaranteed' or 'best_effort'; got '{}'",
+          value));
+    }
+    request->service_class = value == "guaranteed" ? std::string() : std::string(value);
+    return Status::OK();
+  }
+  return Status::InvalidArgument(fmt::format("'{}' is not a routing parameter", key));
+}
 
 void Cancellation::Cancel() {
   std::vector<std::function<void()>> run;

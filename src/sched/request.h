@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/mutex.h"
@@ -79,6 +80,13 @@ struct InferRequest {
   std::shared_ptr<const Cancellation> cancellation;
   // The client's W3C `traceparent` (HTTP header or gRPC metadata), as sent; empty when none.
   std::string traceparent;
+  // The "precision" request parameter: which precision variant of the model serves it
+  // (repo/rollout.h); empty: the model's own.
+  std::string precision;
+  // The request's service class (the "service_class" request parameter, or the class of the
+  // tenant that sent it): "best_effort" requests move to the model's fastest precision variant
+  // while its queue is over the overload threshold (repo/rollout.h); empty: guaranteed.
+  std::string service_class;
 
   bool cancelled() const { return cancellation != nullptr && cancellation->cancelled(); }
 };
@@ -138,6 +146,10 @@ class ResponseSink {
   // so a request that can only stream is refused.
   virtual bool streaming() const { return false; }
 };
+
+// Sets the "precision" (fp32, fp16, bf16, int8) or "service_class" (guaranteed, best_effort)
+// request parameter on `request`; INVALID_ARGUMENT naming the parameter and the values allowed.
+Status SetRoutingParameter(std::string_view key, std::string_view value, InferRequest* request);
 
 using InferCallback = std::function<void(Result<InferResponse>)>;
 

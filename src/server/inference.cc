@@ -113,8 +113,9 @@ class InferenceSink final : public ResponseSink {
 }  // namespace
 
 Result<std::shared_ptr<LoadedModel>> FindModel(const ModelManager& manager, std::string_view name,
-                                               int64_t version) {
+                                               int64_t version, const HeaderLookup& headers) {
   if (name.empty()) return Status::InvalidArgument("the request names no model ('name' is empty)");
+  (void)headers;
   return manager.GetModel(name, version);
 }
 

@@ -20,6 +20,7 @@
 // model's threads (or this one, for a request refused at once), never concurrently.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,10 +39,17 @@ struct ClassifyOutput {
   int64_t k = 0;
 };
 
-// The ready version `version` of model `name` (-1: the highest ready one). INVALID_ARGUMENT for
-// an empty name; otherwise ModelManager::GetModel's errors.
+// A request header (HTTP) or metadata entry (gRPC) by its lowercase name; "" when the request
+// has none. Called only during FindModel.
+using HeaderLookup = std::function<std::string_view(std::string_view name)>;
+
+// The ready version `version` of model `name`. -1: the version the model's rollout picks
+// (repo/rollout.h: a weighted split sticky by a header that `headers` looks up, shadow
+// traffic, precision variants), or the highest ready one when it has no rollout. INVALID_ARGUMENT
+// for an empty name; otherwise ModelManager::GetModel's errors.
 Result<std::shared_ptr<LoadedModel>> FindModel(const ModelManager& manager, std::string_view name,
-                                               int64_t version);
+                                               int64_t version,
+                                               const HeaderLookup& headers = nullptr);
 
 // Runs `request` on `model` and answers `sink` as described above.
 void StartInference(std::shared_ptr<LoadedModel> model, std::unique_ptr<InferRequest> request,

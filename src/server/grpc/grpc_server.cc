@@ -334,10 +334,18 @@ class UnaryCall final : public OneAnswerCall {
   grpc::ServerAsyncResponseWriter<Resp> responder_;
 };
 
+// `ctx`: the call whose metadata a model's rollout may route by (null: none).
 Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::string& name,
-                                                  const std::string& version) {
+                                                  const std::string& version,
+                                                  const grpc::ServerContext* ctx = nullptr) {
   KILN_ASSIGN_OR_RETURN(int64_t v, ParseModelVersion(version));
-  return FindModel(*server->manager(), name, v);
+  if (ctx == nullptr) return FindModel(*server->manager(), name, v);
+  return FindModel(*server->manager(), name, v, [ctx](std::string_view key) {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find(grpc::string_ref(key.data(), key.size()));
+    return it == md.end() ? std::string_view()
+                          : std::string_view(it->second.data(), it->second.size());
+  });
 }
 
 // The gRPC side of one inference (server/inference.h guarantees one Finish): the final result
@@ -384,7 +392,8 @@ std::string TraceParentOf(const grpc::ServerContext& ctx) {
 // The request's numeric raw inputs borrow the message's bytes: `msg` lives until they are gone.
 void StartGrpcInference(Impl* server,
                         const std::shared_ptr<const inference::ModelInferRequest>& msg_ptr,
-                        std::shared_ptr<const Cancellation> cancellation, std::string traceparent,
+                        std::shared_ptr<const Cancellation> cancellation,
+                        const grpc::ServerContext& ctx,
                         std::function<void(Result<InferResponse>)> done,
                         std::function<void(InferResponse)> partial = {},
                         std::function<size_t()> backlog = {}) {
@@ -394,7 +403,7 @@ void StartGrpcInference(Impl* server,
     return;
   }
   Result<std::shared_ptr<LoadedModel>> model =
-      ResolveModel(server, msg.model_name(), msg.model_version());
+      ResolveModel(server, msg.model_name(), msg.model_version(), &ctx);
   if (!model.ok()) {
     done(model.status());
     return;
@@ -405,7 +414,7 @@ void StartGrpcInference(Impl* server,
     return;
   }
   (*request)->cancellation = std::move(cancellation);
-  (*request)->traceparent = std::move(traceparent);
+  (*request)->traceparent = TraceParentOf(ctx);
   // Classification extension: outputs asked for their top-k classes are replaced by them.
   std::vector<ClassifyOutput> classify;
   for (const auto& out : msg.outputs()) {
@@ -633,7 +642,7 @@ void HandleInfer(Impl* server, InferCall* call) {
     call->Finish(parsed);
     return;
   }
-  StartGrpcInference(server, request, call->cancellation(), TraceParentOf(call->context()),
+  StartGrpcInference(server, request, call->cancellation(), call->context(),
                      [call](Result<InferResponse> result) {
                        if (!result.ok()) {
                          call->Finish(result.status());
@@ -821,7 +830,7 @@ class StreamCall {
     std::string model = request->model_name();
     std::string version = request->model_version();
     StartGrpcInference(
-        server_, request, cancel_, TraceParentOf(ctx_),
+        server_, request, cancel_, ctx_,
         [this, id = std::move(id), model = std::move(model),
          version = std::move(version)](Result<InferResponse> result) {
           Status status = result.status();

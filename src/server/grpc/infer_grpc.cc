@@ -285,6 +285,12 @@ Status DecodeParameters(const ModelInferRequest& msg, InferRequest* request) {
     } else if (key == "timeout") {
       KILN_ASSIGN_OR_RETURN(request->timeout_us,
                             UnsignedParameter(key, p, "queue timeout in microseconds"));
+    } else if (key == "precision" || key == "service_class") {
+      if (p.parameter_choice_case() != InferParameter::kStringParam) {
+        return Status::InvalidArgument(
+            fmt::format("request parameter '{}' must be a string_param", key));
+      }
+      KILN_RETURN_IF_ERROR(SetRoutingParameter(key, p.string_param(), request));
     } else if (key == "sequence_id") {
       // Only 0 and "" mean "not part of a sequence"; any other value, or a value of another
       // type (double, bool), asks for sequence batching.

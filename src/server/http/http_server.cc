@@ -681,7 +681,9 @@ void Session::HandleInfer(const Route& route) {
   const ContentCoding response_coding =
       ChooseResponseCoding(ToStd(req[http::field::accept_encoding]));
   Result<std::shared_ptr<LoadedModel>> model =
-      FindModel(*server_->manager(), route.model, route.version);
+      FindModel(*server_->manager(), route.model, route.version, [&req](std::string_view name) {
+        return ToStd(req[beast::string_view(name.data(), name.size())]);
+      });
   if (!model.ok()) {
     SendError(model.status());
     return;
@@ -975,7 +977,9 @@ void Session::HandleGenerate(const Route& route) {
     return;
   }
   Result<std::shared_ptr<LoadedModel>> model =
-      FindModel(*server_->manager(), route.model, route.version);
+      FindModel(*server_->manager(), route.model, route.version, [this](std::string_view name) {
+        return ToStd(body_parser_->get()[beast::string_view(name.data(), name.size())]);
+      });
   if (!model.ok()) {
     SendError(model.status());
     return;

@@ -478,6 +478,13 @@ Status ParseRequestParameters(dom::element el, InferRequest* request, ResponseEn
       KILN_ASSIGN_OR_RETURN(
           request->timeout_us,
           ParseUint64Parameter(kv.key, kv.value, "queue timeout in microseconds"));
+    } else if (kv.key == "precision" || kv.key == "service_class") {
+      std::string_view value;
+      if (kv.value.get_string().get(value) != simdjson::SUCCESS) {
+        return Status::InvalidArgument(fmt::format(
+            "request parameter '{}' must be a string, got {}", kv.key, Describe(kv.value)));
+      }
+      KILN_RETURN_IF_ERROR(SetRoutingParameter(kv.key, value, request));
     } else if (kv.key == "binary_data_output") {
       if (kv.value.get_bool().get(encoding->binary_data_output) != simdjson::SUCCESS) {
         return Status::InvalidArgument(
