@@ -33,6 +33,7 @@ TEST(StatusTest, FactoriesSetCodeAndMessage) {
       {Status::FailedPrecondition("m"), StatusCode::kFailedPrecondition, "FAILED_PRECONDITION"},
       {Status::Cancelled("m"), StatusCode::kCancelled, "CANCELLED"},
       {Status::DataLoss("m"), StatusCode::kDataLoss, "DATA_LOSS"},
+      {Status::Unauthenticated("m"), StatusCode::kUnauthenticated, "UNAUTHENTICATED"},
   };
   for (const Case& c : cases) {
     EXPECT_FALSE(c.status.ok());

@@ -9,7 +9,7 @@ namespace {
 
 using C = StatusCode;
 
-constexpr std::array<ProtocolStatus, 16> kTable = {{
+constexpr std::array<ProtocolStatus, 17> kTable = {{
     {C::kOk, 200, 0, false},
     {C::kCancelled, 400, 1, false},
     {C::kUnknown, 400, 2, false},
@@ -26,6 +26,7 @@ constexpr std::array<ProtocolStatus, 16> kTable = {{
     {C::kInternal, 500, 13, false},
     {C::kUnavailable, 503, 14, false},
     {C::kDataLoss, 500, 15, false},
+    {C::kUnauthenticated, 401, 16, false},
 }};
 
 constexpr bool TableIsOrderedAndIdentityForGrpc() {
@@ -37,7 +38,7 @@ constexpr bool TableIsOrderedAndIdentityForGrpc() {
 }
 static_assert(TableIsOrderedAndIdentityForGrpc(),
               "one row per StatusCode, in code order, gRPC code == kiln code");
-static_assert(static_cast<int>(StatusCode::kDataLoss) + 1 == static_cast<int>(kTable.size()),
+static_assert(static_cast<int>(StatusCode::kUnauthenticated) + 1 == static_cast<int>(kTable.size()),
               "a StatusCode was added: give it a row");
 
 }  // namespace

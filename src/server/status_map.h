@@ -12,7 +12,9 @@
 // Decisions (KSERVE-V2.md 1.1 fixes the Triton classes; the rest are kiln's choices):
 //   OK 200; INVALID_ARGUMENT, UNKNOWN, CANCELLED, ALREADY_EXISTS, FAILED_PRECONDITION, ABORTED,
 //   OUT_OF_RANGE 400 (Triton's "anything else"); NOT_FOUND 404; UNAVAILABLE 503;
-//   UNIMPLEMENTED 501; INTERNAL 500; PERMISSION_DENIED 403 (Triton's restricted APIs);
+//   UNIMPLEMENTED 501; INTERNAL 500; PERMISSION_DENIED 403 (Triton's restricted APIs: a tenant
+//   outside an API group); UNAUTHENTICATED 401 (a missing or unknown API key; the HTTP front end
+//   adds WWW-Authenticate);
 //   RESOURCE_EXHAUSTED 429 with Retry-After (a full queue: the request was fine, retry later);
 //   DEADLINE_EXCEEDED 504 (the request was fine but not answered in time; a 4xx would tell the
 //   client not to retry, 503 would read as "server not ready"); DATA_LOSS 500 (server fault).

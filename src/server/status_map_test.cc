@@ -10,7 +10,7 @@ namespace {
 
 TEST(StatusMapTest, OneRowPerCodeInOrder) {
   const auto table = ProtocolStatusTable();
-  ASSERT_EQ(table.size(), 16u);
+  ASSERT_EQ(table.size(), 17u);
   for (size_t i = 0; i < table.size(); ++i) {
     EXPECT_EQ(static_cast<size_t>(table[i].code), i);
     EXPECT_EQ(&ProtocolStatusFor(table[i].code), &table[i]);
@@ -44,6 +44,7 @@ TEST(StatusMapTest, HttpStatusPerKserveTable) {
       {StatusCode::kUnimplemented, 501},
       {StatusCode::kInternal, 500},
       {StatusCode::kDataLoss, 500},
+      {StatusCode::kUnauthenticated, 401},
       {StatusCode::kPermissionDenied, 403},
       {StatusCode::kResourceExhausted, 429},
       {StatusCode::kDeadlineExceeded, 504},
