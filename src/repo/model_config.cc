@@ -411,6 +411,94 @@ Status NormalizeModelConfig(inference::ModelConfig* config, int default_instance
   return Status::OK();
 }
 
+Status ValidateRolloutConfig(const inference::ModelConfig& config) {
+  const std::string& model = config.name();
+  const inference::KilnRollout& r = config.rollout();
+  std::set<int64_t> arms;
+  uint64_t total = 0;
+  for (const inference::KilnRollout::Arm& arm : r.split()) {
+    if (arm.version() < 1) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': rollout split names version {}; versions are >= 1", model, arm.version()));
+    }
+    if (!arms.insert(arm.version()).second) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': rollout split names version {} twice", model, arm.version()));
+    }
+    total += arm.weight();
+  }
+  if (!arms.empty() && total != 100) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': rollout split weights sum to {}, not 100 (each weight is a percentage)", model,
+        total));
+  }
+  if (!r.sticky_header().empty()) {
+    if (arms.empty()) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': rollout sticky_header '{}' needs a split to stick to", model,
+                      r.sticky_header()));
+    }
+    for (char c : r.sticky_header()) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+      if (!ok) {
+        return Status::InvalidArgument(fmt::format(
+            "model '{}': rollout sticky_header '{}' must be a lowercase header name (a-z, 0-9, "
+            "'-', '_'), as gRPC metadata keys are",
+            model, r.sticky_header()));
+      }
+    }
+  }
+  if (r.has_shadow()) {
+    if (r.shadow().version() < 1) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': rollout shadow version must be >= 1, got {}", model, r.shadow().version()));
+    }
+    if (!(r.shadow().fraction() > 0 && r.shadow().fraction() <= 1)) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': rollout shadow fraction must be in (0, 1], got {}", model,
+                      r.shadow().fraction()));
+    }
+  }
+  const bool ensemble = IsEnsembleConfig(config);
+  if (ensemble && (r.has_shadow() || r.precision_variants_size() > 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': an ensemble takes a rollout split only (shadow traffic and precision "
+        "variants belong on its composing models)",
+        model));
+  }
+  std::set<std::string> variants;
+  for (const std::string& p : r.precision_variants()) {
+    if (p != "fp32" && p != "fp16" && p != "bf16" && p != "int8") {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': rollout precision variant '{}' is not one of fp32, fp16, bf16, int8", model,
+          p));
+    }
+    if (p == config.optimization().precision()) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': rollout precision variant '{}' is the model's own precision", model, p));
+    }
+    if (p == "int8" && config.optimization().calibration_dir().empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "model '{}': the int8 precision variant needs optimization calibration_dir", model));
+    }
+    if (!variants.insert(p).second) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': rollout precision variant '{}' is listed twice", model, p));
+    }
+  }
+  if (!r.best_effort_precision().empty() && !variants.contains(r.best_effort_precision())) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': rollout best_effort_precision '{}' is not one of its precision_variants",
+        model, r.best_effort_precision()));
+  }
+  if (r.overload_queue_us() > 0 && variants.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': rollout overload_queue_us needs precision_variants to move requests to",
+        model));
+  }
+  return Status::OK();
+}
+
 Status ValidateModelConfig(const inference::ModelConfig& config) {
   const std::string& model = config.name();
   if (model.empty()) return Status::InvalidArgument("model configuration has no name");
@@ -459,6 +547,7 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     return Status::InvalidArgument(
         fmt::format("model '{}': version_policy specific lists no versions", model));
   }
+  KILN_RETURN_IF_ERROR(ValidateRolloutConfig(config));
   // An ensemble's own rules (repo/ensemble.h): its steps' wiring; no instance groups.
   if (IsEnsembleConfig(config)) return ValidateEnsembleConfig(config);
   return ValidateInstanceGroups(config);

@@ -141,6 +141,13 @@ Result<int> GpuStreamsFromConfig(const inference::ModelConfig& config);
 // ("optimization", "instance_group.rate_limiter", "output.label_filename"), each once.
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);
 
+// kiln's rollout extension (docs/rollouts.md; part of ValidateModelConfig): split arms distinct,
+// versions >= 1, weights summing to 100; a lowercase sticky_header with a split; shadow
+// version >= 1 and fraction in (0, 1]; precision variants valid, distinct, not the model's own
+// (int8 with a calibration_dir); best_effort_precision one of them; none of shadow or variants
+// on an ensemble. INVALID_ARGUMENT naming the model and the field.
+Status ValidateRolloutConfig(const inference::ModelConfig& config);
+
 // The metadata view of a (completed) config.
 ModelSignature MakeModelSignature(const inference::ModelConfig& config);
 

@@ -45,6 +45,7 @@
 #include "repo/model_config.h"
 #include "repo/model_manager_impl.h"
 #include "repo/repository.h"
+#include "repo/rollout.h"
 #include "repo/warmup.h"
 #include "runtime/session.h"
 
@@ -239,6 +240,15 @@ class ModelManagerImpl final : public ModelManager {
                                                        std::shared_ptr<Graph> graph,
                                                        int64_t version,
                                                        const fs::path& model_dir) const;
+
+  // A version of a model whose config has a rollout (repo/rollout.h), wrapped: its precision
+  // variants loaded (each from the version's model file with the config's precision replaced)
+  // and warmed up, and the best-effort variant chosen (measured at load when the config names
+  // none). `tensor_model`: an ONNX model (variants need one). No lock held.
+  Result<std::shared_ptr<ServedModel>> WithRollout(const inference::ModelConfig& config,
+                                                   std::shared_ptr<ServedModel> model,
+                                                   int64_t version, const fs::path& model_dir,
+                                                   bool tensor_model) const;
 
   // Lifecycle operations, under ops_mu_ (they take mu_ themselves).
   // Loads or reloads `name` and publishes the result; appends one message per failure
@@ -630,8 +640,140 @@ ModelLoad ModelManagerImpl::LoadModelFromDisk(const std::string& name, const fs:
                                   .count()));
     v.model = std::move(model).value();
   }
+  if (completed && config.has_rollout()) {
+    for (VersionLoad& v : load.versions) {
+      if (v.model == nullptr || v.reused) continue;
+      Result<std::shared_ptr<ServedModel>> wrapped =
+          WithRollout(config, v.model, v.version, dir, !ensemble && !generative && !builtin);
+      if (!wrapped.ok()) {
+        v.model->Shutdown();
+        v.model = nullptr;
+        v.status = Status::Unavailable(wrapped.status().message());
+        continue;
+      }
+      v.model = std::move(wrapped).value();
+    }
+  }
   if (completed) load.config = std::make_shared<const inference::ModelConfig>(std::move(config));
   return load;
+}
+
+namespace {
+
+// Warmup samples that time a variant: the config's own, or one batch-1 sample of zeros with
+// every variable dim at 1.
+Result<std::vector<WarmupSample>> ProbeSamples(const inference::ModelConfig& config,
+                                               const fs::path& model_dir) {
+  if (config.model_warmup_size() > 0) return BuildWarmupSamples(config, model_dir);
+  inference::ModelConfig probe = config;
+  inference::ModelWarmup* w = probe.add_model_warmup();
+  w->set_name("rollout_probe");
+  w->set_batch_size(config.max_batch_size() > 0 ? 1 : 0);
+  for (const inference::ModelInput& in : config.input()) {
+    inference::ModelWarmup::Input& i = (*w->mutable_inputs())[in.name()];
+    i.set_data_type(in.data_type());
+    for (int64_t d : in.dims()) i.add_dims(d < 0 ? 1 : d);
+    i.set_zero_data(true);
+  }
+  return BuildWarmupSamples(probe, model_dir);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ServedModel>> ModelManagerImpl::WithRollout(
+    const inference::ModelConfig& config, std::shared_ptr<ServedModel> model, int64_t version,
+    const fs::path& model_dir, bool tensor_model) const {
+  const inference::KilnRollout& rollout = config.rollout();
+  if (!tensor_model && (rollout.has_shadow() || rollout.precision_variants_size() > 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}': rollout shadow traffic and precision variants need an ONNX tensor model "
+        "(this model's versions take a split only)",
+        config.name()));
+  }
+  std::vector<RolloutModel::Variant> variants;
+  const auto shutdown_all = [&variants] {
+    for (RolloutModel::Variant& v : variants) v.model->Shutdown();
+  };
+  for (const std::string& precision : rollout.precision_variants()) {
+    inference::ModelConfig vc = config;
+    vc.mutable_optimization()->set_precision(precision);
+    vc.clear_rollout();
+    Result<fs::path> path = ResolveModelFile(model_dir / std::to_string(version), vc);
+    Result<std::shared_ptr<Graph>> graph =
+        path.ok() ? loader_(path->string()) : Result<std::shared_ptr<Graph>>(path.status());
+    Result<std::shared_ptr<LoadedModelImpl>> variant =
+        graph.ok() ? LoadVersion(vc, std::move(graph).value(), version, model_dir)
+                   : Result<std::shared_ptr<LoadedModelImpl>>(graph.status());
+    if (variant.ok() && vc.model_warmup_size() > 0) {
+      Result<std::vector<WarmupSample>> samples = BuildWarmupSamples(vc, model_dir);
+      Status warmed = samples.ok() ? RunWarmup(**variant, *samples) : samples.status();
+      if (!warmed.ok()) {
+        (*variant)->Shutdown();
+        variant = warmed;
+      } else {
+        (*variant)->ResetStatistics();
+      }
+    }
+    if (!variant.ok()) {
+      shutdown_all();
+      return variant.status().WithContext(fmt::format(
+          "model '{}' version {}: the {} precision variant", config.name(), version, precision));
+    }
+    variants.push_back({precision, std::move(variant).value()});
+  }
+  std::string best_effort = rollout.best_effort_precision();
+  if (best_effort.empty() && rollout.overload_queue_us() > 0 && !variants.empty()) {
+    // The fastest variant, by the best of three timed passes over the probe samples each
+    // (after one untimed pass), the variants taking turns.
+    Result<std::vector<WarmupSample>> samples = ProbeSamples(config, model_dir);
+    if (!samples.ok()) {
+      shutdown_all();
+      return samples.status().WithContext(fmt::format(
+          "model '{}' version {}: timing the precision variants", config.name(), version));
+    }
+    std::vector<LoadedModel*> candidates = {model.get()};
+    for (RolloutModel::Variant& v : variants) candidates.push_back(v.model.get());
+    std::vector<double> best(candidates.size(), std::numeric_limits<double>::infinity());
+    for (int pass = 0; pass < 4; ++pass) {
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        if (Status s = RunWarmup(*candidates[i], *samples); !s.ok()) {
+          shutdown_all();
+          return s.WithContext(fmt::format("model '{}' version {}: timing the precision variants",
+                                           config.name(), version));
+        }
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        if (pass > 0) best[i] = std::min(best[i], ms);
+      }
+    }
+    const size_t fastest =
+        static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+    std::vector<std::string> timings = {fmt::format(
+        "{} {:.3f} ms",
+        config.optimization().precision().empty() ? "own" : config.optimization().precision(),
+        best[0])};
+    for (size_t i = 1; i < candidates.size(); ++i) {
+      timings.push_back(fmt::format("{} {:.3f} ms", variants[i - 1].precision, best[i]));
+    }
+    if (fastest == 0) {
+      KILN_LOG_WARN(
+          "model '{}' version {}: no precision variant is faster than the version's own ({}); "
+          "best-effort requests stay on it under overload",
+          config.name(), version, fmt::join(timings, ", "));
+    } else {
+      best_effort = variants[fastest - 1].precision;
+      KILN_LOG_INFO(
+          "model '{}' version {}: best-effort requests move to the {} variant under overload "
+          "(fastest at load: {})",
+          config.name(), version, best_effort, fmt::join(timings, ", "));
+    }
+    model->ResetStatistics();
+    for (RolloutModel::Variant& v : variants) v.model->ResetStatistics();
+  }
+  return std::shared_ptr<ServedModel>(
+      std::make_shared<RolloutModel>(std::move(model), std::move(variants), rollout, best_effort));
 }
 
 std::vector<int64_t> ModelManagerImpl::PublishLocked(const std::string& name, ModelLoad& load,

@@ -43,6 +43,7 @@
 // held by shared_ptr, so a model being unloaded stays alive until in-flight requests finish.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -200,6 +201,10 @@ class LoadedModel {
   // Bytes of the model's weights (graph initializers) held in memory; 0 when unknown.
   virtual uint64_t WeightBytes() const { return 0; }
 };
+
+// A request header (HTTP) or metadata entry (gRPC) by its lowercase name; "" when the request
+// has none (repo/rollout.h routes by one).
+using HeaderLookup = std::function<std::string_view(std::string_view name)>;
 
 class ModelManager {
  public:

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sched/stats.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 std::string_view FailureReasonName(FailureReason reason) {
@@ -31,7 +33,46 @@ void ClearCounters(EnsembleStepStatistics* s) {
   s->success = s->fail = s->queue = {};
   s->compute_input = s->compute_infer = s->compute_output = {};
 }
+void Add(const StatDuration& from, StatDuration* into) {
+  into->count += from.count;
+  into->ns += from.ns;
+}
+
+void Add(const Histogram& from, Histogram* into) {
+  if (from.bounds != into->bounds) return;  // same catalogue on both sides
+  for (size_t i = 0; i < from.counts.size(); ++i) into->counts[i] += from.counts[i];
+  into->count += from.count;
+  into->sum += from.sum;
+}
+
 }  // namespace
+
+void MergeTensorStatistics(const ModelStatistics& from, ModelStatistics* into) {
+  into->last_inference_ms = std::max(into->last_inference_ms, from.last_inference_ms);
+  into->inference_count += from.inference_count;
+  into->execution_count += from.execution_count;
+  const InferStatistics& f = from.inference;
+  InferStatistics& t = into->inference;
+  Add(f.success, &t.success);
+  Add(f.fail, &t.fail);
+  Add(f.queue, &t.queue);
+  Add(f.compute_input, &t.compute_input);
+  Add(f.compute_infer, &t.compute_infer);
+  Add(f.compute_output, &t.compute_output);
+  Add(f.cache_hit, &t.cache_hit);
+  Add(f.cache_miss, &t.cache_miss);
+  for (const auto& [size, b] : from.batches) {
+    BatchStatistics& to = into->batches[size];
+    Add(b.compute_input, &to.compute_input);
+    Add(b.compute_infer, &to.compute_infer);
+    Add(b.compute_output, &to.compute_output);
+  }
+  for (size_t i = 0; i < from.failures.size(); ++i) into->failures[i] += from.failures[i];
+  Add(from.request_seconds, &into->request_seconds);
+  Add(from.queue_seconds, &into->queue_seconds);
+  Add(from.compute_seconds, &into->compute_seconds);
+  Add(from.batch_size, &into->batch_size);
+}
 
 void StatsCollector::RecordExecution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                                      uint64_t output_ns) {

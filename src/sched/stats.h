@@ -106,6 +106,12 @@ inline const std::vector<double>& GenLatencyBucketsSeconds() {
                                               5,     7.5,   10,   20,   40,   80,   160,  640};
   return kBounds;
 }
+// Upper bounds of the shadow traffic's absolute-difference histogram: 1e-7 .. 1e3, by decades.
+inline const std::vector<double>& AbsDiffBuckets() {
+  static const std::vector<double> kBounds = {1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2,
+                                              1e-1, 1,    10,   100,  1000};
+  return kBounds;
+}
 // Upper bounds of the token-count histograms (prompt and generation lengths): 1 .. 100000.
 inline const std::vector<double>& TokenCountBuckets() {
   static const std::vector<double> kBounds = {1,   2,    5,    10,   20,    50,    100,   200,
@@ -187,6 +193,33 @@ struct EnsembleStepStatistics {
   StatDuration compute_output;
 };
 
+// A version's rollout (repo/rollout.h; docs/rollouts.md): requests the weighted split sent to
+// it, what its precision variants served, and the agreement of its shadow version's answers.
+struct RolloutStatistics {
+  bool present = false;  // false: the model has no rollout config
+  uint64_t routed = 0;   // requests the split sent to this version
+  // Requests served by each precision variant (the version's own precision is ""), and how many
+  // of those were moved there because the version was overloaded.
+  struct Variant {
+    std::string precision;
+    uint64_t requests = 0;
+    uint64_t overload_moves = 0;
+  };
+  std::vector<Variant> variants;
+  bool overloaded = false;  // best-effort requests are being moved now
+  // Shadow traffic: the version mirrored to, requests mirrored, the mirrored requests that failed
+  // on it (the user's answers unaffected), those whose answers were compared (both succeeded),
+  // the outputs compared by top-1 class and those whose top-1 agreed, and the per-request
+  // largest absolute difference over all outputs.
+  int64_t shadow_version = 0;  // 0: no shadow
+  uint64_t shadow_requests = 0;
+  uint64_t shadow_failures = 0;
+  uint64_t shadow_compared = 0;
+  uint64_t shadow_top1_rows = 0;
+  uint64_t shadow_top1_agree = 0;
+  Histogram shadow_max_abs_diff{AbsDiffBuckets()};
+};
+
 struct ModelStatistics {
   uint64_t last_inference_ms = 0;  // wall-clock ms since the epoch of the last response; 0: never
   uint64_t inference_count = 0;    // successful inferences, counting every batch element
@@ -210,7 +243,13 @@ struct ModelStatistics {
   bool response_cache = false;
   // An ensemble's steps, in config order (SetEnsembleSteps); empty for every other model.
   std::vector<EnsembleStepStatistics> ensemble_steps;
+  RolloutStatistics rollout;
 };
+
+// Adds the request, batch and failure statistics of `from` (a tensor model's: generation,
+// ensemble steps and rollout are left alone) to `into`: the statistics of one version served by
+// several precision variants (repo/rollout.h).
+void MergeTensorStatistics(const ModelStatistics& from, ModelStatistics* into);
 
 class StatsCollector {
  public:

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/logging.h"
+#include "repo/rollout.h"
 #include "server/gen_infer.h"
 #include "server/trace.h"
 #include "tensor/classification.h"
@@ -115,8 +116,7 @@ class InferenceSink final : public ResponseSink {
 Result<std::shared_ptr<LoadedModel>> FindModel(const ModelManager& manager, std::string_view name,
                                                int64_t version, const HeaderLookup& headers) {
   if (name.empty()) return Status::InvalidArgument("the request names no model ('name' is empty)");
-  (void)headers;
-  return manager.GetModel(name, version);
+  return RouteModel(manager, name, version, headers);
 }
 
 void StartInference(std::shared_ptr<LoadedModel> model, std::unique_ptr<InferRequest> request,

@@ -20,7 +20,6 @@
 // model's threads (or this one, for a request refused at once), never concurrently.
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,10 +37,6 @@ struct ClassifyOutput {
   std::string name;
   int64_t k = 0;
 };
-
-// A request header (HTTP) or metadata entry (gRPC) by its lowercase name; "" when the request
-// has none. Called only during FindModel.
-using HeaderLookup = std::function<std::string_view(std::string_view name)>;
 
 // The ready version `version` of model `name`. -1: the version the model's rollout picks
 // (repo/rollout.h: a weighted split sticky by a header that `headers` looks up, shadow

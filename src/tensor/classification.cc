@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -114,6 +115,39 @@ Result<TopK> TopKIndices(const Tensor& output, int64_t class_count, bool batched
     }
   });
   return top;
+}
+
+Result<double> MaxAbsDifference(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) {
+    return Status::InvalidArgument(fmt::format("datatypes differ: {} and {}",
+                                               DataTypeName(a.dtype()), DataTypeName(b.dtype())));
+  }
+  if (a.shape() != b.shape()) {
+    return Status::InvalidArgument(
+        fmt::format("shapes differ: {} and {}", a.shape().ToString(), b.shape().ToString()));
+  }
+  double worst = 0;
+  const int64_t n = a.num_elements();
+  const bool numeric = VisitNumeric(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = a.data<const T>();
+    const T* y = b.data<const T>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double u = Reader<T>::Key(x[i]), v = Reader<T>::Key(y[i]);
+      double d;
+      if (std::isnan(u) || std::isnan(v)) {
+        d = std::isnan(u) && std::isnan(v) ? 0.0 : std::numeric_limits<double>::infinity();
+      } else {
+        d = std::fabs(u - v);
+      }
+      worst = std::max(worst, d);
+    }
+  });
+  if (!numeric) {
+    return Status::InvalidArgument(
+        fmt::format("a difference needs numeric tensors, not {}", DataTypeName(a.dtype())));
+  }
+  return worst;
 }
 
 Result<OwnedTensor> Classify(const Tensor& output, int64_t class_count, bool batched,

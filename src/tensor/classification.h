@@ -49,6 +49,12 @@ Result<OwnedTensor> ClassStrings(const Tensor& output, const TopK& top, bool bat
 Result<OwnedTensor> Classify(const Tensor& output, int64_t class_count, bool batched,
                              std::span<const std::string> labels);
 
+// The largest |a[i] - b[i]| over two contiguous host tensors of the same numeric datatype and
+// shape (FP16 / BF16 as their float values; NaN against NaN counts 0, NaN against a number
+// +infinity): how far two versions' answers are (repo/rollout.h shadow traffic). 0 for empty
+// tensors. INVALID_ARGUMENT for BYTES, or datatypes or shapes that differ.
+Result<double> MaxAbsDifference(const Tensor& a, const Tensor& b);
+
 // The lines of a label file: one label per line, "\r\n" or "\n" line ends, a final line end
 // optional. Used for an output's config label_filename.
 std::vector<std::string> ParseLabelFile(std::string_view contents);

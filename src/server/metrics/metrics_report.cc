@@ -194,6 +194,93 @@ void RenderEnsembleStepMetrics(ExpositionWriter& w, std::span<const ModelMetrics
          [&](const S& s) { return seconds(s.compute_output); });
 }
 
+// The rollout families (ModelStatistics::rollout, repo/rollout.h): per version of a model with a
+// rollout config, the requests its split sent it and what its precision variants served; per
+// version with shadow traffic, the mirrored requests and their agreement. Nothing when no model
+// has a rollout.
+void RenderRolloutMetrics(ExpositionWriter& w, std::span<const ModelMetrics> all) {
+  std::vector<const ModelMetrics*> rollouts;
+  std::vector<const ModelMetrics*> shadows;
+  for (const ModelMetrics& m : all) {
+    if (!m.stats.rollout.present) continue;
+    rollouts.push_back(&m);
+    if (m.stats.rollout.shadow_version > 0) shadows.push_back(&m);
+  }
+  if (rollouts.empty()) return;
+  using T = MetricType;
+  w.BeginFamily("kiln_rollout_routed_total", T::kCounter,
+                "Requests naming no version that the model's weighted split sent to this version");
+  for (const ModelMetrics* m : rollouts) {
+    w.Sample({{"model", m->name}, {"version", std::to_string(m->version)}},
+             static_cast<double>(m->stats.rollout.routed));
+  }
+  const auto variant_family = [&](std::string_view name, std::string_view help, auto value) {
+    w.BeginFamily(name, T::kCounter, help);
+    for (const ModelMetrics* m : rollouts) {
+      const std::string version = std::to_string(m->version);
+      for (const RolloutStatistics::Variant& v : m->stats.rollout.variants) {
+        w.Sample({{"model", m->name},
+                  {"version", version},
+                  {"precision", v.precision.empty() ? "own" : v.precision}},
+                 value(v));
+      }
+    }
+  };
+  variant_family(
+      "kiln_precision_requests_total",
+      "Requests each precision variant of the version served (\"own\": the "
+      "version's configured precision)",
+      [](const RolloutStatistics::Variant& v) { return static_cast<double>(v.requests); });
+  variant_family(
+      "kiln_precision_overload_moves_total",
+      "Best-effort requests moved to the variant because the version was overloaded",
+      [](const RolloutStatistics::Variant& v) { return static_cast<double>(v.overload_moves); });
+  w.BeginFamily("kiln_precision_overloaded", T::kGauge,
+                "1 while best-effort requests of the version move to its best-effort variant");
+  for (const ModelMetrics* m : rollouts) {
+    w.Sample({{"model", m->name}, {"version", std::to_string(m->version)}},
+             m->stats.rollout.overloaded ? 1.0 : 0.0);
+  }
+  if (shadows.empty()) return;
+  const auto shadow_family = [&](std::string_view name, std::string_view help, auto value) {
+    w.BeginFamily(name, T::kCounter, help);
+    for (const ModelMetrics* m : shadows) {
+      const RolloutStatistics& r = m->stats.rollout;
+      w.Sample({{"model", m->name},
+                {"version", std::to_string(m->version)},
+                {"shadow_version", std::to_string(r.shadow_version)}},
+               static_cast<double>(value(r)));
+    }
+  };
+  using R = RolloutStatistics;
+  shadow_family("kiln_shadow_requests_total",
+                "Served requests mirrored to the shadow version (answers discarded)",
+                [](const R& r) { return r.shadow_requests; });
+  shadow_family("kiln_shadow_failures_total",
+                "Mirrored requests the shadow version failed or could not take (the served "
+                "answers unaffected)",
+                [](const R& r) { return r.shadow_failures; });
+  shadow_family("kiln_shadow_compared_total",
+                "Mirrored requests whose shadow and served answers were compared",
+                [](const R& r) { return r.shadow_compared; });
+  shadow_family("kiln_shadow_top1_rows_total",
+                "Batch items of compared outputs whose top-1 class was compared",
+                [](const R& r) { return r.shadow_top1_rows; });
+  shadow_family("kiln_shadow_top1_agreements_total",
+                "Compared batch items whose top-1 class agreed between the versions",
+                [](const R& r) { return r.shadow_top1_agree; });
+  w.BeginFamily("kiln_shadow_max_abs_diff", T::kHistogram,
+                "Per compared request, the largest absolute difference between the shadow and "
+                "served answers over all outputs");
+  for (const ModelMetrics* m : shadows) {
+    const RolloutStatistics& r = m->stats.rollout;
+    w.HistogramSample({{"model", m->name},
+                       {"version", std::to_string(m->version)},
+                       {"shadow_version", std::to_string(r.shadow_version)}},
+                      r.shadow_max_abs_diff);
+  }
+}
+
 // The response cache families: per model for the versions that use the cache (the reference's
 // names and units: counts, microseconds), and the server-wide cache's gauges (the names the
 // reference server used for its built-in cache).
@@ -423,6 +510,7 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
   }
   RenderGenerationMetrics(w, models);
   RenderEnsembleStepMetrics(w, models);
+  RenderRolloutMetrics(w, models);
   PerModel(w, models, "kiln_model_weight_bytes", T::kGauge,
            "Bytes of model weights (graph initializers) held in memory",
            [](const ModelMetrics& m) { return static_cast<double>(m.weight_bytes); });
