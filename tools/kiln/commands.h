@@ -35,6 +35,9 @@ CommandMain AddValidateCommand(CLI::App& app);
 CommandMain AddServeCommand(CLI::App& app);
 // `kiln bench -m MODEL ...`: the load generator (closed and open loop, HTTP and gRPC).
 CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv);
+// `kiln tune -m MODEL --latency-budget-ms MS ...`: the best config under a p99 budget, searched
+// on a live server (src/bench/tune_run.h).
+CommandMain AddTuneCommand(CLI::App& app);
 // `kiln profile MODEL.gguf` (or a Hugging Face checkpoint directory): the decoder engine's
 // prompt processing, token generation and batched decode speed, with per-kernel times
 // (llm_profile.cc).

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   commands["validate"] = kiln::tools::AddValidateCommand(app);
   commands["serve"] = kiln::tools::AddServeCommand(app);
   commands["bench"] = kiln::tools::AddBenchCommand(app, argc, argv);
+  commands["tune"] = kiln::tools::AddTuneCommand(app);
   commands["generate"] = kiln::tools::AddGenerateCommand(app);
   commands["batch"] = kiln::tools::AddBatchCommand(app);
 
