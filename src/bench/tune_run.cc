@@ -251,12 +251,12 @@ Status RunTune(const TuneOptions& o, const Message& config_prototype, std::FILE*
   KILN_RETURN_IF_ERROR(CheckOptions(o));
   const double budget_us = o.latency_budget_ms * 1000;
   const std::string dir = o.output_dir.empty() ? DefaultOutputDir(o.model) : o.output_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::InvalidArgument(fmt::format("--output-dir {}: {}", dir, ec.message()));
-
   Tuner tuner(o, config_prototype, dir);
   KILN_RETURN_IF_ERROR(tuner.Start());
+  std::error_code ec;
+  const bool dir_existed = std::filesystem::is_directory(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::InvalidArgument(fmt::format("--output-dir {}: {}", dir, ec.message()));
   std::vector<std::string> notes;
   TuneSpace space = Feasible(o.space, tuner.start(), tuner.start_config(), o.batch_size, notes);
   for (const std::string& n : notes) std::fprintf(stderr, "kiln tune: note: %s\n", n.c_str());
@@ -312,6 +312,7 @@ Status RunTune(const TuneOptions& o, const Message& config_prototype, std::FILE*
 
   const std::vector<TuneConfigResult>& results = search.results();
   const std::optional<PointRef> winner = PickWinner(results, budget_us);
+  if (results.empty() && !dir_existed) std::filesystem::remove(dir, ec);  // nothing to write
   if (!results.empty()) {
     std::fputs(FormatTuneTable(results, budget_us, winner).c_str(), out);
     std::fflush(out);
