@@ -138,6 +138,31 @@ TEST(StatsCollectorTest, HistogramsCountSuccessesAndExecutions) {
   EXPECT_EQ(bucket_of(s.batch_size, 8), 1u);  // 5
 }
 
+TEST(StatsCollectorTest, MergeTensorStatisticsAddsCountsAndHistograms) {
+  StatsCollector a, b;
+  a.RecordExecution(2, 10, 20, 30);
+  a.RecordSuccess(2, 100, 10, 20, 30, 1'000'000, 5);
+  b.RecordExecution(2, 1, 2, 3);
+  b.RecordExecution(4, 1, 2, 3);
+  b.RecordSuccess(4, 200, 1, 2, 3, 3'000'000, 9);
+  b.RecordFailure(FailureReason::kBackend, 7, 11);
+  ModelStatistics merged = a.Snapshot();
+  MergeTensorStatistics(b.Snapshot(), &merged);
+  EXPECT_EQ(merged.inference_count, 6u);
+  EXPECT_EQ(merged.execution_count, 3u);
+  EXPECT_EQ(merged.last_inference_ms, 11u);  // the later of the two
+  EXPECT_EQ(merged.inference.success.count, 2u);
+  EXPECT_EQ(merged.inference.queue.ns, 300u);
+  EXPECT_EQ(merged.inference.fail.count, 1u);
+  EXPECT_EQ(merged.failures[static_cast<size_t>(FailureReason::kBackend)], 1u);
+  EXPECT_EQ(merged.batches.at(2).compute_infer.ns, 22u);
+  EXPECT_EQ(merged.batches.at(4).compute_infer.count, 1u);
+  EXPECT_EQ(merged.request_seconds.count, 2u);
+  EXPECT_DOUBLE_EQ(merged.request_seconds.sum, 0.004);
+  EXPECT_EQ(merged.batch_size.count, 3u);
+  EXPECT_DOUBLE_EQ(merged.batch_size.sum, 8);
+}
+
 // Response cache hits are successes that run nothing: the reference's count rules (KSERVE-V2.md
 // 1.6) must hold, or perf_analyzer's arithmetic breaks.
 TEST(StatsCollectorTest, CacheHitsAndMissesFollowTheReferenceCounts) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,35 @@ TEST(ClassificationTest, HalfPrecisionAndLargeIntegers) {
   r = Classify(big.view(), 1, false, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Strings(*r), (std::vector<std::string>{"1152921504606846977:1"}));
+}
+
+TEST(ClassificationTest, MaxAbsDifference) {
+  OwnedTensor a = Make<float>(DataType::kFloat32, Shape{2, 2}, {1.f, -2.f, 3.f, 0.5f});
+  OwnedTensor b = Make<float>(DataType::kFloat32, Shape{2, 2}, {1.5f, -2.f, 2.f, 0.5f});
+  Result<double> d = MaxAbsDifference(a.view(), b.view());
+  ASSERT_TRUE(d.ok());
+  EXPECT_DOUBLE_EQ(*d, 1.0);  // |3 - 2|
+  EXPECT_DOUBLE_EQ(*MaxAbsDifference(a.view(), a.view()), 0.0);
+  // NaN against NaN is no difference; against a number, an infinite one.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  OwnedTensor n1 = Make<float>(DataType::kFloat32, Shape{2}, {nan, 1.f});
+  OwnedTensor n2 = Make<float>(DataType::kFloat32, Shape{2}, {nan, 1.f});
+  OwnedTensor n3 = Make<float>(DataType::kFloat32, Shape{2}, {0.f, 1.f});
+  EXPECT_DOUBLE_EQ(*MaxAbsDifference(n1.view(), n2.view()), 0.0);
+  EXPECT_TRUE(std::isinf(*MaxAbsDifference(n1.view(), n3.view())));
+  // FP16 by value: 1.0 and 3.0.
+  OwnedTensor h1 = Make<Float16>(DataType::kFloat16, Shape{1}, {Float16{0x3C00}});
+  OwnedTensor h2 = Make<Float16>(DataType::kFloat16, Shape{1}, {Float16{0x4200}});
+  EXPECT_DOUBLE_EQ(*MaxAbsDifference(h1.view(), h2.view()), 2.0);
+  // Errors name what differs.
+  OwnedTensor c = Make<float>(DataType::kFloat32, Shape{4}, {1.f, -2.f, 3.f, 0.5f});
+  EXPECT_NE(
+      std::string(MaxAbsDifference(a.view(), c.view()).status().message()).find("shapes differ"),
+      std::string::npos);
+  OwnedTensor i = Make<int32_t>(DataType::kInt32, Shape{2, 2}, {1, 2, 3, 4});
+  EXPECT_NE(
+      std::string(MaxAbsDifference(a.view(), i.view()).status().message()).find("datatypes differ"),
+      std::string::npos);
 }
 
 TEST(ClassificationTest, NanRanksLast) {
