@@ -13,6 +13,13 @@
 // answered, for at most --exit-timeout-secs; then the listeners close and the process exits 0.
 // If the timeout cuts the drain short (or a second signal arrives), it logs how many requests
 // were abandoned and exits 0 anyway: stopping was asked for, and it happened.
+//
+// Tenants and TLS (docs/security.md): --auth-file names the tenants, their keys and limits and
+// who may use each API group; --http-use-ssl / --grpc-use-ssl (with their -server-cert,
+// -server-key, -root-cert and -use-ssl-mutual flags, named as the reference server's gRPC ones)
+// serve TLS. Both are read and checked before any model loads: a missing file, a malformed auth
+// file or a certificate that is expired makes `kiln serve` exit 2 with a message naming the
+// flag, the file and the problem.
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -28,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "base/logging.h"
@@ -40,6 +48,10 @@
 #include "server/metrics/metrics_report.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/system_metrics.h"
+#include "server/security/access.h"
+#include "server/security/api_groups.h"
+#include "server/security/auth_config.h"
+#include "server/security/tls.h"
 #include "server/trace.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/devices.h"
@@ -81,7 +93,45 @@ struct ServeOptions {
   std::vector<std::string> cache_config;  // --cache-config values
   uint64_t response_cache_byte_size = 0;  // the reference's older flag: local,size=N
   std::vector<std::string> trace_config;  // --trace-config values
+  std::string auth_file;
+  TlsFiles http_tls{"--http", "", "", "", false};
+  bool http_use_ssl = false;
+  TlsFiles grpc_tls{"--grpc", "", "", "", false};
+  bool grpc_use_ssl = false;
 };
+
+// What --auth-file and the TLS flags set up, checked before the models load.
+struct Security {
+  std::shared_ptr<TenantGate> gate;  // null without --auth-file
+  std::optional<TlsMaterial> http_tls;
+  std::optional<TlsMaterial> grpc_tls;
+};
+
+// One listener's TLS: unset without --<prefix>-use-ssl (a certificate flag without it is
+// ignored, with a warning).
+Result<std::optional<TlsMaterial>> LoadListenerTls(bool use_ssl, const TlsFiles& files) {
+  if (!use_ssl) {
+    if (!files.cert_file.empty() || !files.key_file.empty() || files.mutual) {
+      KILN_LOG_WARN("{}-server-cert / -server-key / -use-ssl-mutual are ignored without {}-use-ssl",
+                    files.flag_prefix, files.flag_prefix);
+    }
+    return std::optional<TlsMaterial>();
+  }
+  KILN_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsMaterial(files));
+  return std::optional<TlsMaterial>(std::move(tls));
+}
+
+Result<Security> LoadSecurity(const ServeOptions& opt) {
+  Security sec;
+  if (!opt.auth_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(AuthConfig config, LoadAuthFile(opt.auth_file));
+    KILN_LOG_INFO("auth file '{}': {} tenant(s)", opt.auth_file, config.tenants.size());
+    sec.gate = std::make_shared<TenantGate>(std::move(config));
+  }
+  KILN_ASSIGN_OR_RETURN(sec.http_tls, LoadListenerTls(opt.http_use_ssl, opt.http_tls));
+  KILN_ASSIGN_OR_RETURN(sec.grpc_tls, LoadListenerTls(opt.grpc_use_ssl, opt.grpc_tls));
+  return sec;
+}
 
 // Request tracing from --trace-config (server/trace.h); INVALID_ARGUMENT naming a bad value.
 Status ConfigureTracing(const ServeOptions& opt) {
@@ -286,8 +336,11 @@ Result<std::unique_ptr<ModelManager>> StartModels(const ServeOptions& opt, Model
   return manager;
 }
 
-Result<std::unique_ptr<HttpServer>> MakeHttpServer(const ServeOptions& opt, ModelManager* manager) {
+Result<std::unique_ptr<HttpServer>> MakeHttpServer(const ServeOptions& opt, ModelManager* manager,
+                                                   const Security& sec) {
   HttpServerOptions hopt;
+  hopt.gate = sec.gate;
+  hopt.tls = sec.http_tls;
   hopt.address = opt.http_address;
   hopt.port = opt.http_port;
   hopt.threads = opt.http_thread_count;
@@ -301,16 +354,20 @@ Result<std::unique_ptr<HttpServer>> MakeHttpServer(const ServeOptions& opt, Mode
 #ifdef KILN_HAVE_GRPC
 using GrpcHolder = std::unique_ptr<GrpcServer>;
 
-Result<GrpcHolder> StartGrpc(const ServeOptions& opt, ModelManager* manager) {
+Result<GrpcHolder> StartGrpc(const ServeOptions& opt, ModelManager* manager, const Security& sec) {
   if (!opt.allow_grpc) return GrpcHolder();
   GrpcServerOptions gopt;
+  gopt.gate = sec.gate;
+  gopt.tls = sec.grpc_tls;
   gopt.address = opt.grpc_address;
   gopt.port = opt.grpc_port;
   gopt.server_version = KILN_VERSION;
   KILN_ASSIGN_OR_RETURN(GrpcHolder grpc, GrpcServer::Create(gopt, manager));
   grpc->SetReady(false);  // until every listener is up (Serve)
   KILN_RETURN_IF_ERROR(grpc->Start());
-  KILN_LOG_INFO("serving KServe v2 gRPC on {}:{}", opt.grpc_address, grpc->port());
+  KILN_LOG_INFO("serving KServe v2 gRPC{} on {}:{}",
+                !sec.grpc_tls ? "" : (sec.grpc_tls->mutual ? " (mutual TLS)" : " (TLS)"),
+                opt.grpc_address, grpc->port());
   return grpc;
 }
 #else
@@ -318,25 +375,33 @@ struct GrpcHolder {
   GrpcServer* get() const { return nullptr; }
 };
 
-Result<GrpcHolder> StartGrpc(const ServeOptions&, ModelManager*) { return GrpcHolder(); }
+Result<GrpcHolder> StartGrpc(const ServeOptions&, ModelManager*, const Security&) {
+  return GrpcHolder();
+}
 #endif
 
 // Prometheus metrics on their own listener, serving until the drain is over; null without
 // --allow-metrics.
 Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
                                                     ModelManager* model_manager,
-                                                    std::shared_ptr<const ResponseCache> cache) {
+                                                    std::shared_ptr<const ResponseCache> cache,
+                                                    std::shared_ptr<TenantGate> gate) {
   if (!opt.allow_metrics) return std::unique_ptr<MetricsServer>();
   MetricsServerOptions metrics_options;
   metrics_options.address = opt.metrics_address;
   metrics_options.port = opt.metrics_port;
+  if (gate != nullptr) {
+    metrics_options.authorize = [gate](std::string_view authorization) {
+      return gate->Authorize(ApiGroup::kMetrics, BearerKey(authorization)).status();
+    };
+  }
   auto cpu = std::make_shared<CpuUtilizationSampler>();
   // GPU series through NVML when it loads; none (and no error) otherwise.
   auto gpus = std::make_shared<GpuMetricsReader>();
   if (!gpus->available()) KILN_LOG_INFO("no GPU metrics: {}", gpus->why_not());
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<MetricsServer> metrics,
-      MetricsServer::Create(metrics_options, [model_manager, cpu, gpus, cache] {
+      MetricsServer::Create(metrics_options, [model_manager, cpu, gpus, cache, gate] {
         const std::vector<ModelMetrics> models = CollectModelMetrics(*model_manager);
         SystemMetrics system;
         system.cpu_utilization = cpu->Sample();
@@ -348,6 +413,12 @@ Result<std::unique_ptr<MetricsServer>> StartMetrics(const ServeOptions& opt,
         if (tracer.traces_started() > 0 || tracer.settings().level != TraceSettings::Level::kOff) {
           system.tracing = SystemMetrics::Tracing{tracer.spans_exported(), tracer.spans_dropped(),
                                                   tracer.traces_started()};
+        }
+        if (gate != nullptr) {
+          for (const TenantSnapshot& t : gate->Snapshot()) {
+            system.tenants.push_back({t.name, t.ok, t.unauthenticated, t.forbidden, t.rate_limited,
+                                      t.inflight, t.generated_tokens});
+          }
         }
         return RenderMetrics(models, system);
       }));
@@ -403,10 +474,12 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   Result<std::shared_ptr<ResponseCache>> cache = MakeResponseCache(opt);
   if (!cache.ok()) return Fail(cache.status(), 2);
   if (Status tracing = ConfigureTracing(opt); !tracing.ok()) return Fail(tracing, 2);
+  Result<Security> security = LoadSecurity(opt);
+  if (!security.ok()) return Fail(security.status(), 2);
   const sigset_t signals = BlockShutdownSignals();
   Result<std::unique_ptr<ModelManager>> manager = StartModels(opt, *mode, *cache);
   if (!manager.ok()) return Fail(manager.status());
-  Result<std::unique_ptr<HttpServer>> server = MakeHttpServer(opt, manager->get());
+  Result<std::unique_ptr<HttpServer>> server = MakeHttpServer(opt, manager->get(), *security);
   if (!server.ok()) return Fail(server.status());
   // Not ready until the gRPC and metrics listeners are up too (below): a client that saw
   // /v2/health/ready answer 200 finds every port open.
@@ -418,9 +491,10 @@ int Serve(const ServeOptions& opt, const CLI::App& cmd) {
   }
   KILN_LOG_INFO("serving KServe v2 HTTP on {}:{} (repository '{}', model control mode {})",
                 opt.http_address, (*server)->port(), opt.model_repository, opt.model_control_mode);
-  Result<GrpcHolder> grpc = StartGrpc(opt, manager->get());
+  Result<GrpcHolder> grpc = StartGrpc(opt, manager->get(), *security);
   if (!grpc.ok()) return AbortAfterHttp(grpc.status(), manager->get(), server->get());
-  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(opt, manager->get(), *cache);
+  Result<std::unique_ptr<MetricsServer>> metrics =
+      StartMetrics(opt, manager->get(), *cache, security->gate);
   if (!metrics.ok()) return AbortAfterHttp(metrics.status(), manager->get(), server->get());
   // Ready only once every listener is up, so a client that waits for readiness finds them all.
   (*server)->SetReady(true);
@@ -461,6 +535,35 @@ void AddListenerFlags(CLI::App& cmd, ServeOptions& opt) {
   cmd.add_option("--metrics-address", opt.metrics_address,
                  "Address the metrics endpoint listens on")
       ->capture_default_str();
+}
+
+// Tenants (--auth-file) and TLS on the HTTP and gRPC listeners (docs/security.md).
+void AddSecurityFlags(CLI::App& cmd, ServeOptions& opt) {
+  cmd.add_option("--auth-file", opt.auth_file,
+                 "JSON file of tenants (API keys, service class, rate and concurrency limits) and "
+                 "of which tenants may use each API group (health, metadata, inference, "
+                 "shared-memory, model-config, model-repository, statistics, trace, logging, "
+                 "metrics); keys arrive as 'Authorization: Bearer <key>' (docs/security.md)");
+  for (auto [prefix, use_ssl, files] :
+       {std::tuple{std::string("--http"), &opt.http_use_ssl, &opt.http_tls},
+        std::tuple{std::string("--grpc"), &opt.grpc_use_ssl, &opt.grpc_tls}}) {
+    const std::string what = prefix == "--http" ? "HTTP" : "gRPC";
+    cmd.add_option(prefix + "-use-ssl", *use_ssl,
+                   "Serve " + what + " over TLS only (needs " + prefix + "-server-cert and " +
+                       prefix + "-server-key)")
+        ->capture_default_str();
+    cmd.add_option(prefix + "-server-cert", files->cert_file,
+                   "PEM file: the " + what + " server certificate, then its chain");
+    cmd.add_option(prefix + "-server-key", files->key_file,
+                   "PEM file: the unencrypted private key of " + prefix + "-server-cert");
+    cmd.add_option(prefix + "-root-cert", files->root_file,
+                   "PEM file: CA certificates client certificates must chain to (with " + prefix +
+                       "-use-ssl-mutual)");
+    cmd.add_option(prefix + "-use-ssl-mutual", files->mutual,
+                   "Mutual TLS on " + what + ": refuse clients without a valid certificate from " +
+                       prefix + "-root-cert")
+        ->capture_default_str();
+  }
 }
 
 // Which models load when, and how long a shutdown waits for them.
@@ -603,6 +706,7 @@ CommandMain AddServeCommand(CLI::App& app) {
   AddLimitAndInstanceFlags(*cmd, *opt);
   AddCacheFlags(*cmd, *opt);
   AddTraceFlags(*cmd, *opt);
+  AddSecurityFlags(*cmd, *opt);
   AddDeviceFlags(*cmd, &opt->devices);
   return [opt, cmd] { return Serve(*opt, *cmd); };
 }

@@ -30,6 +30,8 @@
 #include "server/grpc/infer_grpc.h"
 #include "server/inference.h"
 #include "server/log_settings.h"
+#include "server/security/access.h"
+#include "server/security/api_groups.h"
 #include "server/server_metadata.h"
 #include "server/status_map.h"
 #include "server/trace.h"
@@ -108,6 +110,14 @@ class Tag {
   virtual void Proceed(bool ok) = 0;
 };
 
+// The key of the call's `authorization: Bearer <key>` metadata; empty when none.
+std::string_view BearerKeyOf(const grpc::ServerContext& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return {};
+  return BearerKey(std::string_view(it->second.data(), it->second.size()));
+}
+
 }  // namespace
 
 class GrpcServer::Impl {
@@ -136,6 +146,7 @@ class GrpcServer::Impl {
   grpc::AsyncGenericService* unknown_methods() { return &unknown_methods_; }
   bool accepting() const { return accepting_.load(); }
   const GrpcServerOptions& options() const { return options_; }
+  TenantGate* gate() const { return options_.gate.get(); }
 
   // Calls accepted and not finished yet: Stop lets them finish before it closes connections.
   void CallStarted() { active_calls_.fetch_add(1); }
@@ -290,11 +301,11 @@ class UnaryCall final : public OneAnswerCall {
                                       grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
   using Handler = void (*)(Impl*, UnaryCall*);
 
-  // Asks gRPC for the next call of this method on `cq`; with `watch_cancel` the call's
-  // cancellation() is set if the client cancels it.
+  // Asks gRPC for the next call of this method (of API group `group`) on `cq`; with
+  // `watch_cancel` the call's cancellation() is set if the client cancels it.
   static void Listen(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request,
-                     Handler handler, bool watch_cancel = false) {
-    auto* call = new UnaryCall(server, cq, request, handler, watch_cancel);
+                     Handler handler, ApiGroup group, bool watch_cancel = false) {
+    auto* call = new UnaryCall(server, cq, request, handler, group, watch_cancel);
     if (watch_cancel) call->WatchDone(call->ctx_);
     (server->service()->*request)(&call->ctx_, &call->request_, &call->responder_, cq, cq, call);
   }
@@ -303,6 +314,9 @@ class UnaryCall final : public OneAnswerCall {
   const Req& request() const { return request_; }
   Req* mutable_request() { return &request_; }
   const grpc::ServerContext& context() const { return ctx_; }
+  grpc::ServerContext* mutable_context() { return &ctx_; }
+  // The caller's tenant (TenantGate::kAnonymous without one or without a gate).
+  int tenant() const { return tenant_; }
   Resp* response() { return &response_; }
   void Finish(const grpc::Status& status) {
     finishing_ = true;
@@ -316,17 +330,32 @@ class UnaryCall final : public OneAnswerCall {
 
  private:
   UnaryCall(Impl* server, grpc::ServerCompletionQueue* cq, RequestFn request, Handler handler,
-            bool watch_cancel)
+            ApiGroup group, bool watch_cancel)
       : OneAnswerCall(server, cq),
         request_fn_(request),
         handler_(handler),
+        group_(group),
         watch_cancel_(watch_cancel),
         responder_(&ctx_) {}
-  void ListenAgain() override { Listen(server_, cq_, request_fn_, handler_, watch_cancel_); }
-  void Handle() override { handler_(server_, this); }
+  void ListenAgain() override {
+    Listen(server_, cq_, request_fn_, handler_, group_, watch_cancel_);
+  }
+  void Handle() override {
+    if (TenantGate* gate = server_->gate()) {
+      Result<int> tenant = gate->Authorize(group_, BearerKeyOf(ctx_));
+      if (!tenant.ok()) {
+        Finish(tenant.status());
+        return;
+      }
+      tenant_ = *tenant;
+    }
+    handler_(server_, this);
+  }
 
   RequestFn request_fn_;
   Handler handler_;
+  ApiGroup group_;
+  int tenant_ = TenantGate::kAnonymous;
   bool watch_cancel_;
   grpc::ServerContext ctx_;
   Req request_;
@@ -356,17 +385,20 @@ Result<std::shared_ptr<LoadedModel>> ResolveModel(Impl* server, const std::strin
 class GrpcInferSink final : public ResponseSink {
  public:
   GrpcInferSink(Impl* server, std::function<void(Result<InferResponse>)> done,
-                std::function<void(InferResponse)> partial, std::function<size_t()> backlog)
+                std::function<void(InferResponse)> partial, std::function<size_t()> backlog,
+                std::shared_ptr<TenantLease> lease)
       : server_(server),
         done_(std::move(done)),
         partial_(std::move(partial)),
-        backlog_(std::move(backlog)) {
+        backlog_(std::move(backlog)),
+        lease_(std::move(lease)) {
     server_->InferenceStarted();
   }
   void Send(InferResponse response) override {
     if (partial_) partial_(std::move(response));
   }
   void Finish(Result<InferResponse> result) override {
+    lease_.reset();
     done_(std::move(result));
     server_->InferenceDone();
   }
@@ -378,6 +410,7 @@ class GrpcInferSink final : public ResponseSink {
   std::function<void(Result<InferResponse>)> done_;
   std::function<void(InferResponse)> partial_;
   std::function<size_t()> backlog_;
+  std::shared_ptr<TenantLease> lease_;  // the tenant's admission; null without a tenant
 };
 
 // The client's W3C traceparent metadata (server/trace.h), or "" when it sent none.
@@ -387,13 +420,14 @@ std::string TraceParentOf(const grpc::ServerContext& ctx) {
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
-// Decodes and starts one inference; `done` is called exactly once (maybe before this returns).
-// `cancellation` (may be null) is set when the client goes away.
+// Decodes and starts one inference of `tenant`; `done` is called exactly once (maybe before
+// this returns). `cancellation` (may be null) is set when the client goes away. A refusal by the
+// tenant's limits adds the `retry-after` trailing metadata to `trailing` when it is not null.
 // The request's numeric raw inputs borrow the message's bytes: `msg` lives until they are gone.
 void StartGrpcInference(Impl* server,
                         const std::shared_ptr<const inference::ModelInferRequest>& msg_ptr,
                         std::shared_ptr<const Cancellation> cancellation,
-                        const grpc::ServerContext& ctx,
+                        const grpc::ServerContext& ctx, int tenant, grpc::ServerContext* trailing,
                         std::function<void(Result<InferResponse>)> done,
                         std::function<void(InferResponse)> partial = {},
                         std::function<size_t()> backlog = {}) {
@@ -401,6 +435,19 @@ void StartGrpcInference(Impl* server,
   if (server->draining()) {
     done(Status::Unavailable("the server is shutting down: no new inference requests"));
     return;
+  }
+  std::shared_ptr<TenantLease> lease;
+  TenantGate* gate = server->gate();
+  if (gate != nullptr) {
+    TenantGate::Admission admission = gate->Admit(tenant, /*generation=*/false);
+    if (!admission.status.ok()) {
+      if (trailing != nullptr) {
+        trailing->AddTrailingMetadata("retry-after", std::to_string(admission.retry_after_s));
+      }
+      done(admission.status);
+      return;
+    }
+    lease = std::move(admission.lease);
   }
   Result<std::shared_ptr<LoadedModel>> model =
       ResolveModel(server, msg.model_name(), msg.model_version(), &ctx);
@@ -415,6 +462,9 @@ void StartGrpcInference(Impl* server,
   }
   (*request)->cancellation = std::move(cancellation);
   (*request)->traceparent = TraceParentOf(ctx);
+  if ((*request)->service_class.empty() && gate != nullptr && gate->best_effort(tenant)) {
+    (*request)->service_class = "best_effort";
+  }
   // Classification extension: outputs asked for their top-k classes are replaced by them.
   std::vector<ClassifyOutput> classify;
   for (const auto& out : msg.outputs()) {
@@ -423,7 +473,7 @@ void StartGrpcInference(Impl* server,
   }
   StartInference(std::move(model).value(), std::move(request).value(), std::move(classify),
                  std::make_shared<GrpcInferSink>(server, std::move(done), std::move(partial),
-                                                 std::move(backlog)));
+                                                 std::move(backlog), std::move(lease)));
 }
 
 // ---- unary handlers ----
@@ -642,8 +692,8 @@ void HandleInfer(Impl* server, InferCall* call) {
     call->Finish(parsed);
     return;
   }
-  StartGrpcInference(server, request, call->cancellation(), call->context(),
-                     [call](Result<InferResponse> result) {
+  StartGrpcInference(server, request, call->cancellation(), call->context(), call->tenant(),
+                     call->mutable_context(), [call](Result<InferResponse> result) {
                        if (!result.ok()) {
                          call->Finish(result.status());
                          return;
@@ -803,6 +853,18 @@ class StreamCall {
     started_ = true;
     server_->CallStarted();
     if (server_->accepting()) Listen(server_, cq_);
+    if (TenantGate* gate = server_->gate()) {
+      Result<int> tenant = gate->Authorize(ApiGroup::kInference, BearerKeyOf(ctx_));
+      if (!tenant.ok()) {
+        // Refused before any message is read: the stream ends with the status.
+        std::lock_guard<std::mutex> lock(mu_);
+        reads_done_ = true;
+        finishing_ = true;
+        stream_.Finish(ToGrpc(tenant.status()), &finish_tag_);
+        return;
+      }
+      tenant_ = *tenant;
+    }
     stream_.Read(&incoming_, &read_tag_);
   }
 
@@ -830,7 +892,7 @@ class StreamCall {
     std::string model = request->model_name();
     std::string version = request->model_version();
     StartGrpcInference(
-        server_, request, cancel_, ctx_,
+        server_, request, cancel_, ctx_, tenant_, /*trailing=*/nullptr,
         [this, id = std::move(id), model = std::move(model),
          version = std::move(version)](Result<InferResponse> result) {
           Status status = result.status();
@@ -956,8 +1018,9 @@ class StreamCall {
   grpc::ServerCompletionQueue* cq_;
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_;  // raw (Service)
-  grpc::ByteBuffer incoming_;  // the pending Read's target (CQ thread only)
-  bool started_ = false;       // the stream was accepted (CQ thread only)
+  grpc::ByteBuffer incoming_;            // the pending Read's target (CQ thread only)
+  bool started_ = false;                 // the stream was accepted (CQ thread only)
+  int tenant_ = TenantGate::kAnonymous;  // the caller's tenant (set on accept)
   OpTag accept_tag_{this, &StreamCall::OnAccept};
   OpTag read_tag_{this, &StreamCall::OnRead};
   OpTag write_tag_{this, &StreamCall::OnWrite};
@@ -981,36 +1044,44 @@ class StreamCall {
 
 void GrpcServer::Impl::RegisterCalls(grpc::ServerCompletionQueue* cq) {
   using S = Service;
-  LiveCall::Listen(this, cq, &S::RequestServerLive, &HandleLive);
-  ReadyCall::Listen(this, cq, &S::RequestServerReady, &HandleReady);
-  ModelReadyCall::Listen(this, cq, &S::RequestModelReady, &HandleModelReady);
-  ServerMetaCall::Listen(this, cq, &S::RequestServerMetadata, &HandleServerMetadata);
-  ModelMetaCall::Listen(this, cq, &S::RequestModelMetadata, &HandleModelMetadata);
-  ConfigCall::Listen(this, cq, &S::RequestModelConfig, &HandleModelConfig);
-  StatsCall::Listen(this, cq, &S::RequestModelStatistics, &HandleStatistics);
-  IndexCall::Listen(this, cq, &S::RequestRepositoryIndex, &HandleIndex);
-  LoadCall::Listen(this, cq, &S::RequestRepositoryModelLoad, &HandleLoad);
-  UnloadCall::Listen(this, cq, &S::RequestRepositoryModelUnload, &HandleUnload);
+  LiveCall::Listen(this, cq, &S::RequestServerLive, &HandleLive, ApiGroup::kHealth);
+  ReadyCall::Listen(this, cq, &S::RequestServerReady, &HandleReady, ApiGroup::kHealth);
+  ModelReadyCall::Listen(this, cq, &S::RequestModelReady, &HandleModelReady, ApiGroup::kHealth);
+  ServerMetaCall::Listen(this, cq, &S::RequestServerMetadata, &HandleServerMetadata,
+                         ApiGroup::kMetadata);
+  ModelMetaCall::Listen(this, cq, &S::RequestModelMetadata, &HandleModelMetadata,
+                        ApiGroup::kMetadata);
+  ConfigCall::Listen(this, cq, &S::RequestModelConfig, &HandleModelConfig, ApiGroup::kModelConfig);
+  StatsCall::Listen(this, cq, &S::RequestModelStatistics, &HandleStatistics, ApiGroup::kStatistics);
+  IndexCall::Listen(this, cq, &S::RequestRepositoryIndex, &HandleIndex, ApiGroup::kModelRepository);
+  LoadCall::Listen(this, cq, &S::RequestRepositoryModelLoad, &HandleLoad,
+                   ApiGroup::kModelRepository);
+  UnloadCall::Listen(this, cq, &S::RequestRepositoryModelUnload, &HandleUnload,
+                     ApiGroup::kModelRepository);
   // Several pending ModelInfer calls per queue, so a burst of clients is accepted at once.
   for (int i = 0; i < 8; ++i) {
-    InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer, /*watch_cancel=*/true);
+    InferCall::Listen(this, cq, &S::RequestModelInfer, &HandleInfer, ApiGroup::kInference,
+                      /*watch_cancel=*/true);
   }
   StreamCall::Listen(this, cq);
   using namespace inference;  // the unimplemented RPCs' message types
   UnaryCall<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>::Listen(
-      this, cq, &S::RequestSystemSharedMemoryStatus, &HandleUnimplemented);
+      this, cq, &S::RequestSystemSharedMemoryStatus, &HandleUnimplemented, ApiGroup::kSharedMemory);
   UnaryCall<SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse>::Listen(
-      this, cq, &S::RequestSystemSharedMemoryRegister, &HandleUnimplemented);
+      this, cq, &S::RequestSystemSharedMemoryRegister, &HandleUnimplemented,
+      ApiGroup::kSharedMemory);
   UnaryCall<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse>::Listen(
-      this, cq, &S::RequestSystemSharedMemoryUnregister, &HandleUnimplemented);
+      this, cq, &S::RequestSystemSharedMemoryUnregister, &HandleUnimplemented,
+      ApiGroup::kSharedMemory);
   UnaryCall<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>::Listen(
-      this, cq, &S::RequestCudaSharedMemoryStatus, &HandleUnimplemented);
+      this, cq, &S::RequestCudaSharedMemoryStatus, &HandleUnimplemented, ApiGroup::kSharedMemory);
   UnaryCall<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>::Listen(
-      this, cq, &S::RequestCudaSharedMemoryRegister, &HandleUnimplemented);
+      this, cq, &S::RequestCudaSharedMemoryRegister, &HandleUnimplemented, ApiGroup::kSharedMemory);
   UnaryCall<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>::Listen(
-      this, cq, &S::RequestCudaSharedMemoryUnregister, &HandleUnimplemented);
-  TraceCall::Listen(this, cq, &S::RequestTraceSetting, &HandleTraceSetting);
-  LogCall::Listen(this, cq, &S::RequestLogSettings, &HandleLogSettings);
+      this, cq, &S::RequestCudaSharedMemoryUnregister, &HandleUnimplemented,
+      ApiGroup::kSharedMemory);
+  TraceCall::Listen(this, cq, &S::RequestTraceSetting, &HandleTraceSetting, ApiGroup::kTrace);
+  LogCall::Listen(this, cq, &S::RequestLogSettings, &HandleLogSettings, ApiGroup::kLogging);
   UnknownMethodCall::Listen(this, cq);
 }
 
@@ -1055,7 +1126,16 @@ Status GrpcServer::Impl::Start() {
                   options_.address.find(':') != std::string::npos ? "[" + options_.address + "]"
                                                                   : options_.address,
                   options_.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options_.tls) {
+    grpc::SslServerCredentialsOptions ssl(
+        options_.tls->mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    ssl.pem_root_certs = options_.tls->root_pem;
+    ssl.pem_key_cert_pairs.push_back({options_.tls->key_pem, options_.tls->cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(address, credentials, &bound_port);
   builder.RegisterService(&service_);
   builder.RegisterAsyncGenericService(&unknown_methods_);
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);

@@ -24,25 +24,42 @@
 // UNIMPLEMENTED; TraceSetting and LogSettings change the settings of the whole server. Error codes
 // come from server/status_map.h.
 //
+// Tenants and TLS (docs/security.md): with a TenantGate each call of
+// inference.GRPCInferenceService is authorized for its method's API group
+// (server/security/api_groups.h) from its `authorization: Bearer <key>` metadata: UNAUTHENTICATED
+// or PERMISSION_DENIED otherwise. Each inference request (each message of a ModelStreamInfer
+// stream) is admitted by the tenant's limits: RESOURCE_EXHAUSTED with a `retry-after` trailing
+// metadata entry (whole seconds) for ModelInfer, an error response in the stream for
+// ModelStreamInfer. The standard health service is not gated. With TLS the port serves only TLS
+// (grpc::SslServerCredentials); under mutual TLS a client must present a certificate that chains
+// to the root certificates and is valid now.
+//
 // Thread safety: Start, Stop, SetReady, StartDraining, port and InferencesInFlight may be
 // called from any thread (not from a model callback). Stop is idempotent; the destructor calls
 // it.
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
+#include "server/security/tls.h"
 
 namespace kiln {
 
 class ModelManager;
+class TenantGate;
 
 struct GrpcServerOptions {
   std::string address = "0.0.0.0";  // IP literal or host name to listen on
   int port = 8001;                  // 0 = pick a free port (see GrpcServer::port())
   int threads = 0;                  // completion-queue threads; 0 = number of cores, at least 2
   std::string server_version;       // ServerMetadata's version
+  // Tenants: who may call what, and their limits; null = no authentication, no limits.
+  std::shared_ptr<TenantGate> gate;
+  // TLS (checked by LoadTlsMaterial); unset = plaintext.
+  std::optional<TlsMaterial> tls;
 };
 
 class GrpcServer {

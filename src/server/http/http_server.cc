@@ -35,6 +35,17 @@
 // discarded for at most kLingerTimeout before closing. Closing with unread data would make the
 // kernel send a reset, and a client still writing its body would never see the answer.
 //
+// NOTE on TLS. A connection's bytes go through an HttpStream: plain TCP, or TLS over it. The
+// choice is made once per connection, so the plain path costs one branch per I/O operation and
+// Session stays one class. Timeouts live on the TCP layer below TLS, so they bound the
+// handshake and every TLS read and write alike. Closing skips TLS's close_notify: every answer
+// is framed (Content-Length or the last chunk), so the client never depends on it.
+//
+// NOTE on tenants. Handle() authorizes every routed request for its API group before anything
+// else, and admits inference requests by the tenant's limits; the admission's lease moves into
+// the request's sink (released when the model answers) or is dropped with the first answer the
+// session sends itself (an error found before the model was asked).
+//
 // No exceptions escape: every Asio/Beast call that can fail takes an error_code, and the io
 // loop catches anything a handler throws (allocation failure), logs it and keeps running.
 #include "server/http/http_server.h"
@@ -50,11 +61,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -88,6 +101,8 @@
 #include "server/inference.h"
 #include "server/json_writer.h"
 #include "server/listener.h"
+#include "server/security/access.h"
+#include "server/security/api_groups.h"
 #include "server/server_metadata.h"
 #include "server/status_map.h"
 
@@ -103,6 +118,7 @@ namespace {
 constexpr auto kReadTimeout = std::chrono::seconds(300);
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 constexpr auto kLingerTimeout = std::chrono::seconds(5);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 constexpr uint32_t kHeaderLimitBytes = 16 * 1024;
 constexpr size_t kLingerBufferBytes = 16 * 1024;
@@ -129,6 +145,82 @@ bool IsHttpParseError(const beast::error_code& ec) {
 
 using Response = http::response<http::string_body>;
 using WorkGuard = net::executor_work_guard<net::io_context::executor_type>;
+
+// A connection's byte stream: plain TCP, or TLS over TCP (NOTE on TLS). Meets Asio's
+// AsyncReadStream / AsyncWriteStream for callback handlers.
+class HttpStream {
+ public:
+  using executor_type = beast::tcp_stream::executor_type;
+
+  // `tls` null: plain. REQUIRES: *tls outlives the stream.
+  HttpStream(tcp::socket&& socket, net::ssl::context* tls) {
+    if (tls != nullptr) {
+      tls_.emplace(std::move(socket), *tls);
+    } else {
+      plain_.emplace(std::move(socket));
+    }
+  }
+
+  bool tls() const { return tls_.has_value(); }
+  beast::tcp_stream& tcp_layer() { return tls_ ? tls_->next_layer() : *plain_; }
+  tcp::socket& socket() { return tcp_layer().socket(); }
+  executor_type get_executor() { return tcp_layer().get_executor(); }
+  template <class Duration>
+  void expires_after(Duration d) {
+    tcp_layer().expires_after(d);
+  }
+  void expires_never() { tcp_layer().expires_never(); }
+
+  // REQUIRES: tls().
+  template <class Handler>
+  void async_handshake(Handler&& handler) {
+    tls_->async_handshake(net::ssl::stream_base::server, std::forward<Handler>(handler));
+  }
+
+  template <class Buffers, class Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else {
+      plain_->async_read_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <class Buffers, class Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_write_some(buffers, std::forward<Handler>(handler));
+    } else {
+      plain_->async_write_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+
+ private:
+  std::optional<beast::tcp_stream> plain_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+};
+
+// The TLS context of the listener; INVALID_ARGUMENT naming what OpenSSL refused.
+Result<std::unique_ptr<net::ssl::context>> MakeTlsContext(const TlsMaterial& tls) {
+  auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+  beast::error_code ec;
+  ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                       net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                       net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use,
+                   ec);
+  if (!ec) ctx->use_certificate_chain(net::buffer(tls.cert_pem), ec);
+  if (ec) return Status::InvalidArgument("HTTPS server certificate: " + ec.message());
+  ctx->use_private_key(net::buffer(tls.key_pem), net::ssl::context::pem, ec);
+  if (ec) return Status::InvalidArgument("HTTPS server key: " + ec.message());
+  if (!tls.root_pem.empty()) {
+    ctx->add_certificate_authority(net::buffer(tls.root_pem), ec);
+    if (ec) return Status::InvalidArgument("HTTPS root certificates: " + ec.message());
+  }
+  if (tls.mutual) {
+    ctx->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert, ec);
+    if (ec) return Status::InvalidArgument("HTTPS client verification: " + ec.message());
+  }
+  return ctx;
+}
 
 class Session;
 
@@ -162,6 +254,7 @@ class HttpServer::Impl {
   bool draining() const { return draining_.load(); }
   // Unix time the server was created (OpenAI's model "created").
   int64_t started_unix() const { return started_unix_; }
+  TenantGate* gate() const { return options_.gate.get(); }
   WorkGuard MakeWorkGuard() { return net::make_work_guard(ioc_); }
   net::thread_pool& control_pool() { return control_pool_; }
   void InferStarted() { infer_in_flight_.fetch_add(1); }
@@ -194,6 +287,8 @@ class HttpServer::Impl {
   std::mutex sessions_mu_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by sessions_mu_
 
+  std::unique_ptr<net::ssl::context> tls_;  // set by Start with options_.tls; read-only after
+
   net::io_context ioc_;
   std::optional<WorkGuard> work_;
   tcp::acceptor acceptor_;                // used only on its strand (after Start)
@@ -210,8 +305,8 @@ namespace {
 // stream_), except the constant ones.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server) {}
+  Session(tcp::socket&& socket, net::ssl::context* tls, HttpServer::Impl* server)
+      : stream_(std::move(socket), tls), server_(server) {}
   ~Session() { server_->Unregister(this); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -220,8 +315,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Start() {
     server_->Register(shared_from_this());
-    net::dispatch(executor(),
-                  beast::bind_front_handler(&Session::DoReadHeader, shared_from_this()));
+    net::dispatch(executor(), beast::bind_front_handler(
+                                  stream_.tls() ? &Session::DoHandshake : &Session::DoReadHeader,
+                                  shared_from_this()));
   }
 
   // On the strand: the server is stopping.
@@ -241,6 +337,8 @@ class Session : public std::enable_shared_from_this<Session> {
   enum class State { kReading, kBusy, kLingering, kClosed };
   enum class After { kContinue, kClose, kLinger };
 
+  void DoHandshake();
+  void OnHandshake(beast::error_code ec);
   void DoReadHeader();
   void OnReadHeader(beast::error_code ec, size_t bytes);
   void DoReadBody();
@@ -248,6 +346,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnReadBody(beast::error_code ec, size_t bytes);
   void OnReadError(const beast::error_code& ec);
   void Handle();
+  // Authorizes the request for its API group and admits an inference request (NOTE on
+  // tenants); false when it answered the request with a refusal.
+  bool Authorize(const Route& route);
+  // A refusal of the tenant gate: 401 with WWW-Authenticate, 403, or 429 with `retry_after_s`.
+  void SendRefusal(const Status& status, int64_t retry_after_s, bool openai);
   void HandleModelMetadata(const Route& route);
   void HandleModelReady(const Route& route);
   void HandleInfer(const Route& route);
@@ -281,7 +384,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void CloseGracefully();
   void Close();
 
-  beast::tcp_stream stream_;
+  HttpStream stream_;
   beast::flat_buffer buffer_;
   HttpServer::Impl* const server_;
   State state_ = State::kReading;
@@ -308,6 +411,8 @@ class Session : public std::enable_shared_from_this<Session> {
   ContentCoding infer_response_coding_ = ContentCoding::kIdentity;
   std::shared_ptr<Cancellation> infer_cancel_;  // null: no inference pending
   std::string traceparent_;  // the current request's W3C traceparent header (server/trace.h)
+  int tenant_ = TenantGate::kAnonymous;  // the current request's tenant
+  std::shared_ptr<TenantLease> lease_;   // its admission, until a sink takes it or it is answered
 
   // The generation in flight (NOTE on generation streams).
   std::unique_ptr<GenHttpFormat> gen_format_;  // null: none
@@ -328,8 +433,12 @@ class Session : public std::enable_shared_from_this<Session> {
 // above. Finish is called exactly once (server/inference.h guarantees it).
 class HttpInferSink final : public ResponseSink {
  public:
-  HttpInferSink(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server)
-      : session_(std::move(session)), work_(std::move(work)), server_(server) {
+  HttpInferSink(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server,
+                std::shared_ptr<TenantLease> lease)
+      : session_(std::move(session)),
+        work_(std::move(work)),
+        server_(server),
+        lease_(std::move(lease)) {
     server_->InferStarted();
   }
   HttpInferSink(const HttpInferSink&) = delete;
@@ -342,6 +451,7 @@ class HttpInferSink final : public ResponseSink {
     std::shared_ptr<Session> session = std::move(session_);
     std::optional<WorkGuard> work = std::move(work_);
     work_.reset();
+    lease_.reset();
     server_->InferFinished();
     net::any_io_executor ex = session->executor();
     net::post(ex, [session = std::move(session), result = std::move(result)]() mutable {
@@ -354,6 +464,7 @@ class HttpInferSink final : public ResponseSink {
   std::shared_ptr<Session> session_;
   std::optional<WorkGuard> work_;
   HttpServer::Impl* const server_;
+  std::shared_ptr<TenantLease> lease_;  // null without a tenant
 };
 
 // The GenerationSink of a generation request: carries the Session and a work guard like
@@ -363,17 +474,24 @@ class HttpInferSink final : public ResponseSink {
 class HttpGenSink final : public GenerationSink {
  public:
   HttpGenSink(std::shared_ptr<Session> session, WorkGuard work, HttpServer::Impl* server,
-              std::shared_ptr<std::atomic<size_t>> backlog)
+              std::shared_ptr<std::atomic<size_t>> backlog, std::shared_ptr<TenantLease> lease)
       : session_(std::move(session)),
         work_(std::move(work)),
         server_(server),
-        backlog_(std::move(backlog)) {
+        backlog_(std::move(backlog)),
+        lease_(std::move(lease)) {
     server_->InferStarted();
   }
   HttpGenSink(const HttpGenSink&) = delete;
   HttpGenSink& operator=(const HttpGenSink&) = delete;
 
   void Send(GenChunk chunk) override {
+    if (lease_ != nullptr) {
+      // The tenant's tokens are charged as they are produced (access.h).
+      const auto n = static_cast<int64_t>(chunk.token_ids.size());
+      lease_->ChargeTokens(n);
+      charged_tokens_ += n;
+    }
     backlog_->fetch_add(1);
     net::post(session_->executor(), [session = session_, chunk = std::move(chunk)]() mutable {
       session->OnGenChunk(std::move(chunk));
@@ -383,6 +501,11 @@ class HttpGenSink final : public GenerationSink {
     std::shared_ptr<Session> session = std::move(session_);
     std::optional<WorkGuard> work = std::move(work_);
     work_.reset();
+    if (lease_ != nullptr && result.ok()) {
+      // Tokens the chunks did not carry (a non-streaming model's answer) count at the end.
+      lease_->ChargeTokens(result->usage.completion_tokens - charged_tokens_);
+    }
+    lease_.reset();
     server_->InferFinished();
     net::any_io_executor ex = session->executor();
     net::post(ex, [session = std::move(session), result = std::move(result)]() mutable {
@@ -396,7 +519,30 @@ class HttpGenSink final : public GenerationSink {
   std::optional<WorkGuard> work_;
   HttpServer::Impl* const server_;
   std::shared_ptr<std::atomic<size_t>> backlog_;
+  std::shared_ptr<TenantLease> lease_;  // null without a tenant
+  int64_t charged_tokens_ = 0;          // generated tokens charged to lease_ so far
 };
+
+void Session::DoHandshake() {
+  if (server_->stopping()) {
+    Close();
+    return;
+  }
+  stream_.expires_after(kHandshakeTimeout);
+  stream_.async_handshake(beast::bind_front_handler(&Session::OnHandshake, shared_from_this()));
+}
+
+void Session::OnHandshake(beast::error_code ec) {
+  if (ec) {
+    beast::error_code ignored;
+    const tcp::endpoint peer = stream_.socket().remote_endpoint(ignored);
+    KILN_LOG_DEBUG("HTTPS handshake with {}:{} failed: {}", peer.address().to_string(), peer.port(),
+                   ec.message());
+    Close();
+    return;
+  }
+  DoReadHeader();
+}
 
 void Session::DoReadHeader() {
   if (state_ == State::kClosed) return;
@@ -533,6 +679,7 @@ void Session::Handle() {
   const auto& req = body_parser_->get();
   const Route route = RouteRequest(ToStd(req.method_string()), ToStd(req.target()));
   traceparent_ = std::string(ToStd(req["traceparent"]));
+  if (server_->gate() != nullptr && !Authorize(route)) return;
   switch (route.kind) {
     case RouteKind::kNotFound:
       if (ToStd(req.target()).starts_with("/v1/")) {
@@ -612,6 +759,46 @@ void Session::Handle() {
       return;
   }
   SendError(Status::Internal("unhandled route"));
+}
+
+bool Session::Authorize(const Route& route) {
+  tenant_ = TenantGate::kAnonymous;
+  lease_.reset();
+  const std::optional<ApiGroup> group = ApiGroupOfRoute(route.kind);
+  if (!group) return true;  // not an endpoint: answered as it is
+  TenantGate* gate = server_->gate();
+  const bool openai = route.kind == RouteKind::kOpenAiModels ||
+                      route.kind == RouteKind::kOpenAiModel ||
+                      route.kind == RouteKind::kOpenAiCompletions ||
+                      route.kind == RouteKind::kOpenAiChatCompletions;
+  Result<int> tenant =
+      gate->Authorize(*group, BearerKey(ToStd(body_parser_->get()[http::field::authorization])));
+  if (!tenant.ok()) {
+    SendRefusal(tenant.status(), 0, openai);
+    return false;
+  }
+  tenant_ = *tenant;
+  if (*group != ApiGroup::kInference) return true;
+  TenantGate::Admission admission =
+      gate->Admit(tenant_, /*generation=*/route.kind != RouteKind::kModelInfer);
+  if (!admission.status.ok()) {
+    SendRefusal(admission.status, admission.retry_after_s, openai);
+    return false;
+  }
+  lease_ = std::move(admission.lease);
+  return true;
+}
+
+void Session::SendRefusal(const Status& status, int64_t retry_after_s, bool openai) {
+  const ProtocolStatus& p = ProtocolStatusFor(status.code());
+  Response res{static_cast<http::status>(p.http), version_};
+  if (status.code() == StatusCode::kUnauthenticated) {
+    res.set(http::field::www_authenticate, "Bearer realm=\"kiln\"");
+  }
+  if (retry_after_s > 0) res.set(http::field::retry_after, std::to_string(retry_after_s));
+  res.set(http::field::content_type, "application/json");
+  res.body() = openai ? OpenAiErrorJson(status) : JsonErrorBody(status.message());
+  Send(std::move(res), After::kContinue);
 }
 
 void Session::HandleModelMetadata(const Route& route) {
@@ -706,8 +893,12 @@ void Session::HandleInfer(const Route& route) {
   infer_cancel_ = std::make_shared<Cancellation>();
   request->cancellation = infer_cancel_;
   request->traceparent = traceparent_;
-  auto sink =
-      std::make_shared<HttpInferSink>(shared_from_this(), server_->MakeWorkGuard(), server_);
+  if (request->service_class.empty() && server_->gate() != nullptr &&
+      server_->gate()->best_effort(tenant_)) {
+    request->service_class = "best_effort";
+  }
+  auto sink = std::make_shared<HttpInferSink>(shared_from_this(), server_->MakeWorkGuard(), server_,
+                                              std::move(lease_));
   StartInference(std::move(model).value(), std::move(request), std::move(classify),
                  std::move(sink));
   // An answer given at once is already posted; otherwise watch for the client leaving.
@@ -1023,7 +1214,7 @@ void Session::StartGeneration(const std::shared_ptr<LoadedModel>& model,
   request->cancellation = infer_cancel_;
   std::shared_ptr<GenerationSink> sink =
       TraceGeneration(std::make_shared<HttpGenSink>(shared_from_this(), server_->MakeWorkGuard(),
-                                                    server_, gen_backlog_),
+                                                    server_, gen_backlog_, std::move(lease_)),
                       model->name(), model->version(), request->id, traceparent_);
   model->Generate(std::move(request), std::move(sink));
   if (infer_cancel_ != nullptr) WatchForDisconnect();
@@ -1234,6 +1425,7 @@ void Session::SendHttpError(unsigned status, std::string_view message, After aft
 }
 
 void Session::Send(Response response, After after) {
+  lease_.reset();  // answered without the model: the admission ends here
   if (state_ == State::kClosed) return;
   state_ = State::kBusy;
   if (after == After::kContinue && (!keep_alive_ || server_->stopping())) after = After::kClose;
@@ -1332,6 +1524,13 @@ Status HttpServer::Impl::Start() {
   if (state_ != State::kCreated) {
     return Status::FailedPrecondition("HttpServer::Start called twice or after Stop");
   }
+  if (options_.tls) {
+    try {
+      KILN_ASSIGN_OR_RETURN(tls_, MakeTlsContext(*options_.tls));
+    } catch (const std::exception& e) {
+      return Status::InvalidArgument(fmt::format("HTTPS: {}", e.what()));
+    }
+  }
   KILN_ASSIGN_OR_RETURN(const uint16_t port, OpenListener(ioc_, acceptor_, options_.address,
                                                           options_.port, "HTTP server"));
   port_.store(port);
@@ -1348,8 +1547,11 @@ Status HttpServer::Impl::Start() {
     return Status::Internal(fmt::format("cannot start HTTP io threads: {}", e.what()));
   }
   state_ = State::kRunning;
-  KILN_LOG_INFO("HTTP server listening on {}:{} ({} io threads)", options_.address, port_.load(),
-                n);
+  KILN_LOG_INFO("HTTP{} server listening on {}:{} ({} io threads)",
+                tls_ == nullptr        ? ""
+                : options_.tls->mutual ? "S (mutual TLS)"
+                                       : "S",
+                options_.address, port_.load(), n);
   return Status::OK();
 }
 
@@ -1406,7 +1608,7 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
     DoAccept();
     return;
   }
-  std::make_shared<Session>(std::move(socket), this)->Start();
+  std::make_shared<Session>(std::move(socket), tls_.get(), this)->Start();
   DoAccept();
 }
 

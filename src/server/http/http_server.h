@@ -31,18 +31,33 @@
 // connection idle (or sending a request) for 300 s is closed; a response not taken by the client
 // within 60 s closes the connection.
 //
+// Tenants and TLS (docs/security.md): with a TenantGate every routed request is authorized for
+// its API group (server/security/api_groups.h) from its `Authorization: Bearer <key>` header
+// before it is handled: 401 (with WWW-Authenticate: Bearer) or 403 {"error": "..."} otherwise;
+// inference requests are admitted by the tenant's limits (429 with the computed Retry-After),
+// hold a concurrency slot until their answer is handed over, and generations charge their tokens
+// as they are produced. A tenant of class best_effort marks its requests' service_class. With
+// TLS, every connection starts with a TLS handshake (10 s limit; a failed one closes the
+// connection and is logged at debug level), and under mutual TLS the client must present a
+// certificate that chains to the root certificates and is valid now. Over TLS a client that
+// closes its connection while its answer is pending is noticed when the answer is written (the
+// disconnect watch sees TLS records, not the close).
+//
 // Thread safety: Start, Stop, SetReady and port may be called from any thread (not from a
 // model callback). Stop is idempotent and the destructor calls it.
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
+#include "server/security/tls.h"
 
 namespace kiln {
 
 class ModelManager;
+class TenantGate;
 
 struct HttpServerOptions {
   std::string address = "0.0.0.0";       // IP literal or host name to listen on
@@ -53,6 +68,10 @@ struct HttpServerOptions {
   // {"error": "too many connections ..."} with Retry-After and closed.
   size_t max_connections = 0;
   std::string server_version;  // "version" of GET /v2
+  // Tenants: who may call what, and their limits; null = no authentication, no limits.
+  std::shared_ptr<TenantGate> gate;
+  // HTTPS (checked by LoadTlsMaterial); unset = plain HTTP.
+  std::optional<TlsMaterial> tls;
 };
 
 class HttpServer {
@@ -67,7 +86,8 @@ class HttpServer {
 
   // Binds and listens, starts the io threads and returns. UNAVAILABLE naming address:port when
   // the address cannot be bound (port taken, address not local); INVALID_ARGUMENT for an address
-  // that does not resolve; FAILED_PRECONDITION when called twice or after Stop.
+  // that does not resolve or TLS material OpenSSL refuses; FAILED_PRECONDITION when called twice
+  // or after Stop.
   Status Start();
   // The bound port (the chosen one when options.port was 0); 0 before Start.
   int port() const;

@@ -440,6 +440,30 @@ std::string RenderMetrics(std::span<const ModelMetrics> models, const SystemMetr
                   "Trace spans dropped: the export queue was full or the export failed");
     w.Sample({}, static_cast<double>(system.tracing->spans_dropped));
   }
+  if (!system.tenants.empty()) {
+    // Tenants (--auth-file, docs/security.md): one series per tenant and outcome.
+    w.BeginFamily("kiln_tenant_requests_total", T::kCounter,
+                  "Requests per tenant by outcome: ok (let through), unauthenticated (401; "
+                  "tenant \"anonymous\"), forbidden (403), rate_limited (429)");
+    for (const SystemMetrics::Tenant& t : system.tenants) {
+      w.Sample({{"tenant", t.name}, {"outcome", "ok"}}, static_cast<double>(t.ok));
+      w.Sample({{"tenant", t.name}, {"outcome", "unauthenticated"}},
+               static_cast<double>(t.unauthenticated));
+      w.Sample({{"tenant", t.name}, {"outcome", "forbidden"}}, static_cast<double>(t.forbidden));
+      w.Sample({{"tenant", t.name}, {"outcome", "rate_limited"}},
+               static_cast<double>(t.rate_limited));
+    }
+    w.BeginFamily("kiln_tenant_inflight", T::kGauge,
+                  "Inference requests of the tenant admitted and not answered yet");
+    for (const SystemMetrics::Tenant& t : system.tenants) {
+      w.Sample({{"tenant", t.name}}, static_cast<double>(t.inflight));
+    }
+    w.BeginFamily("kiln_tenant_generated_tokens_total", T::kCounter,
+                  "Tokens generated for the tenant (charged to its tokens_per_second limit)");
+    for (const SystemMetrics::Tenant& t : system.tenants) {
+      w.Sample({{"tenant", t.name}}, static_cast<double>(t.generated_tokens));
+    }
+  }
   if (system.cpu_utilization) {
     w.BeginFamily("nv_cpu_utilization", T::kGauge,
                   "CPU utilization rate [0.0 - 1.0] since the previous scrape");

@@ -62,6 +62,18 @@ struct SystemMetrics {
     uint64_t traces = 0;
   };
   std::optional<Tracing> tracing;
+  // Tenants (server/security/access.h): counters per tenant, "anonymous" last; empty without
+  // --auth-file.
+  struct Tenant {
+    std::string name;
+    uint64_t ok = 0;
+    uint64_t unauthenticated = 0;
+    uint64_t forbidden = 0;
+    uint64_t rate_limited = 0;
+    int64_t inflight = 0;
+    uint64_t generated_tokens = 0;
+  };
+  std::vector<Tenant> tenants;
 };
 
 // The reference failure reason of a kiln failure reason: queue full, timeout and shutdown are

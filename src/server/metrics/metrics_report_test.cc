@@ -124,6 +124,24 @@ TEST(MetricsReport, TracingCounters) {
   EXPECT_THAT(text, HasSubstr("kiln_trace_traces_total 9\n"));
 }
 
+TEST(MetricsReport, TenantFamilies) {
+  SystemMetrics system;
+  system.tenants.push_back({"acme", 7, 0, 1, 2, 3, 120});
+  system.tenants.push_back({"anonymous", 4, 5, 0, 0, 0, 0});
+  const std::string text = RenderMetrics({}, system);
+  EXPECT_THAT(text, HasSubstr("# TYPE kiln_tenant_requests_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_tenant_requests_total{tenant=\"acme\",outcome=\"ok\"} 7\n"));
+  EXPECT_THAT(text,
+              HasSubstr("kiln_tenant_requests_total{tenant=\"acme\",outcome=\"forbidden\"} 1\n"));
+  EXPECT_THAT(
+      text, HasSubstr("kiln_tenant_requests_total{tenant=\"acme\",outcome=\"rate_limited\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_tenant_requests_total{tenant=\"anonymous\",outcome="
+                              "\"unauthenticated\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_tenant_inflight{tenant=\"acme\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("kiln_tenant_generated_tokens_total{tenant=\"acme\"} 120\n"));
+  EXPECT_THAT(RenderMetrics({}, {}), Not(HasSubstr("kiln_tenant_")));
+}
+
 // One sample per GPU, labelled with its UUID; a figure NVML refused leaves its sample out, and a
 // family with no sample at all is left out.
 TEST(MetricsReport, GpuFamiliesPerGpu) {

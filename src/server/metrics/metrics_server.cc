@@ -34,8 +34,9 @@ constexpr size_t kMaxRequestBytes = 8 * 1024;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, const MetricsServer::RenderFn* render)
-      : stream_(std::move(socket)), render_(render) {}
+  Connection(tcp::socket socket, const MetricsServer::RenderFn* render,
+             const MetricsServerOptions* options)
+      : stream_(std::move(socket)), render_(render), options_(options) {}
 
   void Start() { Read(); }
 
@@ -68,6 +69,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       response_.set(http::field::allow, "GET, HEAD");
       response_.set(http::field::content_type, "text/plain; charset=utf-8");
       response_.body() = "Method Not Allowed\n";
+    } else if (Status allowed = Authorize(req); !allowed.ok()) {
+      const bool unauthenticated = allowed.code() == StatusCode::kUnauthenticated;
+      response_.result(unauthenticated ? http::status::unauthorized : http::status::forbidden);
+      if (unauthenticated) response_.set(http::field::www_authenticate, "Bearer realm=\"kiln\"");
+      response_.set(http::field::content_type, "text/plain; charset=utf-8");
+      response_.body() = allowed.message() + "\n";
     } else {
       response_.result(http::status::ok);
       response_.set(http::field::content_type,
@@ -84,6 +91,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                       });
   }
 
+  Status Authorize(const http::request<http::string_body>& req) const {
+    if (!options_->authorize) return Status::OK();
+    const beast::string_view auth = req[http::field::authorization];
+    return options_->authorize(std::string_view(auth.data(), auth.size()));
+  }
+
   void Close() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -92,6 +105,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   beast::tcp_stream stream_;
   const MetricsServer::RenderFn* render_;
+  const MetricsServerOptions* options_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
@@ -137,7 +151,7 @@ class MetricsServer::Impl {
   void Accept() {
     acceptor_.async_accept(ioc_, [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      if (!ec) std::make_shared<Connection>(std::move(socket), &render_)->Start();
+      if (!ec) std::make_shared<Connection>(std::move(socket), &render_, &options_)->Start();
       Accept();
     });
   }

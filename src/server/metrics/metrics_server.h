@@ -13,7 +13,10 @@
 //
 // Requests: GET (and HEAD) of /metrics or /metrics/ answer 200 with the callback's text and
 // Content-Type kExpositionContentType; another method on that path 405 (with Allow); any other
-// path 404. Keep-alive; a connection idle for 30 s, or a request over 8 KiB, is closed.
+// path 404. Keep-alive; a connection idle for 30 s, or a request over 8 KiB, is closed. With
+// an `authorize` callback (the tenants' `metrics` API group, docs/security.md) a scrape is
+// answered only when it returns OK for the request's Authorization header; otherwise 401 (with
+// WWW-Authenticate: Bearer) or 403 and the message as text. The endpoint is plain HTTP.
 //
 // Thread safety: Start, Stop and port may be called from any thread; the callback runs on the
 // io thread (one scrape at a time) and must be thread-safe with respect to the rest of the
@@ -22,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
 
@@ -30,6 +34,9 @@ namespace kiln {
 struct MetricsServerOptions {
   std::string address = "0.0.0.0";  // IP literal or host name to listen on
   int port = 8002;                  // 0 = pick a free port (see MetricsServer::port())
+  // Called on the io thread with the Authorization header's value (empty when absent) of each
+  // GET / HEAD /metrics; an error status refuses the scrape. Empty: every scrape is answered.
+  std::function<Status(std::string_view authorization)> authorize;
 };
 
 class MetricsServer {
