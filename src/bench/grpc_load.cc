@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 
 #include "base/check.h"
@@ -278,7 +279,8 @@ std::unique_ptr<ControlClient> MakeGrpcControl(const std::string& url) {
 std::unique_ptr<LoadEngine> MakeGrpcLoad(const std::string& url, const std::string& model,
                                          const std::string& version,
                                          const std::vector<InputSet>& inputs,
-                                         const std::vector<TensorSpec>& outputs) {
+                                         const std::vector<TensorSpec>& outputs,
+                                         const std::vector<RequestParameter>& parameters) {
   std::vector<inference::ModelInferRequest> requests;
   for (const InputSet& set : inputs) {
     inference::ModelInferRequest r;
@@ -292,6 +294,29 @@ std::unique_ptr<LoadEngine> MakeGrpcLoad(const std::string& url, const std::stri
       r.add_raw_input_contents(t.raw);
     }
     for (const TensorSpec& o : outputs) r.add_outputs()->set_name(o.name);
+    for (const RequestParameter& p : parameters) {
+      inference::InferParameter& param = (*r.mutable_parameters())[p.name];
+      if (p.type == "string") param.set_string_param(p.value);
+      if (p.type == "bool") param.set_bool_param(p.value == "true");
+      // Values were checked by ParseRequestParameter.
+      const char* begin = p.value.data();
+      const char* end = begin + p.value.size();
+      if (p.type == "int") {
+        int64_t v = 0;
+        std::from_chars(begin, end, v);
+        param.set_int64_param(v);
+      }
+      if (p.type == "uint") {
+        uint64_t v = 0;
+        std::from_chars(begin, end, v);
+        param.set_uint64_param(v);
+      }
+      if (p.type == "double") {
+        double v = 0;
+        std::from_chars(begin, end, v);
+        param.set_double_param(v);
+      }
+    }
     requests.push_back(std::move(r));
   }
   return std::make_unique<GrpcLoad>(url, std::move(requests));

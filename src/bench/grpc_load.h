@@ -12,6 +12,7 @@
 #include "bench/control.h"
 #include "bench/inputs.h"
 #include "bench/load.h"
+#include "bench/request_bytes.h"
 
 namespace kiln::bench {
 
@@ -19,6 +20,7 @@ namespace kiln::bench {
 std::unique_ptr<LoadEngine> MakeGrpcLoad(const std::string& url, const std::string& model,
                                          const std::string& version,
                                          const std::vector<InputSet>& inputs,
-                                         const std::vector<TensorSpec>& outputs);
+                                         const std::vector<TensorSpec>& outputs,
+                                         const std::vector<RequestParameter>& parameters = {});
 
 }  // namespace kiln::bench

@@ -2,6 +2,7 @@
 // Inputs, request encoding and the control-endpoint parsers of kiln bench.
 #include "bench/inputs.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -255,6 +256,36 @@ TEST(RequestBytesTest, JsonRequestCarriesData) {
   EXPECT_EQ(req.find("Inference-Header-Content-Length"), std::string::npos);
   EXPECT_NE(req.find("Content-Length: " + std::to_string(json.size())), std::string::npos);
   EXPECT_EQ(InferPath("m", "3"), "/v2/models/m/versions/3/infer");
+}
+
+TEST(RequestBytesTest, RequestParametersParsedAndSent) {
+  Result<RequestParameter> p = ParseRequestParameter("precision:int8:string");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->name, "precision");
+  EXPECT_EQ(p->value, "int8");
+  Result<RequestParameter> url = ParseRequestParameter("target:http://h:1:string");
+  ASSERT_TRUE(url.ok());
+  EXPECT_EQ(url->value, "http://h:1");  // the value may hold ':'
+  EXPECT_TRUE(ParseRequestParameter("priority:2:uint").ok());
+  EXPECT_TRUE(ParseRequestParameter("x:-3:int").ok());
+  EXPECT_TRUE(ParseRequestParameter("x:0.5:double").ok());
+  EXPECT_THAT(ParseRequestParameter("priority:two:uint").status().message(),
+              ::testing::HasSubstr("value 'two' is not a uint"));
+  EXPECT_THAT(ParseRequestParameter("x:nan:double").status().message(),
+              ::testing::HasSubstr("not a finite double"));
+  EXPECT_THAT(ParseRequestParameter("flag:yes:bool").status().message(),
+              ::testing::HasSubstr("true or false"));
+  EXPECT_THAT(ParseRequestParameter("x:1:float").status().message(),
+              ::testing::HasSubstr("type 'float' is not one of"));
+  EXPECT_THAT(ParseRequestParameter("novalue").status().message(),
+              ::testing::HasSubstr("expected name:value:type"));
+
+  InputSet set = {{"INPUT0", "FP32", {1}, std::string("\0\0\x80\x3f", 4)}};
+  std::vector<RequestParameter> params = {*p, *ParseRequestParameter("priority:2:uint"),
+                                          *ParseRequestParameter("fast:true:bool")};
+  EXPECT_EQ(InferJsonHeader(set, {}, false, params),
+            "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}],"
+            "\"parameters\":{\"precision\":\"int8\",\"priority\":2,\"fast\":true}}");
 }
 
 TEST(ControlParseTest, MetadataConfigAndStats) {

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "bench/writers.h"
@@ -73,13 +75,57 @@ std::string JsonData(const TensorData& t) {
 
 }  // namespace
 
+Result<RequestParameter> ParseRequestParameter(std::string_view spec) {
+  const size_t first = spec.find(':');
+  const size_t last = spec.rfind(':');
+  if (first == std::string_view::npos || first == last || first == 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--request-parameter '{}': expected name:value:type (type string, int, uint, bool or "
+        "double)",
+        spec));
+  }
+  RequestParameter p{std::string(spec.substr(0, first)),
+                     std::string(spec.substr(first + 1, last - first - 1)),
+                     std::string(spec.substr(last + 1))};
+  const auto bad = [&](std::string_view what) {
+    return Status::InvalidArgument(
+        fmt::format("--request-parameter '{}': value '{}' is not {}", spec, p.value, what));
+  };
+  if (p.type == "string") return p;
+  if (p.type == "bool") {
+    if (p.value != "true" && p.value != "false") return bad("true or false");
+    return p;
+  }
+  if (p.type == "int" || p.type == "uint" || p.type == "double") {
+    const char* begin = p.value.data();
+    const char* end = begin + p.value.size();
+    std::from_chars_result r;
+    if (p.type == "int") {
+      int64_t v;
+      r = std::from_chars(begin, end, v);
+    } else if (p.type == "uint") {
+      uint64_t v;
+      r = std::from_chars(begin, end, v);
+    } else {
+      double v = 0;
+      r = std::from_chars(begin, end, v);
+      if (!std::isfinite(v)) return bad("a finite double");
+    }
+    if (r.ec != std::errc() || r.ptr != end || p.value.empty()) return bad("a " + p.type);
+    return p;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "--request-parameter '{}': type '{}' is not one of string, int, uint, bool, double", spec,
+      p.type));
+}
+
 std::string InferPath(const std::string& model, const std::string& version) {
   return version.empty() ? fmt::format("/v2/models/{}/infer", model)
                          : fmt::format("/v2/models/{}/versions/{}/infer", model, version);
 }
 
 std::string InferJsonHeader(const InputSet& inputs, const std::vector<TensorSpec>& outputs,
-                            bool binary) {
+                            bool binary, const std::vector<RequestParameter>& parameters) {
   std::string out = "{\"inputs\":[";
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorData& t = inputs[i];
@@ -102,14 +148,23 @@ std::string InferJsonHeader(const InputSet& inputs, const std::vector<TensorSpec
     }
     out += ']';
   }
+  if (!parameters.empty()) {
+    out += ",\"parameters\":{";
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const RequestParameter& p = parameters[i];
+      if (i > 0) out += ',';
+      out += JsonQuote(p.name) + ':' + (p.type == "string" ? JsonQuote(p.value) : p.value);
+    }
+    out += '}';
+  }
   out += '}';
   return out;
 }
 
 std::string HttpInferRequest(const std::string& host, const std::string& path,
                              const InputSet& inputs, const std::vector<TensorSpec>& outputs,
-                             bool binary) {
-  std::string body = InferJsonHeader(inputs, outputs, binary);
+                             bool binary, const std::vector<RequestParameter>& parameters) {
+  std::string body = InferJsonHeader(inputs, outputs, binary, parameters);
   const size_t header_len = body.size();
   if (binary) {
     for (const TensorData& t : inputs) body += t.raw;

@@ -20,11 +20,11 @@
 #include "bench/point.h"
 #include "bench/range.h"
 #include "bench/request_bytes.h"
+#include "bench/stamp.h"
 #include "bench/stats.h"
 #include "bench/writers.h"
 #ifdef KILN_HAVE_GRPC
 #include "bench/grpc_load.h"
-#include "bench/stamp.h"
 #endif
 
 namespace kiln::bench {
@@ -271,12 +271,15 @@ Status RunBench(const BenchOptions& o, std::FILE* out) {
     requests.reserve(inputs.size());
     const std::string path = InferPath(o.model, o.version);
     for (const InputSet& set : inputs) {
-      requests.push_back(HttpInferRequest(ep.host, path, set, model.outputs, !o.http_json));
+      requests.push_back(
+          HttpInferRequest(ep.host, path, set, model.outputs, !o.http_json, o.request_parameters));
     }
     engine = MakeHttpLoad(ep, std::move(requests));
   }
 #ifdef KILN_HAVE_GRPC
-  if (o.protocol == "grpc") engine = MakeGrpcLoad(url, o.model, o.version, inputs, model.outputs);
+  if (o.protocol == "grpc") {
+    engine = MakeGrpcLoad(url, o.model, o.version, inputs, model.outputs, o.request_parameters);
+  }
 #endif
 
   RunInfo info;

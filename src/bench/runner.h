@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bench/request_bytes.h"
 
 namespace kiln::bench {
 
@@ -40,6 +41,7 @@ struct BenchOptions {
   int threads = 0;            // 0: min(slots, max(1, cores / 2))
   int max_connections = 256;  // open loop: connections / calls in flight at most
   uint64_t seed = 1;
+  std::vector<RequestParameter> request_parameters;  // sent with every request
   std::string csv_file;
   std::string json_file;
   std::string report_file;

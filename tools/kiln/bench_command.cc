@@ -169,6 +169,10 @@ CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
                   "<input>.npy files");
   cmd->add_option("--string-length", opt->string_length, "Length of random BYTES elements")
       ->capture_default_str();
+  auto request_parameters = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--request-parameter", *request_parameters,
+                  "name:value:type, a parameter every request carries (type string, int, uint, "
+                  "bool or double; repeatable), e.g. precision:int8:string");
   AddLoadFlags(*cmd, *opt);
   cmd->add_option("-f,--latency-report-file", opt->csv_file, "CSV file (perf_analyzer columns)");
   cmd->add_option("--json", opt->json_file, "JSON file: one object per measured point");
@@ -187,7 +191,8 @@ CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
       "Generation mode: streaming load against an OpenAI-compatible endpoint (like vllm bench "
       "serve): TTFT, TPOT, ITL, E2E latency, token throughput and goodput");
   AddGenerateFlags(*gen, *gen_opt, *rate_text);
-  return [opt, input_format, output_format, async_flag, gen, gen_opt, rate_text]() {
+  return [opt, input_format, output_format, async_flag, gen, gen_opt, rate_text,
+          request_parameters]() {
     if (gen->parsed()) {
       if (!ParseRate(*rate_text, gen_opt->request_rate)) {
         std::fprintf(stderr,
@@ -212,6 +217,14 @@ CommandMain AddBenchCommand(CLI::App& app, int argc, char** argv) {
       return 2;
     }
     if (*input_format == "json" || *output_format == "json") opt->http_json = true;
+    for (const std::string& spec : *request_parameters) {
+      kiln::Result<bench::RequestParameter> p = bench::ParseRequestParameter(spec);
+      if (!p.ok()) {
+        std::fprintf(stderr, "kiln bench: %s\n", p.status().message().c_str());
+        return 2;
+      }
+      opt->request_parameters.push_back(std::move(p).value());
+    }
     kiln::Status s = bench::RunBench(*opt, stdout);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln bench: %s\n", s.message().c_str());
