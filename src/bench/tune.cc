@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string_view>
+#include <utility>
 
 #include "base/check.h"
 #include "bench/stamp.h"
@@ -62,7 +64,9 @@ constexpr auto kMessage = FieldDescriptor::CPPTYPE_MESSAGE;
 }  // namespace
 
 std::string TuneSettings::Label() const {
-  std::string out = fmt::format("instances={} max_batch={}", instances, max_batch_size);
+  std::string out =
+      fmt::format("instances={} threads={} max_batch={}", instances,
+                  threads > 0 ? std::to_string(threads) : std::string("server"), max_batch_size);
   if (dynamic_batching) {
     out +=
         fmt::format(" delay_us={} preferred={}", max_queue_delay_us,
@@ -97,6 +101,8 @@ const char* DimensionName(TuneDimension d) {
       return "preferred_batch_size";
     case TuneDimension::kInstances:
       return "instances";
+    case TuneDimension::kThreads:
+      return "threads";
     case TuneDimension::kPrecision:
       return "precision";
   }
@@ -115,6 +121,8 @@ size_t ValueCount(const TuneSpace& space, TuneDimension d) {
       return space.preferred_batch_sizes.size();
     case TuneDimension::kInstances:
       return space.instances.size();
+    case TuneDimension::kThreads:
+      return space.threads.size();
     case TuneDimension::kPrecision:
       return space.precision.size();
   }
@@ -142,6 +150,9 @@ TuneSettings WithValue(const TuneSettings& base, const TuneSpace& space, TuneDim
       break;
     case TuneDimension::kInstances:
       s.instances = space.instances[index];
+      break;
+    case TuneDimension::kThreads:
+      s.threads = space.threads[index];
       break;
     case TuneDimension::kPrecision:
       s.precision = space.precision[index];
@@ -286,6 +297,26 @@ bool CoordinateSearch::Advance() {
   return true;
 }
 
+namespace {
+
+// The config parameter of a model's intra-op threads, and ONNX Runtime's spelling of it
+// (repo/model_config.h kIntraOpThreadsParameter; bench may not include the repository).
+constexpr std::string_view kThreadsParameter = "kiln.intra_op_threads";
+constexpr std::string_view kOrtThreadsParameter = "intra_op_thread_count";
+
+// The key and string value of one `parameters` map entry (a ModelParameter value).
+std::pair<std::string, std::string> ParameterEntry(const Message& entry) {
+  const Reflection* er = entry.GetReflection();
+  const FieldDescriptor* key = FindField(entry, "key", kString);
+  const FieldDescriptor* value = FindField(entry, "value", kMessage);
+  if (key == nullptr || value == nullptr) return {};
+  const Message& v = er->GetMessage(entry, value);
+  const FieldDescriptor* text = FindField(v, "string_value", kString);
+  return {er->GetString(entry, key), text != nullptr ? v.GetReflection()->GetString(v, text) : ""};
+}
+
+}  // namespace
+
 TuneSettings SettingsFromConfig(const Message& config) {
   TuneSettings s;
   const Reflection* r = config.GetReflection();
@@ -322,6 +353,19 @@ TuneSettings SettingsFromConfig(const Message& config) {
     if (const FieldDescriptor* p = FindField(opt, "precision", kString)) {
       s.precision = opt.GetReflection()->GetString(opt, p);
     }
+  }
+  if (const FieldDescriptor* f = FindField(config, "parameters", kMessage);
+      f != nullptr && f->is_repeated()) {
+    int kiln = 0, ort = 0;
+    for (int i = 0; i < r->FieldSize(config, f); ++i) {
+      const auto [key, value] = ParameterEntry(r->GetRepeatedMessage(config, f, i));
+      int n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || n < 0) continue;
+      if (key == kThreadsParameter) kiln = n;
+      if (key == kOrtThreadsParameter) ort = n;
+    }
+    s.threads = kiln > 0 ? kiln : ort;
   }
   return s;
 }
@@ -374,6 +418,30 @@ Status ApplySettings(const TuneSettings& settings, Message* config) {
     const FieldDescriptor* precision = FindField(*opt, "precision", kString);
     if (precision == nullptr) return MissingField(*opt, "precision");
     opt->GetReflection()->SetString(opt, precision, s.precision);
+  }
+
+  // Threads: the parameter replaced (ONNX Runtime's spelling dropped, so the two never
+  // disagree), or removed for the server's setting.
+  const FieldDescriptor* params = FindField(*config, "parameters", kMessage);
+  if (params == nullptr || !params->is_repeated()) return MissingField(*config, "parameters");
+  for (int i = r->FieldSize(*config, params) - 1; i >= 0; --i) {
+    const std::string key = ParameterEntry(r->GetRepeatedMessage(*config, params, i)).first;
+    if (key == kThreadsParameter || key == kOrtThreadsParameter) {
+      r->SwapElements(config, params, i, r->FieldSize(*config, params) - 1);
+      r->RemoveLast(config, params);
+    }
+  }
+  if (s.threads > 0) {
+    Message* entry = r->AddMessage(config, params);
+    const Reflection* er = entry->GetReflection();
+    const FieldDescriptor* key = FindField(*entry, "key", kString);
+    const FieldDescriptor* value = FindField(*entry, "value", kMessage);
+    if (key == nullptr || value == nullptr) return MissingField(*entry, "key / value");
+    er->SetString(entry, key, std::string(kThreadsParameter));
+    Message* v = er->MutableMessage(entry, value);
+    const FieldDescriptor* text = FindField(*v, "string_value", kString);
+    if (text == nullptr) return MissingField(*v, "string_value");
+    v->GetReflection()->SetString(v, text, std::to_string(s.threads));
   }
   return Status::OK();
 }
@@ -431,15 +499,15 @@ bool IsWinner(std::optional<PointRef> winner, size_t c, size_t i) {
 std::string FormatTuneCsv(std::span<const TuneConfigResult> results, double budget_us,
                           std::optional<PointRef> winner) {
   std::string out =
-      "config,instances,max_batch_size,dynamic_batching,max_queue_delay_us,preferred_batch_size,"
-      "precision,concurrency,throughput_infer_s,p50_us,p99_us,requests,errors,meets_budget,"
-      "winner\n";
+      "config,instances,threads,max_batch_size,dynamic_batching,max_queue_delay_us,"
+      "preferred_batch_size,precision,concurrency,throughput_infer_s,p50_us,p99_us,requests,"
+      "errors,meets_budget,winner\n";
   for (size_t c = 0; c < results.size(); ++c) {
     const TuneSettings& s = results[c].settings;
     for (size_t i = 0; i < results[c].points.size(); ++i) {
       const TunePoint& p = results[c].points[i];
-      out += fmt::format("{},{},{},{},{},{},{},{},{:.2f},{:.1f},{:.1f},{},{},{},{}\n", c,
-                         s.instances, s.max_batch_size, s.dynamic_batching ? 1 : 0,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{:.2f},{:.1f},{:.1f},{},{},{},{}\n", c,
+                         s.instances, s.threads, s.max_batch_size, s.dynamic_batching ? 1 : 0,
                          s.max_queue_delay_us, JoinInts(s.preferred_batch_sizes, " "), s.precision,
                          p.concurrency, p.throughput, p.p50_us, p.p99_us, p.requests, p.errors,
                          MeetsBudget(p, budget_us) ? 1 : 0, IsWinner(winner, c, i) ? 1 : 0);

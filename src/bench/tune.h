@@ -16,11 +16,11 @@
 // NOTE (search): the full grid of every swept field multiplies out quickly, so the search is a
 // coordinate descent. It measures the starting config first, then goes through the dimensions in
 // a fixed order (kDimensionOrder: max_batch_size, max_queue_delay_us, preferred_batch_size,
-// instances, precision): for each, it measures the current best config with that one field set
-// to each listed value, and the best of them becomes the current best before the next dimension.
-// A pass over all dimensions that does not improve the best ends the search, as do `max_passes`
-// passes or `max_configs` measured configs. Configs already measured are not measured again.
-// Changing a batching field (max_batch_size, max_queue_delay_us, preferred_batch_size) turns
+// instances, threads, precision): for each, it measures the current best config with that one field
+// set to each listed value, and the best of them becomes the current best before the next
+// dimension. A pass over all dimensions that does not improve the best ends the search, as do
+// `max_passes` passes or `max_configs` measured configs. Configs already measured are not measured
+// again. Changing a batching field (max_batch_size, max_queue_delay_us, preferred_batch_size) turns
 // dynamic_batching on: without it the server runs every request alone and those fields do
 // nothing.
 //
@@ -57,10 +57,14 @@ struct TuneSettings {
   int64_t max_queue_delay_us = 0;
   std::vector<int> preferred_batch_sizes;
   std::string precision;  // optimization.precision; "" = as the model stores its weights
+  // Threads one session run of each instance uses: the config parameter kiln.intra_op_threads
+  // (repo/model_config.h); 0 = the server's setting.
+  int threads = 0;
 
   bool operator==(const TuneSettings&) const = default;
-  // "instances=2 max_batch=8 delay_us=500 preferred=4,8 precision=bf16"; "batching=off" in
-  // place of the delay and preferred sizes without dynamic_batching; "precision=default" for "".
+  // "instances=2 threads=1 max_batch=8 delay_us=500 preferred=4,8 precision=bf16";
+  // "batching=off" in place of the delay and preferred sizes without dynamic_batching;
+  // "threads=server" for 0 and "precision=default" for "".
   std::string Label() const;
 };
 
@@ -74,15 +78,24 @@ struct TuneSpace {
   std::vector<int64_t> max_queue_delay_us;
   std::vector<std::vector<int>> preferred_batch_sizes;  // each entry one choice; {} = none
   std::vector<int> instances;
+  std::vector<int> threads;  // 0 = the server's setting
   std::vector<std::string> precision;
 };
 
-enum class TuneDimension { kMaxBatchSize, kMaxQueueDelay, kPreferred, kInstances, kPrecision };
+enum class TuneDimension {
+  kMaxBatchSize,
+  kMaxQueueDelay,
+  kPreferred,
+  kInstances,
+  kThreads,
+  kPrecision
+};
 inline constexpr TuneDimension kDimensionOrder[] = {
     TuneDimension::kMaxBatchSize, TuneDimension::kMaxQueueDelay, TuneDimension::kPreferred,
-    TuneDimension::kInstances, TuneDimension::kPrecision};
+    TuneDimension::kInstances,    TuneDimension::kThreads,       TuneDimension::kPrecision};
 
-// "max_batch_size", "max_queue_delay_us", "preferred_batch_size", "instances", "precision".
+// "max_batch_size", "max_queue_delay_us", "preferred_batch_size", "instances", "threads",
+// "precision".
 const char* DimensionName(TuneDimension d);
 
 // The settings `base` with dimension `d` set to value number `index` of `space` (batching

@@ -191,19 +191,19 @@ TEST(TuneSearch, CoordinateDescentVisitsOneDimensionAtATimeInOrder) {
   }
   const std::vector<std::string> want = {
       // The start, then max_batch_size around it (batching turned on).
-      "instances=1 max_batch=8 batching=off precision=default",
-      "instances=1 max_batch=1 delay_us=0 preferred=none precision=default",
-      "instances=1 max_batch=4 delay_us=0 preferred=none precision=default",
-      "instances=1 max_batch=8 delay_us=0 preferred=none precision=default",
+      "instances=1 threads=server max_batch=8 batching=off precision=default",
+      "instances=1 threads=server max_batch=1 delay_us=0 preferred=none precision=default",
+      "instances=1 threads=server max_batch=4 delay_us=0 preferred=none precision=default",
+      "instances=1 threads=server max_batch=8 delay_us=0 preferred=none precision=default",
       // max_batch 4 won (8 is over the budget); the delay 0 is already measured.
-      "instances=1 max_batch=4 delay_us=500 preferred=none precision=default",
-      "instances=2 max_batch=4 delay_us=500 preferred=none precision=default",
-      "instances=2 max_batch=4 delay_us=500 preferred=none precision=bf16",
+      "instances=1 threads=server max_batch=4 delay_us=500 preferred=none precision=default",
+      "instances=2 threads=server max_batch=4 delay_us=500 preferred=none precision=default",
+      "instances=2 threads=server max_batch=4 delay_us=500 preferred=none precision=bf16",
       // Pass 2 around the new best: nothing improves, and it ends.
-      "instances=2 max_batch=1 delay_us=500 preferred=none precision=bf16",
-      "instances=2 max_batch=8 delay_us=500 preferred=none precision=bf16",
-      "instances=2 max_batch=4 delay_us=0 preferred=none precision=bf16",
-      "instances=1 max_batch=4 delay_us=500 preferred=none precision=bf16",
+      "instances=2 threads=server max_batch=1 delay_us=500 preferred=none precision=bf16",
+      "instances=2 threads=server max_batch=8 delay_us=500 preferred=none precision=bf16",
+      "instances=2 threads=server max_batch=4 delay_us=0 preferred=none precision=bf16",
+      "instances=1 threads=server max_batch=4 delay_us=500 preferred=none precision=bf16",
   };
   EXPECT_EQ(visited, want);
   const std::vector<std::string> want_dims = {
@@ -243,6 +243,26 @@ TEST(TuneSearch, StopsAtMaxConfigsAndAfterAPassWithoutGain) {
   EXPECT_EQ(flat.best(), 0u);
 }
 
+TEST(TuneSearch, ThreadsDimensionComesAfterInstances) {
+  TuneSpace space;
+  space.instances = {2};
+  space.threads = {0, 1};
+  TuneSettings start;
+  start.max_batch_size = 4;
+  EXPECT_EQ(WithValue(start, space, TuneDimension::kThreads, 1).threads, 1);
+  EXPECT_EQ(WithValue(start, space, TuneDimension::kThreads, 1).Label(),
+            "instances=1 threads=1 max_batch=4 batching=off precision=default");
+  CostModel model;
+  CoordinateSearch search(space, start, model.budget_us, 100, 1);
+  std::vector<std::string> dims;
+  while (std::optional<TuneSettings> s = search.Next()) {
+    dims.push_back(search.dimension() ? DimensionName(*search.dimension()) : "start");
+    search.Report(model.Measure(*s));
+  }
+  // The start, instances 2, then threads 1 (threads 0 is the start's own value).
+  EXPECT_EQ(dims, (std::vector<std::string>{"start", "instances", "threads"}));
+}
+
 TEST(TuneSearch, NormalizedDropsWhatTheServerWouldIgnore) {
   TuneSpace space;
   space.preferred_batch_sizes = {{8, 2, 16}, {}};
@@ -251,7 +271,8 @@ TEST(TuneSearch, NormalizedDropsWhatTheServerWouldIgnore) {
   TuneSettings s = WithValue(base, space, TuneDimension::kPreferred, 0);
   EXPECT_TRUE(s.dynamic_batching);
   EXPECT_EQ(s.preferred_batch_sizes, (std::vector<int>{2, 8}));
-  EXPECT_EQ(s.Label(), "instances=1 max_batch=8 delay_us=0 preferred=2,8 precision=default");
+  EXPECT_EQ(s.Label(),
+            "instances=1 threads=server max_batch=8 delay_us=0 preferred=2,8 precision=default");
   TuneSettings off = base;
   off.max_queue_delay_us = 500;
   off.preferred_batch_sizes = {4};
@@ -274,11 +295,12 @@ TEST(TuneOutputs, CsvTableAndHtml) {
   std::string csv = FormatTuneCsv(results, 1000, w);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);  // header + 4 points
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "config,instances,max_batch_size,dynamic_batching,max_queue_delay_us,"
+            "config,instances,threads,max_batch_size,dynamic_batching,max_queue_delay_us,"
             "preferred_batch_size,precision,concurrency,throughput_infer_s,p50_us,p99_us,requests,"
             "errors,meets_budget,winner");
-  EXPECT_NE(csv.find("\n0,1,1,0,0,,,2,180.00,750.0,1500.0,100,0,0,0\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("\n1,1,4,1,0,2 4,bf16,2,230.00,475.0,950.0,100,0,1,1\n"), std::string::npos)
+  EXPECT_NE(csv.find("\n0,1,0,1,0,0,,,2,180.00,750.0,1500.0,100,0,0,0\n"), std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find("\n1,1,0,4,1,0,2 4,bf16,2,230.00,475.0,950.0,100,0,1,1\n"), std::string::npos)
       << csv;
 
   std::string table = FormatTuneTable(results, 1000, w);
@@ -339,7 +361,7 @@ inference::ModelConfig SampleConfig() {
 TEST(TuneConfig, ApplyAndReadSettings) {
   inference::ModelConfig c = SampleConfig();
   TuneSettings start = SettingsFromConfig(c);
-  EXPECT_EQ(start.Label(), "instances=1 max_batch=8 batching=off precision=default");
+  EXPECT_EQ(start.Label(), "instances=1 threads=server max_batch=8 batching=off precision=default");
 
   TuneSettings s;
   s.instances = 2;
@@ -348,7 +370,13 @@ TEST(TuneConfig, ApplyAndReadSettings) {
   s.max_queue_delay_us = 500;
   s.preferred_batch_sizes = {4, 8};
   s.precision = "bf16";
+  s.threads = 2;
+  (*c.mutable_parameters())["intra_op_thread_count"].set_string_value("4");  // replaced
+  (*c.mutable_parameters())["other"].set_string_value("kept");
   ASSERT_TRUE(ApplySettings(s, &c).ok());
+  EXPECT_EQ(c.parameters().at("kiln.intra_op_threads").string_value(), "2");
+  EXPECT_EQ(c.parameters().count("intra_op_thread_count"), 0u);
+  EXPECT_EQ(c.parameters().at("other").string_value(), "kept");
   EXPECT_EQ(c.max_batch_size(), 16);
   EXPECT_EQ(c.instance_group(0).count(), 2);
   EXPECT_EQ(c.instance_group(0).kind(), inference::ModelInstanceGroup::KIND_CPU);
@@ -362,7 +390,10 @@ TEST(TuneConfig, ApplyAndReadSettings) {
   TuneSettings off = s;
   off.dynamic_batching = false;
   off.precision = "";
+  off.threads = 0;
   ASSERT_TRUE(ApplySettings(off, &c).ok());
+  EXPECT_EQ(c.parameters().count("kiln.intra_op_threads"), 0u);  // the server's setting
+  EXPECT_EQ(c.parameters().size(), 1u);
   EXPECT_FALSE(c.has_dynamic_batching());
   EXPECT_EQ(c.optimization().precision(), "");
   EXPECT_EQ(SettingsFromConfig(c), Normalized(off));
@@ -415,7 +446,7 @@ TEST(TuneConfig, PbtxtAndJsonParseBackToTheSameConfig) {
                               &served)
                   .ok());
   EXPECT_EQ(SettingsFromConfig(served).Label(),
-            "instances=2 max_batch=4 delay_us=100 preferred=none precision=default");
+            "instances=2 threads=server max_batch=4 delay_us=100 preferred=none precision=default");
   EXPECT_FALSE(ParseConfigJson("{\"max_batch_size\": \"x\"}", &served).ok());
 }
 

@@ -247,6 +247,10 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   KILN_RETURN_IF_ERROR(ValidateInstanceGroups(config));
   KILN_ASSIGN_OR_RETURN(std::vector<Device> gpu_instances, GpuInstanceDevices(config));
   KILN_ASSIGN_OR_RETURN(const int gpu_streams, GpuStreamsFromConfig(config));
+  // A model's own intra-op width replaces the server-wide one for its instances.
+  KILN_ASSIGN_OR_RETURN(const int model_threads, IntraOpThreadsFromConfig(config));
+  InstanceOptions planned = options;
+  if (model_threads > 0) planned.intra_op_threads = model_threads;
   int requested = 0;
   bool any_cpu_group = config.instance_group().empty();
   for (const inference::ModelInstanceGroup& g : config.instance_group()) {
@@ -295,7 +299,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
   InstancePlan instances;
   if (any_cpu_group) {
     requested = std::max(1, requested);
-    instances = PlanInstances(requested, options, hardware);
+    instances = PlanInstances(requested, planned, hardware);
     cpu_count = instances.instances;
     if (cpu_count < requested) {
       KILN_LOG_WARN(
@@ -307,7 +311,7 @@ Result<std::shared_ptr<LoadedModelImpl>> LoadedModelImpl::Create(
     }
   } else {
     // GPU instances only: the nodes without a GPU kernel run on the CPU within the budget.
-    instances = PlanInstances(static_cast<int>(gpu_instances.size()), options, hardware);
+    instances = PlanInstances(static_cast<int>(gpu_instances.size()), planned, hardware);
   }
   std::vector<Device> devices = gpu_instances;
   devices.insert(devices.end(), static_cast<size_t>(cpu_count), Device::Cpu());

@@ -408,6 +408,31 @@ TEST(LoadedModel, InstancesSplitTheThreadBudget) {
   EXPECT_EQ(threads.get_future().get(), 3);
 }
 
+// A model's own kiln.intra_op_threads (or ONNX Runtime's intra_op_thread_count) replaces the
+// server-wide width for its instances: 2-wide in a budget of 6 leaves room for 3 of 4 instances,
+// and each run is 2-wide.
+TEST(LoadedModel, ModelIntraOpThreadsParameter) {
+  for (const char* key : {"kiln.intra_op_threads", "intra_op_thread_count"}) {
+    const std::string config = std::string(kPairConfig) +
+                               " instance_group { count: 4 } parameters { key: \"" + key +
+                               "\" value: { string_value: \"2\" } }";
+    InstanceOptions budget;
+    budget.cpu_threads = 6;
+    budget.intra_op_threads = 1;  // the server-wide setting the model overrides
+    auto model = MakePassthroughModel(config, PairGraph(), 1, budget);
+    EXPECT_EQ(model->instance_count(), 3) << key;
+    std::promise<int> threads;
+    auto request = std::make_unique<InferRequest>();
+    request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+    request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
+    model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      threads.set_value(omp_get_max_threads());
+    });
+    EXPECT_EQ(threads.get_future().get(), 2) << key;
+  }
+}
+
 TEST(LoadedModel, CreateRefusesGpuInstancesAndBadSchedulingConfigs) {
   const auto create = [](const std::string& extra) {
     inference::ModelConfig config = ParseConfigOrDie(std::string(kPairConfig) + extra);

@@ -662,6 +662,33 @@ Result<int> GpuStreamsFromConfig(const inference::ModelConfig& config) {
   return streams;
 }
 
+Result<int> IntraOpThreadsFromConfig(const inference::ModelConfig& config) {
+  int threads = 0;
+  std::string_view from;
+  for (std::string_view key : {kIntraOpThreadsParameter, kOrtIntraOpThreadsParameter}) {
+    auto it = config.parameters().find(std::string(key));
+    if (it == config.parameters().end()) continue;
+    const std::string& text = it->second.string_value();
+    const int min = key == kOrtIntraOpThreadsParameter ? 0 : 1;
+    int n = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < min || n > 1024) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': parameter '{}' must be a thread count from {} to 1024, got '{}'",
+                      config.name(), key, min, text));
+    }
+    if (n == 0) continue;  // ONNX Runtime's "default"
+    if (threads != 0 && n != threads) {
+      return Status::InvalidArgument(
+          fmt::format("model '{}': parameters '{}' ({}) and '{}' ({}) disagree", config.name(),
+                      from, threads, key, n));
+    }
+    threads = n;
+    from = key;
+  }
+  return threads;
+}
+
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config) {
   std::vector<std::string> fields;
   const auto add = [&](std::string f) {
@@ -711,7 +738,10 @@ std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig&
                                                           "mean",  "std",    "max_pixels"};
   const bool image = config.backend() == "kiln_image" || config.platform() == "kiln_image";
   for (const auto& [key, value] : config.parameters()) {
-    if (key == kDisabledPassesParameter || key == kGpuStreamsParameter) continue;
+    if (key == kDisabledPassesParameter || key == kGpuStreamsParameter ||
+        key == kIntraOpThreadsParameter || key == kOrtIntraOpThreadsParameter) {
+      continue;
+    }
     if (image && std::find(std::begin(kImageParameters), std::end(kImageParameters), key) !=
                      std::end(kImageParameters)) {
       continue;

@@ -137,6 +137,17 @@ inline constexpr std::string_view kGpuStreamsParameter = "kiln.gpu_streams";
 inline constexpr int kDefaultGpuStreams = 2;
 Result<int> GpuStreamsFromConfig(const inference::ModelConfig& config);
 
+// Threads one session run of each CPU instance uses, for this model only (the server-wide
+// --intra-op-threads otherwise; sched/instance_options.h: every instance runs that wide and at
+// most budget / N instances start):
+//   parameters { key: "kiln.intra_op_threads" value: { string_value: "2" } }   1..1024
+// ONNX Runtime backend configs' "intra_op_thread_count" is read the same way (0 there means
+// "the default", as in that backend). Returns 0 when neither is set. INVALID_ARGUMENT for
+// anything else, or both set to different values.
+inline constexpr std::string_view kIntraOpThreadsParameter = "kiln.intra_op_threads";
+inline constexpr std::string_view kOrtIntraOpThreadsParameter = "intra_op_thread_count";
+Result<int> IntraOpThreadsFromConfig(const inference::ModelConfig& config);
+
 // Config fields that are set but not acted on yet, as dotted field paths
 // ("optimization", "instance_group.rate_limiter", "output.label_filename"), each once.
 std::vector<std::string> UnimplementedConfigFields(const inference::ModelConfig& config);

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "repo/repo_test_util.h"
 
 namespace kiln {
@@ -612,6 +615,33 @@ TEST(GraphOptimizationFromConfig, LevelsAndDisabledPasses) {
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.status().message(), HasSubstr("optimization.graph.level must be -1"));
   EXPECT_THAT(g.status().message(), HasSubstr("got -2"));
+}
+
+TEST(IntraOpThreadsFromConfig, KilnAndOnnxRuntimeKeys) {
+  const auto threads = [](std::map<std::string, std::string> params) {
+    inference::ModelConfig c = ParseConfigOrDie(kValidBase);
+    for (const auto& [k, v] : params) (*c.mutable_parameters())[k].set_string_value(v);
+    return IntraOpThreadsFromConfig(c);
+  };
+  EXPECT_EQ(*threads({}), 0);
+  EXPECT_EQ(*threads({{"kiln.intra_op_threads", "4"}}), 4);
+  EXPECT_EQ(*threads({{"intra_op_thread_count", "3"}}), 3);
+  EXPECT_EQ(*threads({{"intra_op_thread_count", "0"}}), 0);  // ONNX Runtime's default
+  EXPECT_EQ(*threads({{"kiln.intra_op_threads", "2"}, {"intra_op_thread_count", "2"}}), 2);
+  EXPECT_THAT(
+      threads({{"kiln.intra_op_threads", "2"}, {"intra_op_thread_count", "3"}}).status().message(),
+      HasSubstr("disagree"));
+  EXPECT_THAT(threads({{"kiln.intra_op_threads", "0"}}).status().message(),
+              HasSubstr("must be a thread count from 1 to 1024, got '0'"));
+  EXPECT_THAT(threads({{"kiln.intra_op_threads", "two"}}).status().message(),
+              HasSubstr("got 'two'"));
+  EXPECT_THAT(threads({{"intra_op_thread_count", "2000"}}).status().message(),
+              HasSubstr("from 0 to 1024"));
+  // Both keys are acted on: no "not acted on" warning names them.
+  inference::ModelConfig c = ParseConfigOrDie(kValidBase);
+  (*c.mutable_parameters())["kiln.intra_op_threads"].set_string_value("2");
+  (*c.mutable_parameters())["intra_op_thread_count"].set_string_value("2");
+  EXPECT_TRUE(UnimplementedConfigFields(c).empty());
 }
 
 }  // namespace

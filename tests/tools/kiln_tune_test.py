@@ -133,18 +133,26 @@ def check_sweep(t, kiln, port, repo, work):
 
 def check_keep(t, kiln, port, work):
     out = os.path.join(work, "keep")
-    p = tune(kiln, port, out, "--latency-budget-ms", str(BUDGET_MS), "--max-queue-delay-us", "700",
+    # Threads per instance: the start (the server's setting), then kiln.intra_op_threads 1.
+    p = tune(kiln, port, out, "--latency-budget-ms", str(BUDGET_MS), "--threads", "1",
              "--max-configs", "2", "--keep")
     if not t.check("--keep run exits 0", p.returncode == 0, p.stderr[-1500:]):
         return
     with open(os.path.join(out, "results.csv"), newline="") as f:
-        w = [r for r in csv.DictReader(f) if r["winner"] == "1"][0]
+        rows = list(csv.DictReader(f))
+    t.check("--threads measured threads 0 (the server's) and 1",
+            {r["threads"] for r in rows} == {"0", "1"}, str({r["threads"] for r in rows}))
+    w = [r for r in rows if r["winner"] == "1"][0]
     status, loaded = get_json(port, "/v2/models/add_sub/config")
     want = (int(w["max_batch_size"]), int(w["instances"]),
             int(w["max_queue_delay_us"]) if w["dynamic_batching"] == "1" else None)
     t.check("--keep leaves the winning config loaded",
             status == 200 and settings_of(loaded) == want,
             f"{settings_of(loaded) if status == 200 else loaded} vs {want}")
+    threads = (loaded.get("parameters", {}).get("kiln.intra_op_threads", {})
+               .get("string_value", "0")) if status == 200 else None
+    t.check("--keep: the winner's threads are the config's kiln.intra_op_threads",
+            threads == w["threads"], f"{threads} vs {w['threads']}")
     c = Client(port)
     c.post("/v2/repository/models/add_sub/load", {})
     c.close()

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kiln tune`: finds the model config with the highest throughput whose p99 latency meets
-// --latency-budget-ms on a live server in explicit model control mode, sweeping instances, max
-// batch size, preferred batch sizes, max queue delay and precision. Every flag is documented in
-// docs/tune.md. The work is done by src/bench (RunTune); this file maps flags onto TuneOptions
-// and supplies the server's config type, inference.ModelConfig.
+// --latency-budget-ms on a live server in explicit model control mode, sweeping instances,
+// threads per instance, max batch size, preferred batch sizes, max queue delay and precision. Every
+// flag is documented in docs/tune.md. The work is done by src/bench (RunTune); this file maps flags
+// onto TuneOptions and supplies the server's config type, inference.ModelConfig.
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -22,6 +22,7 @@ namespace {
 struct TuneFlags {
   bench::TuneOptions options;
   std::string instances;
+  std::string threads;
   std::string max_batch_size;
   std::string max_queue_delay_us;
   std::vector<std::string> preferred;
@@ -44,6 +45,7 @@ Status ToIntList(const std::string& text, const char* flag, bool allow_zero,
 // The search space from the flags.
 Status FillSpace(const TuneFlags& f, bench::TuneSpace& space) {
   KILN_RETURN_IF_ERROR(ToIntList(f.instances, "--instances", false, space.instances));
+  KILN_RETURN_IF_ERROR(ToIntList(f.threads, "--threads", true, space.threads));
   KILN_RETURN_IF_ERROR(
       ToIntList(f.max_batch_size, "--max-batch-size", false, space.max_batch_size));
   if (!f.max_queue_delay_us.empty()) {
@@ -96,6 +98,9 @@ CommandMain AddTuneCommand(CLI::App& app) {
                   "Where results.csv, frontier.html and config.pbtxt go (default "
                   "tune-MODEL-YYYYMMDD-HHMMSS)");
   cmd->add_option("--instances", f->instances, "Instance counts to try, e.g. 1,2");
+  cmd->add_option("--threads", f->threads,
+                  "Threads per instance to try (the config parameter kiln.intra_op_threads; 0 = "
+                  "the server's --intra-op-threads), e.g. 0,1,2");
   cmd->add_option("--max-batch-size", f->max_batch_size, "max_batch_size values, e.g. 1,4,8,16");
   cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us,
                   "dynamic_batching max_queue_delay_microseconds values, e.g. 0,500,2000");
