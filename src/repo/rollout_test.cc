@@ -302,7 +302,7 @@ TEST(RolloutTest, PrecisionVariantsAndOverloadMoves) {
   // enough answers lift the weighted mean over 1 ms.
   own->queue_ns = 5'000'000;
   own->pending = 3;
-  for (int i = 0; i < 30; ++i) Answer(model, Request());
+  for (int i = 0; i < 30; ++i) EXPECT_TRUE(Answer(model, Request()).ok());
   EXPECT_TRUE(model.Overloaded());
   EXPECT_EQ(best_effort(), 3.0f);  // moved to int8
   {
@@ -316,7 +316,7 @@ TEST(RolloutTest, PrecisionVariantsAndOverloadMoves) {
   // Queue times recover: no longer overloaded even with a queue.
   own->pending = 3;
   own->queue_ns = 0;
-  for (int i = 0; i < 60; ++i) Answer(model, Request());
+  for (int i = 0; i < 60; ++i) EXPECT_TRUE(Answer(model, Request()).ok());
   EXPECT_FALSE(model.Overloaded());
 
   const RolloutStatistics s = model.Statistics().rollout;
