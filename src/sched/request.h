@@ -129,6 +129,9 @@ struct InferResponse {
   RequestTiming timing;
   // An ensemble's steps that ran, in the order they were answered (empty for other models).
   std::vector<StepTiming> step_timings;
+  // Tokens a generative model sampled for this response since the previous one (the tensor path
+  // of generation, server/gen_infer.h): what the tenant's token rate is charged.
+  int64_t generated_tokens = 0;
 };
 
 // Where one request's responses go (see the contract above). Implemented by the protocols (and

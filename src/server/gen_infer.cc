@@ -46,12 +46,15 @@ class GenToInferSink final : public GenerationSink {
       : out_(std::move(out)), stream_(stream), text_(std::move(prefix)), head_(std::move(head)) {}
 
   void Send(GenChunk chunk) override {
+    const auto tokens = static_cast<int64_t>(chunk.token_ids.size());
     if (!stream_) {
       text_ += chunk.text;
+      tokens_ += tokens;
       return;
     }
-    if (held_.has_value()) SendText(std::move(*held_));
+    if (held_.has_value()) SendText(std::move(*held_), std::exchange(held_tokens_, 0));
     held_ = std::move(text_) + chunk.text;  // the prefix goes with the first chunk
+    held_tokens_ = tokens;
     text_.clear();
   }
 
@@ -69,17 +72,20 @@ class GenToInferSink final : public GenerationSink {
     }
     InferResponse r = Head();
     r.outputs.push_back({std::string(kTextOutput), std::move(t).value()});
+    // The tokens not yet reported: those of the held chunk, or of the whole answer.
+    r.generated_tokens = stream_ ? held_tokens_ : tokens_;
     out_->Finish(std::move(r));
   }
 
   size_t backlog() const override { return out_->backlog(); }
 
  private:
-  void SendText(std::string text) {
+  void SendText(std::string text, int64_t tokens) {
     Result<OwnedTensor> t = TextTensor(std::move(text));
     if (!t.ok()) return;
     InferResponse r = Head();
     r.outputs.push_back({std::string(kTextOutput), std::move(t).value()});
+    r.generated_tokens = tokens;
     out_->Send(std::move(r));
   }
   // A response naming the model, version and request id (no outputs yet).
@@ -95,6 +101,8 @@ class GenToInferSink final : public GenerationSink {
   const bool stream_;
   std::string text_;
   std::optional<std::string> held_;
+  int64_t tokens_ = 0;       // not streaming: the answer's tokens so far
+  int64_t held_tokens_ = 0;  // streaming: the held chunk's tokens
   const InferResponse head_;
 };
 

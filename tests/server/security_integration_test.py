@@ -38,7 +38,8 @@ sys.path.insert(0, HERE)
 from http_integration_test import Checks, free_port  # noqa: E402
 
 KEYS = {"acme": "acme-secret-key-1", "beta": "beta-secret-key-1", "solo": "solo-secret-key-1",
-        "gen": "gen-secret-key-1", "grpcer": "grpcer-secret-key-1"}
+        "gen": "gen-secret-key-1", "grpcer": "grpcer-secret-key-1",
+        "tensorgen": "tensorgen-secret-key-1"}
 
 
 def openssl(work, *args):
@@ -76,9 +77,11 @@ def write_auth_file(work):
              "limits": {"tokens_per_second": 5, "token_burst": 5}},
             {"name": "grpcer", "keys": [KEYS["grpcer"]],
              "limits": {"requests_per_second": 0.2, "burst": 1}},
+            {"name": "tensorgen", "keys": [KEYS["tensorgen"]],
+             "limits": {"tokens_per_second": 5, "token_burst": 5}},
         ],
         "groups": {"health": "open", "metrics": "open",
-                   "inference": ["acme", "beta", "solo", "gen", "grpcer"],
+                   "inference": ["acme", "beta", "solo", "gen", "grpcer", "tensorgen"],
                    "model-repository": ["acme"]},
     }
     path = os.path.join(work, "tenants.json")
@@ -235,6 +238,17 @@ def check_tenants_over_https(t, certs, port, metrics_port):
             s1 == 200 and s2 == 429 and int(h2.get("retry-after", "0")) >= 2
             and b"generated-token" in b2, (s1, b1[:100], s2, h2.get("retry-after"), b2))
 
+    # tensorgen: the same limit through the KServe v2 tensor path of the generative model
+    # (text_input / sampling_parameters): its 30 tokens are charged, and it is a generation.
+    v2 = {"inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [1], "data": ["Hello"]},
+                     {"name": "sampling_parameters", "datatype": "BYTES", "shape": [1],
+                      "data": [json.dumps({"max_tokens": 30, "ignore_eos": True})]}]}
+    s1, _, b1 = https(port, ctx, "POST", "/v2/models/tiny_lm/infer", v2, KEYS["tensorgen"])
+    s2, h2, b2 = https(port, ctx, "POST", "/v2/models/tiny_lm/infer", v2, KEYS["tensorgen"])
+    t.check("v2 infer of a generative model: tokens charged, the next one gets 429",
+            s1 == 200 and s2 == 429 and int(h2.get("retry-after", "0")) >= 2,
+            (s1, b1[:100], s2, h2.get("retry-after"), b2))
+
     text = http_get_metrics(metrics_port)
     checks = {
         ("kiln_tenant_requests_total", 'tenant="acme",outcome="rate_limited"'): lambda v: v >= 1,
@@ -244,6 +258,7 @@ def check_tenants_over_https(t, certs, port, metrics_port):
             lambda v: v >= 3,
         ("kiln_tenant_requests_total", 'tenant="solo",outcome="rate_limited"'): lambda v: v == 1,
         ("kiln_tenant_generated_tokens_total", 'tenant="gen"'): lambda v: v >= 30,
+        ("kiln_tenant_generated_tokens_total", 'tenant="tensorgen"'): lambda v: v == 30,
     }
     for (name, labels), ok in checks.items():
         v = metric(text, name, labels)

@@ -395,9 +395,11 @@ class GrpcInferSink final : public ResponseSink {
     server_->InferenceStarted();
   }
   void Send(InferResponse response) override {
+    Charge(response);
     if (partial_) partial_(std::move(response));
   }
   void Finish(Result<InferResponse> result) override {
+    if (result.ok()) Charge(*result);
     lease_.reset();
     done_(std::move(result));
     server_->InferenceDone();
@@ -411,6 +413,13 @@ class GrpcInferSink final : public ResponseSink {
   std::function<void(InferResponse)> partial_;
   std::function<size_t()> backlog_;
   std::shared_ptr<TenantLease> lease_;  // the tenant's admission; null without a tenant
+
+  // A generative model's tokens (the tensor path, server/gen_infer.h) go to the tenant's bucket.
+  void Charge(const InferResponse& response) {
+    if (lease_ != nullptr && response.generated_tokens > 0) {
+      lease_->ChargeTokens(response.generated_tokens);
+    }
+  }
 };
 
 // The client's W3C traceparent metadata (server/trace.h), or "" when it sent none.
@@ -436,10 +445,17 @@ void StartGrpcInference(Impl* server,
     done(Status::Unavailable("the server is shutting down: no new inference requests"));
     return;
   }
+  Result<std::shared_ptr<LoadedModel>> model =
+      ResolveModel(server, msg.model_name(), msg.model_version(), &ctx);
+  if (!model.ok()) {
+    done(model.status());
+    return;
+  }
   std::shared_ptr<TenantLease> lease;
   TenantGate* gate = server->gate();
   if (gate != nullptr) {
-    TenantGate::Admission admission = gate->Admit(tenant, /*generation=*/false);
+    // A request to a generative model is a generation (server/gen_infer.h).
+    TenantGate::Admission admission = gate->Admit(tenant, (*model)->generative());
     if (!admission.status.ok()) {
       if (trailing != nullptr) {
         trailing->AddTrailingMetadata("retry-after", std::to_string(admission.retry_after_s));
@@ -448,12 +464,6 @@ void StartGrpcInference(Impl* server,
       return;
     }
     lease = std::move(admission.lease);
-  }
-  Result<std::shared_ptr<LoadedModel>> model =
-      ResolveModel(server, msg.model_name(), msg.model_version(), &ctx);
-  if (!model.ok()) {
-    done(model.status());
-    return;
   }
   Result<std::unique_ptr<InferRequest>> request = DecodeModelInferRequest(msg, msg_ptr);
   if (!request.ok()) {

@@ -445,9 +445,10 @@ class HttpInferSink final : public ResponseSink {
   HttpInferSink& operator=(const HttpInferSink&) = delete;
 
   // The v2 infer endpoint answers once: a partial response has no HTTP encoding here.
-  void Send(InferResponse) override {}
+  void Send(InferResponse partial) override { Charge(partial); }
 
   void Finish(Result<InferResponse> result) override {
+    if (result.ok()) Charge(*result);
     std::shared_ptr<Session> session = std::move(session_);
     std::optional<WorkGuard> work = std::move(work_);
     work_.reset();
@@ -461,6 +462,13 @@ class HttpInferSink final : public ResponseSink {
   }
 
  private:
+  // A generative model's tokens (the tensor path, server/gen_infer.h) go to the tenant's bucket.
+  void Charge(const InferResponse& response) {
+    if (lease_ != nullptr && response.generated_tokens > 0) {
+      lease_->ChargeTokens(response.generated_tokens);
+    }
+  }
+
   std::shared_ptr<Session> session_;
   std::optional<WorkGuard> work_;
   HttpServer::Impl* const server_;
@@ -779,8 +787,14 @@ bool Session::Authorize(const Route& route) {
   }
   tenant_ = *tenant;
   if (*group != ApiGroup::kInference) return true;
-  TenantGate::Admission admission =
-      gate->Admit(tenant_, /*generation=*/route.kind != RouteKind::kModelInfer);
+  // A v2 infer request to a generative model is a generation too (server/gen_infer.h).
+  bool generation = route.kind != RouteKind::kModelInfer;
+  if (!generation) {
+    Result<std::shared_ptr<LoadedModel>> model =
+        server_->manager()->GetModel(route.model, route.version);
+    generation = model.ok() && (*model)->generative();
+  }
+  TenantGate::Admission admission = gate->Admit(tenant_, generation);
   if (!admission.status.ok()) {
     SendRefusal(admission.status, admission.retry_after_s, openai);
     return false;
