@@ -389,6 +389,20 @@ TEST(LoadedModel, InstanceCountWithinTheThreadBudget) {
   EXPECT_EQ(MakePassthroughModel(kPairConfig, PairGraph(), 3)->instance_count(), 3);
 }
 
+// OpenMP's thread count on the instance thread that answers one request of the pair model (the
+// width its session ran with).
+int OmpThreadsOfOneRequest(LoadedModel& model) {
+  std::promise<int> threads;
+  auto request = std::make_unique<InferRequest>();
+  request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
+  request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
+  model.Infer(std::move(request), [&](const Result<InferResponse>& r) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    threads.set_value(omp_get_max_threads());
+  });
+  return threads.get_future().get();
+}
+
 // The instances split the budget: 2 instances in 6 threads run their sessions 3-wide (OpenMP's
 // thread count on the instance thread, which also answers the request).
 TEST(LoadedModel, InstancesSplitTheThreadBudget) {
@@ -397,15 +411,7 @@ TEST(LoadedModel, InstancesSplitTheThreadBudget) {
   budget.cpu_threads = 6;
   auto model = MakePassthroughModel(config, PairGraph(), 1, budget);
   EXPECT_EQ(model->instance_count(), 2);
-  std::promise<int> threads;
-  auto request = std::make_unique<InferRequest>();
-  request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
-  request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
-  model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    threads.set_value(omp_get_max_threads());
-  });
-  EXPECT_EQ(threads.get_future().get(), 3);
+  EXPECT_EQ(OmpThreadsOfOneRequest(*model), 3);
 }
 
 // A model's own kiln.intra_op_threads (or ONNX Runtime's intra_op_thread_count) replaces the
@@ -421,15 +427,7 @@ TEST(LoadedModel, ModelIntraOpThreadsParameter) {
     budget.intra_op_threads = 1;  // the server-wide setting the model overrides
     auto model = MakePassthroughModel(config, PairGraph(), 1, budget);
     EXPECT_EQ(model->instance_count(), 3) << key;
-    std::promise<int> threads;
-    auto request = std::make_unique<InferRequest>();
-    request->inputs.push_back(FloatInput("A", {1, 4}, {1, 2, 3, 4}));
-    request->inputs.push_back(FloatInput("B", {1, 1}, {5}));
-    model->Infer(std::move(request), [&](const Result<InferResponse>& r) {
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      threads.set_value(omp_get_max_threads());
-    });
-    EXPECT_EQ(threads.get_future().get(), 2) << key;
+    EXPECT_EQ(OmpThreadsOfOneRequest(*model), 2) << key;
   }
 }
 

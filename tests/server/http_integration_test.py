@@ -170,6 +170,49 @@ class Server:
             return None
 
 
+def start_kiln(args, work, extra, probe=None):
+    """Starts `kiln serve --model-repository args.repo` on free HTTP, gRPC and metrics ports with
+    the flags `extra`, its output in WORK/serve-PORT.log; returns (proc, (http, grpc, metrics
+    ports), log) once probe(http_port) holds (default: /v2/health/ready answers 200). Ends the
+    test with the log's tail when the server exits or is not up within 60 s."""
+    ports = (free_port(), free_port(), free_port())
+    log = open(os.path.join(work, f"serve-{ports[0]}.log"), "w+")
+    proc = subprocess.Popen(
+        [args.kiln, "serve", "--model-repository", args.repo, "--http-port", str(ports[0]),
+         "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2])] + extra,
+        stdout=log, stderr=subprocess.STDOUT)
+
+    def ready(port):
+        c = Client(port, timeout=2)
+        try:
+            return c.get("/v2/health/ready").status == 200
+        finally:
+            c.close()
+
+    probe = probe or ready
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if probe(ports[0]):
+                return proc, ports, log
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    log.seek(0)
+    raise SystemExit(f"kiln serve did not become ready: {log.read()[-3000:]}")
+
+
+def stop_kiln(proc, timeout=60):
+    """SIGTERM, and a kill when it has not exited after `timeout` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 # ---------------------------------------------------------------------------------------------
 # Request helpers.
 

@@ -35,7 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from http_integration_test import Checks, free_port  # noqa: E402
+from http_integration_test import Checks, start_kiln, stop_kiln  # noqa: E402
 
 KEYS = {"acme": "acme-secret-key-1", "beta": "beta-secret-key-1", "solo": "solo-secret-key-1",
         "gen": "gen-secret-key-1", "grpcer": "grpcer-secret-key-1",
@@ -117,36 +117,6 @@ def add_sub():
                         "data": [float(i) for i in range(16)]},
                        {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16],
                         "data": [1.0] * 16}]}
-
-
-def start_kiln(args, work, extra, probe):
-    """Starts kiln serve; returns (proc, http, grpc, metrics ports) once probe(http_port) holds."""
-    ports = [free_port(), free_port(), free_port()]
-    log = open(os.path.join(work, f"serve-{ports[0]}.log"), "w+")
-    proc = subprocess.Popen(
-        [args.kiln, "serve", "--model-repository", args.repo, "--http-port", str(ports[0]),
-         "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2])] + extra,
-        stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if probe(ports[0]):
-                return proc, ports
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    log.seek(0)
-    raise SystemExit(f"kiln serve did not become ready: {log.read()[-3000:]}")
-
-
-def stop_kiln(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def refused_to_start(args, extra):
@@ -340,7 +310,7 @@ def check_grpc(t, args, certs, grpc_port):
 
 def check_https_mutual(t, args, certs, work):
     ok = tls_context(certs, "client")
-    proc, (port, _, _) = start_kiln(
+    proc, (port, _, _), _ = start_kiln(
         args, work,
         ["--allow-grpc", "false", "--allow-metrics", "false", "--http-use-ssl", "true",
          "--http-server-cert", certs["server.pem"], "--http-server-key", certs["server.key"],
@@ -401,7 +371,7 @@ def main():
         certs = make_certs(work)
         auth = write_auth_file(work)
         ctx = tls_context(certs)
-        proc, (port, grpc_port, metrics_port) = start_kiln(
+        proc, (port, grpc_port, metrics_port), _ = start_kiln(
             args, work,
             ["--auth-file", auth, "--http-use-ssl", "true",
              "--http-server-cert", certs["server.pem"], "--http-server-key", certs["server.key"],

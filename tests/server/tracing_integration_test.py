@@ -38,7 +38,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from http_integration_test import Checks, free_port  # noqa: E402
+from http_integration_test import Checks, start_kiln, stop_kiln  # noqa: E402
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
@@ -136,38 +136,9 @@ def check_request_tree(t, label, spans, root):
     t.check(f"{label}: child spans lie within the request span", inside)
 
 
-def start_kiln(args, work, extra):
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
-    log = open(os.path.join(work, f"serve-{http_port}.log"), "w+")
-    proc = subprocess.Popen(
-        [args.kiln, "serve", "--model-repository", args.repo, "--http-port", str(http_port),
-         "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)] + extra,
-        stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if http_call(http_port, "GET", "/v2/health/ready")[0] == 200:
-                return proc, http_port, grpc_port, metrics_port, log
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    log.seek(0)
-    raise SystemExit(f"kiln serve did not become ready: {log.read()[-3000:]}")
-
-
-def stop_kiln(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 def check_otel(t, args, work):
     rx = Receiver()
-    proc, port, grpc_port, metrics_port, log = start_kiln(args, work, [
+    proc, (port, grpc_port, metrics_port), log = start_kiln(args, work, [
         "--trace-config", "mode=opentelemetry",
         "--trace-config", f"opentelemetry,url=127.0.0.1:{rx.port}/v1/traces",
         "--trace-config", "opentelemetry,resource=service.name=kiln-test",
@@ -331,7 +302,7 @@ def check_grpc(t, args, rx, grpc_port):
 
 def check_file_mode(t, args, work):
     path = os.path.join(work, "trace.json")
-    proc, port, _, _, _ = start_kiln(args, work, [
+    proc, (port, _, _), _ = start_kiln(args, work, [
         "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1",
         "--trace-config", f"triton,file={path}"])
     try:
