@@ -19,8 +19,10 @@
 // What kiln acts on today: name, platform, backend, version_policy, max_batch_size, input,
 // output (name, data_type, dims, reshape, allow_ragged_batch, and kiln's padding / crop
 // extension), dynamic_batching, ensemble_scheduling (repo/ensemble.h), instance_group kind, count
-// and gpus (KIND_GPU on the CUDA backend) and default_model_filename. Everything else parses and is
-// kept, but UnimplementedConfigFields names it so the manager can warn.
+// and gpus (KIND_GPU on the CUDA backend), default_model_filename, model_warmup,
+// response_cache, optimization (graph level, kiln's precision and calibration fields), kiln's
+// rollout extension (repo/rollout.h) and the kiln.* parameters below. Everything else parses
+// and is kept, but UnimplementedConfigFields names it so the manager can warn.
 //
 // Thread safety: all functions are reentrant; they touch only their arguments.
 
