@@ -55,22 +55,31 @@ PROMPTS = [
 ]
 
 
-def run_llamacpp(model, prompt, n, top=0):
+def run_llamacpp(model, requests):
+    """llamacpp.mjs's results for `requests` ({"prompt", "n", "logits"} each), in order, from one
+    process: node and llama.cpp start once per model."""
     node = vocab.node_binary()
     if node is None:
         print("check_llamacpp: Node.js not found (scripts/install-deps llm); skipping")
         sys.exit(77)
-    cmd = [node, os.path.join(HERE, "llamacpp.mjs"), model, "--prompt", prompt, "--n", str(n),
-           "--threads", "2", "--kv-type", "f32"]
-    if top:
-        cmd += ["--logits", str(top)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "requests.jsonl")
+        with open(path, "w") as f:
+            for r in requests:
+                f.write(json.dumps(r) + "\n")
+        cmd = [node, os.path.join(HERE, "llamacpp.mjs"), model, "--requests", path,
+               "--threads", "2", "--kv-type", "f32"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode == 77:
         print(p.stderr.strip())
         sys.exit(77)
     if p.returncode != 0:
         raise RuntimeError(f"llamacpp.mjs failed on {model}: {p.stderr.strip()}")
-    return json.loads(p.stdout)
+    results = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    if len(results) != len(requests):
+        raise RuntimeError(f"llamacpp.mjs answered {len(results)} of {len(requests)} requests "
+                           f"on {model}")
+    return results
 
 
 def run_kiln_greedy(kiln, model, prompt, n):
@@ -100,9 +109,12 @@ TOLERANCE = {"f32": 1e-3, "f16": 1e-2, "bf16": 3e-2}
 
 def check_model(args, model, exact, tol):
     failures, report = [], []
-    for prompt in PROMPTS[:args.prompts]:
-        peer = run_llamacpp(model, prompt, args.n)
-        forced = run_llamacpp(model, prompt, args.logit_steps, args.top)
+    prompts = PROMPTS[:args.prompts]
+    # Per prompt: the greedy continuation, then the top log-probabilities along the greedy path.
+    peers = run_llamacpp(model, [r for p in prompts for r in (
+        {"prompt": p, "n": args.n}, {"prompt": p, "n": args.logit_steps, "logits": args.top})])
+    for i, prompt in enumerate(prompts):
+        peer, forced = peers[2 * i], peers[2 * i + 1]
         mine = run_kiln_greedy(args.kiln, model, prompt, args.n)
         name = f"{os.path.basename(model)} prompt {prompt[:24]!r}"
         if mine["prompt_tokens"] != peer["prompt_tokens"]:
