@@ -204,6 +204,22 @@ def start_kiln(args, work, extra, probe=None):
     raise SystemExit(f"kiln serve did not become ready: {log.read()[-3000:]}")
 
 
+def grpc_modules(proto_dir, what):
+    """(grpc, grpc_service_pb2) from the generated classes in `proto_dir`, or None after printing
+    why `what` is skipped (no --proto-dir, or grpcio missing)."""
+    if not proto_dir:
+        print(f"SKIP  {what} (no --proto-dir)")
+        return None
+    sys.path.insert(0, proto_dir)
+    try:
+        import grpc
+        import grpc_service_pb2
+    except ImportError as e:
+        print(f"SKIP  {what} ({e})")
+        return None
+    return grpc, grpc_service_pb2
+
+
 def stop_kiln(proc, timeout=60):
     """SIGTERM, and a kill when it has not exited after `timeout` seconds."""
     proc.send_signal(signal.SIGTERM)

@@ -35,7 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from http_integration_test import Checks, start_kiln, stop_kiln  # noqa: E402
+from http_integration_test import Checks, grpc_modules, start_kiln, stop_kiln  # noqa: E402
 
 KEYS = {"acme": "acme-secret-key-1", "beta": "beta-secret-key-1", "solo": "solo-secret-key-1",
         "gen": "gen-secret-key-1", "grpcer": "grpcer-secret-key-1",
@@ -245,16 +245,10 @@ def http_get_metrics(port):
 
 
 def check_grpc(t, args, certs, grpc_port):
-    if not args.proto_dir:
-        print("SKIP  gRPC over TLS (no --proto-dir)")
+    modules = grpc_modules(args.proto_dir, "gRPC over TLS")
+    if modules is None:
         return
-    sys.path.insert(0, args.proto_dir)
-    try:
-        import grpc
-        import grpc_service_pb2 as pb
-    except ImportError as e:
-        print(f"SKIP  gRPC over TLS ({e})")
-        return
+    grpc, pb = modules
     ca = open(certs["ca.pem"], "rb").read()
 
     def channel(client):

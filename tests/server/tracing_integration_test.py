@@ -38,7 +38,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from http_integration_test import Checks, start_kiln, stop_kiln  # noqa: E402
+from http_integration_test import Checks, grpc_modules, start_kiln, stop_kiln  # noqa: E402
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
@@ -274,16 +274,10 @@ def check_otel(t, args, work):
 
 
 def check_grpc(t, args, rx, grpc_port):
-    if not args.proto_dir:
-        print("SKIP  gRPC traceparent (no --proto-dir)")
+    modules = grpc_modules(args.proto_dir, "gRPC traceparent")
+    if modules is None:
         return
-    sys.path.insert(0, args.proto_dir)
-    try:
-        import grpc
-        import grpc_service_pb2 as pb
-    except ImportError as e:
-        print(f"SKIP  gRPC traceparent ({e})")
-        return
+    grpc, pb = modules
     channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
     stub = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                                request_serializer=pb.ModelInferRequest.SerializeToString,
