@@ -120,11 +120,14 @@ Result<LlmServingOptions> LlmOptionsFromConfig(const inference::ModelConfig& con
     } else if (key == "enable_prefix_caching") {
       KILN_ASSIGN_OR_RETURN(o.prefix_caching, ParseBool(m, key, v));
     } else if (key == "batching") {
-      if (v != "continuous" && v != "static") {
+      if (v != "continuous" && v != "static" && v != "static_padded") {
         return Status::InvalidArgument(fmt::format(
-            "model '{}': parameter 'batching' must be continuous or static, got '{}'", m, v));
+            "model '{}': parameter 'batching' must be continuous, static or static_padded, got "
+            "'{}'",
+            m, v));
       }
-      o.policy.static_batching = v == "static";
+      o.policy.static_batching = v != "continuous";
+      o.pad_static_batches = v == "static_padded";
     } else if (key == "max_stream_backlog") {
       KILN_ASSIGN_OR_RETURN(int64_t b, ParseInt(m, key, v, 1, 1 << 20));
       o.max_stream_backlog = static_cast<size_t>(b);
@@ -289,6 +292,8 @@ struct GenSequence {
   bool admitted_once = false;
   bool forked = false;    // the children of an n > 1 request exist
   bool finished = false;  // its last chunk was sent (or its request failed)
+  // static_padded batching: finished (answered), still run as a padding row of its batch.
+  bool padding = false;
 };
 
 }  // namespace
@@ -372,7 +377,9 @@ class LlmModel::Core final : public GenKvSpace, public GenExecutor {
     GenSequence* s = Find(id);
     if (s == nullptr) return;
     mutable_blocks().Free(&s->kv);
-    if (s->finished) Erase(id);
+    // A padding row freed by preemption stays in the table until its cancellation removes it
+    // from the policy (Preempted).
+    if (s->finished && !s->padding) Erase(id);
     SampleKvGauges();
   }
   void Fork(GenSeqId parent, GenSeqId child) override {
@@ -649,6 +656,14 @@ void LlmModel::Core::Dropped(GenSeqId id, const Status& why) {
 }
 
 void LlmModel::Core::Preempted(std::span<const GenSeqId> seqs) {
+  // A padding row is not recomputed: it leaves the batch. The policy holds it as waiting until
+  // the cancellation removes it, at the start of the next step, before any admission.
+  for (GenSeqId id : seqs) {
+    GenSequence* s = Find(id);
+    if (s == nullptr || !s->padding) continue;
+    scheduler_.Cancel(id);
+    Erase(id);
+  }
   if (!seqs.empty()) {
     KILN_LOG_DEBUG("model '{}': preempted {} sequence(s) (KV cache full); they will recompute",
                    name_, seqs.size());
@@ -807,20 +822,32 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
   outcomes->assign(plan.run.size(), ChunkOutcome{});
   steps_.clear();
   std::vector<GenSequence*> seqs(plan.run.size(), nullptr);
+  // static_padded: the batch ends (its padding rows leave unrun) when no member is active.
+  bool batch_active = false;
+  if (options_.pad_static_batches) {
+    for (const ScheduledChunk& c : plan.run) batch_active |= !Get(c.seq).finished;
+  }
   int64_t num_logits = 0;
+  int64_t num_tokens = 0;
   for (size_t i = 0; i < plan.run.size(); ++i) {
     const ScheduledChunk& c = plan.run[i];
     GenSequence& s = Get(c.seq);
     seqs[i] = &s;
     (*outcomes)[i].seq = c.seq;
-    if (s.finished || s.req->done ||
-        (s.req->cancellation != nullptr && s.req->cancellation->cancelled())) {
+    if (s.padding && (!batch_active || c.pos0 + c.num_tokens >= engine_->context_length())) {
+      s.padding = false;
+      (*outcomes)[i].finished = true;
+      continue;
+    }
+    if (!s.padding && (s.finished || s.req->done ||
+                       (s.req->cancellation != nullptr && s.req->cancellation->cancelled()))) {
       if (!s.req->done && !s.finished) Fail(*s.req, Status::Cancelled("request cancelled"));
       s.finished = true;
       (*outcomes)[i].finished = true;
       continue;
     }
     if (s.req->first_scheduled_ns < 0) s.req->first_scheduled_ns = start;
+    num_tokens += c.num_tokens;
     llm::StepSequence step;
     step.kv = &s.kv;
     step.pos0 = c.pos0;
@@ -864,6 +891,11 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
     if (!c.wants_logits) continue;
     const float* logits = logits_.data() + row * vocab;
     ++row;
+    if (s.padding) {
+      s.tokens.push_back(s.tokens.back());  // its logits are computed and not used
+      (*outcomes)[i].appended = true;
+      continue;
+    }
     GenRequestState& req = *s.req;
     const bool want_lp = req.params.logprobs >= 0;
     // n > 1: the first token of the prompt's step is sampled for every choice from the same
@@ -906,7 +938,9 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
     const int32_t t = s.sampler->Sample(row_, want_lp ? &lp : nullptr);
     Accept(s, t, want_lp ? &lp : nullptr, now);
     (*outcomes)[i].appended = true;
-    if (req.done) {
+    if (s.finished && options_.pad_static_batches && !ForkedThisStep(*forks, s.id)) {
+      s.padding = true;  // answered; runs on as a padding row of its batch
+    } else if (req.done) {
       s.finished = true;
       (*outcomes)[i].finished = true;
     } else if (s.finished && !ForkedThisStep(*forks, s.id)) {
@@ -917,11 +951,11 @@ void LlmModel::Core::Execute(const StepPlan& plan, std::vector<ChunkOutcome>* ou
     // its blocks); the next step finds it finished and lets it go.
   }
   const int64_t end = NowNs(clock_);
-  {
+  if (num_tokens > 0) {  // a step that ran something (not one that only let rows go)
     MutexLock lock(stats_mu_);
     stats_.execution_count += 1;
     stats_.compute_seconds.Observe(static_cast<double>(end - start) * 1e-9);
-    stats_.batch_size.Observe(static_cast<double>(plan.num_batched_tokens));
+    stats_.batch_size.Observe(static_cast<double>(num_tokens));
     stats_.generation.steps += 1;
     stats_.generation.step_seconds.Observe(static_cast<double>(end - start) * 1e-9);
   }

@@ -65,6 +65,10 @@ struct LlmServingOptions {
   int block_size = 16;
   bool prefix_caching = true;
   GenPolicyOptions policy;
+  // batching "static_padded" (policy.static_batching too): a sequence that has finished keeps
+  // running as a padding row of its batch (fed its last token, nothing sent) until the batch's
+  // longest member finishes, as a request-level framework computes its fixed-shape batch.
+  bool pad_static_batches = false;
   int64_t default_timeout_us = 0;
   size_t max_stream_backlog = 256;
   // Defaults for what a request leaves unset (temperature, top_p, top_k, max_tokens).
