@@ -168,6 +168,23 @@ std::unique_ptr<GenerateRequest> Greedy(const std::vector<int32_t>& prompt, int6
   return r;
 }
 
+// Submits every prompt at once (greedy, news[i] tokens each) and checks each answer against
+// expected[i].
+void ExpectGreedyOutputs(LlmModel& model, const std::vector<std::vector<int32_t>>& prompts,
+                         const std::vector<int64_t>& news,
+                         const std::vector<std::vector<int32_t>>& expected) {
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    sinks.push_back(std::make_shared<CollectSink>());
+    model.Generate(Greedy(prompts[i], news[i]), sinks.back());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Result<GenFinal> r = sinks[i]->Wait();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(sinks[i]->ids(), expected[i]) << "prompt " << i;
+  }
+}
+
 class LlmModelTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -240,16 +257,7 @@ TEST_P(LlmModelTest, PreemptionKeepsOutputs) {
   std::shared_ptr<LlmModel> model = Make(o);
   ASSERT_NE(model, nullptr);
   ASSERT_EQ(model->kv_blocks(), 16);
-  std::vector<std::shared_ptr<CollectSink>> sinks;
-  for (const auto& p : prompts) {
-    sinks.push_back(std::make_shared<CollectSink>());
-    model->Generate(Greedy(p, kNew), sinks.back());
-  }
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    Result<GenFinal> r = sinks[i]->Wait();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(sinks[i]->ids(), expected[i]) << "prompt " << i;
-  }
+  ExpectGreedyOutputs(*model, prompts, std::vector<int64_t>(prompts.size(), kNew), expected);
   const ModelStatistics s = SettledStatistics(*model);
   EXPECT_GT(s.generation.preemptions, 0u);
   EXPECT_EQ(s.generation.kv_blocks_used, 0);
@@ -624,16 +632,7 @@ TEST_F(LlmStaticBatchingTest, PaddingRowsLeaveWhenPreempted) {
   std::shared_ptr<LlmModel> model = Make(o);
   ASSERT_NE(model, nullptr);
   ASSERT_EQ(model->kv_blocks(), 12);
-  std::vector<std::shared_ptr<CollectSink>> sinks;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    sinks.push_back(std::make_shared<CollectSink>());
-    model->Generate(Greedy(prompts[i], news[i]), sinks.back());
-  }
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    Result<GenFinal> r = sinks[i]->Wait();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(sinks[i]->ids(), expected[i]) << "prompt " << i;
-  }
+  ExpectGreedyOutputs(*model, prompts, news, expected);
   const ModelStatistics s = SettledStatistics(*model);
   EXPECT_GT(s.generation.preemptions, 0u);
   EXPECT_EQ(s.generation.running, 0);
