@@ -535,6 +535,20 @@ INSTANTIATE_TEST_SUITE_P(Models, LlmModelTest,
                            return n;
                          });
 
+// Starts a greedy request and returns once its first step has run: requests submitted next wait
+// behind it (static batching admits nothing while a batch runs) and then form one batch.
+std::shared_ptr<CollectSink> StartHolder(LlmModel& model, const std::vector<int32_t>& prompt,
+                                         int64_t new_tokens) {
+  auto holder = std::make_shared<CollectSink>();
+  model.Generate(Greedy(prompt, new_tokens), holder);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (holder->chunks() == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return holder;
+}
+
 // Static batching is scheduling, not kernels: one model is enough (the batched outputs against
 // the engine alone are checked on every model and ISA level above).
 class LlmStaticBatchingTest : public LlmModelTest {
@@ -570,13 +584,7 @@ TEST_F(LlmStaticBatchingTest, BatchesRunUntilTheLongestMember) {
     o.pad_static_batches = padded;
     std::shared_ptr<LlmModel> model = Make(o);
     ASSERT_NE(model, nullptr);
-    auto holder = std::make_shared<CollectSink>();
-    model->Generate(Greedy(holder_prompt, kHolderNew), holder);
-    const auto t0 = std::chrono::steady_clock::now();
-    while (holder->chunks() == 0 &&
-           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    std::shared_ptr<CollectSink> holder = StartHolder(*model, holder_prompt, kHolderNew);
     ASSERT_GT(holder->chunks(), 0);
     std::vector<std::shared_ptr<CollectSink>> sinks;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -632,7 +640,11 @@ TEST_F(LlmStaticBatchingTest, PaddingRowsLeaveWhenPreempted) {
   std::shared_ptr<LlmModel> model = Make(o);
   ASSERT_NE(model, nullptr);
   ASSERT_EQ(model->kv_blocks(), 12);
+  // Behind a holder (6 + 100 tokens, 7 blocks, alone), the four form one batch.
+  std::shared_ptr<CollectSink> holder = StartHolder(*model, RandomPrompt(rng, 6), 100);
+  ASSERT_GT(holder->chunks(), 0);
   ExpectGreedyOutputs(*model, prompts, news, expected);
+  ASSERT_TRUE(holder->Wait().ok());
   const ModelStatistics s = SettledStatistics(*model);
   EXPECT_GT(s.generation.preemptions, 0u);
   EXPECT_EQ(s.generation.running, 0);
