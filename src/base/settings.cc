@@ -11,7 +11,7 @@
 namespace kiln {
 namespace {
 
-constexpr std::string_view kIsaValues[] = {"scalar", "avx2", "avx512"};
+constexpr std::string_view kIsaValues[] = {"scalar", "avx2", "avx512", "amx"};
 constexpr std::string_view kGemmValues[] = {"kiln", "kiln-all", "onednn"};
 constexpr std::string_view kThreadWaitValues[] = {"bounded", "openmp"};
 constexpr std::string_view kCudaTf32Values[] = {"1", "0"};

@@ -46,10 +46,20 @@ bool CpuHasVnni() {
   return has;
 }
 
-enum class Path { kScalar, kAvx2, kAvx512, kAvx512Vnni };
+enum class Path { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAmx };
+
+bool IsAvx512(Path p) { return p == Path::kAvx512 || p == Path::kAvx512Vnni || p == Path::kAmx; }
+
+// Calls with fewer tokens take the VNNI kernels on the kAmx path: a tile product wants 16
+// tokens, and decode's few tokens are bound by memory, not by multiply-adds.
+constexpr int64_t kAmxMinTokens = 12;
 
 Path ActivePath() {
   switch (cpu::ActiveIsa()) {
+    case cpu::Isa::kAmx:
+      if (!cpu::CpuHasF16C()) return Path::kScalar;
+      return CpuHasVnni() && VnniAllowed().load(std::memory_order_relaxed) ? Path::kAmx
+                                                                           : Path::kAvx512;
     case cpu::Isa::kAvx512:
       if (!cpu::CpuHasF16C()) return Path::kScalar;  // never seen: AVX-512 CPUs have F16C
       return CpuHasVnni() && VnniAllowed().load(std::memory_order_relaxed) ? Path::kAvx512Vnni
@@ -95,10 +105,13 @@ Scratch& ThreadScratch() {
 struct ActsLayout {
   int64_t qs_stride = 0, blk_stride = 0, bsums_stride = 0, f_stride = 0;
   size_t qs_bytes = 0, blk_bytes = 0, b16_bytes = 0, f_bytes = 0;
-  size_t Total() const { return qs_bytes + 2 * blk_bytes + b16_bytes + b16_bytes / 2 + f_bytes; }
+  size_t amx_bytes = 0;  // kAmx path, Q4_0 / Q8_0: amx::PrepareTiles's
+  size_t Total() const {
+    return qs_bytes + 2 * blk_bytes + b16_bytes + b16_bytes / 2 + f_bytes + amx_bytes;
+  }
 };
 
-ActsLayout LayoutFor(GgmlType type, int64_t cols, int64_t n_tokens) {
+ActsLayout LayoutFor(Path path, GgmlType type, int64_t cols, int64_t n_tokens) {
   ActsLayout l;
   const auto n = static_cast<size_t>(n_tokens);
   if (type == GgmlType::kF32) return l;
@@ -112,6 +125,10 @@ ActsLayout LayoutFor(GgmlType type, int64_t cols, int64_t n_tokens) {
   if (IsQ8_0Class(type)) {
     l.blk_stride = RoundUp(cols / 32, 16);
     l.blk_bytes = n * static_cast<size_t>(l.blk_stride) * 4;
+    if (path == Path::kAmx) {
+      l.amx_bytes = static_cast<size_t>(
+          RoundUp(static_cast<int64_t>(qk::amx::PreparedBytes(cols, n_tokens)), 64));
+    }
   } else {
     l.blk_stride = RoundUp(cols / 256, 16);
     l.blk_bytes = n * static_cast<size_t>(l.blk_stride) * 4;
@@ -127,7 +144,7 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
                      int64_t n_tokens, uint8_t* mem) {
   qk::Acts a;
   a.cols = cols;
-  const ActsLayout l = LayoutFor(type, cols, n_tokens);
+  const ActsLayout l = LayoutFor(path, type, cols, n_tokens);
   const int64_t par_grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
   if (type == GgmlType::kF32) {
     a.f = x;
@@ -161,7 +178,7 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
     const int offset = type == GgmlType::kQ4_0 ? 8 : 128;
     qk::QuantizeQ8_0Fn quantize = qk::scalar::QuantizeQ8_0;
     if (path == Path::kAvx2) quantize = qk::avx2::QuantizeQ8_0;
-    if (path == Path::kAvx512 || path == Path::kAvx512Vnni) quantize = qk::avx512::QuantizeQ8_0;
+    if (IsAvx512(path)) quantize = qk::avx512::QuantizeQ8_0;
     const int64_t nb = cols / 32;
     cpu::ParallelFor(n_tokens, par_grain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
@@ -175,6 +192,10 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
       }
     });
     a.bias = bias;
+    if (path == Path::kAmx) {
+      uint8_t* amx = mem + l.Total() - l.amx_bytes;
+      qk::amx::PrepareTiles(a, n_tokens, /*with_bias=*/type == GgmlType::kQ4_0, amx);
+    }
     return a;
   }
   // Q8_K.
@@ -188,7 +209,7 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
       float* dt = d + t * a.blk_stride;
       int16_t* s16 = b16 + t * a.bsums_stride;
       int16_t* s32 = b32 + t * (a.bsums_stride / 2);
-      if (path == Path::kAvx512 || path == Path::kAvx512Vnni) {
+      if (IsAvx512(path)) {
         qk::avx512::QuantizeQ8_K(x + t * ldx, cols, q, dt, s16, s32);
       } else {
         for (int64_t i = 0; i < nsb; ++i) {
@@ -207,18 +228,21 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
   return a;
 }
 
-bool ReadsPacked(Path path, GgmlType type) {
-  return (path == Path::kAvx512 || path == Path::kAvx512Vnni) && IsQ8_0Class(type);
-}
+bool ReadsPacked(Path path, GgmlType type) { return IsAvx512(path) && IsQ8_0Class(type); }
 
 qk::TileFn SelectTile(Path path, const WeightMatrix& w) {
   const GgmlType type = w.type;
+  if (w.packed != nullptr && path == Path::kAmx) {
+    if (qk::TileFn fn = qk::amx::TilePacked(type); fn != nullptr) return fn;
+  }
+  if (path == Path::kAmx) path = Path::kAvx512Vnni;  // the other types
   if (w.packed != nullptr && ReadsPacked(path, type)) {
     return path == Path::kAvx512Vnni ? qk::avx512vnni::TilePacked(type)
                                      : qk::avx512::TilePacked(type);
   }
   qk::TileFn fn = nullptr;
   switch (path) {
+    case Path::kAmx:  // (replaced above)
     case Path::kAvx512Vnni:
       fn = qk::avx512vnni::Tile(type);
       if (fn == nullptr) fn = qk::avx512::Tile(type);
@@ -358,6 +382,8 @@ void SetMatMulVnniAllowed(bool allowed) { VnniAllowed().store(allowed, std::memo
 
 const char* MatMulKernelName() {
   switch (ActivePath()) {
+    case Path::kAmx:
+      return "amx";
     case Path::kAvx512Vnni:
       return "avx512-vnni";
     case Path::kAvx512:
@@ -388,7 +414,8 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
     }
     return;
   }
-  const Path path = ActivePath();
+  Path path = ActivePath();
+  if (path == Path::kAmx && n_tokens < kAmxMinTokens) path = Path::kAvx512Vnni;
 
   // The activations, converted once per distinct weight type, in the calling thread's scratch.
   constexpr int kMaxOutputs = 8;
@@ -403,7 +430,7 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
     if (seen) continue;
     types[n_types] = o.w->type;
     offsets[n_types] = total;
-    total += RoundUp(static_cast<int64_t>(LayoutFor(o.w->type, cols, n_tokens).Total()), 64);
+    total += RoundUp(static_cast<int64_t>(LayoutFor(path, o.w->type, cols, n_tokens).Total()), 64);
     ++n_types;
   }
   uint8_t* mem = ThreadScratch().Get(std::max<size_t>(total, 64));
@@ -440,8 +467,8 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
     constexpr double kActBudgetBytes = 512 * 1024;
     const int64_t tb = static_cast<int64_t>(
         kActBudgetBytes / (static_cast<double>(job.kc) * ActBytesPerColumn(w.type)));
-    // A multiple of 24: whole token tiles of every kernel (3, 4 or 6 tokens).
-    job.tb = std::clamp<int64_t>(tb / 24 * 24, 24, std::max<int64_t>(n_tokens, 24));
+    // A multiple of 48: whole token tiles of every kernel (3, 4 or 6 tokens; 16 for AMX).
+    job.tb = std::clamp<int64_t>(tb / 48 * 48, 48, std::max<int64_t>(n_tokens, 48));
     job.unit0 = units;
     job.units = (w.rows + kRowUnit - 1) / kRowUnit;
     units += job.units;

@@ -145,6 +145,8 @@ struct Level {
 std::vector<Level> Levels() {
   std::vector<Level> levels;
   const cpu::Isa top = cpu::DetectedIsa();
+  // AMX tile products for calls of 12 tokens or more (Q4_0, Q8_0), the VNNI kernels below that.
+  if (top >= cpu::Isa::kAmx) levels.push_back({cpu::Isa::kAmx, true, "amx"});
   if (top >= cpu::Isa::kAvx512) {
     levels.push_back({cpu::Isa::kAvx512, true, "avx512 (VNNI if present)"});
     levels.push_back({cpu::Isa::kAvx512, false, "avx512 without VNNI"});
@@ -278,6 +280,7 @@ TEST(LlmMatMulTest, LargeSplitsOverThreads) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(std::max(2, saved));
   CheckShape(GgmlType::kQ4_0, 150, 2048, 200, 7);
+  CheckShape(GgmlType::kQ8_0, 150, 2048, 200, 19);
   // Decode's shape: one token, rows over threads (packed groups on AVX-512).
   CheckShape(GgmlType::kQ4_0, 70, 5632, 1, 17);
   CheckShape(GgmlType::kQ8_0, 70, 1056, 1, 18);
