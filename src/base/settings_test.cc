@@ -37,7 +37,7 @@ TEST(SettingsTest, ScopedValueIsReadAndCheckedThenRestored) {
       const Status s = CheckSettings();
       EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
       EXPECT_THAT(std::string(s.message()),
-                  HasSubstr("KILN_CPU_ISA='avx3' is not one of scalar, avx2, avx512"));
+                  HasSubstr("KILN_CPU_ISA='avx3' is not one of scalar, avx2, avx512, amx"));
     }
     EXPECT_EQ(SettingValue(Setting::kCpuIsa), "avx2");
   }

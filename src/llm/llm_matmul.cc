@@ -50,8 +50,9 @@ enum class Path { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAmx };
 
 bool IsAvx512(Path p) { return p == Path::kAvx512 || p == Path::kAvx512Vnni || p == Path::kAmx; }
 
-// Calls with fewer tokens take the VNNI kernels on the kAmx path: a tile product wants 16
-// tokens, and decode's few tokens are bound by memory, not by multiply-adds.
+// Calls with fewer tokens take the VNNI kernels on the kAmx path (their whole-block variant,
+// which sums as the tile kernels do): a tile product wants 16 tokens, and decode's few tokens
+// are bound by memory, not by multiply-adds.
 constexpr int64_t kAmxMinTokens = 12;
 
 Path ActivePath() {
@@ -125,7 +126,7 @@ ActsLayout LayoutFor(Path path, GgmlType type, int64_t cols, int64_t n_tokens) {
   if (IsQ8_0Class(type)) {
     l.blk_stride = RoundUp(cols / 32, 16);
     l.blk_bytes = n * static_cast<size_t>(l.blk_stride) * 4;
-    if (path == Path::kAmx) {
+    if (path == Path::kAmx && n_tokens >= kAmxMinTokens) {
       l.amx_bytes = static_cast<size_t>(
           RoundUp(static_cast<int64_t>(qk::amx::PreparedBytes(cols, n_tokens)), 64));
     }
@@ -192,7 +193,7 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
       }
     });
     a.bias = bias;
-    if (path == Path::kAmx) {
+    if (l.amx_bytes > 0) {
       uint8_t* amx = mem + l.Total() - l.amx_bytes;
       qk::amx::PrepareTiles(a, n_tokens, /*with_bias=*/type == GgmlType::kQ4_0, amx);
     }
@@ -230,10 +231,16 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
 
 bool ReadsPacked(Path path, GgmlType type) { return IsAvx512(path) && IsQ8_0Class(type); }
 
-qk::TileFn SelectTile(Path path, const WeightMatrix& w) {
+qk::TileFn SelectTile(Path path, const WeightMatrix& w, int64_t n_tokens) {
   const GgmlType type = w.type;
-  if (w.packed != nullptr && path == Path::kAmx) {
-    if (qk::TileFn fn = qk::amx::TilePacked(type); fn != nullptr) return fn;
+  if (path == Path::kAmx) {
+    // Every Q4_0 / Q8_0 kernel of this path sums as the tile kernels do (one scaled integer per
+    // block), so a token's products do not depend on the call's token count or on the copy.
+    const bool packed = w.packed != nullptr;
+    qk::TileFn fn = packed && n_tokens >= kAmxMinTokens
+                        ? qk::amx::TilePacked(type)
+                        : qk::avx512vnni::TileWholeBlocks(type, packed);
+    if (fn != nullptr) return fn;
   }
   if (path == Path::kAmx) path = Path::kAvx512Vnni;  // the other types
   if (w.packed != nullptr && ReadsPacked(path, type)) {
@@ -414,8 +421,7 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
     }
     return;
   }
-  Path path = ActivePath();
-  if (path == Path::kAmx && n_tokens < kAmxMinTokens) path = Path::kAvx512Vnni;
+  const Path path = ActivePath();
 
   // The activations, converted once per distinct weight type, in the calling thread's scratch.
   constexpr int kMaxOutputs = 8;
@@ -456,11 +462,12 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
     for (int k = 0; k < n_types; ++k) {
       if (types[k] == w.type) job.acts = &acts[k];
     }
-    job.tile = SelectTile(path, w);
+    job.tile = SelectTile(path, w, n_tokens);
     // Column chunks (4-byte float activations only) and token blocks sized for L2.
     job.kc = cols;
-    // (Not for a few tokens: decode streams whole rows, and its activations are small.)
-    if (ActBytesPerColumn(w.type) >= 4.0 && cols > 2048 && n_tokens > 6) {
+    // (For any number of tokens: a token's sums must not depend on the other tokens of the
+    // call, and chunks change the order of the additions.)
+    if (ActBytesPerColumn(w.type) >= 4.0 && cols > 2048) {
       const int64_t chunks = (cols + 2047) / 2048;
       job.kc = RoundUp((cols + chunks - 1) / chunks, qk::ColumnStep(w.type));
     }

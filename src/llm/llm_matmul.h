@@ -23,18 +23,18 @@
 // The fast kernels sum in a different order than ref::MatMul (vector lanes, column chunks), so
 // the two agree to F32 rounding, not bit for bit; the integer parts are exact in both.
 //
-// Kernels: AVX-512 (with VNNI where the CPU has avx512_vnni), AVX2+FMA+F16C, and portable
-// scalar, chosen per call by kiln::cpu::ActiveIsa() (kernels/cpu/isa.h); they read the weights
-// in place, in ggml's layout, except that the AVX-512 kernels read Q4_0 / Q8_0 matrices from a
-// packed copy when the model made one (PackedWeights): 4 rows' blocks interleaved, so that one
-// aligned 64-byte load feeds a register, in memory backed by 2 MiB pages where the kernel gives
-// them (decode streams every weight once per token; 4 KiB pages cost it TLB misses and
-// prefetcher restarts). Q4_0 / Q8_0 use registers of "4 rows x 16
-// columns" against broadcast activation codes (quant_kernels_avx512.h), the K-quants integer
-// sums over each super-block, the float types a 4-row x 6-token FMA tile. Decode (few tokens)
-// streams each weight row once against all tokens, with software prefetch of the rows ahead;
-// prompt chunks (many tokens) tile rows x tokens so that a tile of weights stays in L1 across
-// a block of tokens whose activations stay in L2.
+// Kernels: AMX-INT8 tiles (Q4_0 / Q8_0 calls of 12 tokens or more, on CPUs with AMX), AVX-512
+// (with VNNI where the CPU has avx512_vnni), AVX2+FMA+F16C, and portable scalar, chosen per call by
+// kiln::cpu::ActiveIsa() (kernels/cpu/isa.h); they read the weights in place, in ggml's layout,
+// except that the AVX-512 kernels read Q4_0 / Q8_0 matrices from a packed copy when the model made
+// one (PackedWeights): 4 rows' blocks interleaved, so that one aligned 64-byte load feeds a
+// register, in memory backed by 2 MiB pages where the kernel gives them (decode streams every
+// weight once per token; 4 KiB pages cost it TLB misses and prefetcher restarts). Q4_0 / Q8_0 use
+// registers of "4 rows x 16 columns" against broadcast activation codes (quant_kernels_avx512.h),
+// the K-quants integer sums over each super-block, the float types a 4-row x 6-token FMA tile.
+// Decode (few tokens) streams each weight row once against all tokens, with software prefetch of
+// the rows ahead; prompt chunks (many tokens) tile rows x tokens so that a tile of weights stays in
+// L1 across a block of tokens whose activations stay in L2.
 //
 // Threading: MatMul splits the rows over the calling thread's OpenMP team
 // (kiln::cpu::ParallelFor) and runs inline inside a parallel region. Its scratch (the quantized
@@ -139,7 +139,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens
 // (default true). With false they take the AVX-512BW path that CPUs without VNNI run.
 // Thread-safe (atomic); takes effect at the next MatMul.
 void SetMatMulVnniAllowed(bool allowed);
-// The kernel family MatMul would run now: "avx512-vnni", "avx512", "avx2" or "scalar".
+// The kernel family MatMul would run now: "amx" (for calls of 12 tokens or more; fewer run
+// "avx512-vnni"), "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* MatMulKernelName();
 
 }  // namespace kiln::llm

@@ -321,6 +321,58 @@ TEST(LlmMatMulTest, SharedActivations) {
   }
 }
 
+// A token's products do not depend on the other tokens of the call (the engine's batch
+// invariance rests on it): at every level, packed and as stored, each token of an n-token call
+// gets exactly (bit for bit) what a call with that token alone gets, though the two may run
+// different kernels (AMX tiles for many tokens, VNNI below that); and the packed copy gives
+// exactly what the matrix as stored gives.
+TEST(LlmMatMulTest, TokensAreIndependentOfTheCall) {
+  struct Shape {
+    GgmlType type;
+    int64_t rows, cols;
+  };
+  // (Float weights over 2048 columns are summed in column chunks.)
+  for (const Shape& shape : {Shape{GgmlType::kQ4_0, 70, 512}, Shape{GgmlType::kQ8_0, 70, 512},
+                             Shape{GgmlType::kQ4_K, 70, 512}, Shape{GgmlType::kQ6_K, 70, 512},
+                             Shape{GgmlType::kF16, 70, 512}, Shape{GgmlType::kBF16, 70, 512},
+                             Shape{GgmlType::kF32, 70, 512}, Shape{GgmlType::kF16, 9, 4160}}) {
+    const GgmlType type = shape.type;
+    const int64_t rows = shape.rows, cols = shape.cols, ldx = cols + 8, ldy = rows + 2;
+    const Weights wt = MakeWeights(type, rows, cols, 21);
+    WeightMatrix packed_w = wt.w;
+    WeightMatrix* to_pack[] = {&packed_w};
+    const std::unique_ptr<PackedWeights> packed = PackedWeights::Pack(to_pack);
+    for (const Level& level : Levels()) {
+      SCOPED_TRACE(level.name);
+      cpu::ScopedMaxIsa cap(level.isa);
+      VnniGuard vnni(level.vnni);
+      for (int64_t n : {5, 12, 16, 40}) {
+        const std::vector<float> x = MakeActs(n, ldx, 300 + static_cast<uint32_t>(n));
+        std::vector<float> as_stored;
+        for (const WeightMatrix& w : {wt.w, packed_w}) {
+          const char* form = w.packed != nullptr ? "packed" : "as stored";
+          std::vector<float> all(static_cast<size_t>(n * ldy), kSentinel);
+          MatMul(w, x.data(), ldx, n, all.data(), ldy);
+          for (int64_t t = 0; t < n; ++t) {
+            std::vector<float> one(static_cast<size_t>(ldy), kSentinel);
+            MatMul(w, x.data() + t * ldx, ldx, 1, one.data(), ldy);
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(all[t * ldy + r], one[r]) << "type " << static_cast<int>(type) << " "
+                                                  << form << " n " << n << " t " << t << " r " << r;
+            }
+          }
+          // The packed copy changes nothing either.
+          if (as_stored.empty()) {
+            as_stored = all;
+          } else {
+            ASSERT_EQ(all, as_stored) << "type " << static_cast<int>(type) << " n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The packed layout holds each block's scale and codes where quant_kernels.h says; matrices
 // with the same data share one copy; types the kernels read in place are left alone.
 TEST(LlmMatMulTest, PackedLayout) {

@@ -121,6 +121,11 @@ void QuantizeQ8_K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsums
 namespace avx512vnni {  // AVX-512 F/BW/DQ/VL + VNNI
 TileFn Tile(GgmlType type);
 TileFn TilePacked(GgmlType type);
+// Tile (packed false) or TilePacked (true) of Q4_0 / Q8_0 with each block's integer sum
+// completed before it is scaled: the F32 sums of amx::TilePacked, for the kAmx path's calls
+// with too few tokens for a tile product and its matrices without a packed copy (null for
+// other types).
+TileFn TileWholeBlocks(GgmlType type, bool packed);
 }  // namespace avx512vnni
 namespace amx {  // AVX-512 + AMX-TILE + AMX-INT8 (cpu::Isa::kAmx)
 // Tiles of Q4_0 / Q8_0 matrices that read w.packed and a.amx_* (null for other types): per

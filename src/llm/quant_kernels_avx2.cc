@@ -423,35 +423,6 @@ struct Flt {
       const int64_t ahead = PrefetchAhead(M, c.w.row_bytes);
       constexpr int kBytes = kKind == WKind::kF32 ? 4 : 2;
       int64_t k = c.c0;
-      if constexpr (M * N < 4) {
-        // Decode: 4 accumulators per (row, token) more, so the FMA latency does not bound it.
-        __m256 acc2[M][N][3];
-        for (int i = 0; i < M; ++i)
-          for (int j = 0; j < N; ++j)
-            for (int u = 0; u < 3; ++u) acc2[i][j][u] = _mm256_setzero_ps();
-        for (; k + 32 <= c.c1; k += 32) {
-#pragma GCC unroll 4
-          for (int u = 0; u < 4; ++u) {
-#pragma GCC unroll 4
-            for (int i = 0; i < M; ++i) {
-              if (prefetch && u % 2 == 0) Prefetch(wr[i] + kBytes * (k + 8 * u), ahead);
-              const __m256 wv = LoadW<kKind>(wr[i], k + 8 * u);
-#pragma GCC unroll 4
-              for (int j = 0; j < N; ++j) {
-                const __m256 x = _mm256_loadu_ps(xr[j] + k + 8 * u);
-                if (u == 0) {
-                  acc[i][j] = _mm256_fmadd_ps(wv, x, acc[i][j]);
-                } else {
-                  acc2[i][j][u - 1] = _mm256_fmadd_ps(wv, x, acc2[i][j][u - 1]);
-                }
-              }
-            }
-          }
-        }
-        for (int i = 0; i < M; ++i)
-          for (int j = 0; j < N; ++j)
-            for (int u = 0; u < 3; ++u) acc[i][j] = _mm256_add_ps(acc[i][j], acc2[i][j][u]);
-      }
       for (; k + 8 <= c.c1; k += 8) {
         __m256 wv[M];
 #pragma GCC unroll 8
@@ -481,8 +452,10 @@ template <WKind kKind>
 void TileFloat(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1,
                int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy) {
   const Ctx ctx{w, a, c0, c1, accumulate, y, ldy, t0};
+  // Every tile sums a (row, token) in the same order (one accumulator, 8 columns at a time), so
+  // that a token's products do not depend on the other tokens of the call.
   if (t1 - t0 == 1) {
-    RunTiles<1, 1, Flt<kKind>::template K>(ctx, r0, r1, t0, t1);  // one token: one row stream
+    RunTiles<4, 1, Flt<kKind>::template K>(ctx, r0, r1, t0, t1);  // one token: 4 row streams
   } else {
     RunTiles<2, 4, Flt<kKind>::template K>(ctx, r0, r1, t0, t1);
   }

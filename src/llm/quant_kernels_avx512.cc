@@ -3,7 +3,9 @@
 // (quant_kernels_avx512.h), the F32 / F16 / BF16 kernels, and the Q8_0 activation quantizer.
 // The K-quant types run the AVX2 kernels (Tile answers nullptr for them).
 //
-// Float weights: a tile of 4 rows x 6 tokens keeps 24 accumulators of 16 lanes; each step
+// Float weights: a tile of 4 rows x 6 tokens (4 x 1 for one token) keeps 24 accumulators of 16
+// lanes, one per (row, token) in every tile shape (so a token's sums do not depend on the other
+// tokens of the call); each step
 // widens 16 weights of each row to F32 (vcvtph2ps for F16, a 16-bit shift for BF16) and runs
 // 24 FMAs; the 16-lane sums are reduced once per tile. The last partial step uses masked loads.
 
@@ -35,22 +37,20 @@ struct Flt {
       for (int i = 0; i < M; ++i) wr[i] = c.w.data + (r + i) * c.w.row_bytes;
       const float* xr[N];
       for (int j = 0; j < N; ++j) xr[j] = c.a.f + (t + j) * c.a.f_stride;
-      // U independent accumulators per (row, token), so that small tiles (decode) are not
-      // bound by the FMA latency: U steps of 16 columns per iteration.
-      constexpr int U = M * N >= 8 ? 1 : 4;
-      __m512 acc[M][N][U];
+      // One accumulator per (row, token) in every tile, so that a (row, token)'s sum is the
+      // same whatever the tile (the other tokens of the call).
+      __m512 acc[M][N];
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
-        for (int j = 0; j < N; ++j)
-#pragma GCC unroll 4
-          for (int u = 0; u < U; ++u) acc[i][j][u] = _mm512_setzero_ps();
+        for (int j = 0; j < N; ++j) acc[i][j] = _mm512_setzero_ps();
       // The first token tile prefetches the next M rows (see quant_kernels_avx512.h).
       const bool prefetch = t == c.t_first;
       const int64_t ahead = PrefetchAhead(M, c.w.row_bytes);
       constexpr int kBytes = kKind == WKind::kF32 ? 4 : 2;
-      // One step: columns [k, k + 16) (masked to c1) into accumulator u.
-      auto step = [&](int64_t k, __mmask16 m, int u) __attribute__((always_inline)) {
+      for (int64_t k = c.c0; k < c.c1; k += 16) {
+        const __mmask16 m =
+            c.c1 - k >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (c.c1 - k)) - 1);
         __m512 wv[M];
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
@@ -64,53 +64,14 @@ struct Flt {
         for (int j = 0; j < N; ++j) {
           const __m512 x = _mm512_maskz_loadu_ps(m, xr[j] + k);
 #pragma GCC unroll 8
-          for (int i = 0; i < M; ++i) acc[i][j][u] = _mm512_fmadd_ps(wv[i], x, acc[i][j][u]);
-        }
-      };
-      int64_t k = c.c0;
-      if constexpr (U > 1) {
-        for (; k + 16 * U <= c.c1; k += 16 * U) {
-#pragma GCC unroll 4
-          for (int u = 0; u < U; ++u) step(k + 16 * u, 0xffff, u);
-        }
-        for (; k < c.c1; k += 16) {
-          const __mmask16 m =
-              c.c1 - k >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (c.c1 - k)) - 1);
-          step(k, m, 0);
-        }
-      } else {
-        // Written out (not through `step`): with 24 accumulators GCC keeps them in registers
-        // only when no lambda captures them.
-        for (; k < c.c1; k += 16) {
-          const __mmask16 m =
-              c.c1 - k >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (c.c1 - k)) - 1);
-          __m512 wv[M];
-#pragma GCC unroll 8
-          for (int i = 0; i < M; ++i) {
-            if (prefetch && (kBytes == 4 || (k & 31) == 0)) {
-              _mm_prefetch(reinterpret_cast<const char*>(wr[i] + kBytes * k + ahead), _MM_HINT_T0);
-            }
-            wv[i] = LoadW<kKind>(wr[i], k, m);
-          }
-#pragma GCC unroll 8
-          for (int j = 0; j < N; ++j) {
-            const __m512 x = _mm512_maskz_loadu_ps(m, xr[j] + k);
-#pragma GCC unroll 8
-            for (int i = 0; i < M; ++i) acc[i][j][0] = _mm512_fmadd_ps(wv[i], x, acc[i][j][0]);
-          }
+          for (int i = 0; i < M; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], x, acc[i][j]);
         }
       }
-#pragma GCC unroll 8
-      for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-        for (int j = 0; j < N; ++j)
-#pragma GCC unroll 4
-          for (int u = 1; u < U; ++u) acc[i][j][0] = _mm512_add_ps(acc[i][j][0], acc[i][j][u]);
 #pragma GCC unroll 8
       for (int j = 0; j < N; ++j) {
         __m512 col[M];
 #pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) col[i] = acc[i][j][0];
+        for (int i = 0; i < M; ++i) col[i] = acc[i][j];
         PutSums<M>(col, c.accumulate, c.y + (t + j) * c.ldy + r);
       }
     }
@@ -121,11 +82,10 @@ template <WKind kKind>
 void TileFloat(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1,
                int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy) {
   const Ctx512 ctx{w, a, c0, c1, accumulate, y, ldy, t0};
-  // One token streams one row at a time: measured faster than 4-row tiles, whose interleaved
-  // row streams the memory system serves less well. Two or more share each activation load
-  // across 4 rows (one row at a time, K = 5632 activations of two tokens no longer fit in L1).
+  // One token: 4-row tiles (4 independent FMA chains; each (row, token) sums in the same order
+  // as in the wider tiles). Two or more share each activation load across 4 rows.
   if (t1 - t0 == 1) {
-    RunTiles512<1, 1, Flt<kKind>::template K>(ctx, r0, r1, t0, t1);
+    RunTiles512<4, 1, Flt<kKind>::template K>(ctx, r0, r1, t0, t1);
   } else {
     RunTiles512<4, 6, Flt<kKind>::template K>(ctx, r0, r1, t0, t1);
   }

@@ -155,7 +155,11 @@ void RunTiles512(const Ctx512& ctx, int64_t r0, int64_t r1, int64_t t0, int64_t 
 // kernels. The 4 partial sums of each row are added at the end. kPacked: the registers come from
 // the packed layout (quant_kernels.h) with one aligned load each, and the 4 rows' scales with
 // one 8-byte load, instead of a load and a lane insert per row and a 2-byte load per scale.
-template <bool kVnni, bool kQ8, bool kPacked>
+// kWhole: the 4 partial sums of a row are added as integers per block (exact) before the
+// scaling, so that each row's F32 sum is the one the AMX kernels compute (one scaled integer
+// per block, added in block order): on AMX machines a row's result then does not depend on how
+// many tokens share the call (batch invariance).
+template <bool kVnni, bool kQ8, bool kPacked, bool kWhole = false>
 struct Q0x4 {
   template <int M, int N>
   struct K {
@@ -301,6 +305,10 @@ struct Q0x4 {
                                                  _mm512_maddubs_epi16(whi[g], xhi));
               s = _mm512_add_epi32(_mm512_madd_epi16(p, ones16), bias);
             }
+            if constexpr (kWhole) {
+              s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, static_cast<_MM_PERM_ENUM>(0x4e)));
+              s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, static_cast<_MM_PERM_ENUM>(0xb1)));
+            }
             acc[g][j] =
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dwv[g], dx), acc[g][j]);
           }
@@ -315,8 +323,10 @@ struct Q0x4 {
 #pragma GCC unroll 8
         for (int j = 0; j < N; ++j) {
           __m512 v = acc[g][j];
-          v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
-          v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+          if constexpr (!kWhole) {  // (kWhole: the 4 lanes already hold the row's sum)
+            v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
+            v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+          }
           __m128 out = _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, v));
           float* yp = c.y + (t + j) * c.ldy + r + 4 * g;
           if (c.accumulate) out = _mm_add_ps(out, _mm_maskz_loadu_ps(mask, yp));
@@ -327,11 +337,11 @@ struct Q0x4 {
   };
 };
 
-template <bool kVnni, bool kQ8, bool kPacked = false>
+template <bool kVnni, bool kQ8, bool kPacked = false, bool kWhole = false>
 void TileQ0Avx512(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, int64_t t0,
                   int64_t t1, int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy) {
   const Ctx512 ctx{w, a, c0, c1, accumulate, y, ldy, t0};
-  RunTiles512<8, 6, Q0x4<kVnni, kQ8, kPacked>::template K>(ctx, r0, r1, t0, t1);
+  RunTiles512<8, 6, Q0x4<kVnni, kQ8, kPacked, kWhole>::template K>(ctx, r0, r1, t0, t1);
 }
 
 // ---------------------------------------------------------------------------------------------

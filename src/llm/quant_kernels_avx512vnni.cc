@@ -34,4 +34,17 @@ TileFn TilePacked(GgmlType type) {
   }
 }
 
+TileFn TileWholeBlocks(GgmlType type, bool packed) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return packed ? TileQ0Avx512</*kVnni=*/true, /*kQ8=*/false, /*kPacked=*/true, /*kWhole=*/true>
+                    : TileQ0Avx512<true, false, false, true>;
+    case GgmlType::kQ8_0:
+      return packed ? TileQ0Avx512</*kVnni=*/true, /*kQ8=*/true, /*kPacked=*/true, /*kWhole=*/true>
+                    : TileQ0Avx512<true, true, false, true>;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace kiln::llm::qk::avx512vnni
