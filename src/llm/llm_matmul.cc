@@ -195,7 +195,7 @@ qk::Acts PrepareActs(Path path, GgmlType type, int64_t cols, const float* x, int
     a.bias = bias;
     if (l.amx_bytes > 0) {
       uint8_t* amx = mem + l.Total() - l.amx_bytes;
-      qk::amx::PrepareTiles(a, n_tokens, /*with_bias=*/type == GgmlType::kQ4_0, amx);
+      qk::amx::PrepareTiles(a, n_tokens, amx);
     }
     return a;
   }
@@ -471,9 +471,12 @@ void MatMulShared(std::span<const MatMulOutput> outputs, const float* x, int64_t
       const int64_t chunks = (cols + 2047) / 2048;
       job.kc = RoundUp((cols + chunks - 1) / chunks, qk::ColumnStep(w.type));
     }
-    constexpr double kActBudgetBytes = 512 * 1024;
+    // The AMX tiles unpack a tile of weight rows once per token block: larger blocks (their
+    // activations still in L2) make that rarer.
+    const bool amx = job.tile == qk::amx::TilePacked(w.type) && job.tile != nullptr;
+    const double act_budget_bytes = (amx ? 1024 : 512) * 1024;
     const int64_t tb = static_cast<int64_t>(
-        kActBudgetBytes / (static_cast<double>(job.kc) * ActBytesPerColumn(w.type)));
+        act_budget_bytes / (static_cast<double>(job.kc) * ActBytesPerColumn(w.type)));
     // A multiple of 48: whole token tiles of every kernel (3, 4 or 6 tokens; 16 for AMX).
     job.tb = std::clamp<int64_t>(tb / 48 * 48, 48, std::max<int64_t>(n_tokens, 48));
     job.unit0 = units;

@@ -44,11 +44,9 @@ struct Acts {
   // The AMX path's copy of the Q8_0 codes (amx::PrepareTiles), per group of 16 tokens (the last
   // padded with zero tokens) and block of 32 columns, at (group * amx_blocks + block): the
   // codes as the B operand of a tile product (8 rows of [16 tokens][4 codes], 512 bytes, at
-  // amx_qs + 512 * that) and the 16 tokens' scales and corrections (16 lanes at amx_d /
-  // amx_bias + 16 * that; amx_bias null for Q8_0 weights, which need none).
+  // amx_qs + 512 * that) and the 16 tokens' scales (16 lanes at amx_d + 16 * that).
   const int8_t* amx_qs = nullptr;
   const float* amx_d = nullptr;
-  const int32_t* amx_bias = nullptr;
   int64_t amx_blocks = 0;  // cols / 32
 };
 
@@ -129,16 +127,15 @@ TileFn TileWholeBlocks(GgmlType type, bool packed);
 }  // namespace avx512vnni
 namespace amx {  // AVX-512 + AMX-TILE + AMX-INT8 (cpu::Isa::kAmx)
 // Tiles of Q4_0 / Q8_0 matrices that read w.packed and a.amx_* (null for other types): per
-// 16 weight rows, the rows' blocks unpacked to bytes once, then one tile product per block of
-// 32 columns and group of 16 tokens (TDPBUSD: unsigned Q4_0 codes, the block's correction
-// loaded as the accumulator's start; TDPBSSD for Q8_0), scaled and summed in F32 as the other
-// kernels do. REQUIRES: r0 a multiple of 16; t0 a multiple of 16.
+// 16 weight rows, the rows' blocks unpacked to signed bytes once (Q4_0: the values -8..7), then
+// one tile product (TDPBSSD) per block of 32 columns and group of 16 tokens, scaled and summed
+// in F32 as the other kernels do. REQUIRES: r0 a multiple of 16; t0 a multiple of 16.
 TileFn TilePacked(GgmlType type);
 // Bytes PrepareTiles writes for n_tokens tokens of `cols` columns.
 size_t PreparedBytes(int64_t cols, int64_t n_tokens);
-// Fills a.amx_* from a's Q8_0 codes, scales and (with_bias) corrections into mem (64-byte
-// aligned, PreparedBytes bytes), on the calling thread's team.
-void PrepareTiles(Acts& a, int64_t n_tokens, bool with_bias, uint8_t* mem);
+// Fills a.amx_* from a's Q8_0 codes and scales into mem (64-byte aligned, PreparedBytes
+// bytes), on the calling thread's team.
+void PrepareTiles(Acts& a, int64_t n_tokens, uint8_t* mem);
 }  // namespace amx
 
 // ---------------------------------------------------------------------------------------------

@@ -4,14 +4,12 @@
 //
 // One tile product per block of 32 columns: C[16 weight rows][16 tokens] (int32) = A[16 rows][32
 // codes] (the weight codes, unpacked from the packed layout to bytes) x B[8][16 tokens x 4 codes]
-// (the activation codes, laid out by PrepareTiles). The block's integer dot products are exact,
-// as on every other path; each is then scaled by d_w * d_x in F32 and summed over the blocks in
-// order. Q4_0 codes are unsigned (0..15): TDPBUSD with the accumulator started at the block's
-// correction (-8 x the sum of the activation codes, the same for every row: a tile load with
-// row stride 0). Q8_0 codes are signed: TDPBSSD from zero.
+// (the activation codes, laid out by PrepareTiles), signed times signed (TDPBSSD; Q4_0's codes
+// 0..15 are unpacked as the values -8..7). The block's integer dot products are exact, as on
+// every other path; each is then scaled by d_w * d_x in F32 and summed over the blocks in order.
 //
 // Two accumulator tiles alternate, so the tile unit computes the next block while the vector
-// units scale and add the last one. Tiles: 0, 1 accumulators; 2, 3 weights; 4, 5 activations.
+// units scale and add the one before. Tiles: 0, 1 accumulators; 2, 3 weights; 4, 5 activations.
 
 #include <immintrin.h>
 
@@ -95,6 +93,7 @@ void UnpackGroup(const WeightMatrix& w, int64_t group, int half, int64_t b0, int
   const __m512i lo_rows = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
   const __m512i hi_rows = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i eight = _mm512_set1_epi8(8);
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* sb = base + (b / kPackBlocks) * PackedSuperBytes(type);
     const int64_t k = b % kPackBlocks;
@@ -107,10 +106,10 @@ void UnpackGroup(const WeightMatrix& w, int64_t group, int half, int64_t b0, int
       if (kQ8) {
         first = _mm512_load_si512(codes + 128 * q);
         second = _mm512_load_si512(codes + 128 * q + 64);
-      } else {
+      } else {  // codes 0..15 to the values -8..7
         const __m512i v = _mm512_load_si512(codes + 64 * q);
-        first = _mm512_and_si512(v, nibble);
-        second = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+        first = _mm512_sub_epi8(_mm512_and_si512(v, nibble), eight);
+        second = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), eight);
       }
       _mm512_store_si512(out + 128 * q, _mm512_permutex2var_epi64(first, lo_rows, second));
       _mm512_store_si512(out + 128 * q + 64, _mm512_permutex2var_epi64(first, hi_rows, second));
@@ -120,15 +119,10 @@ void UnpackGroup(const WeightMatrix& w, int64_t group, int half, int64_t b0, int
 
 // acc[n] (lanes: tokens) += float(c[n]) * (dx * dw[n]) for the 16 rows of one block.
 // (Unrolled, so that the accumulators stay in registers.)
-template <bool kBias>
-inline void ScaleAdd(const int32_t* c, const int32_t* bias, __m512 dx, const float* dw,
-                     __m512* acc) {
-  const __m512i bv = kBias ? _mm512_load_si512(bias) : _mm512_setzero_si512();
+inline void ScaleAdd(const int32_t* c, __m512 dx, const float* dw, __m512* acc) {
 #pragma GCC unroll 16
   for (int n = 0; n < 16; ++n) {
-    __m512i ci = _mm512_load_si512(c + 16 * n);
-    if (kBias) ci = _mm512_add_epi32(ci, bv);
-    const __m512 v = _mm512_cvtepi32_ps(ci);
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * n));
     acc[n] = _mm512_fmadd_ps(v, _mm512_mul_ps(dx, _mm512_set1_ps(dw[n])), acc[n]);
   }
 }
@@ -173,7 +167,6 @@ void TilePackedQ(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, i
       const int64_t blk0 = g * a.amx_blocks + b0;  // the token group's first block
       const int8_t* bq = a.amx_qs + blk0 * 512;
       const float* bd = a.amx_d + blk0 * 16;
-      const int32_t* bbias = kQ8 ? nullptr : a.amx_bias + blk0 * 16;
       __m512 acc[16];
 #pragma GCC unroll 16
       for (int n = 0; n < 16; ++n) acc[n] = _mm512_setzero_ps();
@@ -183,11 +176,7 @@ void TilePackedQ(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, i
     _tile_zero(c);                            \
     _tile_loadd(ta, a_tiles + 512 * (i), 32); \
     _tile_loadd(tb, bq + 512 * (i), 64);      \
-    if (kQ8) {                                \
-      _tile_dpbssd(c, ta, tb);                \
-    } else {                                  \
-      _tile_dpbusd(c, ta, tb);                \
-    }                                         \
+    _tile_dpbssd(c, ta, tb);                  \
   } while (0)
       // Block i is stored one block before its products are scaled, so that the vector loads
       // never wait for the tile store they read.
@@ -196,21 +185,16 @@ void TilePackedQ(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, i
       for (int64_t i = 0;; i += 2) {
         _tile_stored(0, c_even, 64);
         if (i + 2 < nb) KILN_AMX_ISSUE(0, 2, 4, i + 2);
-        if (i > 0)
-          ScaleAdd<!kQ8>(c_odd, kQ8 ? nullptr : bbias + 16 * (i - 1),
-                         _mm512_load_ps(bd + 16 * (i - 1)), dw + 16 * (i - 1), acc);
+        if (i > 0) ScaleAdd(c_odd, _mm512_load_ps(bd + 16 * (i - 1)), dw + 16 * (i - 1), acc);
         if (i + 1 >= nb) {
-          ScaleAdd<!kQ8>(c_even, kQ8 ? nullptr : bbias + 16 * i, _mm512_load_ps(bd + 16 * i),
-                         dw + 16 * i, acc);
+          ScaleAdd(c_even, _mm512_load_ps(bd + 16 * i), dw + 16 * i, acc);
           break;
         }
         _tile_stored(1, c_odd, 64);
         if (i + 3 < nb) KILN_AMX_ISSUE(1, 3, 5, i + 3);
-        ScaleAdd<!kQ8>(c_even, kQ8 ? nullptr : bbias + 16 * i, _mm512_load_ps(bd + 16 * i),
-                       dw + 16 * i, acc);
+        ScaleAdd(c_even, _mm512_load_ps(bd + 16 * i), dw + 16 * i, acc);
         if (i + 2 >= nb) {
-          ScaleAdd<!kQ8>(c_odd, kQ8 ? nullptr : bbias + 16 * (i + 1),
-                         _mm512_load_ps(bd + 16 * (i + 1)), dw + 16 * (i + 1), acc);
+          ScaleAdd(c_odd, _mm512_load_ps(bd + 16 * (i + 1)), dw + 16 * (i + 1), acc);
           break;
         }
       }
@@ -237,21 +221,20 @@ TileFn TilePacked(GgmlType type) {
 size_t PreparedBytes(int64_t cols, int64_t n_tokens) {
   const auto groups = static_cast<size_t>((n_tokens + 15) / 16);
   const auto blocks = static_cast<size_t>(cols / 32);
-  return groups * blocks * (512 + 64 + 64);
+  return groups * blocks * (512 + 64);
 }
 
-void PrepareTiles(Acts& a, int64_t n_tokens, bool with_bias, uint8_t* mem) {
+void PrepareTiles(Acts& a, int64_t n_tokens, uint8_t* mem) {
   const int64_t groups = (n_tokens + 15) / 16;
   const int64_t nb = a.cols / 32;
   auto* qs = reinterpret_cast<int8_t*>(mem);
   auto* d = reinterpret_cast<float*>(mem + groups * nb * 512);
-  auto* bias = reinterpret_cast<int32_t*>(mem + groups * nb * 576);
   const Acts src = a;
   cpu::ParallelFor(groups, 1, [&](int64_t gb, int64_t ge) {
     for (int64_t g = gb; g < ge; ++g) {
       const int64_t tokens = std::min<int64_t>(16, n_tokens - 16 * g);
       const auto mask = static_cast<__mmask16>((1u << tokens) - 1u);
-      // Lane j reads token 16 g + j: its codes as 4-byte words, its scales and corrections.
+      // Lane j reads token 16 g + j: its codes as 4-byte words, its scales.
       const __m512i qs_index = _mm512_mullo_epi32(
           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
           _mm512_set1_epi32(static_cast<int32_t>(src.qs_stride / 4)));
@@ -260,7 +243,6 @@ void PrepareTiles(Acts& a, int64_t n_tokens, bool with_bias, uint8_t* mem) {
           _mm512_set1_epi32(static_cast<int32_t>(src.blk_stride)));
       const int8_t* q_tok = src.qs + 16 * g * src.qs_stride;
       const float* d_tok = src.d + 16 * g * src.blk_stride;
-      const int32_t* bias_tok = with_bias ? src.bias + 16 * g * src.blk_stride : nullptr;
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t at = g * nb + b;
         for (int kq = 0; kq < 8; ++kq) {
@@ -270,17 +252,11 @@ void PrepareTiles(Acts& a, int64_t n_tokens, bool with_bias, uint8_t* mem) {
         }
         _mm512_store_ps(d + 16 * at, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, blk_index,
                                                               d_tok + b, 4));
-        if (with_bias) {
-          _mm512_store_si512(bias + 16 * at,
-                             _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, blk_index,
-                                                         bias_tok + b, 4));
-        }
       }
     }
   });
   a.amx_qs = qs;
   a.amx_d = d;
-  a.amx_bias = with_bias ? bias : nullptr;
   a.amx_blocks = nb;
 }
 
