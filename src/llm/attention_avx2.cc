@@ -56,16 +56,19 @@ void LoadVTileT(const void* const* rows, int n, int d, float* vt) {
   }
 }
 
-// Rows [r0, r0 + NR) of a tile: scores, online softmax, P x V.
+// Rows [r0, r0 + NR) of a tile: scores, online softmax, P x V. (The loops over the rows are
+// unrolled, so that the accumulators stay in registers.)
 template <int NR, KvDtype kK, KvDtype kV>
 void TileRows(const TileArgs& a, int r0) {
   const int d = a.d;
   const float* q = a.q + static_cast<size_t>(r0) * d;
   __m256 acc[NR][2];
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int i = 0; i < d; ++i) {
     const __m256 k0 = Load8<kK>(a.k, i * a.k_stride);
     const __m256 k1 = Load8<kK>(a.k, i * a.k_stride + 8);
+#pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const __m256 qb = _mm256_broadcast_ss(q + static_cast<size_t>(r) * d + i);
       acc[r][0] = _mm256_fmadd_ps(qb, k0, acc[r][0]);
@@ -76,6 +79,7 @@ void TileRows(const TileArgs& a, int r0) {
   const __m256i lane1 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   float alpha[NR];
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) {
     const int rr = r0 + r;
     const __m256i nv = _mm256_set1_epi32(a.nvalid[rr]);
@@ -95,6 +99,7 @@ void TileRows(const TileArgs& a, int r0) {
   }
   for (int i0 = 0; i0 < d; i0 += 16) {
     __m256 o[NR][2];
+#pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       float* orow = a.o + static_cast<size_t>(r0 + r) * d + i0;
       const __m256 al = _mm256_set1_ps(alpha[r]);
@@ -104,12 +109,14 @@ void TileRows(const TileArgs& a, int r0) {
     for (int j = 0; j < a.n; ++j) {
       const __m256 v0 = Load8<kV>(a.v[j], i0);
       const __m256 v1 = Load8<kV>(a.v[j], i0 + 8);
+#pragma GCC unroll 4
       for (int r = 0; r < NR; ++r) {
         const __m256 pb = _mm256_broadcast_ss(a.p + r * kKeyTile + j);
         o[r][0] = _mm256_fmadd_ps(pb, v0, o[r][0]);
         o[r][1] = _mm256_fmadd_ps(pb, v1, o[r][1]);
       }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       float* orow = a.o + static_cast<size_t>(r0 + r) * d + i0;
       _mm256_storeu_ps(orow, o[r][0]);

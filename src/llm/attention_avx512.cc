@@ -60,21 +60,28 @@ inline __m512 Load16(const void* row, int64_t i) {
 template <int NR, int NV, KvDtype kV>
 inline void AccumulatePv(const TileArgs& a, int r0, int i0, const float* alpha) {
   __m512 o[NR][NV];
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) {
     const float* orow = a.o + static_cast<size_t>(r0 + r) * a.d + i0;
     const __m512 al = _mm512_set1_ps(alpha[r]);
+#pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) o[r][c] = _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), al);
   }
   for (int j = 0; j < a.n; ++j) {
     __m512 v[NV];
+#pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) v[c] = Load16<kV>(a.v[j], i0 + 16 * c);
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const __m512 pb = _mm512_set1_ps(a.p[(r0 + r) * kKeyTile + j]);
+#pragma GCC unroll 8
       for (int c = 0; c < NV; ++c) o[r][c] = _mm512_fmadd_ps(pb, v[c], o[r][c]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) {
     float* orow = a.o + static_cast<size_t>(r0 + r) * a.d + i0;
+#pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) _mm512_storeu_ps(orow + 16 * c, o[r][c]);
   }
 }
@@ -92,9 +99,11 @@ void TileRows(const TileArgs& a, int r0) {
   const int d = a.d;
   const float* q = a.q + static_cast<size_t>(r0) * d;
   __m512 acc[NR];
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   for (int i = 0; i < d; ++i) {
     const __m512 k = Load16<kK>(a.k, i * a.k_stride);
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[static_cast<size_t>(r) * d + i]), k, acc[r]);
     }
@@ -103,6 +112,7 @@ void TileRows(const TileArgs& a, int r0) {
   // tile gives ~1e-38, which multiplies a zero accumulator and a zero sum).
   alignas(64) float m_old[16] = {}, m_new[16] = {}, alpha[16];
   float sum[NR];
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) {
     const int rr = r0 + r;
     const __mmask16 mask = static_cast<__mmask16>((1u << a.nvalid[rr]) - 1u);
@@ -114,6 +124,7 @@ void TileRows(const TileArgs& a, int r0) {
     _mm512_storeu_ps(a.p + rr * kKeyTile, p);
   }
   _mm512_store_ps(alpha, Exp(_mm512_sub_ps(_mm512_load_ps(m_old), _mm512_load_ps(m_new))));
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) {
     a.l[r0 + r] = a.l[r0 + r] * alpha[r] + sum[r];
     a.m[r0 + r] = m_new[r];
