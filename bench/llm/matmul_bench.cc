@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-11s %6s %10s %10s %9s %9s %8s\n", "type", "shape", "tokens", "best us",
               "median us", "GB/s", "GFLOP/s", "%bw");
   std::map<std::string, double> best_time;  // "type shape tokens" -> seconds per call
+  int64_t tuned_prefetch = 0;
   std::mt19937 rng(42);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (const std::string& tname : types) {
@@ -231,6 +232,12 @@ int main(int argc, char** argv) {
       for (kiln::llm::WeightMatrix& w : ws) to_pack.push_back(&w);
       const std::unique_ptr<kiln::llm::PackedWeights> packed =
           pack ? kiln::llm::PackedWeights::Pack(to_pack) : nullptr;
+      // As a loaded model does: the packed kernels' prefetch distance timed on these copies.
+      if (packed != nullptr && tuned_prefetch == 0) {
+        tuned_prefetch = kiln::llm::TunePackedPrefetch(to_pack);
+        std::printf("# packed prefetch distance: %lld bytes (timed on %s %s)\n",
+                    static_cast<long long>(tuned_prefetch), tname.c_str(), shape.c_str());
+      }
       for (const std::string& tk : token_list) {
         const int64_t n = std::atoll(tk.c_str());
         std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));

@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <utility>
@@ -386,6 +388,50 @@ std::unique_ptr<PackedWeights> PackedWeights::Pack(
 PackedWeights::~PackedWeights() { munmap(base_, bytes_); }
 
 void SetMatMulVnniAllowed(bool allowed) { VnniAllowed().store(allowed, std::memory_order_relaxed); }
+
+namespace {
+std::atomic<int64_t>& PrefetchDistance() {
+  static std::atomic<int64_t> bytes{8192};
+  return bytes;
+}
+}  // namespace
+
+int64_t qk::PackedPrefetchBytes() { return PrefetchDistance().load(std::memory_order_relaxed); }
+
+int64_t MatMulPackedPrefetchBytes() { return qk::PackedPrefetchBytes(); }
+
+int64_t TunePackedPrefetch(std::span<WeightMatrix* const> matrices) {
+  std::vector<const WeightMatrix*> timed;
+  int64_t max_cols = 0, max_rows = 0;
+  for (const WeightMatrix* w : matrices) {
+    if (w == nullptr || w->packed == nullptr || !MatMulReadsPacked(w->type)) continue;
+    timed.push_back(w);
+    max_cols = std::max(max_cols, w->cols);
+    max_rows = std::max(max_rows, w->rows);
+  }
+  if (timed.empty()) return 0;
+  // Activations of a typical spread (their values do not change the time).
+  std::vector<float> x(static_cast<size_t>(max_cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 17) - 8);
+  std::vector<float> y(static_cast<size_t>(max_rows));
+  constexpr int64_t kCandidates[] = {1024, 2048, 4096, 8192};
+  double best[std::size(kCandidates)];
+  std::fill(std::begin(best), std::end(best), 1e30);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t c = 0; c < std::size(kCandidates); ++c) {
+      PrefetchDistance().store(kCandidates[c], std::memory_order_relaxed);
+      const auto start = std::chrono::steady_clock::now();
+      for (const WeightMatrix* w : timed) MatMul(*w, x.data(), max_cols, 1, y.data(), max_rows);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      best[c] = std::min(best[c], s);
+    }
+  }
+  const size_t chosen =
+      static_cast<size_t>(std::min_element(std::begin(best), std::end(best)) - std::begin(best));
+  PrefetchDistance().store(kCandidates[chosen], std::memory_order_relaxed);
+  return kCandidates[chosen];
+}
 
 const char* MatMulKernelName() {
   switch (ActivePath()) {

@@ -127,6 +127,17 @@ class PackedWeights {
   size_t bytes_;
 };
 
+// Chooses how far ahead the kernels that read packed copies prefetch, for this machine (the
+// best distance differs between CPUs): times one-token products over the matrices that have a
+// packed copy (a loaded model's own weights, so that they stream from memory as in decode) at
+// 1, 2, 4 and 8 KiB, three rounds in turn, and keeps the fastest (by its best round) for the
+// process. The distance changes only the speed, never a result. Returns the distance chosen, or
+// 0 when no matrix has a packed copy the active kernels read (nothing is changed then). Runs
+// the products on the calling thread's OpenMP team.
+int64_t TunePackedPrefetch(std::span<WeightMatrix* const> matrices);
+// The distance the packed kernels prefetch now (8192 until TunePackedPrefetch).
+int64_t MatMulPackedPrefetchBytes();
+
 namespace ref {
 // The same product, computed plainly on the calling thread: each token's activations quantized
 // with the scalar quantizers, then for every (token, row) the blocks' integer dot products

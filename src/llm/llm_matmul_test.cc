@@ -373,6 +373,38 @@ TEST(LlmMatMulTest, TokensAreIndependentOfTheCall) {
   }
 }
 
+// The prefetch distance of the packed kernels is timed on the packed matrices and chosen from
+// the candidates; it changes no result.
+TEST(LlmMatMulTest, TunedPrefetchChangesNoResult) {
+  const Weights a = MakeWeights(GgmlType::kQ4_0, 300, 1024, 31);
+  const Weights b = MakeWeights(GgmlType::kQ8_0, 100, 1024, 32);
+  WeightMatrix wa = a.w, wb = b.w;
+  WeightMatrix* both[] = {&wa, &wb};
+  const std::unique_ptr<PackedWeights> packed = PackedWeights::Pack(both);
+  const int64_t ldx = 1024;
+  const std::vector<float> x = MakeActs(3, ldx, 33);
+  auto products = [&] {
+    std::vector<float> y(3 * 400, kSentinel);
+    MatMul(wa, x.data(), ldx, 3, y.data(), 400);
+    MatMul(wb, x.data(), ldx, 1, y.data() + 300, 400);
+    return y;
+  };
+  const std::vector<float> before = products();
+  const int64_t chosen = TunePackedPrefetch(both);
+  if (!MatMulReadsPacked(GgmlType::kQ4_0)) {
+    EXPECT_EQ(chosen, 0);
+    EXPECT_EQ(MatMulPackedPrefetchBytes(), 8192);
+    return;
+  }
+  EXPECT_TRUE(chosen == 1024 || chosen == 2048 || chosen == 4096 || chosen == 8192) << chosen;
+  EXPECT_EQ(MatMulPackedPrefetchBytes(), chosen);
+  EXPECT_EQ(products(), before);
+  WeightMatrix unpacked = a.w;
+  WeightMatrix* none[] = {&unpacked};
+  EXPECT_EQ(TunePackedPrefetch(none), 0);  // nothing to time: nothing changes
+  EXPECT_EQ(MatMulPackedPrefetchBytes(), chosen);
+}
+
 // The packed layout holds each block's scale and codes where quant_kernels.h says; matrices
 // with the same data share one copy; types the kernels read in place are left alone.
 TEST(LlmMatMulTest, PackedLayout) {

@@ -95,6 +95,10 @@ constexpr int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
   return (rows + kPackRows - 1) / kPackRows * PackedGroupBytes(type, cols);
 }
 
+// How far ahead (bytes) the kernels that read the packed layout prefetch: 8 KiB until
+// TunePackedPrefetch (llm_matmul.h) sets another. Thread-safe (a relaxed atomic).
+int64_t PackedPrefetchBytes();
+
 // One instruction-set family's kernels. Tile(type) is null for a type it has no kernel for.
 namespace scalar {
 TileFn Tile(GgmlType type);

@@ -116,10 +116,11 @@ inline int64_t PrefetchAheadBytes(int64_t tile) {
   constexpr int64_t kMinBytes = 32768;
   return tile * std::max<int64_t>(1, (kMinBytes + tile - 1) / tile);
 }
-// How far ahead the packed kernels prefetch their one stream (a row group: 8 rows' blocks):
-// measured on Zen 5 (llm_matmul_bench, one token), 8 KiB streams Q4_0 and Q8_0 at 90-95% of the
-// read bandwidth; 1 KiB at 75-90%, none at 55-90%, 16 KiB slows Q8_0 again.
-constexpr int64_t kPackedPrefetchBytes = 8192;
+// How far ahead the packed kernels prefetch their one stream (a row group: 8 rows' blocks) is
+// PackedPrefetchBytes() (quant_kernels.h): the best distance differs between CPUs (on Zen 5,
+// 8 KiB streams Q4_0 and Q8_0 at 90-95% of the read bandwidth, 1 KiB at 75-90%; on a Sapphire
+// Rapids-class Xeon 1 KiB is about 30% faster than 8 KiB), so a loaded model times its own
+// weights (TunePackedPrefetch, llm_matmul.h).
 inline int64_t PrefetchAhead(int m, size_t row_bytes) {
   return PrefetchAheadBytes(m * static_cast<int64_t>(row_bytes));
 }
@@ -204,7 +205,7 @@ struct Q0x4 {
       int64_t ahead;
       if constexpr (kPacked) {
         gp = w.packed + r / kPackRows * PackedGroupBytes(kType, w.cols);
-        ahead = kPackedPrefetchBytes;
+        ahead = PackedPrefetchBytes();
       } else {
         for (int i = 0; i < M; ++i) wr[i] = w.data + (r + i) * w.row_bytes;
         ahead = PrefetchAheadBytes(M * static_cast<int64_t>(w.row_bytes));
