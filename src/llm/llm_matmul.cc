@@ -81,26 +81,9 @@ bool IsQ8_KClass(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// The calling thread's scratch: one 64-byte-aligned buffer that only grows.
-struct Scratch {
-  struct Free {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  std::unique_ptr<uint8_t[], Free> data;
-  size_t size = 0;
-
-  uint8_t* Get(size_t bytes) {
-    if (bytes > size) {
-      bytes = std::max(bytes, size + size / 2);
-      data.reset(static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64})));
-      size = bytes;
-    }
-    return data.get();
-  }
-};
-
-Scratch& ThreadScratch() {
-  thread_local Scratch scratch;
+// The calling thread's scratch.
+qk::GrowingBuffer& ThreadScratch() {
+  thread_local qk::GrowingBuffer scratch;
   return scratch;
 }
 

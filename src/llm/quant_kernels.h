@@ -9,9 +9,12 @@
 // columns [c0, c1) and store them to y[t * ldy + r] (accumulate false) or add them (true). They
 // run on the calling thread; llm_matmul.cc splits the work over threads.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 
 #include "llm/ggml_quants.h"
 #include "llm/llm_matmul.h"
@@ -94,6 +97,24 @@ constexpr int64_t PackedGroupBytes(GgmlType type, int64_t cols) {
 constexpr int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
   return (rows + kPackRows - 1) / kPackRows * PackedGroupBytes(type, cols);
 }
+
+// A 64-byte-aligned buffer that only grows: a thread's scratch (thread_local in the users).
+struct GrowingBuffer {
+  struct Free {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<uint8_t[], Free> data;
+  size_t size = 0;
+
+  uint8_t* Get(size_t bytes) {
+    if (bytes > size) {
+      bytes = std::max(bytes, size + size / 2);
+      data.reset(static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64})));
+      size = bytes;
+    }
+    return data.get();
+  }
+};
 
 // How far ahead (bytes) the kernels that read the packed layout prefetch: 8 KiB until
 // TunePackedPrefetch (llm_matmul.h) sets another. Thread-safe (a relaxed atomic).

@@ -57,23 +57,6 @@ const TileConfig& Config() {
   return config;
 }
 
-// A 64-byte-aligned buffer per thread that only grows.
-struct Buffer {
-  struct Free {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  std::unique_ptr<uint8_t[], Free> data;
-  size_t size = 0;
-  uint8_t* Get(size_t bytes) {
-    if (bytes > size) {
-      bytes = std::max(bytes, size + size / 2);
-      data.reset(static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64})));
-      size = bytes;
-    }
-    return data.get();
-  }
-};
-
 // Rows [8 * group, 8 * group + 8) of blocks [b0, b1) from the packed layout: the codes as bytes
 // to a[(b - b0) * 512 + 32 * (row_in_tile)], rows 0..7 of the group at tile rows `half * 8..`,
 // and the scales to dw[(b - b0) * 16 + row_in_tile]. A group past the matrix gives zeros.
@@ -150,7 +133,7 @@ void TilePackedQ(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, i
                  int64_t t1, int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy) {
   const int64_t b0 = c0 / 32, b1 = c1 / 32, nb = b1 - b0;
   if (nb <= 0 || r0 >= r1 || t0 >= t1) return;
-  thread_local Buffer buffer;
+  thread_local GrowingBuffer buffer;
   uint8_t* mem = buffer.Get(static_cast<size_t>(nb) * (512 + 64) + 2 * 1024);
   uint8_t* a_tiles = mem;
   auto* dw = reinterpret_cast<float*>(mem + nb * 512);
