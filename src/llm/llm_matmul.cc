@@ -226,8 +226,8 @@ qk::TileFn SelectTile(Path path, const WeightMatrix& w, int64_t n_tokens) {
                         ? qk::amx::TilePacked(type)
                         : qk::avx512vnni::TileWholeBlocks(type, packed);
     if (fn != nullptr) return fn;
+    path = Path::kAvx512Vnni;  // the other types
   }
-  if (path == Path::kAmx) path = Path::kAvx512Vnni;  // the other types
   if (w.packed != nullptr && ReadsPacked(path, type)) {
     return path == Path::kAvx512Vnni ? qk::avx512vnni::TilePacked(type)
                                      : qk::avx512::TilePacked(type);

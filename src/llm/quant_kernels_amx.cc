@@ -15,8 +15,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <new>
 
 #include "kernels/cpu/parallel.h"
 #include "llm/quant_kernels.h"
