@@ -7,12 +7,16 @@
 //   node bench/llm/llamacpp_serve.mjs --model M.gguf --threads 2 --workload W.jsonl
 //       [--max-concurrency 16] [--request-rate inf] [--seed 0] [--context-size N]
 //       [--batch-size 512] [--node-dir build/llm-node] [--out R.json]
+//   node bench/llm/llamacpp_serve.mjs --arrivals-only --workload W.jsonl --request-rate R
+//       [--seed 0]    (prints {"due_ms": [...]}, the arrival times below, and exits; no model)
 //
 //   - W.jsonl: one request a line, {"prompt": [token ids], "max_tokens": n}; blank lines skipped.
 //     The ids go to the model as they stand (no BOS added), as a server given token ids does.
 //   - Arrivals: request i is due at the sum of i exponential gaps of mean 1/R (a Poisson process;
-//     R = inf: all due at 0). The gaps come from SplitMix64 seeded with --seed:
-//     u = (next() >> 11) * 2^-53 in [0, 1), gap = -ln(1 - u) / R.
+//     R = inf: all due at 0), drawn exactly as `kiln bench generate --request-rate R --seed S`
+//     draws them (src/bench/schedule.cc), so the two runs of one seed get the same arrivals:
+//     std::mt19937_64 seeded with --seed, u = (next() >> 11) * 2^-53 in [0, 1),
+//     t_ns += -log1p(-u) * 1e9 / R, due = trunc(t_ns).
 //   - One context of --max-concurrency C sequences, each --context-size tokens (default: the
 //     workload's largest prompt + max_tokens, rounded up to a multiple of 256), llama_decode
 //     batches of --batch-size tokens. A due request waits, FIFO, for a free sequence (the lowest
@@ -43,7 +47,8 @@
 //   - Output: one JSON object on stdout (and in --out): engine, completed, failed, ended_early,
 //     eog_requests, duration_s, input_tokens, output_tokens, request_throughput,
 //     output_throughput, total_token_throughput, ttft_ms, tpot_ms, itl_ms, e2e_ms, send_delay_ms
-//     ({mean, median, p99}), threads, max_concurrency, request_rate ("inf" or a number),
+//     ({mean, median, p99}), due_ms (each request's due time, ms after time zero), threads,
+//     max_concurrency, request_rate ("inf" or a number),
 //     decode_calls (llama_decode calls during the run), mean_sequences_per_decode,
 //     mean_ubatch_runs_per_decode (runs of consecutive sequence ids in a call: the ubatches
 //     llama.cpp cuts its single-token part into); first_error when a request failed. Progress on
@@ -77,13 +82,14 @@ try {
             "context-size": {type: "string"},
             "batch-size": {type: "string", default: "512"},
             "node-dir": {type: "string", default: process.env.KILN_LLM_NODE_DIR ?? "build/llm-node"},
-            "out": {type: "string"}
+            "out": {type: "string"},
+            "arrivals-only": {type: "boolean", default: false}
         }
     }));
 } catch (e) {
     fail(e.message);
 }
-if (opts.model == null) fail("--model is required");
+if (opts.model == null && !opts["arrivals-only"]) fail("--model is required");
 if (opts.workload == null) fail("--workload is required");
 
 function positiveInt(flag) {
@@ -143,26 +149,60 @@ if (opts["context-size"] != null) {
     contextSize = Math.ceil(needed / 256) * 256;
 }
 
-// Arrival times (ms after time zero): SplitMix64 (Steele, Lea, Flood 2014) over --seed.
+// Arrival times (ms after time zero): std::mt19937_64 (the C++ standard's 64-bit Mersenne
+// Twister, [rand.predef]) over --seed, the generator of kiln's arrival schedule.
 const MASK64 = 0xffffffffffffffffn;
-let smState = seed & MASK64;
-function splitMix64() {
-    smState = (smState + 0x9e3779b97f4a7c15n) & MASK64;
-    let z = smState;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK64;
-    return z ^ (z >> 31n);
+class Mt19937_64 {
+    constructor(s) {
+        this.mt = new Array(312);
+        this.mt[0] = BigInt.asUintN(64, s);
+        for (let i = 1; i < 312; i++) {
+            const p = this.mt[i - 1];
+            this.mt[i] = (6364136223846793005n * (p ^ (p >> 62n)) + BigInt(i)) & MASK64;
+        }
+        this.index = 312;
+    }
+    next() {
+        if (this.index >= 312) {
+            const mt = this.mt;
+            for (let i = 0; i < 312; i++) {
+                const x = (mt[i] & 0xffffffff80000000n) | (mt[(i + 1) % 312] & 0x7fffffffn);
+                let xa = x >> 1n;
+                if (x & 1n) xa ^= 0xb5026f5aa96619e9n;
+                mt[i] = mt[(i + 156) % 312] ^ xa;
+            }
+            this.index = 0;
+        }
+        let y = this.mt[this.index++];
+        y ^= (y >> 29n) & 0x5555555555555555n;
+        y ^= (y << 17n) & 0x71d67fffeda60000n;
+        y ^= (y << 37n) & 0xfff7eee000000000n;
+        y ^= y >> 43n;
+        return y & MASK64;
+    }
+}
+{
+    // The standard fixes the 10000th output of a default-seeded (5489) engine.
+    const check = new Mt19937_64(5489n);
+    let v = 0n;
+    for (let i = 0; i < 10000; i++) v = check.next();
+    if (v !== 9981545732273789042n) fail("the Mersenne Twister does not match std::mt19937_64");
 }
 const dueMs = [];
 {
-    let t = 0;
+    const rng = new Mt19937_64(seed);
+    let tNs = 0;
     for (let i = 0; i < requests.length; i++) {
         if (i > 0 && Number.isFinite(requestRate)) {
-            const u = Number(splitMix64() >> 11n) * 2 ** -53;
-            t += -Math.log(1 - u) / requestRate * 1000;
+            const u = Number(rng.next() >> 11n) * 2 ** -53;
+            tNs += -Math.log1p(-u) * 1e9 / requestRate;
         }
-        dueMs.push(Number.isFinite(requestRate) ? t : 0);
+        dueMs.push(Number.isFinite(requestRate) ? Math.trunc(tNs) / 1e6 : 0);
     }
+}
+if (opts["arrivals-only"]) {
+    console.log(JSON.stringify({due_ms: dueMs}));
+    process.exit(0);
 }
 
 // The model and the context.
@@ -420,6 +460,7 @@ const result = {
     itl_ms: summary(itl),
     e2e_ms: summary(e2e),
     send_delay_ms: summary(sendDelay),
+    due_ms: dueMs,
     threads,
     max_concurrency: maxConcurrency,
     request_rate: Number.isFinite(requestRate) ? requestRate : "inf",

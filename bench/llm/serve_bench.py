@@ -27,8 +27,9 @@ and every model's KV cache is 16 x 1024 tokens (kv_cache_bytes), threads = --thr
      and to llama.cpp (bench/llm/llamacpp_serve.mjs: node-llama-cpp's prebuilt CPU binary, same
      GGUF, same threads), closed loop at concurrency 16; kiln serve is stopped (SIGSTOP) while
      llama.cpp runs. Then one open-loop run each at a Poisson rate of 70 % of the lower measured
-     request throughput (the first requests of the workload, about 45 s of arrivals), for TTFT
-     at equal throughput.
+     request throughput (the first requests of the workload, about 80 s of arrivals), for TTFT
+     at equal throughput. Both runners draw the same arrival times from the seed (checked), and
+     the nominal rate is set so that this sample's gaps average the target rate.
   3. prefix caching: prompts = one shared 512-token prefix + a unique 32-token suffix,
      max_tokens 16, at concurrency 1 and 4, to pfx_on and pfx_off. Before each model's runs of
      a round one warm-up request (the prefix and another suffix) fills the cache; it is not
@@ -388,7 +389,8 @@ def norm_kiln(j):
     out = {"completed": j["completed"], "failed": j.get("failed", 0),
            "output_tokens": j["total_output_tokens"], "duration_s": j["duration"],
            "output_throughput": j["output_throughput"],
-           "request_throughput": j["request_throughput"]}
+           "request_throughput": j["request_throughput"],
+           "due_ms": [r.get("due_ms") for r in j.get("requests", [])]}
     for ours, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", "e2el")):
         out[ours] = {s: j.get(f"{s}_{theirs}_ms") for s in STATS}
     return out
@@ -398,6 +400,7 @@ def norm_peer(j):
     out = {k: j[k] for k in ("completed", "output_tokens", "duration_s", "output_throughput",
                              "request_throughput")}
     out["failed"] = j.get("failed", 0)
+    out["due_ms"] = j.get("due_ms", [])
     for k in ("ttft", "tpot", "itl", "e2e"):
         out[k] = {s: (j.get(f"{k}_ms") or {}).get(s) for s in STATS}
     return out
@@ -434,6 +437,16 @@ class Runner:
         if j.get("failed"):
             log(f"  warning: {j['failed']} requests failed: {j.get('first_error')}")
         return norm_kiln(j)
+
+    def arrivals(self, workload, rate, seed):
+        """The arrival times (ms after time zero) both runners draw for the workload's requests."""
+        cmd = [vocab.node_binary() or "node", self.args.peer, "--arrivals-only", "--workload",
+               workload, "--request-rate", str(rate), "--seed", str(seed)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"llamacpp_serve.mjs --arrivals-only failed ({p.returncode}): "
+                               f"{(p.stderr or p.stdout).strip()[-2000:]}")
+        return json.loads(p.stdout)["due_ms"]
 
     def peer(self, server, workload, concurrency=0, rate="inf", seed=0):
         self.n += 1
@@ -558,11 +571,15 @@ def bench_peer(args, run, server, peer_wl, tmp):
                 server.resume()
     open_loop, rate, n_open = {}, None, 0
     if runs["llama.cpp"]:
-        rate = 0.7 * min(med(runs["kiln"], "request_throughput"),
-                         med(runs["llama.cpp"], "request_throughput"))
-        rate = float(f"{rate:.3g}")
-        n_open = max(8, min(len(peer_wl), round(rate * args.open_loop_s)))
+        target = 0.7 * min(med(runs["kiln"], "request_throughput"),
+                           med(runs["llama.cpp"], "request_throughput"))
+        n_open = max(8, min(len(peer_wl), round(target * args.open_loop_s)))
         open_path = write_jsonl(os.path.join(tmp, "peer-open.jsonl"), peer_wl[:n_open])
+        # A Poisson sample of a few dozen arrivals can run well above or below its rate. The
+        # arrival times scale as 1 / rate, so the rate is set for this sample: its n - 1 gaps
+        # average 1 / target (the last request is due at (n - 1) / target seconds).
+        unit_span_s = run.arrivals(open_path, rate=1, seed=1)[-1] / 1000
+        rate = float(f"{target * unit_span_s / (n_open - 1):.6g}")
         open_loop["kiln"] = run.kiln(server, "cont", open_path, concurrency=MAX_NUM_SEQS,
                                      rate=rate, seed=1)
         log(f"  (2) open loop {rate} req/s kiln: {short(open_loop['kiln'])}")
@@ -571,11 +588,31 @@ def bench_peer(args, run, server, peer_wl, tmp):
             open_loop["llama.cpp"] = run.peer(server, open_path, concurrency=MAX_NUM_SEQS,
                                               rate=rate, seed=1)
             log(f"  (2) open loop {rate} req/s llama.cpp: {short(open_loop['llama.cpp'])}")
+            error = same_arrivals(open_loop["kiln"]["due_ms"],
+                                  open_loop["llama.cpp"]["due_ms"])
         except (RuntimeError, OSError, ValueError, KeyError) as e:
             error = str(e)
         finally:
             server.resume()
     return runs, open_loop, rate, n_open, error
+
+
+def realized_rate(open_loop):
+    """Requests per second of the open loop's arrivals: their gaps' mean, inverted."""
+    due = [d for d in open_loop["kiln"]["due_ms"] if d is not None]
+    return (len(due) - 1) / (max(due) / 1000) if len(due) > 1 and max(due) > 0 else 0.0
+
+
+def same_arrivals(kiln_due, peer_due):
+    """None when both runners were given the same arrival times (to 0.01 ms), else why not: the
+    open-loop comparison holds only at the same offered load."""
+    if len(kiln_due) != len(peer_due) or any(d is None for d in kiln_due):
+        return (f"open loop: arrival times missing (kiln {len(kiln_due)}, "
+                f"llama.cpp {len(peer_due)})")
+    worst = max((abs(a - b) for a, b in zip(kiln_due, peer_due)), default=0.0)
+    if worst > 0.01:
+        return f"open loop: the two runs' arrival times differ by up to {worst:.3f} ms"
+    return None
 
 
 def bench_prefix(args, run, server, tmp, prefix, n1, n4):
@@ -623,7 +660,7 @@ def main():
                     help="requests of the mixed workload (default 96; --quick 24)")
     ap.add_argument("--peer-requests", type=int, default=0,
                     help="requests of the kiln vs llama.cpp workload (default 32; --quick 8)")
-    ap.add_argument("--open-loop-s", type=float, default=45,
+    ap.add_argument("--open-loop-s", type=float, default=80,
                     help="open loop: send the requests that arrive in about this long (>= 8)")
     ap.add_argument("--max-wait", type=float, default=600,
                     help="before each run, wait up to this long for builds to end and the "
@@ -738,8 +775,11 @@ def main():
                      "not measured"))
     if "llama.cpp" in open_loop:
         kp, lp = open_loop["kiln"]["ttft"]["p99"], open_loop["llama.cpp"]["ttft"]["p99"]
-        rows.append((f"2. TTFT p99 at {rate} req/s (Poisson), kiln vs llama.cpp",
-                     f"{kp:.0f} ms vs {lp:.0f} ms", "lower", verdict(kp < lp)))
+        same = not (peer_error or "").startswith("open loop:")
+        rows.append((f"2. TTFT p99, open loop at {realized_rate(open_loop):.3f} req/s "
+                     "(Poisson), kiln vs llama.cpp",
+                     f"{kp:.0f} ms vs {lp:.0f} ms", "lower",
+                     verdict(kp < lp) if same else "not comparable (arrivals differ)"))
     else:
         rows.append(("2. TTFT p99 at equal throughput, kiln vs llama.cpp", "not measured",
                      "lower", "not measured"))
@@ -849,11 +889,17 @@ def main():
                "; kiln serve is stopped (SIGSTOP) while it runs.",
                [("kiln", p_runs["kiln"]), ("llama.cpp", p_runs["llama.cpp"])])
     if open_loop:
-        L += table(f"Open loop: Poisson arrivals (seed 1) at {rate} req/s (70 % of the lower "
-                   f"closed-loop request throughput), the first {n_open} requests of the same "
-                   "workload, `--max-concurrency 16`, one run each. Latencies start when a "
+        last_due_s = max((d for d in open_loop["kiln"]["due_ms"] if d is not None),
+                         default=0) / 1000
+        L += table(f"Open loop: the first {n_open} requests of the same workload, Poisson "
+                   f"arrivals (seed 1) at `--request-rate {rate}`, the rate at which this sample's "
+                   f"{n_open - 1} gaps average 70 % of the lower closed-loop request throughput "
+                   f"({realized_rate(open_loop):.3f} req/s), "
+                   "`--max-concurrency 16`, one run each. Latencies start when a "
                    "request is sent (kiln bench generate) or starts on a sequence (llama.cpp); "
-                   "with the cap never reached at this rate the two are the same.",
+                   "with the cap never reached at this rate the two are the same. Both runs "
+                   "draw the same arrival times (checked to 0.01 ms; the last request is due "
+                   f"at {last_due_s:.1f} s).",
                    [(k, [v]) for k, v in open_loop.items()])
     if peer_error and not peer_missing:
         L += ["", f"llama.cpp error: `{peer_error[:500]}`"]

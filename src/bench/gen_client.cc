@@ -66,6 +66,7 @@ class StreamLoop {
     KILN_CHECK(epfd_ >= 0, "epoll_create1 failed: ", std::strerror(errno));
     for (size_t i = 0; i < work_.size(); ++i) {
       records_[i].intended_ns = start_ns_ + work_[i].offset_ns;
+      records_[i].due_ns = work_[i].offset_ns;
       records_[i].dataset_input_tokens = work_[i].dataset_input_tokens;
     }
     int64_t next_check = NowNs() + kTimeoutCheckNs;

@@ -243,6 +243,8 @@ std::string FormatGenJson(const GenRunInfo& info, const GenMetrics& m,
   for (const GenRecord& r : records) {
     RequestMetrics q = MetricsOf(r);
     w.BeginObject();
+    w.Key("due_ms");
+    w.Double(static_cast<double>(r.due_ns) / 1e6);
     w.Key("ok");
     w.Bool(q.ok);
     if (q.ok) {

@@ -13,8 +13,8 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
-// Two requests: one completed (sent at 0, chunks at 40 and 60 ms, ends at 60 ms, usage 8 / 2),
-// one failed with HTTP 500. Duration 0.5 s.
+// Two requests: one completed (due and sent at 0, chunks at 40 and 60 ms, ends at 60 ms, usage
+// 8 / 2), one due at 25.5 ms that failed with HTTP 500. Duration 0.5 s.
 std::vector<GenRecord> Records() {
   GenRecord ok;
   ok.send_ns = 0;
@@ -24,6 +24,7 @@ std::vector<GenRecord> Records() {
   ok.completion_tokens = 2;
   ok.ok = true;
   GenRecord bad;
+  bad.due_ns = 25 * kMs + kMs / 2;
   bad.error_kind = "HTTP 500";
   bad.error = "HTTP 500: <boom>";
   return {ok, bad};
@@ -83,6 +84,12 @@ TEST(GenReportTest, JsonHasVllmKeysAndIsValid) {
   bool ok = false;
   EXPECT_EQ(requests.at(1)["ok"].get(ok), simdjson::SUCCESS);
   EXPECT_FALSE(ok);
+  // Every request, answered or not, says when the arrival schedule had it due.
+  double due0 = -1, due1 = -1;
+  EXPECT_EQ(requests.at(0)["due_ms"].get(due0), simdjson::SUCCESS);
+  EXPECT_EQ(requests.at(1)["due_ms"].get(due1), simdjson::SUCCESS);
+  EXPECT_EQ(due0, 0.0);
+  EXPECT_EQ(due1, 25.5);
   std::string_view run_model;
   EXPECT_EQ(root["model_id"].get(run_model), simdjson::SUCCESS);
   EXPECT_EQ(run_model, "m<1>");

@@ -409,6 +409,18 @@ TEST(GenRunnerTest, RunGenBenchWritesTableJsonAndHtml) {
   EXPECT_EQ(completed, 5);
   EXPECT_EQ(output_tokens, 20);  // the chat role chunk carries no text: 4 content chunks each
   EXPECT_GT(goodput, 0);
+  // Each request's due time is the arrival schedule's offset for it (a peer given the same
+  // schedule can be checked against it).
+  const std::vector<int64_t> due = ArrivalOffsetsNs(5, o.request_rate, o.burstiness, o.seed);
+  simdjson::dom::array requests;
+  ASSERT_EQ(root["requests"].get(requests), simdjson::SUCCESS);
+  ASSERT_EQ(requests.size(), due.size());
+  for (size_t i = 0; i < due.size(); ++i) {
+    double due_ms = -1;
+    EXPECT_EQ(requests.at(i)["due_ms"].get(due_ms), simdjson::SUCCESS);
+    EXPECT_EQ(due_ms, static_cast<double>(due[i]) / 1e6) << "request " << i;
+  }
+  EXPECT_GT(due.back(), 0);
   std::ifstream html(o.html_file);
   std::stringstream page;
   page << html.rdbuf();

@@ -33,6 +33,7 @@ namespace kiln::bench {
 // One request as the streaming client saw it. Times are steady-clock nanoseconds.
 struct GenRecord {
   int64_t intended_ns = 0;         // when the arrival schedule wanted it sent
+  int64_t due_ns = 0;              // the same, after the run's start (the schedule's offset)
   int64_t send_ns = 0;             // when it was handed to a connection (latencies start here)
   int64_t done_ns = 0;             // end of the stream, or when it failed
   std::vector<int64_t> chunk_ns;   // arrival of every content chunk, in order
