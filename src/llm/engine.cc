@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "base/spin_team.h"
 #include "base/status.h"
 #include "kernels/cpu/parallel.h"
 #include "llm/attention.h"
@@ -124,6 +125,17 @@ Status Engine::Forward(std::span<const StepSequence> step, std::span<const Block
   }
   if (total == 0) return Status::InvalidArgument("empty step");
   Reserve(total);
+  // The step's parallel loops run on the engine's team, as many threads as the caller's OpenMP
+  // setting gives (none inside another parallel region).
+  const int threads = cpu::ParallelThreads();
+  if (threads <= 1) {
+    team_.reset();
+  } else if (team_ == nullptr || team_threads_ != threads) {
+    team_.reset();  // the old team's threads end before the new one's start
+    team_ = std::make_unique<SpinTeam>(threads);
+    team_threads_ = threads;
+  }
+  const SpinTeamScope team_scope(team_.get());
   profile_ = EngineProfile{};
   const Clock::time_point step_start = Clock::now();
   Clock::time_point t0 = step_start;

@@ -16,7 +16,9 @@
 // default: what the next token is sampled from), rows in step order, [sum num_logits, vocab].
 //
 // Thread safety: not thread-safe; one Forward at a time (the scheduler's thread). Forward splits
-// its work over the calling thread's OpenMP team (set its size with omp_set_num_threads).
+// its work over as many threads as the calling thread's OpenMP setting gives
+// (omp_set_num_threads), on the engine's own SpinTeam (base/spin_team.h): its workers keep
+// spinning between the step's hundreds of parallel loops whatever else the process runs.
 
 #include <cstdint>
 #include <memory>
@@ -27,6 +29,10 @@
 #include "llm/kv_blocks.h"
 #include "llm/kv_cache.h"
 #include "llm/model.h"
+
+namespace kiln {
+class SpinTeam;
+}  // namespace kiln
 
 namespace kiln::llm {
 
@@ -86,6 +92,8 @@ class Engine {
 
   const Model& model_;
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<SpinTeam> team_;  // sized to the caller's thread count at the last Forward
+  int team_threads_ = 0;            // the size asked for (the system may have given fewer)
   int64_t context_length_;
   bool profiling_ = false;
   EngineProfile profile_;

@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +23,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/spin_team.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/parallel.h"
 #include "llm/ggml_quants.h"
 #include "llm/quant_kernels.h"
 #include "tensor/dtype.h"
@@ -286,6 +290,56 @@ TEST(LlmMatMulTest, LargeSplitsOverThreads) {
   CheckShape(GgmlType::kQ8_0, 70, 1056, 1, 18);
   CheckShape(GgmlType::kF16, 70, 1536, 40, 8);
   CheckShape(GgmlType::kQ6_K, 40, 1024, 20, 9);
+  omp_set_num_threads(saved);
+}
+
+// ParallelFor on a SpinTeam (the engine's steps) cuts [0, n) into the chunks OpenMP's team of the
+// same size gets, each once, and MatMul gives the same bits on either.
+TEST(LlmMatMulTest, SpinTeamRunsWhatOpenMpRuns) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  auto chunks = [](int64_t n, int64_t grain) {
+    std::vector<std::pair<int64_t, int64_t>> got(8, {-1, -1});
+    std::atomic<int> count{0};
+    cpu::ParallelFor(n, grain, [&](int64_t b, int64_t e) {
+      got[static_cast<size_t>(count.fetch_add(1))] = {b, e};
+    });
+    got.resize(static_cast<size_t>(count.load()));
+    std::sort(got.begin(), got.end());
+    return got;
+  };
+  SpinTeam team(3);
+  ASSERT_EQ(team.threads(), 3);
+  for (int64_t n : {1, 2, 3, 5, 47, 1000}) {
+    for (int64_t grain : {1, 16}) {
+      const auto omp = chunks(n, grain);
+      SpinTeamScope scope(&team);
+      const auto spin = chunks(n, grain);
+      EXPECT_EQ(spin, omp) << "n " << n << " grain " << grain;
+      int64_t covered = 0;
+      for (size_t i = 0; i < spin.size(); ++i) {
+        EXPECT_EQ(spin[i].first, covered);
+        covered = spin[i].second;
+      }
+      EXPECT_EQ(covered, n);
+    }
+  }
+  struct Case {
+    GgmlType type;
+    int64_t rows, cols, n;
+  };
+  for (const Case& k : {Case{GgmlType::kQ4_0, 70, 2048, 1}, Case{GgmlType::kQ8_0, 150, 1024, 19},
+                        Case{GgmlType::kQ4_K, 40, 1024, 5}, Case{GgmlType::kF16, 70, 1536, 40}}) {
+    const Weights w = MakeWeights(k.type, k.rows, k.cols, 21);
+    const std::vector<float> x = MakeActs(k.n, k.cols, 22);
+    std::vector<float> omp(static_cast<size_t>(k.n * k.rows)), spin(omp.size());
+    MatMul(w.w, x.data(), k.cols, k.n, omp.data(), k.rows);
+    {
+      SpinTeamScope scope(&team);
+      MatMul(w.w, x.data(), k.cols, k.n, spin.data(), k.rows);
+    }
+    EXPECT_EQ(spin, omp) << GgmlTypeName(k.type) << " n " << k.n;
+  }
   omp_set_num_threads(saved);
 }
 

@@ -12,6 +12,10 @@
 // calling thread) when n <= grain, when only one thread is available, or when already inside a
 // parallel region (no nested parallelism). fn must not throw.
 //
+// On a thread with a SpinTeam installed (base/spin_team.h; the decoder engine installs its own
+// for a step), the chunks run on that team instead of OpenMP, cut the same way (chunk t of nt
+// is [n * t / nt, n * (t + 1) / nt)), so results do not depend on which ran them.
+//
 // Under ThreadSanitizer (build type Tsan) the chunks run on a team of std::threads instead, cut
 // the same way: libgomp is not instrumented, so TSan cannot see an OpenMP region's fork and join
 // and would report the caller's writes before the region and reads after it as races with the
@@ -23,8 +27,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "base/sanitizers.h"
+#include "base/spin_team.h"
 
 #if defined(KILN_THREAD_SANITIZER)
 #include <thread>
@@ -43,6 +49,8 @@ inline thread_local bool in_team = false;
 // The threads a ParallelFor started now may use: 1 inside a parallel region (no nesting), else
 // the calling thread's OpenMP thread count.
 inline int ParallelThreads() {
+  if (InSpinTeamChunk()) return 1;
+  if (const SpinTeam* team = CurrentSpinTeam()) return team->threads();
   if (omp_in_parallel()) return 1;
 #if defined(KILN_THREAD_SANITIZER)
   if (parallel_internal::in_team) return 1;
@@ -57,6 +65,22 @@ void ParallelFor(int64_t n, int64_t grain, F&& fn) {
   const int64_t chunks_wanted = std::min<int64_t>(ParallelThreads(), (n + grain - 1) / grain);
   if (chunks_wanted <= 1) {
     fn(int64_t{0}, n);
+    return;
+  }
+  if (SpinTeam* team = CurrentSpinTeam()) {
+    struct Job {
+      std::remove_reference_t<F>* fn;
+      int64_t n, nt;
+    } job{&fn, n, chunks_wanted};
+    team->Run(
+        static_cast<int>(chunks_wanted),
+        [](void* ctx, int chunk) {
+          const Job& j = *static_cast<const Job*>(ctx);
+          const int64_t begin = j.n * chunk / j.nt;
+          const int64_t end = j.n * (chunk + 1) / j.nt;
+          if (begin < end) (*j.fn)(begin, end);
+        },
+        &job);
     return;
   }
 #if defined(KILN_THREAD_SANITIZER)
