@@ -79,7 +79,7 @@ void SpinTeam::Run(int chunks, void (*fn)(void* ctx, int chunk), void* ctx) {
 void SpinTeam::Work(int index) {
   uint64_t seen = 0;
   while (true) {
-    // Spin for the next job, then sleep on wake_.
+    // Spin for the next job (yielding to any thread that has work), then sleep on wake_.
     uint64_t ticket = ticket_.load(std::memory_order_acquire);
     if (ticket == seen) {
       const int64_t deadline = NowNs() + kSpinNs;
@@ -87,15 +87,18 @@ void SpinTeam::Work(int index) {
         CpuRelax();
         ticket = ticket_.load(std::memory_order_acquire);
         if (ticket != seen || stop_.load(std::memory_order_relaxed)) break;
-        if ((spins & 63) == 0 && NowNs() > deadline) {
-          sleepers_.fetch_add(1, std::memory_order_seq_cst);
-          const uint32_t w = wake_.load(std::memory_order_seq_cst);
-          ticket = ticket_.load(std::memory_order_seq_cst);
-          if (ticket == seen && !stop_.load(std::memory_order_seq_cst)) wake_.wait(w);
-          sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-          ticket = ticket_.load(std::memory_order_acquire);
-          if (ticket != seen || stop_.load(std::memory_order_relaxed)) break;
+        if ((spins & 63) != 0) continue;
+        if (NowNs() <= deadline) {
+          std::this_thread::yield();  // a thread that has work (more threads than CPUs) runs
+          continue;
         }
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        const uint32_t w = wake_.load(std::memory_order_seq_cst);
+        ticket = ticket_.load(std::memory_order_seq_cst);
+        if (ticket == seen && !stop_.load(std::memory_order_seq_cst)) wake_.wait(w);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        ticket = ticket_.load(std::memory_order_acquire);
+        if (ticket != seen || stop_.load(std::memory_order_relaxed)) break;
       }
     }
     if (stop_.load(std::memory_order_acquire)) return;

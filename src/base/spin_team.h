@@ -9,8 +9,8 @@
 // thread already do that on 2 CPUs; every tensor-model instance adds one) it stops spinning
 // between regions and puts the workers to sleep after 100 spins. Every region then pays a
 // futex wake-up: about 30 us, 6 ms of a 22 ms one-token decode step. A SpinTeam's workers spin
-// for up to kSpinNs after their last chunk whatever else the process holds, then sleep (an idle
-// model's team costs nothing).
+// for up to kSpinNs after their last chunk whatever else the process holds, yielding the CPU to
+// any thread that has work, then sleep (an idle model's team costs nothing).
 //
 //   SpinTeam team(4);                 // the caller and 3 workers
 //   team.Run(4, fn, ctx);             // fn(ctx, 0) here, fn(ctx, 1..3) on the workers; waits
