@@ -657,7 +657,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mixed-requests", type=int, default=0,
-                    help="requests of the mixed workload (default 96; --quick 24)")
+                    help="requests of the mixed workload (default 48; --quick 24)")
     ap.add_argument("--peer-requests", type=int, default=0,
                     help="requests of the kiln vs llama.cpp workload (default 32; --quick 8)")
     ap.add_argument("--open-loop-s", type=float, default=80,
