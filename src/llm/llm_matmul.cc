@@ -54,12 +54,11 @@ bool IsAvx512(Path p) { return p == Path::kAvx512 || p == Path::kAvx512Vnni || p
 
 // Calls with fewer tokens take the VNNI kernels on the kAmx path (their whole-block variant,
 // which sums as the tile kernels do): a tile product computes 16 tokens whatever the call has,
-// so its time is flat below 16, while the VNNI kernels' grows with the tokens. They cross at 8
-// to 9 tokens (llm_matmul_bench, TinyLlama's 5632x2048 and 2048x5632, 2 threads on a Xeon with
-// AMX, microseconds per call, VNNI / tiles: Q4_0 at 8 tokens 663 / 672, at 10 818 / 663; Q8_0
-// at 8 784 / 850, at 10 940 / 844); a decode step of 11 sequences took 93 ms on the VNNI
-// kernels and 66 ms on the tiles.
-constexpr int64_t kAmxMinTokens = 9;
+// so its time is flat below 16, while the VNNI kernels' grows with the tokens. They cross at 9
+// to 10 tokens (llm_matmul_bench, TinyLlama's 5632x2048 and 2048x5632, 2 threads on a Xeon with
+// AMX, median microseconds per call, VNNI / tiles: Q4_0 at 9 tokens 590 / 686, at 10 728 / 684;
+// Q8_0 at 9 748 / 907, at 10 892 / 924, about even from 11).
+constexpr int64_t kAmxMinTokens = 10;
 
 Path ActivePath() {
   switch (cpu::ActiveIsa()) {

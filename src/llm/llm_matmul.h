@@ -23,7 +23,7 @@
 // The fast kernels sum in a different order than ref::MatMul (vector lanes, column chunks), so
 // the two agree to F32 rounding, not bit for bit; the integer parts are exact in both.
 //
-// Kernels: AMX-INT8 tiles (Q4_0 / Q8_0 calls of 9 tokens or more, on CPUs with AMX), AVX-512
+// Kernels: AMX-INT8 tiles (Q4_0 / Q8_0 calls of 10 tokens or more, on CPUs with AMX), AVX-512
 // (with VNNI where the CPU has avx512_vnni), AVX2+FMA+F16C, and portable scalar, chosen per call by
 // kiln::cpu::ActiveIsa() (kernels/cpu/isa.h); they read the weights in place, in ggml's layout,
 // except that the AVX-512 kernels read Q4_0 / Q8_0 matrices from a packed copy when the model made
@@ -150,7 +150,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens
 // (default true). With false they take the AVX-512BW path that CPUs without VNNI run.
 // Thread-safe (atomic); takes effect at the next MatMul.
 void SetMatMulVnniAllowed(bool allowed);
-// The kernel family MatMul would run now: "amx" (for calls of 9 tokens or more; fewer run
+// The kernel family MatMul would run now: "amx" (for calls of 10 tokens or more; fewer run
 // "avx512-vnni"), "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* MatMulKernelName();
 

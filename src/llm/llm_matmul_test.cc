@@ -400,7 +400,7 @@ TEST(LlmMatMulTest, TokensAreIndependentOfTheCall) {
       SCOPED_TRACE(level.name);
       cpu::ScopedMaxIsa cap(level.isa);
       VnniGuard vnni(level.vnni);
-      for (int64_t n : {5, 8, 9, 16, 40}) {
+      for (int64_t n : {2, 3, 5, 6, 7, 8, 9, 10, 16, 40}) {
         const std::vector<float> x = MakeActs(n, ldx, 300 + static_cast<uint32_t>(n));
         std::vector<float> as_stored;
         for (const WeightMatrix& w : {wt.w, packed_w}) {

@@ -14,10 +14,10 @@
 // Q4_K / Q6_K: one row's 64 codes per register against 64 activation codes, integer sums over
 // the super-block (see the comment at Q4KAvx512).
 //
-// Tiles are up to 8 rows by 6 tokens (Q4_0 / Q8_0) or 4 rows by 3 tokens (K-quants). While the
-// first token tile of a row tile streams its rows, the rows PrefetchAhead bytes further are
-// prefetched: decode reads each row once, in streams of one to a few KiB that the hardware
-// prefetchers pick up too late.
+// Tiles are up to 8 rows by 6 tokens (Q4_0 / Q8_0; 8 tokens in the whole-block variant) or 4
+// rows by 3 tokens (K-quants). While the first token tile of a row tile streams its rows, the
+// rows PrefetchAhead bytes further are prefetched: decode reads each row once, in streams of
+// one to a few KiB that the hardware prefetchers pick up too late.
 
 // GCC 12 reports the undefined pass-through of the unmasked AVX-512 intrinsics (casts,
 // conversions) as uninitialized reads: false positives, silenced for this code only.
@@ -159,12 +159,15 @@ void RunTiles512(const Ctx512& ctx, int64_t r0, int64_t r1, int64_t t0, int64_t 
 // kWhole: the 4 partial sums of a row are added as integers per block (exact) before the
 // scaling, so that each row's F32 sum is the one the AMX kernels compute (one scaled integer
 // per block, added in block order): on AMX machines a row's result then does not depend on how
-// many tokens share the call (batch invariance).
+// many tokens share the call (batch invariance). So that this costs less than a reduction per
+// token and block, the partial sums of up to 4 tokens are reduced together into one register
+// (lane 4 i + k: row i, token k) with one F32 conversion and FMA, and token tiles are 8 wide.
 template <bool kVnni, bool kQ8, bool kPacked, bool kWhole = false>
 struct Q0x4 {
   template <int M, int N>
   struct K {
     static constexpr int G = (M + 3) / 4;  // groups of 4 rows
+    static constexpr int Q = (N + 3) / 4;  // kWhole: groups of up to 4 tokens
 
     // Block b of rows wr[0, rows) (ggml layout) into the 128-bit lanes of qa (codes 0..15 of
     // each row) and qb (Q8_0: codes 16..31), their f16 scales into dbits (16 bits per row).
@@ -194,6 +197,45 @@ struct Q0x4 {
       }
     }
 
+    // Token j's activation codes of block b, broadcast to the 4 lanes (xlo: codes 0..15, xhi:
+    // 16..31), and its -8 / -128 correction once per row (lane 0 of each row's four).
+    [[gnu::always_inline]] static inline void LoadToken(const int8_t* xq, const int32_t* xb,
+                                                        int64_t b, __m512i* xlo, __m512i* xhi,
+                                                        __m512i* bias) {
+      const int8_t* xp = xq + 32 * b;
+      *xlo = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xp)));
+      *xhi = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xp + 16)));
+      *bias = (kVnni || !kQ8) ? _mm512_maskz_set1_epi32(0x1111, xb[b]) : _mm512_setzero_si512();
+    }
+
+    // One token's integer dot products of a block with 4 rows: 4 partial sums per row.
+    [[gnu::always_inline]] static inline __m512i Dot(__m512i wlo, __m512i whi, __mmask64 nlo,
+                                                     __mmask64 nhi, __m512i xlo, __m512i xhi,
+                                                     __m512i bias) {
+      if constexpr (kVnni) {
+        return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, wlo, xlo), whi, xhi);
+      } else if constexpr (kQ8) {
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i ones16 = _mm512_set1_epi16(1);
+        const __m512i sl = _mm512_mask_sub_epi8(xlo, nlo, zero, xlo);
+        const __m512i sh = _mm512_mask_sub_epi8(xhi, nhi, zero, xhi);
+        return _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wlo, sl), ones16),
+                                _mm512_madd_epi16(_mm512_maddubs_epi16(whi, sh), ones16));
+      } else {
+        // Q4_0 pair sums stay below 2 * 15 * 127, so two of them fit in 16 bits.
+        const __m512i p =
+            _mm512_add_epi16(_mm512_maddubs_epi16(wlo, xlo), _mm512_maddubs_epi16(whi, xhi));
+        return _mm512_add_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), bias);
+      }
+    }
+
+    // Rows 4 g .. of one token (the first `mask` lanes of out) to y, added if accumulating.
+    [[gnu::always_inline]] static inline void Store(const Ctx512& c, __mmask8 mask, __m128 out,
+                                                    float* yp) {
+      if (c.accumulate) out = _mm_add_ps(out, _mm_maskz_loadu_ps(mask, yp));
+      _mm_mask_storeu_ps(yp, mask, out);
+    }
+
     static void Run(const Ctx512& c, int64_t r, int64_t t) {
       const WeightMatrix& w = c.w;
       const Acts& a = c.a;
@@ -218,21 +260,20 @@ struct Q0x4 {
         xd[j] = a.d + (t + j) * a.blk_stride;
         xb[j] = a.bias + (t + j) * a.blk_stride;
       }
-      __m512 acc[G][N];
+      __m512 acc[G][kWhole ? Q : N];
 #pragma GCC unroll 8
       for (int g = 0; g < G; ++g)
 #pragma GCC unroll 8
-        for (int j = 0; j < N; ++j) acc[g][j] = _mm512_setzero_ps();
+        for (int j = 0; j < (kWhole ? Q : N); ++j) acc[g][j] = _mm512_setzero_ps();
       const __m512i m4 = _mm512_set1_epi8(0x0f);
       const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-      const __m512i ones16 = _mm512_set1_epi16(1);
       const __m512i idx_d = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
       const bool prefetch = t == c.t_first;
 
       for (int64_t b = c.c0 / 32; b < c.c1 / 32; ++b) {
         __m512i wlo[G], whi[G];
         __m512 dwv[G];
-        __mmask64 nlo[G], nhi[G];
+        __mmask64 nlo[G] = {}, nhi[G] = {};  // (Q8_0 without VNNI: the codes' signs)
 #pragma GCC unroll 2
         for (int g = 0; g < G; ++g) {
           const int rows = M - 4 * g < 4 ? M - 4 * g : 4;
@@ -278,40 +319,66 @@ struct Q0x4 {
             whi[g] = _mm512_and_si512(_mm512_srli_epi16(qa, 4), m4);
           }
         }
+        if constexpr (!kWhole) {
 #pragma GCC unroll 8
-        for (int j = 0; j < N; ++j) {
-          const int8_t* xp = xq[j] + 32 * b;
-          const __m512i xlo =
-              _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xp)));
-          const __m512i xhi =
-              _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xp + 16)));
-          const __m512 dx = _mm512_set1_ps(xd[j][b]);
-          // The -8 / -128 correction, once per row (lane 0 of each row's four).
-          const __m512i bias =
-              (kVnni || !kQ8) ? _mm512_maskz_set1_epi32(0x1111, xb[j][b]) : _mm512_setzero_si512();
+          for (int j = 0; j < N; ++j) {
+            __m512i xlo, xhi, bias;
+            LoadToken(xq[j], xb[j], b, &xlo, &xhi, &bias);
+            const __m512 dx = _mm512_set1_ps(xd[j][b]);
 #pragma GCC unroll 2
-          for (int g = 0; g < G; ++g) {
-            __m512i s;
-            if constexpr (kVnni) {
-              s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, wlo[g], xlo), whi[g], xhi);
-            } else if constexpr (kQ8) {
-              const __m512i zero = _mm512_setzero_si512();
-              const __m512i sl = _mm512_mask_sub_epi8(xlo, nlo[g], zero, xlo);
-              const __m512i sh = _mm512_mask_sub_epi8(xhi, nhi[g], zero, xhi);
-              s = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wlo[g], sl), ones16),
-                                   _mm512_madd_epi16(_mm512_maddubs_epi16(whi[g], sh), ones16));
-            } else {
-              // Q4_0 pair sums stay below 2 * 15 * 127, so two of them fit in 16 bits.
-              const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(wlo[g], xlo),
-                                                 _mm512_maddubs_epi16(whi[g], xhi));
-              s = _mm512_add_epi32(_mm512_madd_epi16(p, ones16), bias);
+            for (int g = 0; g < G; ++g) {
+              const __m512i s = Dot(wlo[g], whi[g], nlo[g], nhi[g], xlo, xhi, bias);
+              acc[g][j] =
+                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dwv[g], dx), acc[g][j]);
             }
-            if constexpr (kWhole) {
-              s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, static_cast<_MM_PERM_ENUM>(0x4e)));
-              s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, static_cast<_MM_PERM_ENUM>(0xb1)));
+          }
+        } else {
+          // Up to 4 tokens at a time: their partial sums are reduced together, so that lane
+          // 4 i + k of the result holds row i's block sum of token k (9 instructions for 4
+          // tokens instead of 4 per token), and are scaled by [d_w(row) * d_x(token)].
+#pragma GCC unroll 2
+          for (int q = 0; q < Q; ++q) {
+            const int nq = N - 4 * q < 4 ? N - 4 * q : 4;
+            __m512i xlo[4], xhi[4], bias[4];
+            // [d_x of tokens 4 q .. 4 q + 3] in each 128-bit lane (inserted from the scalars:
+            // a vector load of values just stored would wait for the stores).
+            __m128 d4 = _mm_load_ss(xd[4 * q] + b);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+              if (k >= nq) break;
+              LoadToken(xq[4 * q + k], xb[4 * q + k], b, &xlo[k], &xhi[k], &bias[k]);
             }
-            acc[g][j] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dwv[g], dx), acc[g][j]);
+            if (nq > 1) d4 = _mm_insert_ps(d4, _mm_load_ss(xd[4 * q + 1] + b), 0x10);
+            if (nq > 2) d4 = _mm_insert_ps(d4, _mm_load_ss(xd[4 * q + 2] + b), 0x20);
+            if (nq > 3) d4 = _mm_insert_ps(d4, _mm_load_ss(xd[4 * q + 3] + b), 0x30);
+            const __m512 dx = nq == 1 ? _mm512_set1_ps(xd[4 * q][b]) : _mm512_broadcast_f32x4(d4);
+#pragma GCC unroll 2
+            for (int g = 0; g < G; ++g) {
+              __m512i sk[4];
+#pragma GCC unroll 4
+              for (int k = 0; k < 4; ++k) {
+                sk[k] = k < nq ? Dot(wlo[g], whi[g], nlo[g], nhi[g], xlo[k], xhi[k], bias[k])
+                               : _mm512_setzero_si512();
+              }
+              __m512i v;
+              if (nq == 1) {
+                v = _mm512_add_epi32(sk[0],
+                                     _mm512_shuffle_epi32(sk[0], static_cast<_MM_PERM_ENUM>(0x4e)));
+                v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, static_cast<_MM_PERM_ENUM>(0xb1)));
+              } else {
+                // Per row (128-bit lane): [a0+a2, b0+b2, a1+a3, b1+b3] of tokens a, b, ...
+                const __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi32(sk[0], sk[1]),
+                                                     _mm512_unpackhi_epi32(sk[0], sk[1]));
+                const __m512i u23 = nq == 2 ? u01
+                                            : _mm512_add_epi32(_mm512_unpacklo_epi32(sk[2], sk[3]),
+                                                               _mm512_unpackhi_epi32(sk[2], sk[3]));
+                // ... then [a, b, c, d]: each token's whole sum.
+                v = _mm512_add_epi32(_mm512_unpacklo_epi64(u01, u23),
+                                     _mm512_unpackhi_epi64(u01, u23));
+              }
+              acc[g][q] =
+                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(dwv[g], dx), acc[g][q]);
+            }
           }
         }
       }
@@ -321,17 +388,22 @@ struct Q0x4 {
       for (int g = 0; g < G; ++g) {
         const int rows = M - 4 * g < 4 ? M - 4 * g : 4;
         const __mmask8 mask = static_cast<__mmask8>((1u << rows) - 1);
+        if constexpr (!kWhole) {
 #pragma GCC unroll 8
-        for (int j = 0; j < N; ++j) {
-          __m512 v = acc[g][j];
-          if constexpr (!kWhole) {  // (kWhole: the 4 lanes already hold the row's sum)
+          for (int j = 0; j < N; ++j) {
+            __m512 v = acc[g][j];
             v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
             v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+            Store(c, mask, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, v)),
+                  c.y + (t + j) * c.ldy + r + 4 * g);
           }
-          __m128 out = _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, v));
-          float* yp = c.y + (t + j) * c.ldy + r + 4 * g;
-          if (c.accumulate) out = _mm_add_ps(out, _mm_maskz_loadu_ps(mask, yp));
-          _mm_mask_storeu_ps(yp, mask, out);
+        } else {  // lane 4 i + k: row i, token 4 q + k
+#pragma GCC unroll 8
+          for (int j = 0; j < N; ++j) {
+            const __m512i idx = _mm512_add_epi32(idx_out, _mm512_set1_epi32(j % 4));
+            Store(c, mask, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, acc[g][j / 4])),
+                  c.y + (t + j) * c.ldy + r + 4 * g);
+          }
         }
       }
     }
@@ -342,7 +414,8 @@ template <bool kVnni, bool kQ8, bool kPacked = false, bool kWhole = false>
 void TileQ0Avx512(const WeightMatrix& w, const Acts& a, int64_t r0, int64_t r1, int64_t t0,
                   int64_t t1, int64_t c0, int64_t c1, bool accumulate, float* y, int64_t ldy) {
   const Ctx512 ctx{w, a, c0, c1, accumulate, y, ldy, t0};
-  RunTiles512<8, 6, Q0x4<kVnni, kQ8, kPacked, kWhole>::template K>(ctx, r0, r1, t0, t1);
+  RunTiles512<8, kWhole ? 8 : 6, Q0x4<kVnni, kQ8, kPacked, kWhole>::template K>(ctx, r0, r1, t0,
+                                                                                t1);
 }
 
 // ---------------------------------------------------------------------------------------------
