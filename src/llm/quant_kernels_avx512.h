@@ -382,7 +382,8 @@ struct Q0x4 {
           }
         }
       }
-      // Each row's 4 partial sums (one 128-bit lane) to one value; rows are contiguous in y.
+      // To y, where a token's rows are contiguous: each row's 4 partial sums (one 128-bit lane)
+      // added to one value, or with kWhole, each token's lane of the row.
       const __m512i idx_out = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
 #pragma GCC unroll 2
       for (int g = 0; g < G; ++g) {
